@@ -1,0 +1,61 @@
+//! Settings, from command-line flags or environment variables (every flag has one).
+
+use clap::Parser;
+
+/// stock-app: stock deduction without overselling, one endpoint per strategy.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "stock-app", version, about)]
+pub struct Settings {
+    /// Address to listen on, HOST:PORT. Port 0 picks a free port (printed at start).
+    #[arg(long, env = "BIND", default_value = "127.0.0.1:8080")]
+    pub bind: String,
+
+    /// MariaDB/MySQL URL, e.g. mysql://root@127.0.0.1:3306/stocklocks. The only
+    /// required setting; migrations are applied to it at start.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: String,
+
+    /// Connections in the service's database pool.
+    #[arg(long, env = "DB_POOL_SIZE", default_value_t = 32)]
+    pub db_pool_size: u32,
+
+    /// How long a request waits for a free database connection before it is answered
+    /// 503 backend_unavailable, in milliseconds.
+    #[arg(long, env = "DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000)]
+    pub db_acquire_timeout_ms: u64,
+
+    /// Redis servers, comma-separated. The first serves `redis-lock`; all of them (5)
+    /// form the RedLock. Reported by /ready; never waited on at start.
+    #[arg(long, env = "REDIS_URLS", value_delimiter = ',')]
+    pub redis_urls: Vec<String>,
+
+    /// ZooKeeper connect string, e.g. 127.0.0.1:2181,127.0.0.1:2182. Reported by
+    /// /ready; never waited on at start.
+    #[arg(long, env = "ZK_CONNECT")]
+    pub zk_connect: Option<String>,
+
+    /// Bearer token for the admin routes (PUT /stock). Unset: they answer 403.
+    #[arg(long, env = "ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// HTTP worker threads (default: one per CPU core).
+    #[arg(long, env = "WORKERS")]
+    pub workers: Option<usize>,
+}
+
+impl Settings {
+    /// Settings for a service on `database_url`, listening on a free loopback port,
+    /// everything else at its default (environment variables are not read).
+    pub fn for_database(database_url: &str) -> Settings {
+        Settings {
+            bind: "127.0.0.1:0".into(),
+            database_url: database_url.into(),
+            db_pool_size: 32,
+            db_acquire_timeout_ms: 10_000,
+            redis_urls: Vec::new(),
+            zk_connect: None,
+            admin_token: None,
+            workers: None,
+        }
+    }
+}

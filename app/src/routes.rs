@@ -1,0 +1,302 @@
+//! HTTP handlers, the request-context middleware and the extractor configuration.
+
+use crate::error::{ApiError, AppError};
+use crate::order::Order;
+use crate::startup::AppState;
+use crate::{ready, stock, strategies};
+use actix_web::body::MessageBody;
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::error::{JsonPayloadError, PathError};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
+use std::future::{Ready, ready as ready_future};
+use tracing::Instrument;
+
+/// The response header that names the request (the body's `request_id` for a deduction).
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Largest accepted JSON body. A 100-item order is about 4 KiB.
+pub const JSON_LIMIT: usize = 64 * 1024;
+
+/// Every route of the service.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/health").get(health).default_service(web::to(not_allowed("GET"))))
+        .service(web::resource("/ready").get(ready_route).default_service(web::to(not_allowed("GET"))))
+        .service(web::resource("/strategies").get(list_strategies).default_service(web::to(not_allowed("GET"))))
+        .service(
+            web::resource("/stock/{product_id}")
+                .get(get_stock)
+                .put(put_stock)
+                .default_service(web::to(not_allowed("GET, PUT"))),
+        )
+        .service(
+            web::resource("/deduct/{strategy}")
+                .post(deduct)
+                .default_service(web::to(not_allowed("POST"))),
+        );
+}
+
+/// The JSON extractor's settings: size limit, and its errors in our error shape.
+pub fn json_config() -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(JSON_LIMIT)
+        .error_handler(|err, req| {
+            let error = match &err {
+                JsonPayloadError::Overflow { limit } | JsonPayloadError::OverflowKnownLength { limit, .. } => {
+                    AppError::PayloadTooLarge(format!("the body is larger than {limit} bytes"))
+                }
+                JsonPayloadError::ContentType => {
+                    AppError::InvalidRequest("the body must be JSON, sent with Content-Type: application/json".into())
+                }
+                JsonPayloadError::Deserialize(e) => AppError::InvalidRequest(format!("the body is not valid JSON: {e}")),
+                other => AppError::InvalidRequest(format!("could not read the body: {other}")),
+            };
+            ApiError::new(error, RequestId::of(req).0).into()
+        })
+}
+
+/// Path segments we cannot parse come back in our error shape too.
+pub fn path_config() -> web::PathConfig {
+    web::PathConfig::default().error_handler(|err: PathError, req| {
+        ApiError::new(AppError::InvalidRequest(format!("bad path: {err}")), RequestId::of(req).0).into()
+    })
+}
+
+/// The request's id: `X-Request-Id` from the client when it is a valid request id,
+/// else a new UUID. A deduction whose body has no `request_id` uses it as its
+/// idempotency key; one whose body has one answers with that instead.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+impl RequestId {
+    fn of(req: &HttpRequest) -> RequestId {
+        req.extensions()
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or_else(|| RequestId(uuid::Uuid::new_v4().to_string()))
+    }
+}
+
+impl FromRequest for RequestId {
+    type Error = actix_web::Error;
+    type Future = Ready<Result<RequestId, actix_web::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready_future(Ok(RequestId::of(req)))
+    }
+}
+
+/// Middleware: gives every request an id and a tracing span, and makes every response
+/// carry `X-Request-Id` (and `Retry-After` when it is a 503).
+pub async fn request_context(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let id = req
+        .headers()
+        .get(&X_REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| crate::order::is_valid_request_id(v))
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.path(),
+        request_id = %id,
+        status = tracing::field::Empty,
+    );
+    let mut res = next.call(req).instrument(span.clone()).await?;
+    let headers = res.headers_mut();
+    if !headers.contains_key(&X_REQUEST_ID)
+        && let Ok(value) = HeaderValue::from_str(&id)
+    {
+        headers.insert(X_REQUEST_ID, value);
+    }
+    if res.status() == actix_web::http::StatusCode::SERVICE_UNAVAILABLE && !res.headers().contains_key(header::RETRY_AFTER)
+    {
+        res.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    span.record("status", res.status().as_u16());
+    tracing::debug!(parent: &span, "done");
+    Ok(res)
+}
+
+/// Requires `Authorization: Bearer <ADMIN_TOKEN>`. Listed before the body in a
+/// handler's arguments, so a request without the token is refused before its body is
+/// even read.
+pub struct Admin;
+
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Ready<Result<Admin, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let id = RequestId::of(req).0;
+        let expected = req
+            .app_data::<web::Data<AppState>>()
+            .and_then(|state| state.settings.admin_token.clone());
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        ready_future(match (expected, given) {
+            (None, _) => Err(ApiError::new(AppError::AdminDisabled, id)),
+            (Some(expected), Some(given)) if constant_time_eq(expected.as_bytes(), given.as_bytes()) => Ok(Admin),
+            _ => Err(ApiError::new(AppError::Unauthorized, id)),
+        })
+    }
+}
+
+/// Compares without returning early on the first differing byte, so response time
+/// does not tell an attacker how much of the token they guessed.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn not_allowed(allowed: &'static str) -> impl Fn(HttpRequest, RequestId) -> Ready<Result<HttpResponse, ApiError>> + Clone {
+    move |req: HttpRequest, id: RequestId| {
+        ready_future(Err(ApiError::new(
+            AppError::MethodNotAllowed {
+                method: req.method().to_string(),
+                allowed,
+            },
+            id.0,
+        )))
+    }
+}
+
+/// Any unknown path.
+pub async fn not_found(req: HttpRequest, id: RequestId) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::new(AppError::NotFound(req.path().to_string()), id.0))
+}
+
+/// `GET /health`: the process is up.
+async fn health() -> HttpResponse {
+    HttpResponse::Ok().json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "test_hooks": false,
+    }))
+}
+
+/// `GET /ready`: every configured backend answers.
+async fn ready_route(state: web::Data<AppState>, id: RequestId) -> HttpResponse {
+    let report = ready::check(&state.pool, &state.settings).await;
+    if report.ready {
+        HttpResponse::Ok().json(report)
+    } else {
+        let down: Vec<&str> = report
+            .backends
+            .iter()
+            .filter(|b| b.configured && !b.ok)
+            .map(|b| b.backend.as_str())
+            .collect();
+        HttpResponse::ServiceUnavailable().json(json!({
+            "error": "backend_unavailable",
+            "detail": format!("not reachable: {}", down.join(", ")),
+            "request_id": id.0,
+            "backends": report.backends,
+        }))
+    }
+}
+
+/// `GET /strategies`.
+async fn list_strategies(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().json(state.strategies.infos())
+}
+
+fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {
+    match raw.parse::<i64>() {
+        Ok(product_id) if product_id >= 1 => Ok(product_id),
+        _ => Err(ApiError::new(
+            AppError::InvalidRequest(format!("product_id in the path must be a positive integer, got `{raw}`")),
+            id,
+        )),
+    }
+}
+
+/// `GET /stock/{product_id}`.
+async fn get_stock(state: web::Data<AppState>, path: web::Path<String>, id: RequestId) -> Result<HttpResponse, ApiError> {
+    let product_id = parse_product_id(&path, &id.0)?;
+    match stock::find(&state.pool, product_id).await {
+        Ok(Some(view)) => Ok(HttpResponse::Ok().json(view)),
+        Ok(None) => Err(ApiError::new(AppError::UnknownProduct(product_id), id.0)),
+        Err(e) => Err(ApiError::new(e.into(), id.0)),
+    }
+}
+
+/// `PUT /stock/{product_id}` `{"quantity": N}` (admin): create, or restock into a new epoch.
+async fn put_stock(
+    _admin: Admin,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    id: RequestId,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let product_id = parse_product_id(&path, &id.0)?;
+    let invalid = |detail: &str| ApiError::new(AppError::InvalidRequest(detail.to_string()), id.0.clone());
+    let Value::Object(fields) = &*body else {
+        return Err(invalid("the body must be a JSON object: {\"quantity\": N}"));
+    };
+    if let Some(unknown) = fields.keys().find(|k| *k != "quantity") {
+        return Err(invalid(&format!("unknown field `{unknown}`; allowed: quantity")));
+    }
+    let quantity = match fields.get("quantity").and_then(Value::as_i64) {
+        Some(q) if (0..=i64::from(i32::MAX)).contains(&q) => q as i32,
+        _ => return Err(invalid("quantity must be an integer from 0 to 2147483647")),
+    };
+    let view = stock::restock(&state.pool, product_id, quantity)
+        .await
+        .map_err(|e| ApiError::new(e.into(), id.0.clone()))?;
+    tracing::info!(product_id, quantity, epoch = view.epoch, "restocked");
+    Ok(HttpResponse::Ok().json(view))
+}
+
+/// `POST /deduct/{strategy}`.
+async fn deduct(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    id: RequestId,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let name = path.into_inner();
+    let Some(strategy) = state.strategies.get(&name) else {
+        return Err(ApiError::new(
+            AppError::UnknownStrategy {
+                name,
+                known: state.strategies.names().join(", "),
+            },
+            id.0,
+        ));
+    };
+    let order = Order::parse(&body, &id.0).map_err(|e| ApiError::new(e, id.0.clone()))?;
+    let span = tracing::info_span!(
+        "deduct",
+        strategy = %name,
+        request_id = %order.request_id,
+        items = order.items.len(),
+        product_id = order.items[0].product_id,
+        outcome = tracing::field::Empty,
+    );
+    let result = strategies::deduct(&state.pool, &state.in_flight, strategy.as_ref(), &order)
+        .instrument(span.clone())
+        .await;
+    match result {
+        Ok(done) => {
+            span.record("outcome", if done.duplicate { "duplicate" } else { "deducted" });
+            Ok(HttpResponse::Ok()
+                .insert_header((X_REQUEST_ID, order.request_id.clone()))
+                .json(done))
+        }
+        Err(e) => {
+            span.record("outcome", e.code());
+            Err(ApiError::new(e, order.request_id))
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Building the service: pool, migrations, listener, routes.
+
+use crate::config::Settings;
+use crate::idempotency::InFlight;
+use crate::routes;
+use crate::strategies::{self, Strategies};
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::middleware::from_fn;
+use actix_web::{App, HttpServer, web};
+use anyhow::Context;
+use sqlx::MySqlPool;
+use sqlx::mysql::MySqlPoolOptions;
+use std::net::TcpListener;
+use std::time::Duration;
+
+/// What every handler shares. Built once, **outside** `HttpServer::new`'s factory:
+/// the factory runs once per worker thread, and anything created inside it (a mutex
+/// map, a cache) would exist once per worker instead of once per process.
+pub struct AppState {
+    pub pool: MySqlPool,
+    pub settings: Settings,
+    pub strategies: Strategies,
+    pub in_flight: InFlight,
+}
+
+/// A built service, bound to its port, not yet serving.
+pub struct Application {
+    port: u16,
+    server: Server,
+    state: web::Data<AppState>,
+}
+
+impl Application {
+    /// Connects to the database, applies the migrations, binds `settings.bind` (port 0
+    /// picks a free one, read it back with [`Application::port`]) and builds the server.
+    /// Never waits on Redis or ZooKeeper.
+    pub async fn build(settings: Settings) -> anyhow::Result<Application> {
+        let pool = MySqlPoolOptions::new()
+            .max_connections(settings.db_pool_size)
+            .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+            .connect(&settings.database_url)
+            .await
+            .context("connecting to DATABASE_URL")?;
+        sqlx::migrate!("../migrations")
+            .run(&pool)
+            .await
+            .context("applying the migrations")?;
+        let listener = TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
+        let port = listener.local_addr()?.port();
+        let state = web::Data::new(AppState {
+            pool,
+            strategies: strategies::all(&settings),
+            in_flight: InFlight::default(),
+            settings,
+        });
+        let shared = state.clone();
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(shared.clone())
+                .app_data(routes::json_config())
+                .app_data(routes::path_config())
+                .wrap(from_fn(routes::request_context))
+                .configure(routes::configure)
+                .default_service(web::to(routes::not_found))
+        })
+        .listen(listener)?;
+        if let Some(workers) = state.settings.workers {
+            server = server.workers(workers);
+        }
+        Ok(Application {
+            port,
+            server: server.run(),
+            state,
+        })
+    }
+
+    /// The port the service listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The shared state (the pool, for tests that read the database directly).
+    pub fn state(&self) -> web::Data<AppState> {
+        self.state.clone()
+    }
+
+    /// A handle to stop the server gracefully.
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until the server is stopped (SIGINT/SIGTERM, or [`ServerHandle::stop`]),
+    /// then closes the database pool so the server sees clean disconnects.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let result = self.server.await;
+        self.state.pool.close().await;
+        result
+    }
+}

@@ -1,0 +1,157 @@
+//! `testbed`: real servers for a whole test run.
+//!
+//! - `testbed run -- CMD ARGS...` starts the stack, runs CMD with `DATABASE_URL`,
+//!   `REDIS_URLS` and `ZK_CONNECT` set, stops the stack and exits with CMD's code.
+//!   A variable that is already set means "use that server": it is not started.
+//! - `testbed up` starts the stack, prints the `export` lines and the server PIDs, and
+//!   runs until Ctrl-C (or SIGTERM).
+
+use clap::{Parser, Subcommand};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+use testbed::{Stack, StackConfig};
+
+#[derive(Parser)]
+#[command(version, about = "Real MariaDB, Redis and ZooKeeper servers on free loopback ports")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(clap::Args)]
+struct StackArgs {
+    /// How many independent Redis servers to start.
+    #[arg(long, default_value_t = 5)]
+    redis: usize,
+    /// ZooKeeper servers: 1 (standalone) or 3 (an ensemble); 0 for none.
+    #[arg(long, default_value_t = 1)]
+    zookeeper_nodes: usize,
+    /// The database created in MariaDB.
+    #[arg(long, default_value = "stocklocks")]
+    database: String,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start the stack, run a command against it, stop the stack.
+    Run {
+        #[command(flatten)]
+        stack: StackArgs,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Start the stack and print its environment; stop it on Ctrl-C.
+    Up {
+        #[command(flatten)]
+        stack: StackArgs,
+    },
+}
+
+static CHILD: AtomicI32 = AtomicI32::new(0);
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+    // A Ctrl-C reaches the child through the terminal's process group already; a
+    // SIGTERM sent to us alone is passed on so the child can end and we can clean up.
+    let child = CHILD.load(Ordering::SeqCst);
+    if signal == libc::SIGTERM && child > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(child, libc::SIGTERM) };
+    }
+}
+
+fn install_signal_handlers() {
+    // SAFETY: the handler only touches atomics and calls kill (async-signal-safe).
+    // A handler (unlike SIG_IGN) is reset to the default on exec, so the command we
+    // run still reacts to Ctrl-C normally.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+fn config(args: &StackArgs, respect_env: bool) -> StackConfig {
+    let given = |var: &str| respect_env && std::env::var_os(var).is_some_and(|v| !v.is_empty());
+    StackConfig {
+        mariadb: !given("DATABASE_URL"),
+        database: args.database.clone(),
+        redis: if given("REDIS_URLS") { 0 } else { args.redis },
+        zookeeper_nodes: if given("ZK_CONNECT") { 0 } else { args.zookeeper_nodes },
+    }
+}
+
+fn start(config: &StackConfig) -> Result<Stack, ExitCode> {
+    let started = Instant::now();
+    match Stack::start(config) {
+        Ok(stack) => {
+            eprintln!(
+                "testbed: {} server(s) ready in {:.2} s",
+                stack.pids().len(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(stack)
+        }
+        Err(e) => {
+            eprintln!("testbed: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    install_signal_handlers();
+    match cli.command {
+        Cmd::Run { stack, command } => {
+            let stack = match start(&config(&stack, true)) {
+                Ok(stack) => stack,
+                Err(code) => return code,
+            };
+            let mut cmd = Command::new(&command[0]);
+            cmd.args(&command[1..]).envs(stack.env());
+            let status = match cmd.spawn() {
+                Ok(mut child) => {
+                    CHILD.store(child.id() as i32, Ordering::SeqCst);
+                    child.wait()
+                }
+                Err(e) => {
+                    eprintln!("testbed: cannot run `{}`: {e}", command[0]);
+                    return ExitCode::from(127);
+                }
+            };
+            drop(stack);
+            match status {
+                Ok(status) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+                    ExitCode::from(code.clamp(0, 255) as u8)
+                }
+                Err(e) => {
+                    eprintln!("testbed: waiting for `{}`: {e}", command[0]);
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Cmd::Up { stack } => {
+            let stack = match start(&config(&stack, false)) {
+                Ok(stack) => stack,
+                Err(code) => return code,
+            };
+            for (name, value) in stack.env() {
+                println!("export {name}='{value}'");
+            }
+            let pids: Vec<String> = stack.pids().iter().map(|(n, p)| format!("{n}={p}")).collect();
+            println!("# pids: {}", pids.join(" "));
+            println!("# Ctrl-C stops every server");
+            while !STOP.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            drop(stack);
+            eprintln!("testbed: stopped");
+            ExitCode::SUCCESS
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! MariaDB with a fresh datadir per instance.
+
+use crate::process::{ServerDir, ServerProcess, find_binary, run_to_end, tcp_exchange, with_port_retry};
+use crate::{READY_TIMEOUT, Result};
+use std::path::PathBuf;
+
+/// A private MariaDB server: `mariadb-install-db` into a fresh datadir, then `mariadbd`
+/// in the foreground on a free loopback port. User `root`, no password.
+///
+/// Settings chosen for tests and benchmarks on a small machine, each explained:
+/// - `--no-defaults` first (server and clients), so `/etc/mysql` never leaks in;
+/// - utf8mb4 (without the Debian config the server default is latin1);
+/// - `--innodb-log-file-size=8M`: a 10 MB datadir instead of 126 MB;
+/// - `--innodb-flush-log-at-trx-commit=2`: COMMIT writes the redo log to the OS
+///   without fsync. A killed **process** loses nothing (the chaos tests kill the
+///   process, not the machine); only an OS crash could lose the last second;
+/// - `--skip-log-bin`, `--max-connections=500` (several services × pool size).
+pub struct MariaDb {
+    process: ServerProcess,
+    port: u16,
+    // Declared after `process`: fields drop in order, so the server is dead before
+    // its datadir is removed.
+    dir: ServerDir,
+}
+
+impl MariaDb {
+    /// Starts a server on a free port.
+    pub fn start() -> Result<MariaDb> {
+        Self::start_preferring(None).map(|(db, _)| db)
+    }
+
+    /// Starts a server, trying `port` first; returns it and how many ports were tried.
+    pub fn start_preferring(port: Option<u16>) -> Result<(MariaDb, usize)> {
+        let install_db = find_binary("mariadb-install-db", "mariadb-server")?;
+        let mariadbd = find_binary("mariadbd", "mariadb-server")?;
+        let dir = ServerDir::new("mariadb")?;
+        let datadir = dir.path().join("data");
+        run_to_end(
+            "mariadb",
+            &install_db,
+            &[
+                "--no-defaults".into(),
+                "--user=root".into(),
+                format!("--datadir={}", datadir.display()),
+                "--auth-root-authentication-method=normal".into(),
+                "--skip-test-db".into(),
+                "--innodb-log-file-size=8M".into(),
+            ],
+        )?;
+        let ((process, port), attempts) = with_port_retry(port, |port| {
+            let d = dir.path();
+            let args = vec![
+                "--no-defaults".into(),
+                "--user=root".into(),
+                format!("--datadir={}", datadir.display()),
+                format!("--socket={}", d.join("m.sock").display()),
+                format!("--pid-file={}", d.join("m.pid").display()),
+                format!("--port={port}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--log-error={}", d.join("mariadb.log").display()),
+                "--character-set-server=utf8mb4".into(),
+                "--collation-server=utf8mb4_unicode_ci".into(),
+                "--innodb-log-file-size=8M".into(),
+                "--innodb-buffer-pool-size=64M".into(),
+                "--innodb-flush-log-at-trx-commit=2".into(),
+                "--skip-log-bin".into(),
+                "--max-connections=500".into(),
+            ];
+            let mut process = ServerProcess::spawn("mariadb", &mariadbd, &args, d.join("mariadb.log"))?;
+            // Ready when it sends its handshake: protocol version 10 in byte 4.
+            process.wait_ready(port, READY_TIMEOUT, || {
+                tcp_exchange(port, b"", b"").is_some_and(|hello| hello.len() > 4 && hello[4] == 10)
+            })?;
+            Ok((process, port))
+        })?;
+        Ok((MariaDb { process, port, dir }, attempts))
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// The process handle: kill it, read its log.
+    pub fn process(&mut self) -> &mut ServerProcess {
+        &mut self.process
+    }
+
+    /// The server's data directory.
+    pub fn datadir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// `mysql://root@127.0.0.1:PORT/<database>`.
+    pub fn url(&self, database: &str) -> String {
+        format!("mysql://root@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Runs SQL through the `mariadb` command-line client.
+    pub fn execute(&self, sql: &str) -> Result<String> {
+        let client = find_binary("mariadb", "mariadb-client")?;
+        run_to_end(
+            "mariadb",
+            &client,
+            &[
+                "--no-defaults".into(),
+                "-uroot".into(),
+                "-h127.0.0.1".into(),
+                format!("-P{}", self.port),
+                "--batch".into(),
+                "-e".into(),
+                sql.into(),
+            ],
+        )
+    }
+
+    /// Creates a database (if missing) and returns its URL.
+    pub fn create_database(&self, name: &str) -> Result<String> {
+        self.execute(&format!(
+            "CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+        ))?;
+        Ok(self.url(name))
+    }
+}

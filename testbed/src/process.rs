@@ -1,0 +1,306 @@
+//! A server child process: spawned so it dies with us, logged to a file, stopped by PID.
+
+use crate::{Error, Result};
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How many ports a server tries before giving up (a collision needs another process
+/// to bind the very port we probed in the few milliseconds before the server does).
+const PORT_ATTEMPTS: usize = 5;
+
+/// Prefix of every temporary directory this crate creates.
+const DIR_PREFIX: &str = "stock-locks-testbed-";
+
+/// Finds an executable in `PATH` or the usual system directories (`/usr/sbin` is not in
+/// every user's `PATH`, and `mariadbd` lives there).
+pub fn find_binary(name: &str, package: &'static str) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| Error::MissingBinary {
+            what: format!("`{name}`"),
+            package,
+        })
+}
+
+/// Asks the kernel for a free loopback port. Free *now*: the server may still lose it
+/// to another process before it binds, which [`with_port_retry`] handles.
+pub fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(Error::io("probing for a free port"))?;
+    Ok(listener.local_addr().map_err(Error::io("probing for a free port"))?.port())
+}
+
+/// Runs `start` with a free port (first `preferred`, if given) until it does not fail
+/// with [`Error::PortInUse`]. Returns the value and the number of attempts made.
+pub(crate) fn with_port_retry<T>(
+    preferred: Option<u16>,
+    mut start: impl FnMut(u16) -> Result<T>,
+) -> Result<(T, usize)> {
+    let mut last = None;
+    for attempt in 1..=PORT_ATTEMPTS {
+        let port = match (attempt, preferred) {
+            (1, Some(port)) => port,
+            _ => free_port()?,
+        };
+        match start(port) {
+            Ok(value) => return Ok((value, attempt)),
+            Err(e @ Error::PortInUse { .. }) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.expect("at least one attempt"))
+}
+
+/// A private temporary directory for one server, removed on drop.
+///
+/// It records our PID in `owner.pid`, so directories left behind by a process that was
+/// killed with SIGKILL (no destructor ran) are removed by the next one that starts.
+pub struct ServerDir {
+    dir: tempfile::TempDir,
+}
+
+impl ServerDir {
+    pub fn new(server: &str) -> Result<ServerDir> {
+        remove_stale_dirs();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{server}-"))
+            .tempdir()
+            .map_err(Error::io(format!("{server}: creating its temporary directory")))?;
+        fs::write(dir.path().join("owner.pid"), std::process::id().to_string())
+            .map_err(Error::io(format!("{server}: writing owner.pid")))?;
+        Ok(ServerDir { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn remove_stale_dirs() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with(DIR_PREFIX) {
+            continue;
+        }
+        let Ok(owner) = fs::read_to_string(entry.path().join("owner.pid")) else { continue };
+        let alive = Path::new("/proc").join(owner.trim()).exists();
+        if !alive {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A running server: its child process and the file its output goes to.
+///
+/// Dropping it kills the process (SIGKILL) and waits for it, so no zombie and no
+/// orphan is left. Test data is disposable, so there is no graceful shutdown to wait
+/// for (MariaDB takes ~2 s to stop on SIGTERM).
+pub struct ServerProcess {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl ServerProcess {
+    /// Spawns `program args` with stdout and stderr appended to `log`.
+    ///
+    /// The child gets `PR_SET_PDEATHSIG(SIGKILL)`: when the thread that spawned it
+    /// exits (normally, by panic, or because the whole process was SIGKILLed) the kernel
+    /// kills the server too. It is put in its own process group so that a terminal's
+    /// Ctrl-C does not stop it behind its owner's back.
+    pub fn spawn(name: &str, program: &Path, args: &[String], log: PathBuf) -> Result<ServerProcess> {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(Error::io(format!("{name}: opening its log {}", log.display())))?;
+        let err = out.try_clone().map_err(Error::io(format!("{name}: opening its log")))?;
+        let parent = std::process::id() as libc::pid_t;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0);
+        // SAFETY: the closure runs in the forked child before exec and only makes
+        // async-signal-safe system calls (prctl, getppid, _exit).
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent may have died between fork and prctl: then nobody would
+                // ever kill us, so give up now.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().map_err(Error::io(format!("{name}: spawning {}", program.display())))?;
+        Ok(ServerProcess {
+            name: name.to_string(),
+            child,
+            log,
+        })
+    }
+
+    /// The server's name, as used in errors (`mariadb`, `redis-2`, `zookeeper-1`, ...).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's process id: for tests that pause (SIGSTOP), kill or inspect it.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Where the server's output goes.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Whether the process has not exited yet (a stopped process is still running).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills the server with SIGKILL and reaps it. Idempotent.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The last `lines` lines of the server's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log, lines)
+    }
+
+    /// Polls `ready` until it answers true. Fails when the process exits first (as a
+    /// [`Error::PortInUse`] when its log says the port was taken) or after `timeout`.
+    pub(crate) fn wait_ready(
+        &mut self,
+        port: u16,
+        timeout: Duration,
+        mut ready: impl FnMut() -> bool,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let exited = self.child.try_wait().ok().flatten();
+            if self.log_says_port_in_use() {
+                self.kill();
+                return Err(Error::PortInUse {
+                    server: self.name.clone(),
+                    port,
+                });
+            }
+            if let Some(status) = exited {
+                return Err(self.start_error(format!("exited with {status} before it was ready")));
+            }
+            if ready() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                return Err(self.start_error(format!("not ready after {timeout:?}")));
+            }
+            thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    pub(crate) fn start_error(&self, reason: String) -> Error {
+        Error::Start {
+            server: self.name.clone(),
+            reason,
+            log_tail: self.log_tail(30),
+        }
+    }
+
+    fn log_says_port_in_use(&self) -> bool {
+        let tail = log_tail(&self.log, 50);
+        tail.contains("Address already in use") || tail.contains("Address in use")
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The last `lines` lines of a file (at most its last 64 KiB are read).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return format!("(no log at {})", path.display());
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let mut text = String::new();
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_ok() {
+        text = String::from_utf8_lossy(&bytes).into_owned();
+    }
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Runs a short command to completion (an installer or a client), failing with its
+/// output when it fails.
+pub(crate) fn run_to_end(server: &str, program: &Path, args: &[String]) -> Result<String> {
+    let output = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(Error::io(format!("{server}: running {}", program.display())))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(Error::Start {
+            server: server.to_string(),
+            reason: format!("`{} {}` failed with {}", program.display(), args.join(" "), output.status),
+            log_tail: format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        })
+    }
+}
+
+/// Sends `request` to a loopback TCP port and returns what the server answered before
+/// closing or pausing, or `None` when nobody listens yet.
+pub(crate) fn tcp_exchange(port: u16, request: &[u8], read_until: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    if !request.is_empty() {
+        stream.write_all(request).ok()?;
+    }
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                answer.extend_from_slice(&buf[..n]);
+                if read_until.is_empty() || answer.windows(read_until.len()).any(|w| w == read_until) {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    Some(answer)
+}
