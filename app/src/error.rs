@@ -34,7 +34,10 @@ pub enum AppError {
     NotFound(String),
     /// 405 for a known path with another method.
     #[error("{method} is not allowed here; use {allowed}")]
-    MethodNotAllowed { method: String, allowed: &'static str },
+    MethodNotAllowed {
+        method: String,
+        allowed: &'static str,
+    },
     /// Not enough stock: nothing was deducted. 409.
     #[error("product {product_id}: {requested} requested, {available} available")]
     InsufficientStock {
@@ -75,7 +78,9 @@ impl AppError {
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             InsufficientStock { .. } => StatusCode::CONFLICT,
             RequestIdReused(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Busy(_) | LockLost(_) | OutcomeUnknown(_) | BackendUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Busy(_) | LockLost(_) | OutcomeUnknown(_) | BackendUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Unexpected(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

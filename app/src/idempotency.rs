@@ -57,7 +57,10 @@ impl Drop for Entered<'_> {
         self.guard.take();
         // Counts only change under the map lock: 1 means nobody else holds or awaits
         // this slot, so the entry can go.
-        if ids.get(&self.id).is_some_and(|slot| Arc::strong_count(slot) == 1) {
+        if ids
+            .get(&self.id)
+            .is_some_and(|slot| Arc::strong_count(slot) == 1)
+        {
             ids.remove(&self.id);
         }
     }

@@ -40,20 +40,30 @@ impl Order {
             return Err(invalid("the body must be a JSON object"));
         };
         const ALLOWED: &str = "product_id, quantity, items, request_id";
-        if let Some(unknown) = fields
-            .keys()
-            .find(|k| !matches!(k.as_str(), "product_id" | "quantity" | "items" | "request_id"))
-        {
-            return Err(invalid(format!("unknown field `{unknown}`; allowed: {ALLOWED}")));
+        if let Some(unknown) = fields.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "product_id" | "quantity" | "items" | "request_id"
+            )
+        }) {
+            return Err(invalid(format!(
+                "unknown field `{unknown}`; allowed: {ALLOWED}"
+            )));
         }
         let request_id = match fields.get("request_id") {
             None => generated_id.to_string(),
             Some(value) => parse_request_id(value)?,
         };
         let items = match (fields.get("items"), fields.contains_key("product_id")) {
-            (Some(_), true) => return Err(invalid("give either product_id (with quantity) or items, not both")),
+            (Some(_), true) => {
+                return Err(invalid(
+                    "give either product_id (with quantity) or items, not both",
+                ));
+            }
             (Some(_), false) if fields.contains_key("quantity") => {
-                return Err(invalid("quantity belongs inside each item when items is given"));
+                return Err(invalid(
+                    "quantity belongs inside each item when items is given",
+                ));
             }
             (Some(items), false) => parse_items(items)?,
             (None, true) => vec![parse_item(fields, "")?],
@@ -92,7 +102,8 @@ fn invalid(detail: impl Into<String>) -> AppError {
 /// 1 to 64 characters of `[A-Za-z0-9._:-]`.
 pub fn is_valid_request_id(s: &str) -> bool {
     (1..=MAX_REQUEST_ID).contains(&s.len())
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 fn parse_request_id(value: &Value) -> Result<String, AppError> {
@@ -106,7 +117,9 @@ fn parse_request_id(value: &Value) -> Result<String, AppError> {
 
 fn parse_items(value: &Value) -> Result<Vec<Item>, AppError> {
     let Some(list) = value.as_array() else {
-        return Err(invalid("items must be an array of {\"product_id\", \"quantity\"} objects"));
+        return Err(invalid(
+            "items must be an array of {\"product_id\", \"quantity\"} objects",
+        ));
     };
     if list.is_empty() || list.len() > MAX_ITEMS {
         return Err(invalid(format!(
@@ -120,13 +133,19 @@ fn parse_items(value: &Value) -> Result<Vec<Item>, AppError> {
         let Value::Object(fields) = entry else {
             return Err(invalid(format!("items[{i}] must be an object")));
         };
-        if let Some(unknown) = fields.keys().find(|k| !matches!(k.as_str(), "product_id" | "quantity")) {
+        if let Some(unknown) = fields
+            .keys()
+            .find(|k| !matches!(k.as_str(), "product_id" | "quantity"))
+        {
             return Err(invalid(format!(
                 "unknown field `{prefix}{unknown}`; allowed: product_id, quantity"
             )));
         }
         let item = parse_item(fields, &prefix)?;
-        if items.iter().any(|seen: &Item| seen.product_id == item.product_id) {
+        if items
+            .iter()
+            .any(|seen: &Item| seen.product_id == item.product_id)
+        {
             return Err(invalid(format!(
                 "items: product {} is listed twice; list each product once",
                 item.product_id
@@ -142,13 +161,19 @@ fn parse_item(fields: &Map<String, Value>, prefix: &str) -> Result<Item, AppErro
         None => return Err(invalid(format!("{prefix}product_id is required"))),
         Some(v) => match v.as_i64() {
             Some(id) if id >= 1 => id,
-            _ => return Err(invalid(format!("{prefix}product_id must be a positive integer"))),
+            _ => {
+                return Err(invalid(format!(
+                    "{prefix}product_id must be a positive integer"
+                )));
+            }
         },
     };
     let quantity = match fields.get("quantity") {
         None => 1,
         Some(Value::Null) => {
-            return Err(invalid(format!("{prefix}quantity must not be null (omit it to deduct 1)")));
+            return Err(invalid(format!(
+                "{prefix}quantity must not be null (omit it to deduct 1)"
+            )));
         }
         Some(v) => match v.as_i64() {
             Some(q) if (1..=MAX_QUANTITY).contains(&q) => q as i32,
@@ -159,7 +184,10 @@ fn parse_item(fields: &Map<String, Value>, prefix: &str) -> Result<Item, AppErro
             }
         },
     };
-    Ok(Item { product_id, quantity })
+    Ok(Item {
+        product_id,
+        quantity,
+    })
 }
 
 #[cfg(test)]
@@ -175,7 +203,13 @@ mod tests {
     #[test]
     fn single_item_defaults() {
         let order = parse(json!({"product_id": 7})).unwrap();
-        assert_eq!(order.items, vec![Item { product_id: 7, quantity: 1 }]);
+        assert_eq!(
+            order.items,
+            vec![Item {
+                product_id: 7,
+                quantity: 1
+            }]
+        );
         assert_eq!(order.request_id, "generated");
     }
 
@@ -188,26 +222,54 @@ mod tests {
             (json!({"quantity": 1}), "product_id is required"),
             (json!({"product_id": 1, "quantity": 0}), "quantity"),
             (json!({"product_id": 1, "quantity": -1}), "quantity"),
-            (json!({"product_id": 1, "quantity": 2147483648_i64}), "quantity"),
-            (json!({"product_id": 1, "quantity": 9223372036854775808_u64}), "quantity"),
+            (
+                json!({"product_id": 1, "quantity": 2147483648_i64}),
+                "quantity",
+            ),
+            (
+                json!({"product_id": 1, "quantity": 9223372036854775808_u64}),
+                "quantity",
+            ),
             (json!({"product_id": 1, "quantity": "1"}), "quantity"),
             (json!({"product_id": 1, "quantity": 1.5}), "quantity"),
-            (json!({"product_id": 1, "quantity": null}), "must not be null"),
+            (
+                json!({"product_id": 1, "quantity": null}),
+                "must not be null",
+            ),
             (json!({"product_id": -1}), "product_id"),
             (json!({"items": []}), "items must hold"),
-            (json!({"items": [{"product_id": 1}, {"product_id": 1}]}), "listed twice"),
-            (json!({"items": [{"product_id": 1}], "product_id": 1}), "not both"),
-            (json!({"items": [{"product_id": 1, "quantity": 0}]}), "items[0].quantity"),
+            (
+                json!({"items": [{"product_id": 1}, {"product_id": 1}]}),
+                "listed twice",
+            ),
+            (
+                json!({"items": [{"product_id": 1}], "product_id": 1}),
+                "not both",
+            ),
+            (
+                json!({"items": [{"product_id": 1, "quantity": 0}]}),
+                "items[0].quantity",
+            ),
             (json!({"product_id": 1, "request_id": "a b"}), "request_id"),
-            (json!({"product_id": 1, "request_id": "x".repeat(65)}), "request_id"),
+            (
+                json!({"product_id": 1, "request_id": "x".repeat(65)}),
+                "request_id",
+            ),
             (json!({"product_id": 1, "request_id": ""}), "request_id"),
         ];
         for (body, expected) in cases {
             let err = parse(body.clone()).expect_err(&body.to_string());
-            assert!(err.contains(expected), "{body}: `{err}` does not mention `{expected}`");
+            assert!(
+                err.contains(expected),
+                "{body}: `{err}` does not mention `{expected}`"
+            );
         }
         let many: Vec<Value> = (1..=101).map(|i| json!({"product_id": i})).collect();
-        assert!(parse(json!({ "items": many })).unwrap_err().contains("got 101"));
+        assert!(
+            parse(json!({ "items": many }))
+                .unwrap_err()
+                .contains("got 101")
+        );
     }
 
     /// Two spellings of the same request share a fingerprint; a change does not.

@@ -57,7 +57,12 @@ pub async fn check(pool: &MySqlPool, settings: &Settings) -> Readiness {
             .map(|_| "SELECT 1 answered".to_string())
             .map_err(|e| e.to_string())
     });
-    let redis = futures::future::join_all(settings.redis_urls.iter().map(|url| bounded(redis_ping(url))));
+    let redis = futures::future::join_all(
+        settings
+            .redis_urls
+            .iter()
+            .map(|url| bounded(redis_ping(url))),
+    );
     let zookeeper = async {
         match &settings.zk_connect {
             Some(connect) => Some(bounded(zookeeper_srvr(connect)).await),
@@ -121,10 +126,15 @@ async fn zookeeper_srvr(connect: &str) -> Result<String, String> {
 }
 
 async fn srvr(host: &str) -> Result<String, String> {
-    let mut stream = tokio::net::TcpStream::connect(host).await.map_err(|e| e.to_string())?;
+    let mut stream = tokio::net::TcpStream::connect(host)
+        .await
+        .map_err(|e| e.to_string())?;
     stream.write_all(b"srvr").await.map_err(|e| e.to_string())?;
     let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.map_err(|e| e.to_string())?;
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .map_err(|e| e.to_string())?;
     answer
         .lines()
         .find_map(|l| l.strip_prefix("Mode: "))

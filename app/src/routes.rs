@@ -22,20 +22,32 @@ pub const JSON_LIMIT: usize = 64 * 1024;
 
 /// Every route of the service.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/health").get(health).default_service(web::to(not_allowed("GET"))))
-        .service(web::resource("/ready").get(ready_route).default_service(web::to(not_allowed("GET"))))
-        .service(web::resource("/strategies").get(list_strategies).default_service(web::to(not_allowed("GET"))))
-        .service(
-            web::resource("/stock/{product_id}")
-                .get(get_stock)
-                .put(put_stock)
-                .default_service(web::to(not_allowed("GET, PUT"))),
-        )
-        .service(
-            web::resource("/deduct/{strategy}")
-                .post(deduct)
-                .default_service(web::to(not_allowed("POST"))),
-        );
+    cfg.service(
+        web::resource("/health")
+            .get(health)
+            .default_service(web::to(not_allowed("GET"))),
+    )
+    .service(
+        web::resource("/ready")
+            .get(ready_route)
+            .default_service(web::to(not_allowed("GET"))),
+    )
+    .service(
+        web::resource("/strategies")
+            .get(list_strategies)
+            .default_service(web::to(not_allowed("GET"))),
+    )
+    .service(
+        web::resource("/stock/{product_id}")
+            .get(get_stock)
+            .put(put_stock)
+            .default_service(web::to(not_allowed("GET, PUT"))),
+    )
+    .service(
+        web::resource("/deduct/{strategy}")
+            .post(deduct)
+            .default_service(web::to(not_allowed("POST"))),
+    );
 }
 
 /// The JSON extractor's settings: size limit, and its errors in our error shape.
@@ -44,13 +56,16 @@ pub fn json_config() -> web::JsonConfig {
         .limit(JSON_LIMIT)
         .error_handler(|err, req| {
             let error = match &err {
-                JsonPayloadError::Overflow { limit } | JsonPayloadError::OverflowKnownLength { limit, .. } => {
+                JsonPayloadError::Overflow { limit }
+                | JsonPayloadError::OverflowKnownLength { limit, .. } => {
                     AppError::PayloadTooLarge(format!("the body is larger than {limit} bytes"))
                 }
-                JsonPayloadError::ContentType => {
-                    AppError::InvalidRequest("the body must be JSON, sent with Content-Type: application/json".into())
+                JsonPayloadError::ContentType => AppError::InvalidRequest(
+                    "the body must be JSON, sent with Content-Type: application/json".into(),
+                ),
+                JsonPayloadError::Deserialize(e) => {
+                    AppError::InvalidRequest(format!("the body is not valid JSON: {e}"))
                 }
-                JsonPayloadError::Deserialize(e) => AppError::InvalidRequest(format!("the body is not valid JSON: {e}")),
                 other => AppError::InvalidRequest(format!("could not read the body: {other}")),
             };
             ApiError::new(error, RequestId::of(req).0).into()
@@ -60,7 +75,11 @@ pub fn json_config() -> web::JsonConfig {
 /// Path segments we cannot parse come back in our error shape too.
 pub fn path_config() -> web::PathConfig {
     web::PathConfig::default().error_handler(|err: PathError, req| {
-        ApiError::new(AppError::InvalidRequest(format!("bad path: {err}")), RequestId::of(req).0).into()
+        ApiError::new(
+            AppError::InvalidRequest(format!("bad path: {err}")),
+            RequestId::of(req).0,
+        )
+        .into()
     })
 }
 
@@ -116,7 +135,8 @@ pub async fn request_context(
     {
         headers.insert(X_REQUEST_ID, value);
     }
-    if res.status() == actix_web::http::StatusCode::SERVICE_UNAVAILABLE && !res.headers().contains_key(header::RETRY_AFTER)
+    if res.status() == actix_web::http::StatusCode::SERVICE_UNAVAILABLE
+        && !res.headers().contains_key(header::RETRY_AFTER)
     {
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -147,7 +167,11 @@ impl FromRequest for Admin {
             .and_then(|v| v.strip_prefix("Bearer "));
         ready_future(match (expected, given) {
             (None, _) => Err(ApiError::new(AppError::AdminDisabled, id)),
-            (Some(expected), Some(given)) if constant_time_eq(expected.as_bytes(), given.as_bytes()) => Ok(Admin),
+            (Some(expected), Some(given))
+                if constant_time_eq(expected.as_bytes(), given.as_bytes()) =>
+            {
+                Ok(Admin)
+            }
             _ => Err(ApiError::new(AppError::Unauthorized, id)),
         })
     }
@@ -159,7 +183,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn not_allowed(allowed: &'static str) -> impl Fn(HttpRequest, RequestId) -> Ready<Result<HttpResponse, ApiError>> + Clone {
+fn not_allowed(
+    allowed: &'static str,
+) -> impl Fn(HttpRequest, RequestId) -> Ready<Result<HttpResponse, ApiError>> + Clone {
     move |req: HttpRequest, id: RequestId| {
         ready_future(Err(ApiError::new(
             AppError::MethodNotAllowed {
@@ -173,7 +199,10 @@ fn not_allowed(allowed: &'static str) -> impl Fn(HttpRequest, RequestId) -> Read
 
 /// Any unknown path.
 pub async fn not_found(req: HttpRequest, id: RequestId) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(AppError::NotFound(req.path().to_string()), id.0))
+    Err(ApiError::new(
+        AppError::NotFound(req.path().to_string()),
+        id.0,
+    ))
 }
 
 /// `GET /health`: the process is up.
@@ -215,14 +244,20 @@ fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {
     match raw.parse::<i64>() {
         Ok(product_id) if product_id >= 1 => Ok(product_id),
         _ => Err(ApiError::new(
-            AppError::InvalidRequest(format!("product_id in the path must be a positive integer, got `{raw}`")),
+            AppError::InvalidRequest(format!(
+                "product_id in the path must be a positive integer, got `{raw}`"
+            )),
             id,
         )),
     }
 }
 
 /// `GET /stock/{product_id}`.
-async fn get_stock(state: web::Data<AppState>, path: web::Path<String>, id: RequestId) -> Result<HttpResponse, ApiError> {
+async fn get_stock(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    id: RequestId,
+) -> Result<HttpResponse, ApiError> {
     let product_id = parse_product_id(&path, &id.0)?;
     match stock::find(&state.pool, product_id).await {
         Ok(Some(view)) => Ok(HttpResponse::Ok().json(view)),
@@ -240,12 +275,15 @@ async fn put_stock(
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
     let product_id = parse_product_id(&path, &id.0)?;
-    let invalid = |detail: &str| ApiError::new(AppError::InvalidRequest(detail.to_string()), id.0.clone());
+    let invalid =
+        |detail: &str| ApiError::new(AppError::InvalidRequest(detail.to_string()), id.0.clone());
     let Value::Object(fields) = &*body else {
         return Err(invalid("the body must be a JSON object: {\"quantity\": N}"));
     };
     if let Some(unknown) = fields.keys().find(|k| *k != "quantity") {
-        return Err(invalid(&format!("unknown field `{unknown}`; allowed: quantity")));
+        return Err(invalid(&format!(
+            "unknown field `{unknown}`; allowed: quantity"
+        )));
     }
     let quantity = match fields.get("quantity").and_then(Value::as_i64) {
         Some(q) if (0..=i64::from(i32::MAX)).contains(&q) => q as i32,
@@ -289,7 +327,14 @@ async fn deduct(
         .await;
     match result {
         Ok(done) => {
-            span.record("outcome", if done.duplicate { "duplicate" } else { "deducted" });
+            span.record(
+                "outcome",
+                if done.duplicate {
+                    "duplicate"
+                } else {
+                    "deducted"
+                },
+            );
             Ok(HttpResponse::Ok()
                 .insert_header((X_REQUEST_ID, order.request_id.clone()))
                 .json(done))

@@ -45,7 +45,8 @@ impl Application {
             .run(&pool)
             .await
             .context("applying the migrations")?;
-        let listener = TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
+        let listener = TcpListener::bind(&settings.bind)
+            .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
         let state = web::Data::new(AppState {
             pool,

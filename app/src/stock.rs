@@ -42,7 +42,9 @@ pub async fn restock(pool: &MySqlPool, product_id: i64, quantity: i32) -> sqlx::
     .bind(quantity)
     .execute(pool)
     .await?;
-    Ok(find(pool, product_id).await?.expect("the row was just written"))
+    Ok(find(pool, product_id)
+        .await?
+        .expect("the row was just written"))
 }
 
 /// The product's row and this epoch's ledger sum, or `None` if it was never stocked.
@@ -70,11 +72,23 @@ pub struct StoredOrder {
 }
 
 /// The stored deduction for a request id, if one committed.
-pub async fn find_order(conn: &mut MySqlConnection, request_id: &str) -> sqlx::Result<Option<StoredOrder>> {
-    sqlx::query_as("SELECT request_hash, response FROM orders WHERE request_id = ?")
-        .bind(request_id)
-        .fetch_optional(conn)
-        .await
+///
+/// `ascii_bin` columns and MariaDB's JSON (a LONGTEXT with a binary collation) come
+/// back flagged as binary, which sqlx will not decode into a `String`;
+/// `CAST(... AS CHAR)` makes them text again.
+pub async fn find_order(
+    conn: &mut MySqlConnection,
+    request_id: &str,
+) -> sqlx::Result<Option<StoredOrder>> {
+    sqlx::query_as(
+        r#"
+        SELECT CAST(request_hash AS CHAR) AS request_hash, CAST(response AS CHAR) AS response
+        FROM orders WHERE request_id = ?
+        "#,
+    )
+    .bind(request_id)
+    .fetch_optional(conn)
+    .await
 }
 
 /// Records the deduction under its request id. Fails with 1062 (duplicate key) when
@@ -86,13 +100,15 @@ pub async fn insert_order(
     strategy: &str,
     response: &str,
 ) -> sqlx::Result<()> {
-    sqlx::query("INSERT INTO orders (request_id, request_hash, strategy, response) VALUES (?, ?, ?, ?)")
-        .bind(request_id)
-        .bind(request_hash)
-        .bind(strategy)
-        .bind(response)
-        .execute(tx)
-        .await?;
+    sqlx::query(
+        "INSERT INTO orders (request_id, request_hash, strategy, response) VALUES (?, ?, ?, ?)",
+    )
+    .bind(request_id)
+    .bind(request_hash)
+    .bind(strategy)
+    .bind(response)
+    .execute(tx)
+    .await?;
     Ok(())
 }
 
@@ -111,8 +127,9 @@ pub async fn insert_ledger(
     fence_token: Option<u64>,
     lines: &[LedgerLine],
 ) -> sqlx::Result<()> {
-    let mut insert: QueryBuilder<MySql> =
-        QueryBuilder::new("INSERT INTO ledger (request_id, product_id, quantity, epoch, strategy, fence_token) ");
+    let mut insert: QueryBuilder<MySql> = QueryBuilder::new(
+        "INSERT INTO ledger (request_id, product_id, quantity, epoch, strategy, fence_token) ",
+    );
     insert.push_values(lines, |mut row, line| {
         row.push_bind(request_id)
             .push_bind(line.item.product_id)

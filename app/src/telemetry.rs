@@ -5,9 +5,12 @@ use tracing_subscriber::EnvFilter;
 /// Installs a `fmt` subscriber filtered by `RUST_LOG` (default `info` for the service,
 /// `warn` for its dependencies). Safe to call twice: the second call does nothing.
 pub fn init(default_filter: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        // Logs go to stderr; stdout carries only the "listening on" line scripts read.
+        .with_writer(std::io::stderr)
         .try_init();
 }

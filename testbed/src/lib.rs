@@ -59,11 +59,10 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum Error {
     /// The server's executable (or jar) is not installed.
-    #[error("{what} not found: install the Debian package `{package}` (./scripts/install-deps does)")]
-    MissingBinary {
-        what: String,
-        package: &'static str,
-    },
+    #[error(
+        "{what} not found: install the Debian package `{package}` (./scripts/install-deps does)"
+    )]
+    MissingBinary { what: String, package: &'static str },
     /// The server exited or never became ready.
     #[error("{server} did not start: {reason}\n--- last lines of {server}'s log ---\n{log_tail}")]
     Start {

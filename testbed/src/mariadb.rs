@@ -1,6 +1,8 @@
 //! MariaDB with a fresh datadir per instance.
 
-use crate::process::{ServerDir, ServerProcess, find_binary, run_to_end, tcp_exchange, with_port_retry};
+use crate::process::{
+    ServerDir, ServerProcess, find_binary, run_to_end, tcp_exchange, with_port_retry,
+};
 use crate::{READY_TIMEOUT, Result};
 use std::path::PathBuf;
 
@@ -66,7 +68,8 @@ impl MariaDb {
                 "--skip-log-bin".into(),
                 "--max-connections=500".into(),
             ];
-            let mut process = ServerProcess::spawn("mariadb", &mariadbd, &args, d.join("mariadb.log"))?;
+            let mut process =
+                ServerProcess::spawn("mariadb", &mariadbd, &args, d.join("mariadb.log"))?;
             // Ready when it sends its handshake: protocol version 10 in byte 4.
             process.wait_ready(port, READY_TIMEOUT, || {
                 tcp_exchange(port, b"", b"").is_some_and(|hello| hello.len() > 4 && hello[4] == 10)

@@ -34,8 +34,12 @@ pub fn find_binary(name: &str, package: &'static str) -> Result<PathBuf> {
 /// Asks the kernel for a free loopback port. Free *now*: the server may still lose it
 /// to another process before it binds, which [`with_port_retry`] handles.
 pub fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(Error::io("probing for a free port"))?;
-    Ok(listener.local_addr().map_err(Error::io("probing for a free port"))?.port())
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(Error::io("probing for a free port"))?;
+    Ok(listener
+        .local_addr()
+        .map_err(Error::io("probing for a free port"))?
+        .port())
 }
 
 /// Runs `start` with a free port (first `preferred`, if given) until it does not fail
@@ -73,7 +77,9 @@ impl ServerDir {
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{server}-"))
             .tempdir()
-            .map_err(Error::io(format!("{server}: creating its temporary directory")))?;
+            .map_err(Error::io(format!(
+                "{server}: creating its temporary directory"
+            )))?;
         fs::write(dir.path().join("owner.pid"), std::process::id().to_string())
             .map_err(Error::io(format!("{server}: writing owner.pid")))?;
         Ok(ServerDir { dir })
@@ -85,13 +91,17 @@ impl ServerDir {
 }
 
 fn remove_stale_dirs() {
-    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else { return };
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
     for entry in entries.flatten() {
         let name = entry.file_name();
         if !name.to_string_lossy().starts_with(DIR_PREFIX) {
             continue;
         }
-        let Ok(owner) = fs::read_to_string(entry.path().join("owner.pid")) else { continue };
+        let Ok(owner) = fs::read_to_string(entry.path().join("owner.pid")) else {
+            continue;
+        };
         let alive = Path::new("/proc").join(owner.trim()).exists();
         if !alive {
             let _ = fs::remove_dir_all(entry.path());
@@ -117,13 +127,23 @@ impl ServerProcess {
     /// exits (normally, by panic, or because the whole process was SIGKILLed) the kernel
     /// kills the server too. It is put in its own process group so that a terminal's
     /// Ctrl-C does not stop it behind its owner's back.
-    pub fn spawn(name: &str, program: &Path, args: &[String], log: PathBuf) -> Result<ServerProcess> {
+    pub fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log: PathBuf,
+    ) -> Result<ServerProcess> {
         let out = File::options()
             .create(true)
             .append(true)
             .open(&log)
-            .map_err(Error::io(format!("{name}: opening its log {}", log.display())))?;
-        let err = out.try_clone().map_err(Error::io(format!("{name}: opening its log")))?;
+            .map_err(Error::io(format!(
+                "{name}: opening its log {}",
+                log.display()
+            )))?;
+        let err = out
+            .try_clone()
+            .map_err(Error::io(format!("{name}: opening its log")))?;
         let parent = std::process::id() as libc::pid_t;
         let mut command = Command::new(program);
         command
@@ -147,7 +167,9 @@ impl ServerProcess {
                 Ok(())
             });
         }
-        let child = command.spawn().map_err(Error::io(format!("{name}: spawning {}", program.display())))?;
+        let child = command
+            .spawn()
+            .map_err(Error::io(format!("{name}: spawning {}", program.display())))?;
         Ok(ServerProcess {
             name: name.to_string(),
             child,
@@ -261,13 +283,21 @@ pub(crate) fn run_to_end(server: &str, program: &Path, args: &[String]) -> Resul
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(Error::io(format!("{server}: running {}", program.display())))?;
+        .map_err(Error::io(format!(
+            "{server}: running {}",
+            program.display()
+        )))?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
         Err(Error::Start {
             server: server.to_string(),
-            reason: format!("`{} {}` failed with {}", program.display(), args.join(" "), output.status),
+            reason: format!(
+                "`{} {}` failed with {}",
+                program.display(),
+                args.join(" "),
+                output.status
+            ),
             log_tail: format!(
                 "{}{}",
                 String::from_utf8_lossy(&output.stdout),
@@ -284,7 +314,9 @@ pub(crate) fn tcp_exchange(port: u16, request: &[u8], read_until: &[u8]) -> Opti
     use std::net::TcpStream;
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
     if !request.is_empty() {
         stream.write_all(request).ok()?;
     }
@@ -295,7 +327,9 @@ pub(crate) fn tcp_exchange(port: u16, request: &[u8], read_until: &[u8]) -> Opti
             Ok(0) => break,
             Ok(n) => {
                 answer.extend_from_slice(&buf[..n]);
-                if read_until.is_empty() || answer.windows(read_until.len()).any(|w| w == read_until) {
+                if read_until.is_empty()
+                    || answer.windows(read_until.len()).any(|w| w == read_until)
+                {
                     break;
                 }
             }

@@ -34,7 +34,8 @@ impl Redis {
                 "--dir".into(),
                 dir.path().display().to_string(),
             ];
-            let mut process = ServerProcess::spawn(name, &binary, &args, dir.path().join("redis.log"))?;
+            let mut process =
+                ServerProcess::spawn(name, &binary, &args, dir.path().join("redis.log"))?;
             process.wait_ready(port, READY_TIMEOUT, || {
                 tcp_exchange(port, b"PING\r\n", b"\r\n").is_some_and(|a| a.starts_with(b"+PONG"))
             })?;

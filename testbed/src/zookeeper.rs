@@ -122,7 +122,11 @@ fn start_once(java: &Path, size: usize) -> Result<Vec<ZkNode>> {
     let mut nodes = Vec::with_capacity(size);
     for (i, p) in ports.iter().enumerate() {
         let id = i + 1;
-        let name = if size == 1 { "zookeeper".to_string() } else { format!("zookeeper-{id}") };
+        let name = if size == 1 {
+            "zookeeper".to_string()
+        } else {
+            format!("zookeeper-{id}")
+        };
         let dir = ServerDir::new(&name)?;
         let cfg = write_config(dir.path(), id, p.client, (size > 1).then_some(&ports[..]))?;
         let args = vec![
@@ -131,7 +135,10 @@ fn start_once(java: &Path, size: usize) -> Result<Vec<ZkNode>> {
             "-XX:+UseSerialGC".into(),
             "-cp".into(),
             CLASSPATH.join(":"),
-            format!("-Dlog4j.configuration=file:{}", dir.path().join("log4j.properties").display()),
+            format!(
+                "-Dlog4j.configuration=file:{}",
+                dir.path().join("log4j.properties").display()
+            ),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
             cfg.display().to_string(),
         ];
@@ -150,7 +157,12 @@ fn start_once(java: &Path, size: usize) -> Result<Vec<ZkNode>> {
     Ok(nodes)
 }
 
-fn write_config(dir: &Path, id: usize, client_port: u16, ensemble: Option<&[Ports]>) -> Result<PathBuf> {
+fn write_config(
+    dir: &Path,
+    id: usize,
+    client_port: u16,
+    ensemble: Option<&[Ports]>,
+) -> Result<PathBuf> {
     let data = dir.join("data");
     fs::create_dir_all(&data).map_err(Error::io("zookeeper: creating its data directory"))?;
     let mut cfg = format!(
@@ -160,15 +172,22 @@ fn write_config(dir: &Path, id: usize, client_port: u16, ensemble: Option<&[Port
     );
     if let Some(ports) = ensemble {
         for (i, p) in ports.iter().enumerate() {
-            cfg.push_str(&format!("server.{}=127.0.0.1:{}:{}\n", i + 1, p.peer, p.election));
+            cfg.push_str(&format!(
+                "server.{}=127.0.0.1:{}:{}\n",
+                i + 1,
+                p.peer,
+                p.election
+            ));
         }
-        fs::write(data.join("myid"), id.to_string()).map_err(Error::io("zookeeper: writing myid"))?;
+        fs::write(data.join("myid"), id.to_string())
+            .map_err(Error::io("zookeeper: writing myid"))?;
     }
     let log4j = "log4j.rootLogger=INFO, CONSOLE\n\
                  log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender\n\
                  log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout\n\
                  log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] %-5p [%t] %c{1}: %m%n\n";
-    fs::write(dir.join("log4j.properties"), log4j).map_err(Error::io("zookeeper: writing log4j.properties"))?;
+    fs::write(dir.join("log4j.properties"), log4j)
+        .map_err(Error::io("zookeeper: writing log4j.properties"))?;
     let path = dir.join("zoo.cfg");
     fs::write(&path, cfg).map_err(Error::io("zookeeper: writing zoo.cfg"))?;
     Ok(path)

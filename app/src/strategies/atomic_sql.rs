@@ -54,7 +54,12 @@ impl Strategy for AtomicSql {
         &INFO
     }
 
-    async fn apply(&self, tx: &mut MySqlConnection, order: &Order, _held: &Held) -> Result<Vec<Applied>, TxError> {
+    async fn apply(
+        &self,
+        tx: &mut MySqlConnection,
+        order: &Order,
+        _held: &Held,
+    ) -> Result<Vec<Applied>, TxError> {
         let mut applied = Vec::with_capacity(order.items.len());
         for item in order.by_product() {
             let deducted = stock::decrement_if_enough(tx, item).await?;

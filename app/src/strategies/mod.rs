@@ -139,7 +139,12 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// Checks and writes the stock of every item, inside the transaction `tx`.
     /// Returns one [`Applied`] per item, in any order.
-    async fn apply(&self, tx: &mut MySqlConnection, order: &Order, held: &Held) -> Result<Vec<Applied>, TxError>;
+    async fn apply(
+        &self,
+        tx: &mut MySqlConnection,
+        order: &Order,
+        held: &Held,
+    ) -> Result<Vec<Applied>, TxError>;
 }
 
 /// The registry: every strategy this service serves, by name, in a stable order.
@@ -207,13 +212,20 @@ pub async fn deduct(
     if let Some(stored) = replay(pool, order, &fingerprint).await? {
         return Ok(stored);
     }
-    let held = strategy.lock(order).instrument(tracing::debug_span!("lock")).await?;
+    let held = strategy
+        .lock(order)
+        .instrument(tracing::debug_span!("lock"))
+        .await?;
     let result = transact(pool, strategy, order, &held, &fingerprint).await;
-    held.release().instrument(tracing::debug_span!("release")).await;
+    held.release()
+        .instrument(tracing::debug_span!("release"))
+        .await;
     match result {
         // A twin on another instance committed first: answer with its response.
         Err(Outcome::Twin) => replay(pool, order, &fingerprint).await?.ok_or_else(|| {
-            AppError::Unexpected(anyhow::anyhow!("orders row vanished after a duplicate-key error"))
+            AppError::Unexpected(anyhow::anyhow!(
+                "orders row vanished after a duplicate-key error"
+            ))
         }),
         Err(Outcome::Error(e)) => Err(e),
         Ok(done) => Ok(done),
@@ -222,7 +234,11 @@ pub async fn deduct(
 
 /// The stored response for this request id, marked duplicate; 422 when the id was
 /// used for something else; `None` when it never succeeded.
-async fn replay(pool: &MySqlPool, order: &Order, fingerprint: &str) -> Result<Option<Deducted>, AppError> {
+async fn replay(
+    pool: &MySqlPool,
+    order: &Order,
+    fingerprint: &str,
+) -> Result<Option<Deducted>, AppError> {
     let mut conn = pool.acquire().await?;
     let Some(stored) = stock::find_order(&mut conn, &order.request_id).await? else {
         return Ok(None);
@@ -230,8 +246,9 @@ async fn replay(pool: &MySqlPool, order: &Order, fingerprint: &str) -> Result<Op
     if stored.request_hash != fingerprint {
         return Err(AppError::RequestIdReused(order.request_id.clone()));
     }
-    let mut response: Deducted = serde_json::from_str(&stored.response)
-        .map_err(|e| AppError::Unexpected(anyhow::Error::new(e).context("stored response unreadable")))?;
+    let mut response: Deducted = serde_json::from_str(&stored.response).map_err(|e| {
+        AppError::Unexpected(anyhow::Error::new(e).context("stored response unreadable"))
+    })?;
     response.duplicate = true;
     Ok(Some(response))
 }
@@ -267,7 +284,10 @@ async fn transact(
             Err(TxError::Retry(reason)) => {
                 tx.rollback().await?;
                 if attempts >= max_attempts {
-                    return Err(AppError::Busy(format!("gave up after {attempts} attempts: {reason}")).into());
+                    return Err(AppError::Busy(format!(
+                        "gave up after {attempts} attempts: {reason}"
+                    ))
+                    .into());
                 }
                 tracing::debug!(attempts, %reason, "retrying the transaction");
                 tokio::time::sleep(backoff(attempts)).await;
@@ -313,15 +333,19 @@ async fn transact(
                 epoch: a.epoch,
             })
             .collect();
-        stock::insert_ledger(&mut tx, &order.request_id, name, fence_token, &lines).await?;
+        // The orders row first: its primary key is where a twin that committed on
+        // another instance meanwhile is found (1062), before any other write fails.
         let body = serde_json::to_string(&response).map_err(anyhow::Error::new)?;
-        if let Err(e) = stock::insert_order(&mut tx, &order.request_id, fingerprint, name, &body).await {
+        if let Err(e) =
+            stock::insert_order(&mut tx, &order.request_id, fingerprint, name, &body).await
+        {
             let _ = tx.rollback().await;
             return Err(match mysql_error_number(&e) {
                 Some(1062) => Outcome::Twin,
                 _ => e.into(),
             });
         }
+        stock::insert_ledger(&mut tx, &order.request_id, name, fence_token, &lines).await?;
         return match tx.commit().await {
             Ok(()) => Ok(response),
             // The COMMIT left; whether it arrived is unknown. Retrying with the same

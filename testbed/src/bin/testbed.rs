@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use testbed::{Stack, StackConfig};
 
 #[derive(Parser)]
-#[command(version, about = "Real MariaDB, Redis and ZooKeeper servers on free loopback ports")]
+#[command(
+    version,
+    about = "Real MariaDB, Redis and ZooKeeper servers on free loopback ports"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -79,7 +82,11 @@ fn config(args: &StackArgs, respect_env: bool) -> StackConfig {
         mariadb: !given("DATABASE_URL"),
         database: args.database.clone(),
         redis: if given("REDIS_URLS") { 0 } else { args.redis },
-        zookeeper_nodes: if given("ZK_CONNECT") { 0 } else { args.zookeeper_nodes },
+        zookeeper_nodes: if given("ZK_CONNECT") {
+            0
+        } else {
+            args.zookeeper_nodes
+        },
     }
 }
 
@@ -126,7 +133,9 @@ fn main() -> ExitCode {
             match status {
                 Ok(status) => {
                     use std::os::unix::process::ExitStatusExt;
-                    let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+                    let code = status
+                        .code()
+                        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
                     ExitCode::from(code.clamp(0, 255) as u8)
                 }
                 Err(e) => {
@@ -143,7 +152,11 @@ fn main() -> ExitCode {
             for (name, value) in stack.env() {
                 println!("export {name}='{value}'");
             }
-            let pids: Vec<String> = stack.pids().iter().map(|(n, p)| format!("{n}={p}")).collect();
+            let pids: Vec<String> = stack
+                .pids()
+                .iter()
+                .map(|(n, p)| format!("{n}={p}"))
+                .collect();
             println!("# pids: {}", pids.join(" "));
             println!("# Ctrl-C stops every server");
             while !STOP.load(Ordering::SeqCst) {

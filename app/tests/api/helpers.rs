@@ -1,0 +1,229 @@
+//! `spawn_app()` and a `TestApp` with one method per endpoint.
+
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::{Connection, MySqlConnection, MySqlPool};
+use stock_app::{Application, Settings};
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// The shared MariaDB that `testbed run` exported.
+pub fn server_url() -> String {
+    std::env::var("DATABASE_URL").expect(
+        "DATABASE_URL is not set: run the tests with ./scripts/test, \
+         or `cargo run -p testbed -- run -- cargo nextest run`",
+    )
+}
+
+/// A new, empty database on the shared server; returns its URL.
+pub async fn fresh_database() -> String {
+    let base = server_url();
+    let (server, _db) = base
+        .rsplit_once('/')
+        .expect("DATABASE_URL has a database path");
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = MySqlConnection::connect(&base)
+        .await
+        .expect("connect to DATABASE_URL");
+    let create = format!("CREATE DATABASE `{name}`");
+    sqlx::query(&create)
+        .execute(&mut conn)
+        .await
+        .expect("create the test database");
+    conn.close().await.ok();
+    format!("{server}/{name}")
+}
+
+pub struct TestApp {
+    pub address: String,
+    /// A pool on the app's database, for reading it directly.
+    pub db: MySqlPool,
+    pub client: reqwest::Client,
+    handle: actix_web::dev::ServerHandle,
+}
+
+/// A service on a fresh database, with the admin token set.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_on(&fresh_database().await).await
+}
+
+/// A service on the given database (two of these on one database are two instances).
+pub async fn spawn_app_on(database_url: &str) -> TestApp {
+    spawn_with(Settings {
+        admin_token: Some(ADMIN_TOKEN.into()),
+        workers: Some(2),
+        ..Settings::for_database(database_url)
+    })
+    .await
+}
+
+pub async fn spawn_with(settings: Settings) -> TestApp {
+    if std::env::var_os("TEST_LOG").is_some() {
+        stock_app::telemetry::init("debug,sqlx=warn");
+    }
+    let database_url = settings.database_url.clone();
+    let app = Application::build(settings).await.expect("build the app");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let handle = app.handle();
+    tokio::spawn(app.run_until_stopped());
+    let db = MySqlPoolOptions::new()
+        .max_connections(4)
+        .connect(&database_url)
+        .await
+        .expect("connect to the test database");
+    TestApp {
+        address,
+        db,
+        client: reqwest::Client::new(),
+        handle,
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn put_stock(&self, product_id: i64, quantity: i64) -> Response {
+        self.client
+            .put(self.url(&format!("/stock/{product_id}")))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({ "quantity": quantity }))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// Creates or restocks a product, asserting it worked.
+    pub async fn stock(&self, product_id: i64, quantity: i64) {
+        let response = self.put_stock(product_id, quantity).await;
+        assert_eq!(response.status(), StatusCode::OK, "restock {product_id}");
+    }
+
+    pub async fn deduct(&self, strategy: &str, body: &Value) -> Response {
+        self.client
+            .post(self.url(&format!("/deduct/{strategy}")))
+            .json(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// Sends raw bytes with a content type (for malformed bodies).
+    pub async fn deduct_raw(
+        &self,
+        strategy: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> Response {
+        self.client
+            .post(self.url(&format!("/deduct/{strategy}")))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// What the database says about a product, read directly.
+    pub async fn db_state(&self, product_id: i64) -> DbState {
+        db_state(&self.db, product_id).await
+    }
+
+    /// How many orders and ledger rows exist in all.
+    pub async fn row_counts(&self) -> (i64, i64) {
+        let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders")
+            .fetch_one(&self.db)
+            .await
+            .unwrap();
+        let ledger: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM ledger")
+            .fetch_one(&self.db)
+            .await
+            .unwrap();
+        (orders, ledger)
+    }
+
+    pub async fn stop(self) {
+        self.handle.stop(true).await;
+        self.db.close().await;
+    }
+}
+
+/// A product as the database has it, with the ledger's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DbState {
+    pub initial: i64,
+    pub remaining: i64,
+    /// Ledger sum for the current epoch.
+    pub ledger_sum: i64,
+    /// Ledger rows for the current epoch.
+    pub ledger_rows: i64,
+}
+
+impl DbState {
+    /// Units the ledger says were sold that the stock does not show as gone.
+    pub fn lost_updates(&self) -> i64 {
+        self.ledger_sum - (self.initial - self.remaining)
+    }
+}
+
+pub async fn db_state(db: &MySqlPool, product_id: i64) -> DbState {
+    let (initial, remaining, ledger_sum, ledger_rows): (i32, i32, i64, i64) = sqlx::query_as(
+        r#"
+        SELECT s.initial_quantity, s.quantity,
+               CAST(COALESCE(SUM(l.quantity), 0) AS SIGNED), COUNT(l.request_id)
+        FROM stock s
+        LEFT JOIN ledger l ON l.product_id = s.product_id AND l.epoch = s.epoch
+        WHERE s.product_id = ?
+        GROUP BY s.product_id
+        "#,
+    )
+    .bind(product_id)
+    .fetch_one(db)
+    .await
+    .expect("read the product");
+    DbState {
+        initial: initial.into(),
+        remaining: remaining.into(),
+        ledger_sum,
+        ledger_rows,
+    }
+}
+
+/// Asserts an error answer: status, the error shape, the code, and X-Request-Id
+/// equal to the body's request_id. Returns the body.
+pub async fn assert_error(response: Response, status: StatusCode, code: &str) -> Value {
+    assert_eq!(response.status(), status, "status");
+    let header_id = response
+        .headers()
+        .get("x-request-id")
+        .expect("X-Request-Id header")
+        .to_str()
+        .unwrap()
+        .to_string();
+    let retry_after = response.headers().get("retry-after").is_some();
+    let body: Value = response.json().await.expect("a JSON error body");
+    assert_eq!(body["error"], code, "error code in {body}");
+    assert!(
+        body["detail"].as_str().is_some_and(|d| !d.is_empty()),
+        "detail in {body}"
+    );
+    assert_eq!(
+        body["request_id"],
+        header_id.as_str(),
+        "request_id matches X-Request-Id"
+    );
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        assert!(retry_after, "a 503 carries Retry-After");
+    }
+    body
+}

@@ -1,0 +1,9 @@
+//! The service's API tests: one binary, one module per area. Every test talks to a
+//! real MariaDB (run them under `./scripts/test` or `testbed run -- cargo nextest run`)
+//! on a database of its own, so they run in parallel.
+
+mod atomic_sql;
+mod helpers;
+mod idempotency;
+mod service;
+mod validation;

@@ -1,0 +1,250 @@
+//! The service around the strategies: health, readiness, strategies, stock, routing,
+//! admin, and the binary itself.
+
+use crate::helpers::{assert_error, fresh_database, spawn_app, spawn_with};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use stock_app::Settings;
+
+/// /health is up, says test hooks are off, and every response has an X-Request-Id.
+#[tokio::test]
+async fn health_answers() {
+    let app = spawn_app().await;
+    let response = app.get("/health").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().contains_key("x-request-id"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["test_hooks"], false);
+    app.stop().await;
+}
+
+/// /strategies describes what the service serves.
+#[tokio::test]
+async fn strategies_are_listed() {
+    let app = spawn_app().await;
+    let list: Value = app.get("/strategies").await.json().await.unwrap();
+    let atomic = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "atomic-sql")
+        .expect("atomic-sql is listed");
+    assert_eq!(atomic["safe_across_instances"], true);
+    assert_eq!(atomic["backend"], "database");
+    assert!(
+        atomic["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("UPDATE"))
+    );
+    app.stop().await;
+}
+
+/// /ready checks every configured backend: the testbed's Redis and ZooKeeper answer
+/// (200); a Redis that is not there makes it 503, naming that backend, with
+/// Retry-After and the error shape.
+#[tokio::test]
+async fn ready_names_each_backend() {
+    let database = fresh_database().await;
+    let redis_urls: Vec<String> = std::env::var("REDIS_URLS")
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let zk_connect = std::env::var("ZK_CONNECT").ok();
+    assert!(
+        !redis_urls.is_empty() && zk_connect.is_some(),
+        "run under testbed"
+    );
+
+    let healthy = spawn_with(Settings {
+        redis_urls: redis_urls.clone(),
+        zk_connect: zk_connect.clone(),
+        ..Settings::for_database(&database)
+    })
+    .await;
+    let response = healthy.get("/ready").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["ready"], true);
+    let names: Vec<&str> = body["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2 + redis_urls.len(), "{names:?}");
+    assert!(
+        names.contains(&"database") && names.contains(&"zookeeper"),
+        "{names:?}"
+    );
+    healthy.stop().await;
+
+    // A port with nobody behind it: bind, note the port, close.
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let broken = spawn_with(Settings {
+        redis_urls: vec![
+            redis_urls[0].clone(),
+            format!("redis://127.0.0.1:{dead_port}"),
+        ],
+        zk_connect,
+        ..Settings::for_database(&database)
+    })
+    .await;
+    let body = assert_error(
+        broken.get("/ready").await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "backend_unavailable",
+    )
+    .await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("redis-2"),
+        "{body}"
+    );
+    assert!(
+        !body["detail"].as_str().unwrap().contains("redis-1"),
+        "{body}"
+    );
+    broken.stop().await;
+}
+
+/// GET /stock reports the row and this epoch's sales; a restock starts a new epoch
+/// whose sales count from zero, and an unknown product is a 404.
+#[tokio::test]
+async fn stock_view_and_epochs() {
+    let app = spawn_app().await;
+    assert_error(
+        app.get("/stock/42").await,
+        StatusCode::NOT_FOUND,
+        "unknown_product",
+    )
+    .await;
+
+    let created: Value = app.put_stock(42, 5).await.json().await.unwrap();
+    assert_eq!(created["epoch"], 1);
+    assert_eq!(created["initial_quantity"], 5);
+    app.deduct("atomic-sql", &json!({"product_id": 42, "quantity": 2}))
+        .await;
+    let view: Value = app.get("/stock/42").await.json().await.unwrap();
+    assert_eq!(
+        (view["quantity"].as_i64(), view["sold"].as_i64()),
+        (Some(3), Some(2))
+    );
+
+    let restocked: Value = app.put_stock(42, 7).await.json().await.unwrap();
+    assert_eq!(restocked["epoch"], 2);
+    assert_eq!(restocked["quantity"], 7);
+    assert_eq!(restocked["sold"], 0, "the new epoch has sold nothing yet");
+    let kept: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM ledger WHERE product_id = 42 AND epoch = 1")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(kept, 1, "the old epoch's ledger stays");
+    app.stop().await;
+}
+
+/// Without ADMIN_TOKEN configured the admin route is closed to everyone (403).
+#[tokio::test]
+async fn admin_routes_are_closed_without_a_token() {
+    let app = spawn_with(Settings::for_database(&fresh_database().await)).await;
+    let response = app
+        .client
+        .put(app.url("/stock/1"))
+        .bearer_auth("anything")
+        .json(&json!({"quantity": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_error(response, StatusCode::FORBIDDEN, "admin_disabled").await;
+    app.stop().await;
+}
+
+/// Unknown paths and wrong methods answer in the error shape too.
+#[tokio::test]
+async fn routing_errors_have_the_error_shape() {
+    let app = spawn_app().await;
+    assert_error(
+        app.get("/nowhere").await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    assert_error(
+        app.get("/deduct/atomic-sql").await,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    )
+    .await;
+    app.stop().await;
+}
+
+/// The binary starts with nothing but DATABASE_URL (no Redis, no ZooKeeper), says
+/// where it listens, reports the missing backends as not configured, and serves
+/// atomic-sql.
+#[tokio::test]
+async fn the_binary_runs_with_only_a_database() {
+    let database = fresh_database().await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stock-app"))
+        .env_clear()
+        .env("DATABASE_URL", &database)
+        .env("BIND", "127.0.0.1:0")
+        .env("ADMIN_TOKEN", crate::helpers::ADMIN_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("stock-app listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+        .to_string();
+
+    let client = reqwest::Client::new();
+    let ready: Value = client
+        .get(format!("{address}/ready"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["ready"], true, "{ready}");
+    let unconfigured: Vec<&str> = ready["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["configured"] == false)
+        .map(|b| b["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(unconfigured, ["redis", "zookeeper"]);
+
+    let put = client
+        .put(format!("{address}/stock/1"))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .json(&json!({"quantity": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    let deduct = client
+        .post(format!("{address}/deduct/atomic-sql"))
+        .json(&json!({"product_id": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deduct.status(), StatusCode::OK);
+    let body: Value = deduct.json().await.unwrap();
+    assert_eq!(body["items"][0]["remaining"], 1);
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
