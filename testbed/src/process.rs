@@ -118,6 +118,9 @@ pub struct ServerProcess {
     name: String,
     child: Child,
     log: PathBuf,
+    /// The log's length when this process started: earlier lines belong to an
+    /// earlier attempt (a port collision) or an earlier run of the same server.
+    log_start: u64,
 }
 
 impl ServerProcess {
@@ -144,6 +147,7 @@ impl ServerProcess {
         let err = out
             .try_clone()
             .map_err(Error::io(format!("{name}: opening its log")))?;
+        let log_start = out.metadata().map(|m| m.len()).unwrap_or(0);
         let parent = std::process::id() as libc::pid_t;
         let mut command = Command::new(program);
         command
@@ -174,6 +178,7 @@ impl ServerProcess {
             name: name.to_string(),
             child,
             log,
+            log_start,
         })
     }
 
@@ -249,8 +254,13 @@ impl ServerProcess {
     }
 
     fn log_says_port_in_use(&self) -> bool {
-        let tail = log_tail(&self.log, 50);
-        tail.contains("Address already in use") || tail.contains("Address in use")
+        let mut ours = String::new();
+        if let Ok(mut file) = File::open(&self.log)
+            && file.seek(SeekFrom::Start(self.log_start)).is_ok()
+        {
+            let _ = file.read_to_string(&mut ours);
+        }
+        ours.contains("Address already in use") || ours.contains("Address in use")
     }
 }
 
