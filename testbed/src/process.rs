@@ -348,3 +348,76 @@ pub(crate) fn tcp_exchange(port: u16, request: &[u8], read_until: &[u8]) -> Opti
     }
     Some(answer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(name: &str, script: &str, dir: &ServerDir) -> ServerProcess {
+        let sh = find_binary("sh", "dash").unwrap();
+        ServerProcess::spawn(
+            name,
+            &sh,
+            &["-c".into(), script.into()],
+            dir.path().join("log"),
+        )
+        .unwrap()
+    }
+
+    /// A server that exits before it is ready is reported by name, with its log.
+    #[test]
+    fn an_early_exit_names_the_server_and_shows_its_log() {
+        let dir = ServerDir::new("fake").unwrap();
+        let mut process = sh(
+            "fake-server",
+            "echo 'fatal: config is broken' >&2; exit 3",
+            &dir,
+        );
+        let err = process
+            .wait_ready(1, Duration::from_secs(5), || false)
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("fake-server did not start"), "{text}");
+        assert!(text.contains("exit status: 3"), "{text}");
+        assert!(text.contains("fatal: config is broken"), "{text}");
+    }
+
+    /// "Address already in use" in this attempt's log is a port collision (retried),
+    /// but the same words left in the log by an earlier attempt are not.
+    #[test]
+    fn a_port_collision_is_recognised_in_this_attempts_log_only() {
+        let dir = ServerDir::new("fake").unwrap();
+        let mut first = sh("fake", "echo 'bind: Address already in use'; exit 1", &dir);
+        let err = first
+            .wait_ready(4242, Duration::from_secs(5), || false)
+            .unwrap_err();
+        assert!(matches!(err, Error::PortInUse { port: 4242, .. }), "{err}");
+
+        let mut second = sh("fake", "sleep 30", &dir);
+        let mut polls = 0;
+        second
+            .wait_ready(4243, Duration::from_secs(5), || {
+                polls += 1;
+                polls > 2
+            })
+            .expect("an old collision in the log is not this attempt's");
+        let pid = second.pid();
+        drop(second);
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "killed and reaped on drop"
+        );
+    }
+
+    /// A server that never answers is given up on after the timeout, and killed.
+    #[test]
+    fn a_server_that_never_becomes_ready_times_out() {
+        let dir = ServerDir::new("fake").unwrap();
+        let mut process = sh("sleepy", "sleep 30", &dir);
+        let err = process
+            .wait_ready(1, Duration::from_millis(200), || false)
+            .unwrap_err();
+        assert!(err.to_string().contains("not ready after"), "{err}");
+        assert!(!process.is_running(), "killed after the timeout");
+    }
+}
