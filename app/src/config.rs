@@ -41,6 +41,33 @@ pub struct Settings {
     /// HTTP worker threads (default: one per CPU core).
     #[arg(long, env = "WORKERS")]
     pub workers: Option<usize>,
+
+    /// InnoDB lock wait timeout for the service's connections, in seconds: how long a
+    /// `SELECT ... FOR UPDATE` or UPDATE waits for a row lock before error 1205
+    /// (MariaDB's default is 50 s; tests use 2 s).
+    #[arg(long, env = "LOCK_WAIT_TIMEOUT_SECS", default_value_t = 5)]
+    pub lock_wait_timeout_secs: u32,
+
+    /// Transactions `pessimistic` may run for one request (retries after a deadlock or a
+    /// lock wait timeout).
+    #[arg(long, env = "PESSIMISTIC_MAX_ATTEMPTS", default_value_t = 5)]
+    pub pessimistic_max_attempts: u32,
+
+    /// Transactions `optimistic` may run for one request (retries after a failed
+    /// compare-and-set) before it answers 503 busy.
+    #[arg(long, env = "OPTIMISTIC_MAX_ATTEMPTS", default_value_t = 10)]
+    pub optimistic_max_attempts: u32,
+
+    /// Hold every deduction this many milliseconds between its read and its write (a
+    /// slow business step). Not a test hook: works without --enable-test-hooks; the
+    /// demo uses it to make the controls fail visibly.
+    #[arg(long, env = "HOLD_MS", default_value_t = 0)]
+    pub hold_ms: u64,
+
+    /// Turn on the test hooks: the /hooks endpoint (failpoints) and the hook fields of
+    /// a deduct body (hold_ms, unsorted, barrier). Never in production.
+    #[arg(long, env = "ENABLE_TEST_HOOKS")]
+    pub enable_test_hooks: bool,
 }
 
 impl Settings {
@@ -56,6 +83,11 @@ impl Settings {
             zk_connect: None,
             admin_token: None,
             workers: None,
+            lock_wait_timeout_secs: 5,
+            pessimistic_max_attempts: 5,
+            optimistic_max_attempts: 10,
+            hold_ms: 0,
+            enable_test_hooks: false,
         }
     }
 }

@@ -32,6 +32,12 @@ pub enum AppError {
     /// 404 for any other path.
     #[error("no route for {0}")]
     NotFound(String),
+    /// 404 for a failpoint name that does not exist.
+    #[error("unknown failpoint `{0}`; failpoints: after_lock, after_read, before_commit")]
+    UnknownFailpoint(String),
+    /// 408: a test hook's wait ran out (e.g. fewer requests paused than awaited).
+    #[error("{0}")]
+    HookTimeout(String),
     /// 405 for a known path with another method.
     #[error("{method} is not allowed here; use {allowed}")]
     MethodNotAllowed {
@@ -76,6 +82,8 @@ impl AppError {
             AdminDisabled => StatusCode::FORBIDDEN,
             UnknownStrategy { .. } | UnknownProduct(_) | NotFound(_) => StatusCode::NOT_FOUND,
             MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            UnknownFailpoint(_) => StatusCode::NOT_FOUND,
+            HookTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             InsufficientStock { .. } => StatusCode::CONFLICT,
             RequestIdReused(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Busy(_) | LockLost(_) | OutcomeUnknown(_) | BackendUnavailable { .. } => {
@@ -96,6 +104,8 @@ impl AppError {
             UnknownProduct(_) => "unknown_product",
             NotFound(_) => "not_found",
             MethodNotAllowed { .. } => "method_not_allowed",
+            UnknownFailpoint(_) => "unknown_failpoint",
+            HookTimeout(_) => "hook_timeout",
             InsufficientStock { .. } => "insufficient_stock",
             RequestIdReused(_) => "request_id_reused",
             Busy(_) => "busy",

@@ -11,6 +11,8 @@
 //! - [`error`]: [`error::AppError`] and its mapping to HTTP, in one place.
 //! - [`order`]: the deduction request, validated field by field, fingerprinted.
 //! - [`idempotency`]: in-process waiting for a twin request with the same id.
+//! - [`hooks`]: failpoints, holds and barriers for deterministic race tests (off by
+//!   default).
 //! - [`stock`]: the SQL for stock, orders and the ledger.
 //! - [`strategies`]: the [`strategies::Strategy`] trait, the shared
 //!   lock → transact → release path, and one file per strategy.
@@ -19,6 +21,7 @@
 
 pub mod config;
 pub mod error;
+pub mod hooks;
 pub mod idempotency;
 pub mod order;
 pub mod ready;

@@ -6,6 +6,7 @@
 //! "invalid type at line 1 column 30".
 
 use crate::error::AppError;
+use crate::hooks::{MAX_HOLD_MS, RequestHooks};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -30,26 +31,35 @@ pub struct Order {
     pub request_id: String,
     /// The items in the order the client listed them (no product twice).
     pub items: Vec<Item>,
+    /// Test-hook fields (all default unless the service runs with test hooks).
+    pub hooks: RequestHooks,
 }
 
 impl Order {
     /// Validates a deduct body. `generated_id` becomes the request id when the body
-    /// has none.
-    pub fn parse(body: &Value, generated_id: &str) -> Result<Order, AppError> {
+    /// has none; hook fields are accepted only when `hooks_enabled`.
+    pub fn parse(body: &Value, generated_id: &str, hooks_enabled: bool) -> Result<Order, AppError> {
         let Value::Object(fields) = body else {
             return Err(invalid("the body must be a JSON object"));
         };
         const ALLOWED: &str = "product_id, quantity, items, request_id";
-        if let Some(unknown) = fields.keys().find(|k| {
-            !matches!(
-                k.as_str(),
-                "product_id" | "quantity" | "items" | "request_id"
-            )
-        }) {
-            return Err(invalid(format!(
-                "unknown field `{unknown}`; allowed: {ALLOWED}"
-            )));
+        for key in fields.keys() {
+            match key.as_str() {
+                "product_id" | "quantity" | "items" | "request_id" => {}
+                hook if HOOK_FIELDS.contains(&hook) && !hooks_enabled => {
+                    return Err(invalid(format!(
+                        "`{hook}` is a test hook: start the service with --enable-test-hooks to use it"
+                    )));
+                }
+                hook if HOOK_FIELDS.contains(&hook) => {}
+                unknown => {
+                    return Err(invalid(format!(
+                        "unknown field `{unknown}`; allowed: {ALLOWED}"
+                    )));
+                }
+            }
         }
+        let hooks = parse_hooks(fields)?;
         let request_id = match fields.get("request_id") {
             None => generated_id.to_string(),
             Some(value) => parse_request_id(value)?,
@@ -69,7 +79,11 @@ impl Order {
             (None, true) => vec![parse_item(fields, "")?],
             (None, false) => return Err(invalid("product_id is required (or items)")),
         };
-        Ok(Order { request_id, items })
+        Ok(Order {
+            request_id,
+            items,
+            hooks,
+        })
     }
 
     /// The items sorted by product id: the order in which rows and locks are taken, so
@@ -93,6 +107,54 @@ impl Order {
         }
         hex::encode(hasher.finalize())
     }
+}
+
+/// Deduct-body fields that are test hooks (see [`crate::hooks`]).
+const HOOK_FIELDS: [&str; 3] = ["hold_ms", "unsorted", "barrier"];
+
+fn parse_hooks(fields: &Map<String, Value>) -> Result<RequestHooks, AppError> {
+    let hold_ms = match fields.get("hold_ms") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(ms) if ms <= MAX_HOLD_MS => Some(ms),
+            _ => {
+                return Err(invalid(format!(
+                    "hold_ms must be an integer from 0 to {MAX_HOLD_MS}"
+                )));
+            }
+        },
+    };
+    let unsorted = match fields.get("unsorted") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(invalid("unsorted must be true or false")),
+    };
+    let barrier = match fields.get("barrier") {
+        None => None,
+        Some(v) => {
+            let name = v
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty() && n.len() <= 64);
+            let parties = v
+                .get("parties")
+                .and_then(Value::as_u64)
+                .filter(|p| (2..=64).contains(p));
+            match (name, parties, v.as_object().map(|o| o.len())) {
+                (Some(name), Some(parties), Some(2)) => Some((name.to_string(), parties as usize)),
+                _ => {
+                    return Err(invalid(
+                        "barrier must be {\"name\": 1-64 characters, \"parties\": 2 to 64}",
+                    ));
+                }
+            }
+        }
+    };
+    Ok(RequestHooks {
+        hold_ms,
+        unsorted,
+        barrier,
+    })
 }
 
 fn invalid(detail: impl Into<String>) -> AppError {
@@ -196,7 +258,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<Order, String> {
-        Order::parse(&v, "generated").map_err(|e| e.to_string())
+        Order::parse(&v, "generated", false).map_err(|e| e.to_string())
     }
 
     /// The single form defaults quantity to 1 and takes the generated id.
@@ -256,6 +318,14 @@ mod tests {
                 "request_id",
             ),
             (json!({"product_id": 1, "request_id": ""}), "request_id"),
+            (
+                json!({"product_id": 1, "hold_ms": 5}),
+                "--enable-test-hooks",
+            ),
+            (
+                json!({"product_id": 1, "unsorted": true}),
+                "--enable-test-hooks",
+            ),
         ];
         for (body, expected) in cases {
             let err = parse(body.clone()).expect_err(&body.to_string());
@@ -270,6 +340,29 @@ mod tests {
                 .unwrap_err()
                 .contains("got 101")
         );
+    }
+
+    /// With hooks enabled the hook fields are parsed and checked.
+    #[test]
+    fn hook_fields_with_hooks_enabled() {
+        let order = Order::parse(
+            &json!({"product_id": 1, "hold_ms": 5, "unsorted": true, "barrier": {"name": "b", "parties": 2}}),
+            "g",
+            true,
+        )
+        .unwrap();
+        assert_eq!(order.hooks.hold_ms, Some(5));
+        assert!(order.hooks.unsorted);
+        assert_eq!(order.hooks.barrier, Some(("b".to_string(), 2)));
+        for bad in [
+            json!({"product_id": 1, "hold_ms": -1}),
+            json!({"product_id": 1, "hold_ms": 60001}),
+            json!({"product_id": 1, "unsorted": 1}),
+            json!({"product_id": 1, "barrier": {"name": "b", "parties": 1}}),
+            json!({"product_id": 1, "barrier": {"name": "b"}}),
+        ] {
+            assert!(Order::parse(&bad, "g", true).is_err(), "{bad}");
+        }
     }
 
     /// Two spellings of the same request share a fingerprint; a change does not.

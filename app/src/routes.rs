@@ -1,6 +1,7 @@
 //! HTTP handlers, the request-context middleware and the extractor configuration.
 
 use crate::error::{ApiError, AppError};
+use crate::hooks::{Failpoint, Setting};
 use crate::order::Order;
 use crate::startup::AppState;
 use crate::{ready, stock, strategies};
@@ -44,6 +45,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(not_allowed("GET, PUT"))),
     )
     .service(
+        web::scope("/hooks")
+            .route("", web::get().to(hooks_state))
+            .route("/{failpoint}", web::put().to(hooks_set))
+            .route("/{failpoint}/release", web::post().to(hooks_release))
+            .route("/{failpoint}/paused", web::get().to(hooks_paused)),
+    )
+    .service(
         web::resource("/deduct/{strategy}")
             .post(deduct)
             .default_service(web::to(not_allowed("POST"))),
@@ -70,6 +78,17 @@ pub fn json_config() -> web::JsonConfig {
             };
             ApiError::new(error, RequestId::of(req).0).into()
         })
+}
+
+/// Query strings we cannot parse come back in our error shape too.
+pub fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default().error_handler(|err, req| {
+        ApiError::new(
+            AppError::InvalidRequest(format!("bad query string: {err}")),
+            RequestId::of(req).0,
+        )
+        .into()
+    })
 }
 
 /// Path segments we cannot parse come back in our error shape too.
@@ -206,12 +225,120 @@ pub async fn not_found(req: HttpRequest, id: RequestId) -> Result<HttpResponse, 
 }
 
 /// `GET /health`: the process is up.
-async fn health() -> HttpResponse {
+async fn health(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
-        "test_hooks": false,
+        "test_hooks": state.hooks.enabled(),
+        "hold_ms": state.hooks.server_hold_ms(),
     }))
+}
+
+/// The failpoint named in the path, when hooks are enabled; 404 otherwise (the hooks
+/// endpoint does not exist without `--enable-test-hooks`).
+fn failpoint(
+    state: &AppState,
+    req: &HttpRequest,
+    name: &str,
+    id: &str,
+) -> Result<Failpoint, ApiError> {
+    if !state.hooks.enabled() {
+        return Err(ApiError::new(
+            AppError::NotFound(req.path().to_string()),
+            id,
+        ));
+    }
+    Failpoint::parse(name)
+        .ok_or_else(|| ApiError::new(AppError::UnknownFailpoint(name.to_string()), id))
+}
+
+/// `GET /hooks`: every failpoint's mode, pending count, paused requests and hits.
+async fn hooks_state(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    id: RequestId,
+) -> Result<HttpResponse, ApiError> {
+    if !state.hooks.enabled() {
+        return Err(ApiError::new(
+            AppError::NotFound(req.path().to_string()),
+            id.0,
+        ));
+    }
+    Ok(HttpResponse::Ok().json(json!({
+        "failpoints": state.hooks.states(),
+        "hold_ms": state.hooks.server_hold_ms(),
+    })))
+}
+
+/// `PUT /hooks/{failpoint}` `{"mode": "off" | "pause" | "sleep", "ms": N, "count": N}`.
+async fn hooks_set(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    id: RequestId,
+    body: web::Json<Setting>,
+) -> Result<HttpResponse, ApiError> {
+    let point = failpoint(&state, &req, &path, &id.0)?;
+    let now = state.hooks.set(point, body.into_inner());
+    tracing::info!(failpoint = point.name(), ?now, "failpoint set");
+    Ok(HttpResponse::Ok().json(now))
+}
+
+/// `POST /hooks/{failpoint}/release`: lets every request paused there go on.
+async fn hooks_release(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    id: RequestId,
+) -> Result<HttpResponse, ApiError> {
+    let point = failpoint(&state, &req, &path, &id.0)?;
+    let released = state.hooks.release(point);
+    Ok(HttpResponse::Ok().json(json!({ "released": released })))
+}
+
+#[derive(serde::Deserialize)]
+struct PausedQuery {
+    #[serde(default = "one")]
+    at_least: usize,
+    #[serde(default = "five_seconds")]
+    timeout_ms: u64,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn five_seconds() -> u64 {
+    5000
+}
+
+/// `GET /hooks/{failpoint}/paused?at_least=N&timeout_ms=M`: answers once at least N
+/// requests are paused there (408 `hook_timeout` after M ms): the handshake that
+/// tells a test its request is exactly at the failpoint.
+async fn hooks_paused(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    id: RequestId,
+    query: web::Query<PausedQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let point = failpoint(&state, &req, &path, &id.0)?;
+    let timeout = std::time::Duration::from_millis(query.timeout_ms.min(120_000));
+    match state
+        .hooks
+        .wait_paused(point, query.at_least, timeout)
+        .await
+    {
+        Ok(paused) => Ok(HttpResponse::Ok().json(json!({ "paused": paused }))),
+        Err(paused) => Err(ApiError::new(
+            AppError::HookTimeout(format!(
+                "{paused} request(s) paused at {} after {timeout:?}, waited for {}",
+                point.name(),
+                query.at_least
+            )),
+            id.0,
+        )),
+    }
 }
 
 /// `GET /ready`: every configured backend answers.
@@ -313,7 +440,8 @@ async fn deduct(
             id.0,
         ));
     };
-    let order = Order::parse(&body, &id.0).map_err(|e| ApiError::new(e, id.0.clone()))?;
+    let order = Order::parse(&body, &id.0, state.hooks.enabled())
+        .map_err(|e| ApiError::new(e, id.0.clone()))?;
     let span = tracing::info_span!(
         "deduct",
         strategy = %name,
@@ -322,9 +450,15 @@ async fn deduct(
         product_id = order.items[0].product_id,
         outcome = tracing::field::Empty,
     );
-    let result = strategies::deduct(&state.pool, &state.in_flight, strategy.as_ref(), &order)
-        .instrument(span.clone())
-        .await;
+    let result = strategies::deduct(
+        &state.pool,
+        &state.in_flight,
+        &state.hooks,
+        strategy.as_ref(),
+        &order,
+    )
+    .instrument(span.clone())
+    .await;
     match result {
         Ok(done) => {
             span.record(

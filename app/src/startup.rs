@@ -1,6 +1,7 @@
 //! Building the service: pool, migrations, listener, routes.
 
 use crate::config::Settings;
+use crate::hooks::Hooks;
 use crate::idempotency::InFlight;
 use crate::routes;
 use crate::strategies::{self, Strategies};
@@ -21,6 +22,7 @@ pub struct AppState {
     pub settings: Settings,
     pub strategies: Strategies,
     pub in_flight: InFlight,
+    pub hooks: Hooks,
 }
 
 /// A built service, bound to its port, not yet serving.
@@ -35,9 +37,20 @@ impl Application {
     /// picks a free one, read it back with [`Application::port`]) and builds the server.
     /// Never waits on Redis or ZooKeeper.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
+        let lock_wait = format!(
+            "SET SESSION innodb_lock_wait_timeout = {}",
+            settings.lock_wait_timeout_secs
+        );
         let pool = MySqlPoolOptions::new()
             .max_connections(settings.db_pool_size)
             .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+            .after_connect(move |conn, _meta| {
+                let lock_wait = lock_wait.clone();
+                Box::pin(async move {
+                    sqlx::query(&lock_wait).execute(conn).await?;
+                    Ok(())
+                })
+            })
             .connect(&settings.database_url)
             .await
             .context("connecting to DATABASE_URL")?;
@@ -52,6 +65,7 @@ impl Application {
             pool,
             strategies: strategies::all(&settings),
             in_flight: InFlight::default(),
+            hooks: Hooks::new(settings.enable_test_hooks, settings.hold_ms),
             settings,
         });
         let shared = state.clone();
@@ -60,6 +74,7 @@ impl Application {
                 .app_data(shared.clone())
                 .app_data(routes::json_config())
                 .app_data(routes::path_config())
+                .app_data(routes::query_config())
                 .wrap(from_fn(routes::request_context))
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))

@@ -176,3 +176,51 @@ pub async fn read_level(tx: &mut MySqlConnection, product_id: i64) -> sqlx::Resu
         .fetch_optional(tx)
         .await
 }
+
+/// Writes a quantity the application computed (`SET quantity = :new`), unconditionally.
+/// Safe only while something else (a lock, `FOR UPDATE`) guarantees nobody wrote the
+/// row since it was read; without that it is the lost-update bug.
+pub async fn write_quantity(
+    tx: &mut MySqlConnection,
+    product_id: i64,
+    quantity: i32,
+) -> sqlx::Result<()> {
+    sqlx::query("UPDATE stock SET quantity = ?, version = version + 1 WHERE product_id = ?")
+        .bind(quantity)
+        .bind(product_id)
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// A locking read: `SELECT ... FOR UPDATE` takes the row's exclusive lock (waiting for
+/// it, up to `innodb_lock_wait_timeout`) and reads the latest committed version.
+pub async fn read_level_for_update(
+    tx: &mut MySqlConnection,
+    product_id: i64,
+) -> sqlx::Result<Option<Level>> {
+    sqlx::query_as("SELECT quantity, version, epoch FROM stock WHERE product_id = ? FOR UPDATE")
+        .bind(product_id)
+        .fetch_optional(tx)
+        .await
+}
+
+/// Compare-and-set on the version: writes only if nobody changed the row since we read
+/// `version`. Returns whether it did (`rows_affected` counts matched rows here, which is
+/// what we want: the row matched our version).
+pub async fn write_quantity_if_version(
+    tx: &mut MySqlConnection,
+    product_id: i64,
+    quantity: i32,
+    version: i64,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE stock SET quantity = ?, version = version + 1 WHERE product_id = ? AND version = ?",
+    )
+    .bind(quantity)
+    .bind(product_id)
+    .bind(version)
+    .execute(tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}

@@ -8,7 +8,9 @@
 //!    One row changed: deducted. None: the product is missing (404) or has too few
 //!    units (409); ROLLBACK undoes the items already deducted.
 //! 3. Read back what is left (our own write, visible in our transaction) for the
-//!    response and the ledger's epoch.
+//!    response and the ledger's epoch. The `after_read` hook and any hold come after
+//!    the last UPDATE: the row locks are held through them, as a business step taken
+//!    between "decide" and "commit" would hold them.
 //! 4. Ledger rows, the orders row, COMMIT (the shared path in [`super::deduct`]).
 //!
 //! # Why it cannot oversell
@@ -30,7 +32,7 @@
 //! Almost always, for a counter like stock. It is the baseline the lock strategies are
 //! measured against in the report.
 
-use super::{Applied, Held, Strategy, StrategyInfo, TxError};
+use super::{Applied, Cx, Held, Strategy, StrategyInfo, TxError, check_enough};
 use crate::error::AppError;
 use crate::order::Order;
 use crate::stock;
@@ -56,6 +58,7 @@ impl Strategy for AtomicSql {
 
     async fn apply(
         &self,
+        cx: &Cx<'_>,
         tx: &mut MySqlConnection,
         order: &Order,
         _held: &Held,
@@ -68,12 +71,7 @@ impl Strategy for AtomicSql {
                 return Err(AppError::UnknownProduct(item.product_id).into());
             };
             if !deducted {
-                return Err(AppError::InsufficientStock {
-                    product_id: item.product_id,
-                    requested: item.quantity.into(),
-                    available: level.quantity.into(),
-                }
-                .into());
+                check_enough(item, level.quantity)?;
             }
             applied.push(Applied {
                 item,
@@ -81,6 +79,7 @@ impl Strategy for AtomicSql {
                 epoch: level.epoch,
             });
         }
+        cx.hooks.after_read(order).await;
         Ok(applied)
     }
 }

@@ -20,11 +20,26 @@
 //! holder's commit, and sell stock that is gone.
 //!
 //! # Layout
-//! - [`atomic_sql`]: `UPDATE ... SET quantity = quantity - ? WHERE ... AND quantity >= ?`.
+//! - [`unsafe_control`]: `unsafe`, plain read, check, write; no lock. Must oversell.
+//! - [`local_mutex`]: `local-mutex`, a per-product mutex inside one process.
+//! - [`atomic_sql`]: `atomic-sql`, `UPDATE ... SET quantity = quantity - ? WHERE ... AND quantity >= ?`.
+//! - [`pessimistic`]: `pessimistic`, `SELECT ... FOR UPDATE`, retried on deadlock.
+//! - [`optimistic`]: `optimistic`, compare-and-set on a version column, retried.
+//!
+//! The lock strategies (`local-mutex` here, the distributed locks later) *trust their
+//! lock*: under it they run [`read_check_write`], the same plain read / check / write
+//! of a computed value that `unsafe` runs with no lock at all. Any protection they
+//! give is the lock's, which is the point of the experiments.
 
 pub mod atomic_sql;
+pub mod local_mutex;
+pub mod optimistic;
+pub mod pessimistic;
+pub mod unsafe_control;
 
+use crate::config::Settings;
 use crate::error::{AppError, is_connection_error, mysql_error_number};
+use crate::hooks::{Failpoint, Hooks};
 use crate::idempotency::InFlight;
 use crate::order::{Item, Order};
 use crate::stock::{self, LedgerLine};
@@ -122,6 +137,13 @@ impl From<sqlx::Error> for TxError {
     }
 }
 
+/// What `apply` gets besides the transaction: the hooks, and which attempt this is.
+pub struct Cx<'a> {
+    pub hooks: &'a Hooks,
+    /// 1 for the first transaction of a request, 2 for its first retry, ...
+    pub attempt: u32,
+}
+
 /// One way to deduct stock. Implementations live one per file in this module.
 #[async_trait]
 pub trait Strategy: Send + Sync + 'static {
@@ -141,6 +163,7 @@ pub trait Strategy: Send + Sync + 'static {
     /// Returns one [`Applied`] per item, in any order.
     async fn apply(
         &self,
+        cx: &Cx<'_>,
         tx: &mut MySqlConnection,
         order: &Order,
         held: &Held,
@@ -202,6 +225,7 @@ pub struct Deducted {
 pub async fn deduct(
     pool: &MySqlPool,
     in_flight: &InFlight,
+    hooks: &Hooks,
     strategy: &dyn Strategy,
     order: &Order,
 ) -> Result<Deducted, AppError> {
@@ -216,7 +240,8 @@ pub async fn deduct(
         .lock(order)
         .instrument(tracing::debug_span!("lock"))
         .await?;
-    let result = transact(pool, strategy, order, &held, &fingerprint).await;
+    hooks.at(Failpoint::AfterLock).await;
+    let result = transact(pool, hooks, strategy, order, &held, &fingerprint).await;
     held.release()
         .instrument(tracing::debug_span!("release"))
         .await;
@@ -268,6 +293,7 @@ impl<E: Into<AppError>> From<E> for Outcome {
 
 async fn transact(
     pool: &MySqlPool,
+    hooks: &Hooks,
     strategy: &dyn Strategy,
     order: &Order,
     held: &Held,
@@ -279,7 +305,11 @@ async fn transact(
     loop {
         attempts += 1;
         let mut tx = pool.begin().await?;
-        let applied = match strategy.apply(&mut tx, order, held).await {
+        let cx = Cx {
+            hooks,
+            attempt: attempts,
+        };
+        let applied = match strategy.apply(&cx, &mut tx, order, held).await {
             Ok(applied) => applied,
             Err(TxError::Retry(reason)) => {
                 tx.rollback().await?;
@@ -346,6 +376,7 @@ async fn transact(
             });
         }
         stock::insert_ledger(&mut tx, &order.request_id, name, fence_token, &lines).await?;
+        hooks.at(Failpoint::BeforeCommit).await;
         return match tx.commit().await {
             Ok(()) => Ok(response),
             // The COMMIT left; whether it arrived is unknown. Retrying with the same
@@ -367,9 +398,77 @@ pub fn backoff(attempt: u32) -> Duration {
     Duration::from_micros(rand::rng().random_range(0..=cap_ms * 1000))
 }
 
-/// Every strategy this build serves.
-pub fn all(_settings: &crate::config::Settings) -> Strategies {
+/// Turns the errors that mean "another transaction holds what we need" into a retry:
+/// 1213 (deadlock: InnoDB rolled our transaction back) and 1205 (lock wait timeout:
+/// only the statement was rolled back; the engine's explicit ROLLBACK releases the
+/// locks the transaction still holds, since `innodb_rollback_on_timeout` is off).
+pub fn retry_on_lock_conflict(e: sqlx::Error) -> TxError {
+    match mysql_error_number(&e) {
+        Some(1213) => TxError::Retry("deadlock (1213)".into()),
+        Some(1205) => TxError::Retry("lock wait timeout (1205)".into()),
+        _ => TxError::Fail(e.into()),
+    }
+}
+
+/// Plain read, check, write the computed value: what a lock strategy does under its
+/// lock, and what `unsafe` does with none.
+///
+/// 1. read each item's row (a plain, non-locking snapshot read) in product order;
+///    a missing row is 404, too few units is 409;
+/// 2. the `after_read` hook (and any hold);
+/// 3. `UPDATE stock SET quantity = <read − requested>` for each item: the value the
+///    application computed, **not** `quantity - ?`. If another request wrote the row
+///    after our read, its write is silently overwritten: a lost update, which the
+///    ledger exposes. Only a lock held around all three steps prevents it.
+pub async fn read_check_write(
+    cx: &Cx<'_>,
+    tx: &mut MySqlConnection,
+    order: &Order,
+) -> Result<Vec<Applied>, TxError> {
+    let mut applied = Vec::with_capacity(order.items.len());
+    for item in order.by_product() {
+        let level = stock::read_level(tx, item.product_id)
+            .await?
+            .ok_or(AppError::UnknownProduct(item.product_id))?;
+        check_enough(item, level.quantity)?;
+        applied.push(Applied {
+            item,
+            remaining: level.quantity - item.quantity,
+            epoch: level.epoch,
+        });
+    }
+    cx.hooks.after_read(order).await;
+    for a in &applied {
+        stock::write_quantity(tx, a.item.product_id, a.remaining).await?;
+    }
+    Ok(applied)
+}
+
+/// 409 when fewer than the requested units are left.
+pub fn check_enough(item: Item, available: i32) -> Result<(), AppError> {
+    if available < item.quantity {
+        return Err(AppError::InsufficientStock {
+            product_id: item.product_id,
+            requested: item.quantity.into(),
+            available: available.into(),
+        });
+    }
+    Ok(())
+}
+
+/// Every strategy this build serves. Called once, outside the HTTP server's
+/// per-worker factory, so state inside a strategy (the local mutexes) is shared by
+/// every worker.
+pub fn all(settings: &Settings) -> Strategies {
     let mut strategies = Strategies::default();
+    strategies.add(Arc::new(unsafe_control::Unsafe));
+    strategies.add(Arc::new(local_mutex::LocalMutex::default()));
     strategies.add(Arc::new(atomic_sql::AtomicSql));
+    strategies.add(Arc::new(pessimistic::Pessimistic {
+        max_attempts: settings.pessimistic_max_attempts,
+    }));
+    strategies.add(Arc::new(optimistic::Optimistic {
+        max_attempts: settings.optimistic_max_attempts,
+    }));
     strategies
 }

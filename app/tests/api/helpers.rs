@@ -50,13 +50,46 @@ pub async fn spawn_app() -> TestApp {
 
 /// A service on the given database (two of these on one database are two instances).
 pub async fn spawn_app_on(database_url: &str) -> TestApp {
-    spawn_with(Settings {
+    spawn_with(test_settings(database_url)).await
+}
+
+/// The settings the tests use: admin token set, test hooks on, a short lock wait
+/// timeout, and a generous optimistic retry budget (so races test correctness, not
+/// the budget).
+pub fn test_settings(database_url: &str) -> Settings {
+    Settings {
         admin_token: Some(ADMIN_TOKEN.into()),
         workers: Some(2),
+        enable_test_hooks: true,
+        lock_wait_timeout_secs: 2,
+        optimistic_max_attempts: 1000,
         ..Settings::for_database(database_url)
-    })
-    .await
+    }
 }
+
+/// Turns `async fn name(strategy: &str)` into that function plus one test per database
+/// strategy, `name::unsafe_control`, `name::atomic_sql`, ..., so every strategy runs the
+/// same suite and each shows up on its own in the test report.
+macro_rules! each_strategy {
+    ($(#[$meta:meta])* async fn $name:ident($strategy:ident: &str) $body:block) => {
+        $(#[$meta])*
+        async fn $name($strategy: &str) $body
+
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn unsafe_control() { super::$name("unsafe").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn local_mutex() { super::$name("local-mutex").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn atomic_sql() { super::$name("atomic-sql").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn pessimistic() { super::$name("pessimistic").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn optimistic() { super::$name("optimistic").await }
+        }
+    };
+}
+pub(crate) use each_strategy;
 
 pub async fn spawn_with(settings: Settings) -> TestApp {
     if std::env::var_os("TEST_LOG").is_some() {
@@ -150,6 +183,49 @@ impl TestApp {
             .await
             .unwrap();
         (orders, ledger)
+    }
+
+    /// `PUT /hooks/{failpoint}` with a setting such as `{"mode": "pause", "count": 1}`.
+    pub async fn set_failpoint(&self, failpoint: &str, setting: Value) {
+        let response = self
+            .client
+            .put(self.url(&format!("/hooks/{failpoint}")))
+            .json(&setting)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "set {failpoint}");
+    }
+
+    /// Returns once `count` requests are paused at `failpoint` (panics after 10 s).
+    pub async fn wait_paused(&self, failpoint: &str, count: usize) {
+        let response = self
+            .get(&format!(
+                "/hooks/{failpoint}/paused?at_least={count}&timeout_ms=10000"
+            ))
+            .await;
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "{count} paused at {failpoint}"
+        );
+    }
+
+    /// Lets every request paused at `failpoint` go on.
+    pub async fn release(&self, failpoint: &str) {
+        let response = self
+            .client
+            .post(self.url(&format!("/hooks/{failpoint}/release")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    /// How many requests reached `failpoint` so far.
+    pub async fn hits(&self, failpoint: &str) -> u64 {
+        let state: Value = self.get("/hooks").await.json().await.unwrap();
+        state["failpoints"][failpoint]["hits"].as_u64().unwrap()
     }
 
     pub async fn stop(self) {

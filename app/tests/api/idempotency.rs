@@ -1,19 +1,19 @@
 //! A request_id deducts at most once, however often and wherever it is sent.
 
-use crate::helpers::{assert_error, fresh_database, spawn_app, spawn_app_on};
+use crate::helpers::{assert_error, each_strategy, fresh_database, spawn_app, spawn_app_on};
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+each_strategy! {
 /// Sent twice in a row: one deduction; the repeat gets the stored answer with
 /// `duplicate: true`.
-#[tokio::test]
-async fn a_repeat_gets_the_stored_answer() {
+async fn a_repeat_gets_the_stored_answer(strategy: &str) {
     let app = spawn_app().await;
     app.stock(1, 10).await;
     let body = json!({"product_id": 1, "quantity": 3, "request_id": "order-1"});
-    let first: Value = app.deduct("atomic-sql", &body).await.json().await.unwrap();
-    let again = app.deduct("atomic-sql", &body).await;
+    let first: Value = app.deduct(strategy, &body).await.json().await.unwrap();
+    let again = app.deduct(strategy, &body).await;
     assert_eq!(again.status(), StatusCode::OK);
     assert_eq!(again.headers()["x-request-id"], "order-1");
     let again: Value = again.json().await.unwrap();
@@ -31,14 +31,15 @@ async fn a_repeat_gets_the_stored_answer() {
     );
     app.stop().await;
 }
+}
 
-async fn sixteen_at_once(apps: &[&crate::helpers::TestApp]) {
+async fn sixteen_at_once(strategy: &str, apps: &[&crate::helpers::TestApp]) {
     let body = json!({"product_id": 1, "request_id": "same-id"});
     let calls = (0..16).map(|i| {
         let app = apps[i % apps.len()];
         let body = body.clone();
         async move {
-            let response = app.deduct("atomic-sql", &body).await;
+            let response = app.deduct(strategy, &body).await;
             assert_eq!(response.status(), StatusCode::OK);
             response.json::<Value>().await.unwrap()
         }
@@ -63,37 +64,39 @@ async fn sixteen_at_once(apps: &[&crate::helpers::TestApp]) {
     assert_eq!(apps[0].row_counts().await, (1, 1));
 }
 
+each_strategy! {
 /// The same request 16 times concurrently on one instance: one deduction.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sixteen_concurrent_twins_deduct_once() {
+async fn sixteen_concurrent_twins_deduct_once(strategy: &str) {
     let app = spawn_app().await;
     app.stock(1, 10).await;
-    sixteen_at_once(&[&app]).await;
+    sixteen_at_once(strategy, &[&app]).await;
     app.stop().await;
 }
+}
 
+each_strategy! {
 /// The same request 16 times concurrently over two instances: the in-process wait
 /// cannot help across processes, so this exercises the database's guard (the orders
 /// primary key; the loser rolls back and answers with the winner's response).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_twins_on_two_instances_deduct_once() {
+async fn concurrent_twins_on_two_instances_deduct_once(strategy: &str) {
     let database = fresh_database().await;
     let first = spawn_app_on(&database).await;
     let second = spawn_app_on(&database).await;
     first.stock(1, 10).await;
-    sixteen_at_once(&[&first, &second]).await;
+    sixteen_at_once(strategy, &[&first, &second]).await;
     first.stop().await;
     second.stop().await;
 }
+}
 
+each_strategy! {
 /// Reusing a request_id for a different request is a 422 and deducts nothing.
-#[tokio::test]
-async fn a_reused_id_with_another_body_is_refused() {
+async fn a_reused_id_with_another_body_is_refused(strategy: &str) {
     let app = spawn_app().await;
     app.stock(1, 10).await;
     app.stock(2, 10).await;
     let ok = app
-        .deduct("atomic-sql", &json!({"product_id": 1, "request_id": "r"}))
+        .deduct(strategy, &json!({"product_id": 1, "request_id": "r"}))
         .await;
     assert_eq!(ok.status(), StatusCode::OK);
     for other in [
@@ -101,7 +104,7 @@ async fn a_reused_id_with_another_body_is_refused() {
         json!({"product_id": 2, "request_id": "r"}),
         json!({"items": [{"product_id": 1}, {"product_id": 2}], "request_id": "r"}),
     ] {
-        let response = app.deduct("atomic-sql", &other).await;
+        let response = app.deduct(strategy, &other).await;
         let error = assert_error(
             response,
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -113,35 +116,41 @@ async fn a_reused_id_with_another_body_is_refused() {
     // The same request in another spelling is the same request.
     let same = app
         .deduct(
-            "atomic-sql",
+            strategy,
             &json!({"items": [{"product_id": 1, "quantity": 1}], "request_id": "r"}),
         )
         .await;
     assert_eq!(same.status(), StatusCode::OK);
     assert_eq!(app.db_state(1).await.ledger_sum, 1);
     assert_eq!(app.db_state(2).await.ledger_sum, 0);
+    // The same id on another strategy is another request.
+    let other_strategy = if strategy == "atomic-sql" { "optimistic" } else { "atomic-sql" };
+    let response = app.deduct(other_strategy, &json!({"product_id": 1, "request_id": "r"})).await;
+    assert_error(response, StatusCode::UNPROCESSABLE_ENTITY, "request_id_reused").await;
     app.stop().await;
 }
+}
 
+each_strategy! {
 /// Only successes are stored: after a 409 the same id may be retried and succeed.
-#[tokio::test]
-async fn a_refused_request_can_be_retried() {
+async fn a_refused_request_can_be_retried(strategy: &str) {
     let app = spawn_app().await;
     app.stock(1, 1).await;
     let body = json!({"product_id": 1, "quantity": 2, "request_id": "retry-me"});
     assert_error(
-        app.deduct("atomic-sql", &body).await,
+        app.deduct(strategy, &body).await,
         StatusCode::CONFLICT,
         "insufficient_stock",
     )
     .await;
     app.stock(1, 5).await;
-    let response = app.deduct("atomic-sql", &body).await;
+    let response = app.deduct(strategy, &body).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body.get("duplicate"), None);
     assert_eq!(body["items"][0]["remaining"], 3);
     app.stop().await;
+}
 }
 
 /// Without a request_id the service makes one, returns it in the body and in

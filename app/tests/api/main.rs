@@ -2,8 +2,11 @@
 //! real MariaDB (run them under `./scripts/test` or `testbed run -- cargo nextest run`)
 //! on a database of its own, so they run in parallel.
 
-mod atomic_sql;
+mod controls;
+mod deadlock;
 mod helpers;
+mod hooks;
 mod idempotency;
+mod races;
 mod service;
 mod validation;

@@ -8,7 +8,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use stock_app::Settings;
 
-/// /health is up, says test hooks are off, and every response has an X-Request-Id.
+/// /health is up, says whether test hooks are on, and every response has an
+/// X-Request-Id.
 #[tokio::test]
 async fn health_answers() {
     let app = spawn_app().await;
@@ -17,7 +18,8 @@ async fn health_answers() {
     assert!(response.headers().contains_key("x-request-id"));
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["status"], "ok");
-    assert_eq!(body["test_hooks"], false);
+    assert_eq!(body["test_hooks"], true, "the test apps run with hooks on");
+    assert_eq!(body["hold_ms"], 0);
     app.stop().await;
 }
 

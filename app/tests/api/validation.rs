@@ -1,13 +1,13 @@
 //! Bad input: every case answers 4xx in the error shape and changes nothing.
 
-use crate::helpers::{assert_error, spawn_app};
+use crate::helpers::{assert_error, each_strategy, spawn_app};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+each_strategy! {
 /// Each malformed deduction is refused with the right status and code, its detail
 /// names the problem, and afterwards stock, orders and ledger are exactly as before.
-#[tokio::test]
-async fn bad_deductions_are_refused_and_change_nothing() {
+async fn bad_deductions_are_refused_and_change_nothing(strategy: &str) {
     let app = spawn_app().await;
     app.stock(1, 10).await;
     let before = app.db_state(1).await;
@@ -93,7 +93,7 @@ async fn bad_deductions_are_refused_and_change_nothing() {
         ),
     ];
     for (what, body, word) in json_cases {
-        let response = app.deduct("atomic-sql", &body).await;
+        let response = app.deduct(strategy, &body).await;
         let error = assert_error(response, StatusCode::BAD_REQUEST, "invalid_request").await;
         let detail = error["detail"].as_str().unwrap();
         assert!(
@@ -132,7 +132,7 @@ async fn bad_deductions_are_refused_and_change_nothing() {
         ),
     ];
     for (what, content_type, body, status) in raw_cases {
-        let response = app.deduct_raw("atomic-sql", content_type, body).await;
+        let response = app.deduct_raw(strategy, content_type, body).await;
         let error = assert_error(response, status, "invalid_request").await;
         assert!(!error["detail"].as_str().unwrap().is_empty(), "{what}");
     }
@@ -142,7 +142,7 @@ async fn bad_deductions_are_refused_and_change_nothing() {
         json!({"product_id": 999}),
         json!({"items": [{"product_id": 1, "quantity": 3}, {"product_id": 999}]}),
     ] {
-        let response = app.deduct("atomic-sql", &body).await;
+        let response = app.deduct(strategy, &body).await;
         let error = assert_error(response, StatusCode::NOT_FOUND, "unknown_product").await;
         assert!(error["detail"].as_str().unwrap().contains("999"));
     }
@@ -162,6 +162,7 @@ async fn bad_deductions_are_refused_and_change_nothing() {
         .unwrap();
     assert_eq!(version, 0, "no write touched the row");
     app.stop().await;
+}
 }
 
 /// The admin route refuses a missing or wrong token with 401 and bad bodies with 400,

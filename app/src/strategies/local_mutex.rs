@@ -1,0 +1,107 @@
+//! `local-mutex`: a per-product mutex inside one process (`synchronized` / `ReentrantLock`
+//! in the Java write-ups).
+//!
+//! # Algorithm
+//! 1. Take the mutex of every product in the order, in product_id order (two orders
+//!    over the same products can then never wait on each other in a cycle).
+//! 2. BEGIN; plain read, check, write the computed value ([`read_check_write`]);
+//!    ledger, orders; COMMIT.
+//! 3. Release the mutexes, last taken first.
+//!
+//! The mutex map is built once per process, outside the HTTP server's per-worker
+//! factory ([`super::all`]): built inside it, each worker thread would get its own map
+//! and two requests on two workers would not exclude each other even in one process.
+//! The mutexes are tokio's: a waiting request yields its worker thread instead of
+//! blocking it, and the guard may be held across `.await` (std's may not). The map
+//! itself is behind a std mutex, held only to look up an entry, never across an
+//! `.await`.
+//!
+//! # Why the mutex is taken before BEGIN and released after COMMIT
+//! Taking it inside the transaction is wrong even with one instance, in two ways:
+//! - The usual shape (Spring's `@Transactional` around a `synchronized` block) also
+//!   *releases* it inside the transaction: the method returns, the mutex is free, and
+//!   only then does the transaction commit. The next holder reads the row in that gap,
+//!   before our write is committed, and both sell the same unit.
+//! - Under REPEATABLE READ a transaction's snapshot is taken at its first read. If it
+//!   read anything before waiting for the mutex, it keeps reading that snapshot, from
+//!   before the previous holder's commit: a stale quantity, under the mutex.
+//!
+//! # How it fails
+//! With two service instances, each has its own map: request A on instance 1 and
+//! request B on instance 2 both get "their" mutex at once and interleave exactly like
+//! `unsafe`. A mutex only excludes what runs in the same process; behind a load
+//! balancer that is not enough. The tests show both: one instance does not oversell
+//! (the second request waits), two instances do.
+//!
+//! # Other limits
+//! The map keeps one entry per product ever deducted (a few dozen bytes each). There
+//! is no wait bound: requests queue on the mutex in arrival order.
+
+use super::{Applied, Cx, Held, HeldLock, Strategy, StrategyInfo, TxError, read_check_write};
+use crate::error::AppError;
+use crate::order::Order;
+use async_trait::async_trait;
+use sqlx::MySqlConnection;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+/// One async mutex per product, shared by every worker of this process.
+#[derive(Default)]
+pub struct LocalMutex {
+    mutexes: Mutex<HashMap<i64, Arc<AsyncMutex<()>>>>,
+}
+
+static INFO: StrategyInfo = StrategyInfo {
+    name: "local-mutex",
+    description: "A per-product mutex in this process, taken before BEGIN and released after COMMIT. Safe on one instance only.",
+    backend: "process memory",
+    safe_across_instances: false,
+    fencing: "none",
+};
+
+struct MutexHeld(#[allow(dead_code)] OwnedMutexGuard<()>);
+
+#[async_trait]
+impl HeldLock for MutexHeld {
+    fn fence_token(&self) -> Option<u64> {
+        None
+    }
+
+    async fn release(self: Box<Self>) {
+        // Dropping the guard unlocks; the next waiter in line gets the mutex.
+    }
+}
+
+impl LocalMutex {
+    fn mutex(&self, product_id: i64) -> Arc<AsyncMutex<()>> {
+        let mut map = self.mutexes.lock().expect("mutex map poisoned");
+        map.entry(product_id).or_default().clone()
+    }
+}
+
+#[async_trait]
+impl Strategy for LocalMutex {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+
+    async fn lock(&self, order: &Order) -> Result<Held, AppError> {
+        let mut held = Held::none();
+        for item in order.by_product() {
+            let guard = self.mutex(item.product_id).lock_owned().await;
+            held.push(Box::new(MutexHeld(guard)));
+        }
+        Ok(held)
+    }
+
+    async fn apply(
+        &self,
+        cx: &Cx<'_>,
+        tx: &mut MySqlConnection,
+        order: &Order,
+        _held: &Held,
+    ) -> Result<Vec<Applied>, TxError> {
+        read_check_write(cx, tx, order).await
+    }
+}
