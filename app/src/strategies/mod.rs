@@ -46,7 +46,6 @@ use crate::stock::{self, LedgerLine};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sqlx::{MySqlConnection, MySqlPool};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
@@ -170,27 +169,28 @@ pub trait Strategy: Send + Sync + 'static {
     ) -> Result<Vec<Applied>, TxError>;
 }
 
-/// The registry: every strategy this service serves, by name, in a stable order.
+/// The registry: every strategy this service serves, in the order they were added
+/// (the teaching order: the control first, the distributed locks last).
 #[derive(Clone, Default)]
 pub struct Strategies {
-    by_name: BTreeMap<&'static str, Arc<dyn Strategy>>,
+    list: Vec<Arc<dyn Strategy>>,
 }
 
 impl Strategies {
     pub fn add(&mut self, strategy: Arc<dyn Strategy>) {
-        self.by_name.insert(strategy.info().name, strategy);
+        self.list.push(strategy);
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Strategy>> {
-        self.by_name.get(name)
+        self.list.iter().find(|s| s.info().name == name)
     }
 
     pub fn names(&self) -> Vec<&'static str> {
-        self.by_name.keys().copied().collect()
+        self.list.iter().map(|s| s.info().name).collect()
     }
 
     pub fn infos(&self) -> Vec<StrategyInfo> {
-        self.by_name.values().map(|s| s.info().clone()).collect()
+        self.list.iter().map(|s| s.info().clone()).collect()
     }
 }
 
