@@ -1,0 +1,491 @@
+//! One lock test suite, run against every backend on real servers, and against the
+//! no-op lock, which must fail every check: a check a broken lock passes proves
+//! nothing.
+//!
+//! Run under `testbed run` (`./scripts/test`): MySQL tests make a database of their
+//! own, Redis tests use keys of their own, so everything runs in parallel.
+
+use locks::mysql::MysqlLock;
+use locks::noop::NoopLock;
+use locks::redis::{RedisLock, SimpleRedisLock};
+use locks::{Fencing, HolderId, LockError, LockOptions, Locker, LostReason};
+use sqlx::Connection;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
+
+type Check = Result<(), String>;
+
+fn ensure(ok: bool, what: impl Into<String>) -> Check {
+    if ok { Ok(()) } else { Err(what.into()) }
+}
+
+/// A backend under test, and how to tamper with it from outside.
+enum Subject {
+    Mysql { url: String },
+    Redis { url: String },
+    SimpleRedis { url: String },
+    Noop,
+}
+
+impl Subject {
+    async fn mysql() -> Subject {
+        let base = std::env::var("DATABASE_URL").expect("DATABASE_URL: run under ./scripts/test");
+        let (server, _) = base.rsplit_once('/').unwrap();
+        let name = format!("l_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = sqlx::MySqlConnection::connect(&base).await.unwrap();
+        sqlx::query(&format!("CREATE DATABASE `{name}`"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+        let url = format!("{server}/{name}");
+        let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+        sqlx::migrate!("../migrations").run(&pool).await.unwrap();
+        pool.close().await;
+        Subject::Mysql { url }
+    }
+
+    fn redis_url() -> String {
+        let urls = std::env::var("REDIS_URLS").expect("REDIS_URLS: run under ./scripts/test");
+        urls.split(',').next().unwrap().to_string()
+    }
+
+    async fn locker(&self) -> Locker {
+        match self {
+            Subject::Mysql { url } => Locker::new(MysqlLock::connect(url, 8).await.unwrap()),
+            Subject::Redis { url } => Locker::new(RedisLock::connect(url).await.unwrap()),
+            Subject::SimpleRedis { url } => {
+                Locker::new(SimpleRedisLock::connect(url).await.unwrap())
+            }
+            Subject::Noop => Locker::new(NoopLock),
+        }
+    }
+
+    /// Takes the lock away from its holder behind the lock's back.
+    async fn remove_from_outside(&self, key: &str) {
+        match self {
+            Subject::Mysql { url } => {
+                let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
+                sqlx::query("UPDATE distributed_lock SET holder_id = NULL, reentrant_count = 0 WHERE lock_key = ?")
+                    .bind(key)
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+                conn.close().await.unwrap();
+            }
+            Subject::Redis { url } | Subject::SimpleRedis { url } => {
+                let client = redis::Client::open(url.as_str()).unwrap();
+                let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+                let _: i64 = redis::cmd("DEL")
+                    .arg(key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+            Subject::Noop => {}
+        }
+    }
+}
+
+fn key(name: &str) -> String {
+    format!("test:{name}:{}", uuid::Uuid::new_v4().simple())
+}
+
+fn options(lease_ms: u64) -> LockOptions {
+    LockOptions {
+        lease: Duration::from_millis(lease_ms),
+        renew: true,
+        max_hold: None,
+    }
+}
+
+/// 32 tasks × 50 rounds: acquire, read a shared counter, yield, write counter + 1,
+/// release. Exact final count, and never two tasks inside at once.
+async fn mutual_exclusion(subject: &Subject) -> Check {
+    const TASKS: usize = 32;
+    const ROUNDS: usize = 50;
+    let locker = subject.locker().await;
+    let key = key("mutex");
+    let counter = Arc::new(AtomicU64::new(0));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (locker, key) = (locker.clone(), key.clone());
+            let (counter, inside, overlaps) = (counter.clone(), inside.clone(), overlaps.clone());
+            tokio::spawn(async move {
+                let holder = HolderId::random();
+                for _ in 0..ROUNDS {
+                    let guard = locker
+                        .acquire(&key, &holder, &options(10_000), Duration::from_secs(60))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let seen = counter.load(Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    counter.store(seen + 1, Ordering::SeqCst);
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await.map_err(|e| e.to_string())?;
+                }
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap()?;
+    }
+    let (count, overlaps) = (
+        counter.load(Ordering::SeqCst),
+        overlaps.load(Ordering::SeqCst),
+    );
+    println!(
+        "{}: {} acquisitions in {:.2} s, final count {count}, overlaps {overlaps}",
+        locker.name(),
+        TASKS * ROUNDS,
+        started.elapsed().as_secs_f64()
+    );
+    ensure(
+        overlaps == 0,
+        format!("{overlaps} overlapping critical sections"),
+    )?;
+    ensure(
+        count == (TASKS * ROUNDS) as u64,
+        format!("final count {count}, expected {}", TASKS * ROUNDS),
+    )
+}
+
+/// The same holder acquires twice and gets the same token; the lock stays held until
+/// both are released. A non-reentrant lock must refuse the second acquisition.
+async fn reentrancy(subject: &Subject) -> Check {
+    let locker = subject.locker().await;
+    let key = key("reentrant");
+    let (a, b) = (HolderId::random(), HolderId::random());
+    let opts = options(10_000);
+    let outer = locker
+        .try_acquire(&key, &a, &opts)
+        .await
+        .unwrap()
+        .ok_or("first acquisition refused")?;
+    let inner = locker.try_acquire(&key, &a, &opts).await.unwrap();
+    if !locker.capabilities().reentrant {
+        ensure(
+            inner.is_none(),
+            "a non-reentrant lock let its holder in twice",
+        )?;
+        return outer.release().await.map_err(|e| e.to_string());
+    }
+    let inner = inner.ok_or("the holder could not re-enter")?;
+    ensure(
+        outer.token().is_some() && inner.token() == outer.token(),
+        "re-entry must return the same token",
+    )?;
+    ensure(
+        locker.try_acquire(&key, &b, &opts).await.unwrap().is_none(),
+        "another holder got in while held twice",
+    )?;
+    inner.release().await.map_err(|e| e.to_string())?;
+    ensure(
+        locker.try_acquire(&key, &b, &opts).await.unwrap().is_none(),
+        "another holder got in after one of two releases",
+    )?;
+    outer.release().await.map_err(|e| e.to_string())?;
+    let other = locker.try_acquire(&key, &b, &opts).await.unwrap();
+    ensure(other.is_some(), "the lock is not free after both releases")?;
+    other.unwrap().release().await.map_err(|e| e.to_string())
+}
+
+/// Only the holder may release: a stranger's unlock is refused and changes nothing.
+async fn holder_only_release(subject: &Subject) -> Check {
+    let locker = subject.locker().await;
+    let key = key("holder-only");
+    let (a, b) = (HolderId::random(), HolderId::random());
+    let guard = locker
+        .try_acquire(&key, &a, &options(10_000))
+        .await
+        .unwrap()
+        .ok_or("not acquired")?;
+    let refused = locker.backend().unlock(&key, &b).await;
+    ensure(
+        matches!(refused, Err(LockError::NotHolder { .. })),
+        format!("a stranger's unlock: {refused:?}"),
+    )?;
+    ensure(
+        locker
+            .try_acquire(&key, &b, &options(10_000))
+            .await
+            .unwrap()
+            .is_none(),
+        "the lock was free after a stranger's unlock",
+    )?;
+    guard.release().await.map_err(|e| e.to_string())
+}
+
+/// With renewal off, the lease runs out: the holder is told, another holder takes the
+/// lock (with a larger token), and the first holder's release is refused.
+async fn expiry_and_steal(subject: &Subject) -> Check {
+    let locker = subject.locker().await;
+    let key = key("expiry");
+    let (a, b) = (HolderId::random(), HolderId::random());
+    let no_renewal = LockOptions {
+        lease: Duration::from_millis(500),
+        renew: false,
+        max_hold: None,
+    };
+    let first = locker
+        .try_acquire(&key, &a, &no_renewal)
+        .await
+        .unwrap()
+        .ok_or("not acquired")?;
+    ensure(
+        locker
+            .try_acquire(&key, &b, &no_renewal)
+            .await
+            .unwrap()
+            .is_none(),
+        "a second holder got in during the lease",
+    )?;
+    let reason = tokio::time::timeout(Duration::from_secs(3), first.lost())
+        .await
+        .map_err(|_| "the holder was never told its lease ran out")?;
+    ensure(
+        reason == LostReason::Expired,
+        format!("lost because {reason:?}"),
+    )?;
+    let second = locker
+        .acquire(&key, &b, &options(10_000), Duration::from_secs(3))
+        .await
+        .map_err(|e| format!("no steal after expiry: {e}"))?;
+    if locker.capabilities().fencing == Fencing::Monotonic {
+        ensure(
+            second.token() > first.token(),
+            format!("tokens {:?} then {:?}", first.token(), second.token()),
+        )?;
+    }
+    let late = first.release().await;
+    ensure(
+        matches!(late, Err(LockError::NotHolder { .. })),
+        format!("expired holder's release: {late:?}"),
+    )?;
+    second.release().await.map_err(|e| e.to_string())
+}
+
+/// The watchdog keeps a busy holder's lock for more than 5 leases.
+async fn renewal_keeps_a_busy_holder(subject: &Subject) -> Check {
+    let locker = subject.locker().await;
+    let key = key("renewal");
+    let (a, b) = (HolderId::random(), HolderId::random());
+    let lease = Duration::from_millis(300);
+    let guard = locker
+        .try_acquire(&key, &a, &options(300))
+        .await
+        .unwrap()
+        .ok_or("not acquired")?;
+    let until = Instant::now() + lease * 6;
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ensure(
+            !guard.is_lost(),
+            format!("lost while busy: {:?}", guard.lost_reason()),
+        )?;
+        ensure(
+            locker
+                .try_acquire(&key, &b, &options(300))
+                .await
+                .unwrap()
+                .is_none(),
+            "another holder got in while the watchdog renewed",
+        )?;
+    }
+    guard.release().await.map_err(|e| e.to_string())
+}
+
+/// The maximum hold time ends the lease even though the holder never releases: the
+/// holder is told, and another holder gets in after it.
+async fn max_hold_ends_the_lease(subject: &Subject) -> Check {
+    let locker = subject.locker().await;
+    let key = key("max-hold");
+    let (a, b) = (HolderId::random(), HolderId::random());
+    let opts = LockOptions {
+        lease: Duration::from_millis(300),
+        renew: true,
+        max_hold: Some(Duration::from_millis(700)),
+    };
+    let started = Instant::now();
+    let guard = locker
+        .try_acquire(&key, &a, &opts)
+        .await
+        .unwrap()
+        .ok_or("not acquired")?;
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    ensure(
+        locker
+            .try_acquire(&key, &b, &options(300))
+            .await
+            .unwrap()
+            .is_none(),
+        "another holder got in before the maximum hold time (renewal did not work)",
+    )?;
+    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .map_err(|_| "the holder was never told the maximum hold time ended its lease")?;
+    ensure(
+        reason == LostReason::MaxHold,
+        format!("lost because {reason:?}"),
+    )?;
+    let other = locker
+        .acquire(&key, &b, &options(300), Duration::from_secs(3))
+        .await
+        .map_err(|e| format!("the lock never came free after the maximum hold: {e}"))?;
+    println!(
+        "{}: max hold 700 ms; another holder in after {:?}",
+        locker.name(),
+        started.elapsed()
+    );
+    drop(guard);
+    other.release().await.map_err(|e| e.to_string())
+}
+
+/// The lock removed from outside (key deleted, row cleared): the holder's signal fires
+/// within 3 renewal periods.
+async fn lost_from_outside(subject: &Subject) -> Check {
+    let locker = subject.locker().await;
+    let key = key("outside");
+    let lease = Duration::from_millis(600);
+    let period = lease / 3;
+    let guard = locker
+        .try_acquire(&key, &HolderId::random(), &options(600))
+        .await
+        .unwrap()
+        .ok_or("not acquired")?;
+    subject.remove_from_outside(&key).await;
+    let removed = Instant::now();
+    let reason = tokio::time::timeout(period * 3, guard.lost())
+        .await
+        .map_err(|_| {
+            format!(
+                "no lost-lock signal within 3 renewal periods ({:?})",
+                period * 3
+            )
+        })?;
+    println!(
+        "{}: removed from outside, signal after {:?} ({reason:?})",
+        locker.name(),
+        removed.elapsed()
+    );
+    ensure(
+        reason == LostReason::NotHolder,
+        format!("lost because {reason:?}"),
+    )
+}
+
+/// 1000 acquisitions by different holders: every token larger than the one before.
+async fn tokens_strictly_increase(subject: &Subject) -> Check {
+    let locker = subject.locker().await;
+    let key = key("tokens");
+    let mut last = 0u64;
+    let started = Instant::now();
+    for i in 0..1000 {
+        let guard = locker
+            .acquire(
+                &key,
+                &HolderId::random(),
+                &options(10_000),
+                Duration::from_secs(5),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let token = guard.token().ok_or(format!("acquisition {i}: no token"))?;
+        ensure(
+            token > last,
+            format!("acquisition {i}: token {token} after {last}"),
+        )?;
+        last = token;
+        guard.release().await.map_err(|e| e.to_string())?;
+    }
+    println!(
+        "{}: 1000 acquire+release in {:.2} s, last token {last}",
+        locker.name(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// One test per backend for a check; the no-op lock must fail it.
+macro_rules! suite {
+    ($($check:ident),* $(,)?) => {
+        $(
+            mod $check {
+                use super::*;
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn mysql() {
+                    super::$check(&Subject::mysql().await).await.unwrap();
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn redis() {
+                    super::$check(&Subject::Redis { url: Subject::redis_url() }).await.unwrap();
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn noop_lock_is_caught() {
+                    let verdict = super::$check(&Subject::Noop).await;
+                    assert!(verdict.is_err(), "the suite did not catch the no-op lock");
+                    println!("no-op lock caught: {}", verdict.unwrap_err());
+                }
+            }
+        )*
+    };
+}
+
+suite!(
+    mutual_exclusion,
+    reentrancy,
+    holder_only_release,
+    expiry_and_steal,
+    renewal_keeps_a_busy_holder,
+    max_hold_ends_the_lease,
+    lost_from_outside,
+    tokens_strictly_increase,
+);
+
+/// The minimal `SET NX PX` lock passes what it promises (it has no token and is not
+/// reentrant, which the reentrancy check verifies).
+mod simple_redis {
+    use super::*;
+
+    fn subject() -> Subject {
+        Subject::SimpleRedis {
+            url: Subject::redis_url(),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mutual_exclusion() {
+        super::mutual_exclusion(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn is_not_reentrant() {
+        super::reentrancy(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn holder_only_release() {
+        super::holder_only_release(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn expiry_renewal_and_loss() {
+        super::expiry_and_steal(&subject()).await.unwrap();
+        super::renewal_keeps_a_busy_holder(&subject())
+            .await
+            .unwrap();
+        super::lost_from_outside(&subject()).await.unwrap();
+    }
+}
