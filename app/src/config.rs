@@ -64,6 +64,32 @@ pub struct Settings {
     #[arg(long, env = "HOLD_MS", default_value_t = 0)]
     pub hold_ms: u64,
 
+    /// Lease of the distributed locks (mysql-lock, redis-lock), in milliseconds. The
+    /// watchdog renews it every third of that while the request runs.
+    #[arg(long, env = "LOCK_LEASE_MS", default_value_t = 10_000)]
+    pub lock_lease_ms: u64,
+
+    /// How long a request waits for its locks (all of an order's products together)
+    /// before it is answered 503 busy, in milliseconds.
+    #[arg(long, env = "LOCK_WAIT_MS", default_value_t = 5_000)]
+    pub lock_wait_ms: u64,
+
+    /// The longest a request may hold a lock, in milliseconds: the watchdog stops
+    /// renewing then, so a hung request cannot hold a product forever.
+    #[arg(long, env = "LOCK_MAX_HOLD_MS", default_value_t = 30_000)]
+    pub lock_max_hold_ms: u64,
+
+    /// Fenced writes for the lock strategies (claim the product with the lock's token,
+    /// write only while it is the newest). `--fencing false` trusts the lock alone, as
+    /// the seeds' code does: the experiment that shows why fencing exists.
+    #[arg(long, env = "FENCING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub fencing: bool,
+
+    /// Connections the mysql-lock strategy uses for acquisition attempts (it has its own
+    /// pools, apart from the stock transactions').
+    #[arg(long, env = "MYSQL_LOCK_POOL_SIZE", default_value_t = 16)]
+    pub mysql_lock_pool_size: u32,
+
     /// Turn on the test hooks: the /hooks endpoint (failpoints) and the hook fields of
     /// a deduct body (hold_ms, unsorted, barrier). Never in production.
     #[arg(long, env = "ENABLE_TEST_HOOKS")]
@@ -87,6 +113,11 @@ impl Settings {
             pessimistic_max_attempts: 5,
             optimistic_max_attempts: 10,
             hold_ms: 0,
+            lock_lease_ms: 10_000,
+            lock_wait_ms: 5_000,
+            lock_max_hold_ms: 30_000,
+            fencing: true,
+            mysql_lock_pool_size: 16,
             enable_test_hooks: false,
         }
     }

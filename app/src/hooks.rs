@@ -33,7 +33,9 @@
 //!   product order (to make real deadlocks);
 //! - `barrier`: `{"name": "...", "parties": N}`: after locking its first row, the
 //!   request waits until N requests reached the barrier of that name (first attempt
-//!   only), so that two opposite-order orders each hold one row and want the other.
+//!   only), so that two opposite-order orders each hold one row and want the other;
+//! - `fencing`: `true` or `false`, overriding the server's `--fencing` for a lock
+//!   strategy (the chaos experiments compare both on one server).
 //!
 //! The server flag `--hold-ms N` is not a hook: it holds every deduction between read
 //! and write, with or without `--enable-test-hooks` (the demo uses it to make the
@@ -137,6 +139,8 @@ pub struct RequestHooks {
     pub hold_ms: Option<u64>,
     pub unsorted: bool,
     pub barrier: Option<(String, usize)>,
+    /// Overrides the server's `--fencing` for this request (lock strategies).
+    pub fencing: Option<bool>,
 }
 
 /// The hooks of one service instance.

@@ -110,7 +110,7 @@ impl Order {
 }
 
 /// Deduct-body fields that are test hooks (see [`crate::hooks`]).
-const HOOK_FIELDS: [&str; 3] = ["hold_ms", "unsorted", "barrier"];
+const HOOK_FIELDS: [&str; 4] = ["hold_ms", "unsorted", "barrier", "fencing"];
 
 fn parse_hooks(fields: &Map<String, Value>) -> Result<RequestHooks, AppError> {
     let hold_ms = match fields.get("hold_ms") {
@@ -150,10 +150,16 @@ fn parse_hooks(fields: &Map<String, Value>) -> Result<RequestHooks, AppError> {
             }
         }
     };
+    let fencing = match fields.get("fencing") {
+        None => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => return Err(invalid("fencing must be true or false")),
+    };
     Ok(RequestHooks {
         hold_ms,
         unsorted,
         barrier,
+        fencing,
     })
 }
 

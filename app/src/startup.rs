@@ -62,8 +62,8 @@ impl Application {
             .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
         let state = web::Data::new(AppState {
+            strategies: strategies::all(&settings, &pool),
             pool,
-            strategies: strategies::all(&settings),
             in_flight: InFlight::default(),
             hooks: Hooks::new(settings.enable_test_hooks, settings.hold_ms),
             settings,

@@ -224,3 +224,57 @@ pub async fn write_quantity_if_version(
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// Fencing, step 1 (DESIGN "Fencing"): claim the product for `token` of `backend`, as
+/// its own committed statements, outside the stock transaction (a paused holder must
+/// not sit on a row lock). Succeeds only if `token` is newer than every token that
+/// claimed the product before; `false` means a newer holder exists.
+pub async fn claim_fence(
+    pool: &MySqlPool,
+    product_id: i64,
+    backend: &str,
+    token: u64,
+) -> sqlx::Result<bool> {
+    sqlx::query("INSERT IGNORE INTO stock_fence (product_id, backend, token) VALUES (?, ?, 0)")
+        .bind(product_id)
+        .bind(backend)
+        .execute(pool)
+        .await?;
+    let claimed = sqlx::query(
+        "UPDATE stock_fence SET token = ? WHERE product_id = ? AND backend = ? AND token < ?",
+    )
+    .bind(token)
+    .bind(product_id)
+    .bind(backend)
+    .bind(token)
+    .execute(pool)
+    .await?;
+    Ok(claimed.rows_affected() == 1)
+}
+
+/// Fencing, step 3: write the computed quantity only if `token` is still the newest
+/// claim on the product. `false` (nothing written) means a newer holder claimed it
+/// since: the caller rolls back and answers `lock_lost`.
+pub async fn write_quantity_fenced(
+    tx: &mut MySqlConnection,
+    product_id: i64,
+    quantity: i32,
+    backend: &str,
+    token: u64,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        r#"
+        UPDATE stock s
+        JOIN stock_fence f ON f.product_id = s.product_id AND f.backend = ?
+        SET s.quantity = ?, s.version = s.version + 1
+        WHERE s.product_id = ? AND f.token = ?
+        "#,
+    )
+    .bind(backend)
+    .bind(quantity)
+    .bind(product_id)
+    .bind(token)
+    .execute(tx)
+    .await?;
+    Ok(done.rows_affected() >= 1)
+}

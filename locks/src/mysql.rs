@@ -5,7 +5,13 @@
 //! (judged by the **database's** clock, `NOW(6)`), `fence_token`.
 //!
 //! # Algorithm
-//! Acquire, one attempt, in a READ COMMITTED transaction:
+//! Acquire, one attempt:
+//! 0. A plain read of the row: held by someone else with a live lease → busy, with
+//!    the remaining lease as a hint, and no row lock taken. (Without this step,
+//!    waiters polling with `FOR UPDATE` queue on the row lock, and the holder's
+//!    release waits behind them.)
+//!
+//! Otherwise, in a READ COMMITTED transaction:
 //! 1. `SELECT ... FROM distributed_lock WHERE lock_key = ? FOR UPDATE`: locks the row,
 //!    reads its latest committed state.
 //! 2. No row: `INSERT` it with us as holder, count 1, token 1. A racer that inserted
@@ -134,6 +140,25 @@ fn micros(d: Duration) -> i64 {
     d.as_micros().try_into().unwrap_or(i64::MAX)
 }
 
+/// The lock row, read plainly or with `FOR UPDATE`. `ascii_bin` columns come back as
+/// binary; CAST makes the holder text again.
+fn select_row(locking: &str) -> String {
+    format!(
+        "SELECT CAST(holder_id AS CHAR) AS holder, \
+                CAST(COALESCE(expire_time > NOW(6), 0) AS SIGNED) AS live, \
+                CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), 0) AS SIGNED) AS ttl_us \
+         FROM distributed_lock WHERE lock_key = ? {locking}"
+    )
+}
+
+/// Busy, with the remaining lease, when someone other than `holder` has a live lease.
+fn held_by_another(row: &Row, holder: &HolderId) -> Option<Attempt> {
+    let other = row.holder.as_deref().is_some_and(|h| h != holder.as_str());
+    (row.live == 1 && other).then(|| Attempt::Busy {
+        retry_after: Some(Duration::from_micros(row.ttl_us.max(0) as u64)),
+    })
+}
+
 /// The lock row as an attempt sees it.
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -163,20 +188,24 @@ impl LockBackend for MysqlLock {
         lease: Duration,
     ) -> Result<Attempt, LockError> {
         let mut conn = self.attempts.acquire().await.map_err(backend)?;
+        // Step 0, a plain read: while someone else holds a live lease, answer busy
+        // without locking the row. Waiters polling with FOR UPDATE would otherwise
+        // queue on the row lock, and the holder's release would wait behind them.
+        let peek: Option<Row> = sqlx::query_as(&select_row(""))
+            .bind(key)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(backend)?;
+        if let Some(busy) = peek.as_ref().and_then(|row| held_by_another(row, holder)) {
+            return Ok(busy);
+        }
+
         let mut tx = conn.begin().await.map_err(backend)?;
-        // ascii_bin columns come back as binary; CAST makes the holder text again.
-        let row: Option<Row> = sqlx::query_as(
-            r#"
-            SELECT CAST(holder_id AS CHAR) AS holder,
-                   CAST(COALESCE(expire_time > NOW(6), 0) AS SIGNED) AS live,
-                   CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), 0) AS SIGNED) AS ttl_us
-            FROM distributed_lock WHERE lock_key = ? FOR UPDATE
-            "#,
-        )
-        .bind(key)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(backend)?;
+        let row: Option<Row> = sqlx::query_as(&select_row("FOR UPDATE"))
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(backend)?;
 
         let outcome = match row {
             None => {
@@ -219,9 +248,10 @@ impl LockBackend for MysqlLock {
                     token: Some(token(&mut tx, key).await?),
                 }
             }
-            Some(row) if row.live == 1 && row.holder.is_some() => Attempt::Busy {
-                retry_after: Some(Duration::from_micros(row.ttl_us.max(0) as u64)),
-            },
+            Some(row) if held_by_another(&row, holder).is_some() => {
+                let _ = tx.rollback().await;
+                return Ok(held_by_another(&row, holder).expect("checked"));
+            }
             Some(_) => {
                 // Free, or expired: take it with a new token.
                 sqlx::query(

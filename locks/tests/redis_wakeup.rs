@@ -40,8 +40,16 @@ async fn waiters_sleep_until_a_release_wakes_one() {
         max_hold: None,
     };
 
-    let first = locker.try_acquire(key, &HolderId::random(), &options).await.unwrap().unwrap();
-    let () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut admin).await.unwrap();
+    let first = locker
+        .try_acquire(key, &HolderId::random(), &options)
+        .await
+        .unwrap()
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
 
     let acquired = Arc::new(AtomicUsize::new(0));
     let started = tokio::time::Instant::now();
@@ -51,7 +59,10 @@ async fn waiters_sleep_until_a_release_wakes_one() {
             tokio::spawn(async move {
                 let holder = HolderId::random();
                 for _ in 0..HANDOFFS / WAITERS {
-                    let guard = locker.acquire(key, &holder, &options, Duration::from_secs(20)).await.unwrap();
+                    let guard = locker
+                        .acquire(key, &holder, &options, Duration::from_secs(20))
+                        .await
+                        .unwrap();
                     acquired.fetch_add(1, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     guard.release().await.unwrap();
@@ -67,7 +78,11 @@ async fn waiters_sleep_until_a_release_wakes_one() {
     }
     let elapsed = started.elapsed();
 
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut admin).await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
     let scripts = calls(&info, "evalsha") + calls(&info, "eval");
     let releases = HANDOFFS as u64 + 1;
     let lock_calls = scripts - releases;
@@ -83,5 +98,8 @@ async fn waiters_sleep_until_a_release_wakes_one() {
         lock_calls <= 3 * HANDOFFS as u64,
         "{lock_calls} lock attempts for {HANDOFFS} acquisitions: waiters are polling"
     );
-    assert!(elapsed < Duration::from_secs(15), "hand-offs waited for the PTTL: a release was missed");
+    assert!(
+        elapsed < Duration::from_secs(15),
+        "hand-offs waited for the PTTL: a release was missed"
+    );
 }

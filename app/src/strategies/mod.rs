@@ -25,6 +25,8 @@
 //! - [`atomic_sql`]: `atomic-sql`, `UPDATE ... SET quantity = quantity - ? WHERE ... AND quantity >= ?`.
 //! - [`pessimistic`]: `pessimistic`, `SELECT ... FOR UPDATE`, retried on deadlock.
 //! - [`optimistic`]: `optimistic`, compare-and-set on a version column, retried.
+//! - [`distributed`]: `mysql-lock` and `redis-lock`, a distributed lock from the
+//!   `locks` crate around a plain read-check-write, with fenced writes.
 //!
 //! The lock strategies (`local-mutex` here, the distributed locks later) *trust their
 //! lock*: under it they run [`read_check_write`], the same plain read / check / write
@@ -32,6 +34,7 @@
 //! give is the lock's, which is the point of the experiments.
 
 pub mod atomic_sql;
+pub mod distributed;
 pub mod local_mutex;
 pub mod optimistic;
 pub mod pessimistic;
@@ -69,8 +72,16 @@ pub struct StrategyInfo {
 /// A lock held for one order (one per product for a multi-item order).
 #[async_trait]
 pub trait HeldLock: Send + Sync {
+    /// The product this lock protects, if it protects one.
+    fn product_id(&self) -> Option<i64> {
+        None
+    }
     /// The fencing token of this acquisition, if the backend gives one.
     fn fence_token(&self) -> Option<u64>;
+    /// Whether the lock is known to be lost (lease ran out, taken, removed).
+    fn is_lost(&self) -> bool {
+        false
+    }
     /// Releases the lock. Called after COMMIT or ROLLBACK, in reverse order of
     /// acquisition.
     async fn release(self: Box<Self>);
@@ -80,6 +91,10 @@ pub trait HeldLock: Send + Sync {
 #[derive(Default)]
 pub struct Held {
     locks: Vec<Box<dyn HeldLock>>,
+    /// Refuse to COMMIT when a lock is known lost (fenced deductions). Off, the
+    /// service trusts its lock as the seeds' code does and only reports a loss after
+    /// the fact (`lock_lost_after_commit`).
+    pub check_lost_before_commit: bool,
 }
 
 impl Held {
@@ -94,6 +109,19 @@ impl Held {
     /// The fencing token reported with the deduction (the highest of the order's locks).
     pub fn fence_token(&self) -> Option<u64> {
         self.locks.iter().filter_map(|l| l.fence_token()).max()
+    }
+
+    /// The fencing token of the lock that protects `product_id`.
+    pub fn token_for(&self, product_id: i64) -> Option<u64> {
+        self.locks
+            .iter()
+            .find(|l| l.product_id() == Some(product_id))
+            .and_then(|l| l.fence_token())
+    }
+
+    /// Whether any of the order's locks is known to be lost.
+    pub fn any_lost(&self) -> bool {
+        self.locks.iter().any(|l| l.is_lost())
     }
 
     /// Releases every lock, last acquired first.
@@ -377,8 +405,19 @@ async fn transact(
         }
         stock::insert_ledger(&mut tx, &order.request_id, name, fence_token, &lines).await?;
         hooks.at(Failpoint::BeforeCommit).await;
+        if held.check_lost_before_commit && held.any_lost() {
+            let _ = tx.rollback().await;
+            return Err(AppError::LockLost(
+                "the lock was lost before COMMIT; nothing was written".into(),
+            )
+            .into());
+        }
         return match tx.commit().await {
-            Ok(()) => Ok(response),
+            Ok(()) => Ok(Deducted {
+                // Known only now; the stored copy (for retries) cannot say it.
+                lock_lost_after_commit: held.any_lost(),
+                ..response
+            }),
             // The COMMIT left; whether it arrived is unknown. Retrying with the same
             // request id is safe: the orders row makes it a no-op if it committed.
             Err(e) if is_connection_error(&e) => Err(AppError::OutcomeUnknown(format!(
@@ -425,6 +464,20 @@ pub async fn read_check_write(
     tx: &mut MySqlConnection,
     order: &Order,
 ) -> Result<Vec<Applied>, TxError> {
+    let applied = read_and_check(tx, order).await?;
+    cx.hooks.after_read(order).await;
+    for a in &applied {
+        stock::write_quantity(tx, a.item.product_id, a.remaining).await?;
+    }
+    Ok(applied)
+}
+
+/// Step 1 of [`read_check_write`]: a plain read of each item in product order,
+/// checked; returns what each item would leave.
+pub async fn read_and_check(
+    tx: &mut MySqlConnection,
+    order: &Order,
+) -> Result<Vec<Applied>, TxError> {
     let mut applied = Vec::with_capacity(order.items.len());
     for item in order.by_product() {
         let level = stock::read_level(tx, item.product_id)
@@ -436,10 +489,6 @@ pub async fn read_check_write(
             remaining: level.quantity - item.quantity,
             epoch: level.epoch,
         });
-    }
-    cx.hooks.after_read(order).await;
-    for a in &applied {
-        stock::write_quantity(tx, a.item.product_id, a.remaining).await?;
     }
     Ok(applied)
 }
@@ -459,7 +508,7 @@ pub fn check_enough(item: Item, available: i32) -> Result<(), AppError> {
 /// Every strategy this build serves. Called once, outside the HTTP server's
 /// per-worker factory, so state inside a strategy (the local mutexes) is shared by
 /// every worker.
-pub fn all(settings: &Settings) -> Strategies {
+pub fn all(settings: &Settings, pool: &MySqlPool) -> Strategies {
     let mut strategies = Strategies::default();
     strategies.add(Arc::new(unsafe_control::Unsafe));
     strategies.add(Arc::new(local_mutex::LocalMutex::default()));
@@ -470,5 +519,7 @@ pub fn all(settings: &Settings) -> Strategies {
     strategies.add(Arc::new(optimistic::Optimistic {
         max_attempts: settings.optimistic_max_attempts,
     }));
+    strategies.add(Arc::new(distributed::LockStrategy::mysql(settings, pool)));
+    strategies.add(Arc::new(distributed::LockStrategy::redis(settings, pool)));
     strategies
 }

@@ -160,3 +160,11 @@ async fn database_strategies_hold_on_one_instance() {
     choreography("pessimistic", 1, Second::Waited, false).await;
     choreography("optimistic", 1, Second::FinishedFirst, false).await;
 }
+
+/// The lock strategies: request 1 holds the lock while paused; request 2, on the other
+/// instance, waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_strategies_hold_on_two_instances() {
+    choreography("mysql-lock", 2, Second::Waited, false).await;
+    choreography("redis-lock", 2, Second::Waited, false).await;
+}

@@ -63,12 +63,16 @@ pub fn test_settings(database_url: &str) -> Settings {
         enable_test_hooks: true,
         lock_wait_timeout_secs: 2,
         optimistic_max_attempts: 1000,
+        // The shared testbed's Redis (the first serves redis-lock).
+        redis_urls: std::env::var("REDIS_URLS")
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_default(),
         ..Settings::for_database(database_url)
     }
 }
 
-/// Turns `async fn name(strategy: &str)` into that function plus one test per database
-/// strategy, `name::unsafe_control`, `name::atomic_sql`, ..., so every strategy runs the
+/// Turns `async fn name(strategy: &str)` into that function plus one test per strategy,
+/// `name::unsafe_control`, `name::atomic_sql`, ..., so every strategy runs the
 /// same suite and each shows up on its own in the test report.
 macro_rules! each_strategy {
     ($(#[$meta:meta])* async fn $name:ident($strategy:ident: &str) $body:block) => {
@@ -86,6 +90,10 @@ macro_rules! each_strategy {
             async fn pessimistic() { super::$name("pessimistic").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn optimistic() { super::$name("optimistic").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql_lock() { super::$name("mysql-lock").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis_lock() { super::$name("redis-lock").await }
         }
     };
 }

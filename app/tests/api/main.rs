@@ -7,6 +7,7 @@ mod deadlock;
 mod helpers;
 mod hooks;
 mod idempotency;
+mod locks;
 mod races;
 mod service;
 mod validation;

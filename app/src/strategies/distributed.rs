@@ -1,0 +1,274 @@
+//! `mysql-lock` and `redis-lock`: a distributed lock around a plain read-check-write,
+//! with fenced writes.
+//!
+//! # Algorithm
+//! 1. For each product of the order, in product_id order: acquire the lock
+//!    `stock:{product_id}` (the `locks` crate: [`locks::mysql`], [`locks::redis`]), all
+//!    under one wait bound (`--lock-wait-ms`; 503 `busy` when it runs out, releasing
+//!    what was taken). The holder is this instance and request; the watchdog renews
+//!    the lease every lease/3 until the request ends or `--lock-max-hold-ms`.
+//! 2. **Fencing on** (the default): claim each product with the lock's token, as its
+//!    own committed statement: `UPDATE stock_fence SET token = :t WHERE ... AND
+//!    token < :t`. No row: a newer holder exists → 503 `lock_lost`.
+//! 3. BEGIN; plain read, check (as `unsafe` does: the lock is trusted, the database
+//!    is not asked to lock anything).
+//! 4. Write the computed quantity: fenced, only `WHERE stock_fence.token = :t` still
+//!    holds (0 rows → ROLLBACK → 503 `lock_lost`); unfenced, unconditionally.
+//! 5. Ledger (with the token), orders. Fenced: a lock known to be lost by now →
+//!    ROLLBACK, `lock_lost`. COMMIT. Release the locks, last first. A loss noticed only
+//!    after COMMIT is reported as `lock_lost_after_commit: true`.
+//!
+//! # What fencing buys
+//! A lease lock alone cannot stop a holder that pauses past its lease: it wakes up
+//! after another holder took the lock and wrote, and overwrites that write with a
+//! value computed from its stale read. Unfenced (`--fencing false` or `"fencing":
+//! false`), this service does exactly what the seeds' code does, trusts the lock and
+//! never looks back, and the test `fencing::*_unfenced_loses_an_update` shows the lost
+//! update. Fenced, the stale holder's token is older than the newest claim and its
+//! write is refused. The claim and the guarded write together are a compare-and-set:
+//! they would be safe even without a lock; the lock's job becomes efficiency (few
+//! refused requests), not safety.
+//!
+//! # When to use it
+//! When the critical section spans more than the database (a call to another service
+//! between read and write) and you can fence the final write. For stock in one
+//! database, `atomic-sql` is simpler and faster; the report shows by how much.
+
+use super::{Applied, Cx, Held, HeldLock, Strategy, StrategyInfo, TxError, read_and_check};
+use crate::config::Settings;
+use crate::error::AppError;
+use crate::order::Order;
+use crate::stock;
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use locks::{HolderId, LockError, LockGuard, LockOptions, Locker};
+use sqlx::{MySqlConnection, MySqlPool};
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+type Connect = Box<dyn Fn() -> BoxFuture<'static, Result<Locker, AppError>> + Send + Sync>;
+
+/// A strategy that trusts one distributed lock backend.
+pub struct LockStrategy {
+    info: StrategyInfo,
+    /// Connects the backend on first use: startup never waits on Redis.
+    connect: Connect,
+    locker: OnceCell<Locker>,
+    /// For the fencing claims (autocommit statements, outside the stock transaction).
+    pool: MySqlPool,
+    options: LockOptions,
+    wait: Duration,
+    fencing: bool,
+    /// Names this process in holder ids (`<instance>:<request_id>`).
+    instance: String,
+}
+
+static MYSQL_INFO: StrategyInfo = StrategyInfo {
+    name: "mysql-lock",
+    description: "Lock table in the database (reentrant, leased by the database clock, watchdog), plain read-check-write; fenced by default.",
+    backend: "database (lock table)",
+    safe_across_instances: true,
+    fencing: "token",
+};
+
+static REDIS_INFO: StrategyInfo = StrategyInfo {
+    name: "redis-lock",
+    description: "Redisson-style reentrant hash lock in Redis (Lua, watchdog, pub/sub wake-up), plain read-check-write; fenced by default.",
+    backend: "redis",
+    safe_across_instances: true,
+    fencing: "token",
+};
+
+impl LockStrategy {
+    fn new(
+        info: StrategyInfo,
+        connect: Connect,
+        settings: &Settings,
+        pool: &MySqlPool,
+    ) -> LockStrategy {
+        LockStrategy {
+            info,
+            connect,
+            locker: OnceCell::new(),
+            pool: pool.clone(),
+            options: LockOptions {
+                lease: Duration::from_millis(settings.lock_lease_ms),
+                renew: true,
+                max_hold: Some(Duration::from_millis(settings.lock_max_hold_ms)),
+            },
+            wait: Duration::from_millis(settings.lock_wait_ms),
+            fencing: settings.fencing,
+            instance: uuid::Uuid::new_v4().simple().to_string(),
+        }
+    }
+
+    /// `mysql-lock`: the lock table, on pools of its own in the service's database.
+    pub fn mysql(settings: &Settings, pool: &MySqlPool) -> LockStrategy {
+        let (url, size) = (settings.database_url.clone(), settings.mysql_lock_pool_size);
+        let connect: Connect = Box::new(move || {
+            let url = url.clone();
+            Box::pin(async move {
+                let backend = locks::mysql::MysqlLock::connect(&url, size)
+                    .await
+                    .map_err(unavailable("database"))?;
+                Ok(Locker::new(backend))
+            })
+        });
+        LockStrategy::new(MYSQL_INFO.clone(), connect, settings, pool)
+    }
+
+    /// `redis-lock`: the first of `REDIS_URLS`.
+    pub fn redis(settings: &Settings, pool: &MySqlPool) -> LockStrategy {
+        let url = settings.redis_urls.first().cloned();
+        let connect: Connect = Box::new(move || {
+            let url = url.clone();
+            Box::pin(async move {
+                let url = url.ok_or_else(|| AppError::BackendUnavailable {
+                    backend: "redis".into(),
+                    detail: "REDIS_URLS is not set".into(),
+                })?;
+                let backend = locks::redis::RedisLock::connect(&url)
+                    .await
+                    .map_err(unavailable("redis"))?;
+                Ok(Locker::new(backend))
+            })
+        });
+        LockStrategy::new(REDIS_INFO.clone(), connect, settings, pool)
+    }
+
+    async fn locker(&self) -> Result<&Locker, AppError> {
+        self.locker.get_or_try_init(|| (self.connect)()).await
+    }
+
+    fn fenced(&self, order: &Order) -> bool {
+        order.hooks.fencing.unwrap_or(self.fencing)
+    }
+}
+
+fn unavailable(backend: &'static str) -> impl Fn(LockError) -> AppError {
+    move |e| AppError::BackendUnavailable {
+        backend: backend.into(),
+        detail: e.to_string(),
+    }
+}
+
+/// One product's lock, held for an order.
+struct ProductLock {
+    product_id: i64,
+    guard: LockGuard,
+}
+
+#[async_trait]
+impl HeldLock for ProductLock {
+    fn product_id(&self) -> Option<i64> {
+        Some(self.product_id)
+    }
+
+    fn fence_token(&self) -> Option<u64> {
+        self.guard.token()
+    }
+
+    fn is_lost(&self) -> bool {
+        self.guard.is_lost()
+    }
+
+    async fn release(self: Box<Self>) {
+        let key = self.guard.key().to_string();
+        if let Err(e) = self.guard.release().await {
+            // Lost before the release (expired and taken): nothing left to free.
+            tracing::warn!(%key, error = %e, "lock release failed");
+        }
+    }
+}
+
+#[async_trait]
+impl Strategy for LockStrategy {
+    fn info(&self) -> &StrategyInfo {
+        &self.info
+    }
+
+    async fn lock(&self, order: &Order) -> Result<Held, AppError> {
+        let locker = self.locker().await?;
+        let holder = HolderId::new(format!("{}:{}", self.instance, order.request_id))
+            .map_err(|e| AppError::Unexpected(e.into()))?;
+        let fenced = self.fenced(order);
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let mut held = Held {
+            check_lost_before_commit: fenced,
+            ..Held::none()
+        };
+        for item in order.by_product() {
+            let key = format!("stock:{}", item.product_id);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let guard = match locker.acquire(&key, &holder, &self.options, left).await {
+                Ok(guard) => guard,
+                Err(e) => {
+                    held.release().await;
+                    return Err(match e {
+                        LockError::TimedOut { waited, .. } => {
+                            AppError::Busy(format!("lock {key} not acquired within {waited:?}"))
+                        }
+                        LockError::Backend(detail) => AppError::BackendUnavailable {
+                            backend: locker.name().into(),
+                            detail,
+                        },
+                        other => AppError::Unexpected(other.into()),
+                    });
+                }
+            };
+            let token = guard.token();
+            held.push(Box::new(ProductLock {
+                product_id: item.product_id,
+                guard,
+            }));
+            if fenced {
+                let token = token.ok_or_else(|| {
+                    AppError::Unexpected(anyhow::anyhow!("{} gives no token", locker.name()))
+                })?;
+                let claimed =
+                    stock::claim_fence(&self.pool, item.product_id, locker.name(), token).await;
+                if !matches!(claimed, Ok(true)) {
+                    held.release().await;
+                    return Err(match claimed {
+                        Ok(_) => AppError::LockLost(format!(
+                            "fencing token {token} for product {} is older than a newer holder's",
+                            item.product_id
+                        )),
+                        Err(e) => e.into(),
+                    });
+                }
+            }
+        }
+        Ok(held)
+    }
+
+    async fn apply(
+        &self,
+        cx: &Cx<'_>,
+        tx: &mut MySqlConnection,
+        order: &Order,
+        held: &Held,
+    ) -> Result<Vec<Applied>, TxError> {
+        let applied = read_and_check(tx, order).await?;
+        cx.hooks.after_read(order).await;
+        let backend = self.locker().await?.name();
+        for a in &applied {
+            let product_id = a.item.product_id;
+            match held.token_for(product_id).filter(|_| self.fenced(order)) {
+                Some(token) => {
+                    if !stock::write_quantity_fenced(tx, product_id, a.remaining, backend, token)
+                        .await?
+                    {
+                        return Err(AppError::LockLost(format!(
+                            "product {product_id}: fencing token {token} is no longer the newest; \
+                             another holder took the lock while this one was paused"
+                        ))
+                        .into());
+                    }
+                }
+                None => stock::write_quantity(tx, product_id, a.remaining).await?,
+            }
+        }
+        Ok(applied)
+    }
+}

@@ -1,0 +1,298 @@
+//! `mysql-lock` and `redis-lock` in the service: races over two instances, fencing
+//! against a holder that outlives its lease, and backends that are not there.
+
+use crate::helpers::{
+    TestApp, assert_error, fresh_database, spawn_app_on, spawn_with, test_settings,
+};
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use stock_app::Settings;
+
+/// `requests` single-unit deductions at `concurrency` in flight, round-robin over two
+/// instances, stock 50: exactly 50 sell, the rest are 409 (or 503 busy), each answered
+/// within 30 s, and the database agrees.
+async fn race(strategy: &str, requests: usize, concurrency: usize) {
+    let database = fresh_database().await;
+    let apps = [spawn_app_on(&database).await, spawn_app_on(&database).await];
+    apps[0].stock(1, 50).await;
+    let started = Instant::now();
+    let answers: Vec<(u16, Duration)> = futures::stream::iter(0..requests)
+        .map(|i| {
+            let app = &apps[i % 2];
+            async move {
+                let sent = Instant::now();
+                let response = app
+                    .deduct(
+                        strategy,
+                        &json!({"product_id": 1, "request_id": format!("r{i}")}),
+                    )
+                    .await;
+                let status = response.status().as_u16();
+                if status == 503 {
+                    let body: Value = response.json().await.unwrap();
+                    assert_eq!(body["error"], "busy", "{strategy}: {body}");
+                }
+                (status, sent.elapsed())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let mut counts: BTreeMap<u16, usize> = BTreeMap::new();
+    for (status, _) in &answers {
+        *counts.entry(*status).or_default() += 1;
+    }
+    let slowest = answers.iter().map(|(_, d)| *d).max().unwrap();
+    println!(
+        "{strategy}: {requests} requests at concurrency {concurrency} over 2 instances in {:.2} s: {counts:?}, slowest {slowest:?}",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        counts.get(&200),
+        Some(&50),
+        "{strategy}: exactly 50 sold: {counts:?}"
+    );
+    assert!(
+        counts.keys().all(|s| [200, 409, 503].contains(s)),
+        "{strategy}: {counts:?}"
+    );
+    assert!(
+        slowest < Duration::from_secs(30),
+        "{strategy}: a request took {slowest:?}"
+    );
+    let state = apps[0].db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_sum, state.lost_updates()),
+        (0, 50, 0),
+        "{strategy}: {state:?}"
+    );
+    let fenced: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM ledger WHERE fence_token IS NOT NULL")
+            .fetch_one(&apps[0].db)
+            .await
+            .unwrap();
+    assert_eq!(
+        fenced, 50,
+        "{strategy}: every sale carries its fencing token"
+    );
+    for app in apps {
+        app.stop().await;
+    }
+}
+
+/// `mysql-lock`, 200 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_lock_200_requests_two_instances() {
+    race("mysql-lock", 200, 64).await;
+}
+
+/// `mysql-lock`, 400 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_lock_400_requests_two_instances() {
+    race("mysql-lock", 400, 64).await;
+}
+
+/// `redis-lock`, 200 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lock_200_requests_two_instances() {
+    race("redis-lock", 200, 64).await;
+}
+
+/// `redis-lock`, 400 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lock_400_requests_two_instances() {
+    race("redis-lock", 400, 64).await;
+}
+
+fn send(
+    app: &TestApp,
+    strategy: &str,
+    body: Value,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let request = app
+        .client
+        .post(app.url(&format!("/deduct/{strategy}")))
+        .json(&body);
+    tokio::spawn(async move {
+        let response = request.send().await.unwrap();
+        (response.status(), response.json().await.unwrap())
+    })
+}
+
+/// A holder outlives its lock: request 1 reads the last unit and pauses after its read
+/// (failpoint); its lock ends (a maximum hold time of 300 ms, shorter than the pause);
+/// request 2, on the other instance, takes the lock and sells the unit; request 1
+/// resumes. Fenced, its write is refused (`lock_lost`) and nothing is oversold.
+/// Unfenced, it writes its stale value: the unit is sold twice, every run.
+async fn holder_outlives_its_lock(strategy: &str, fencing: bool) {
+    let database = fresh_database().await;
+    let short_locks = |url: &str| Settings {
+        lock_lease_ms: 300,
+        lock_max_hold_ms: 300,
+        fencing,
+        ..test_settings(url)
+    };
+    let first = spawn_with(short_locks(&database)).await;
+    let second = spawn_with(short_locks(&database)).await;
+    first.stock(1, 1).await;
+
+    first
+        .set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
+        .await;
+    let request_1 = send(
+        &first,
+        strategy,
+        json!({"product_id": 1, "request_id": "stale-holder"}),
+    );
+    first.wait_paused("after_read", 1).await;
+    // Past the maximum hold time and the lease: the lock is free for anyone.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (status_2, body_2) = send(
+        &second,
+        strategy,
+        json!({"product_id": 1, "request_id": "new-holder"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        status_2,
+        StatusCode::OK,
+        "{strategy}: the new holder sells: {body_2}"
+    );
+    first.release("after_read").await;
+    let (status_1, body_1) = request_1.await.unwrap();
+
+    let state = first.db_state(1).await;
+    println!(
+        "{strategy}, fencing {fencing}: stale holder {status_1} {body_1}; new holder token {}; {state:?}",
+        body_2["fence_token"]
+    );
+    if fencing {
+        assert_eq!(status_1, StatusCode::SERVICE_UNAVAILABLE, "{body_1}");
+        assert_eq!(body_1["error"], "lock_lost", "{body_1}");
+        assert_eq!(
+            (state.remaining, state.ledger_sum, state.lost_updates()),
+            (0, 1, 0),
+            "{state:?}"
+        );
+    } else {
+        assert_eq!(status_1, StatusCode::OK, "{body_1}");
+        assert_eq!(
+            body_1["lock_lost_after_commit"], true,
+            "the service learns it only afterwards: {body_1}"
+        );
+        assert_eq!(
+            (state.remaining, state.ledger_sum, state.lost_updates()),
+            (0, 2, 1),
+            "{state:?}"
+        );
+    }
+    first.stop().await;
+    second.stop().await;
+}
+
+/// `mysql-lock`, fenced: the stale holder is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_lock_fenced_refuses_the_stale_holder() {
+    holder_outlives_its_lock("mysql-lock", true).await;
+}
+
+/// `mysql-lock`, unfenced: the stale holder's write is a lost update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_lock_unfenced_loses_an_update() {
+    holder_outlives_its_lock("mysql-lock", false).await;
+}
+
+/// `redis-lock`, fenced: the stale holder is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lock_fenced_refuses_the_stale_holder() {
+    holder_outlives_its_lock("redis-lock", true).await;
+}
+
+/// `redis-lock`, unfenced: the stale holder's write is a lost update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lock_unfenced_loses_an_update() {
+    holder_outlives_its_lock("redis-lock", false).await;
+}
+
+/// Fencing can be turned off per request (a test hook), and the ledger shows which
+/// sales were fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_per_request() {
+    let app = crate::helpers::spawn_app().await;
+    app.stock(1, 5).await;
+    let fenced: Value = app
+        .deduct("redis-lock", &json!({"product_id": 1}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let unfenced = app
+        .deduct("redis-lock", &json!({"product_id": 1, "fencing": false}))
+        .await;
+    assert_eq!(unfenced.status(), StatusCode::OK);
+    assert!(fenced["fence_token"].as_u64().is_some(), "{fenced}");
+    let claimed: u64 = sqlx::query_scalar(
+        "SELECT token FROM stock_fence WHERE product_id = 1 AND backend = 'redis'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        claimed,
+        fenced["fence_token"].as_u64().unwrap(),
+        "only the fenced sale claimed"
+    );
+    app.stop().await;
+}
+
+/// With one Redis URL and no ZooKeeper the service starts, serves the database
+/// strategies and `redis-lock`; with no Redis at all, `redis-lock` answers 503
+/// `backend_unavailable` naming Redis, and the rest still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_backends_that_are_there_and_not() {
+    let database = fresh_database().await;
+    let mut settings = test_settings(&database);
+    settings.redis_urls.truncate(1);
+    settings.zk_connect = None;
+    let one_redis = spawn_with(settings.clone()).await;
+    one_redis.stock(1, 10).await;
+    for strategy in ["atomic-sql", "pessimistic", "mysql-lock", "redis-lock"] {
+        let response = one_redis.deduct(strategy, &json!({"product_id": 1})).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "{strategy} with one Redis"
+        );
+    }
+    one_redis.stop().await;
+
+    settings.redis_urls.clear();
+    let no_redis = spawn_with(settings).await;
+    let body = assert_error(
+        no_redis
+            .deduct("redis-lock", &json!({"product_id": 1}))
+            .await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "backend_unavailable",
+    )
+    .await;
+    assert!(body["detail"].as_str().unwrap().contains("redis"), "{body}");
+    assert_eq!(
+        no_redis
+            .deduct("mysql-lock", &json!({"product_id": 1}))
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    let state = no_redis.db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_sum),
+        (5, 5),
+        "the refused request changed nothing"
+    );
+    no_redis.stop().await;
+}
