@@ -489,3 +489,52 @@ mod simple_redis {
         super::lost_from_outside(&subject()).await.unwrap();
     }
 }
+
+/// A guard dropped without `release` stops renewing and unlocks in the background:
+/// the next holder gets in at once, not after the 10 s lease.
+async fn dropped_guard_is_released_in_the_background(subject: &Subject) -> Check {
+    let locker = subject.locker().await;
+    let key = key("dropped");
+    let guard = locker
+        .try_acquire(&key, &HolderId::random(), &options(10_000))
+        .await
+        .unwrap()
+        .ok_or("not acquired")?;
+    drop(guard);
+    let started = Instant::now();
+    let next = locker
+        .acquire(
+            &key,
+            &HolderId::random(),
+            &options(10_000),
+            Duration::from_secs(2),
+        )
+        .await
+        .map_err(|e| format!("the dropped guard still held the lock: {e}"))?;
+    println!(
+        "{}: next holder in {:?} after a drop",
+        locker.name(),
+        started.elapsed()
+    );
+    next.release().await.map_err(|e| e.to_string())
+}
+
+mod dropped_guard {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql() {
+        dropped_guard_is_released_in_the_background(&Subject::mysql().await)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis() {
+        dropped_guard_is_released_in_the_background(&Subject::Redis {
+            url: Subject::redis_url(),
+        })
+        .await
+        .unwrap();
+    }
+}

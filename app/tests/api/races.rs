@@ -289,3 +289,16 @@ async fn responses_report_remaining_and_shortage() {
     assert_eq!((state.remaining, state.ledger_sum), (1, 2));
     app.stop().await;
 }
+
+/// Multi-item orders with `mysql-lock` (one lock per product, in product order,
+/// under one wait bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_item_mysql_lock() {
+    multi_item_orders_are_all_or_nothing("mysql-lock").await;
+}
+
+/// Multi-item orders with `redis-lock`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_item_redis_lock() {
+    multi_item_orders_are_all_or_nothing("redis-lock").await;
+}
