@@ -18,7 +18,11 @@
 //! package to install.
 //!
 //! # Layout
-//! - [`process`]: spawning a server child, its log, stopping it, the port-retry loop.
+//! - [`process`]: spawning a server child, its log, stopping it, the port-retry loop,
+//!   and the fault tools on a running server: pause / resume (SIGSTOP / SIGCONT),
+//!   kill -9, restart (each server type's `restart`).
+//! - [`proxy`]: a TCP proxy that passes, delays, blackholes or resets the traffic to
+//!   a server.
 //! - [`mariadb`]: [`MariaDb`], a fresh datadir per instance.
 //! - [`redis`]: [`Redis`], one independent `redis-server` (no persistence).
 //! - [`zookeeper`]: [`ZooKeeper`], standalone or a 3-node ensemble (`tickTime=500`).
@@ -42,6 +46,7 @@
 
 pub mod mariadb;
 pub mod process;
+pub mod proxy;
 pub mod redis;
 pub mod stack;
 pub mod zookeeper;

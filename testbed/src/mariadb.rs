@@ -71,9 +71,7 @@ impl MariaDb {
             let mut process =
                 ServerProcess::spawn("mariadb", &mariadbd, &args, d.join("mariadb.log"))?;
             // Ready when it sends its handshake: protocol version 10 in byte 4.
-            process.wait_ready(port, READY_TIMEOUT, || {
-                tcp_exchange(port, b"", b"").is_some_and(|hello| hello.len() > 4 && hello[4] == 10)
-            })?;
+            process.wait_ready(port, READY_TIMEOUT, || handshake(port))?;
             Ok((process, port))
         })?;
         Ok((MariaDb { process, port, dir }, attempts))
@@ -95,6 +93,15 @@ impl MariaDb {
     /// The server's data directory.
     pub fn datadir(&self) -> PathBuf {
         self.dir.path().join("data")
+    }
+
+    /// Kills the server (SIGKILL: a crash) and starts it again on the same datadir and
+    /// port; InnoDB recovers committed transactions from its redo log.
+    pub fn restart(&mut self) -> Result<()> {
+        self.process.respawn()?;
+        let port = self.port;
+        self.process
+            .wait_ready(port, READY_TIMEOUT, || handshake(port))
     }
 
     /// `mysql://root@127.0.0.1:PORT/<database>`.
@@ -127,4 +134,9 @@ impl MariaDb {
         ))?;
         Ok(self.url(name))
     }
+}
+
+/// Ready when it sends its handshake: protocol version 10 in byte 4.
+fn handshake(port: u16) -> bool {
+    tcp_exchange(port, b"", b"").is_some_and(|hello| hello.len() > 4 && hello[4] == 10)
 }

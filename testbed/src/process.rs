@@ -117,6 +117,9 @@ fn remove_stale_dirs() {
 pub struct ServerProcess {
     name: String,
     child: Child,
+    /// What was run, to run it again ([`ServerProcess::respawn`]).
+    program: PathBuf,
+    args: Vec<String>,
     log: PathBuf,
     /// The log's length when this process started: earlier lines belong to an
     /// earlier attempt (a port collision) or an earlier run of the same server.
@@ -177,6 +180,8 @@ impl ServerProcess {
         Ok(ServerProcess {
             name: name.to_string(),
             child,
+            program: program.to_path_buf(),
+            args: args.to_vec(),
             log,
             log_start,
         })
@@ -202,10 +207,46 @@ impl ServerProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Kills the server with SIGKILL and reaps it. Idempotent.
+    /// Kills the server with SIGKILL and reaps it (a crash: no shutdown, no flush).
+    /// Idempotent.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Freezes the server with SIGSTOP: it keeps its sockets (clients can still
+    /// connect, the kernel queues their bytes) but answers nothing, like a process in
+    /// a long GC pause. [`ServerProcess::resume`] lets it go on.
+    pub fn pause(&self) -> Result<()> {
+        self.signal(libc::SIGSTOP)
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) -> Result<()> {
+        self.signal(libc::SIGCONT)
+    }
+
+    /// Sends a signal to the server.
+    pub fn signal(&self, signal: libc::c_int) -> Result<()> {
+        // SAFETY: kill(2) on our own child's pid.
+        if unsafe { libc::kill(self.child.id() as libc::pid_t, signal) } == 0 {
+            Ok(())
+        } else {
+            Err(Error::Io {
+                context: format!("{}: sending signal {signal}", self.name),
+                source: std::io::Error::last_os_error(),
+            })
+        }
+    }
+
+    /// Kills the server (if it runs) and starts the same command again, with the same
+    /// data directory and port. The caller waits for readiness (it knows the protocol).
+    pub(crate) fn respawn(&mut self) -> Result<()> {
+        self.kill();
+        // A paused process cannot die before it is continued.
+        let _ = self.resume();
+        *self = ServerProcess::spawn(&self.name, &self.program, &self.args, self.log.clone())?;
+        Ok(())
     }
 
     /// The last `lines` lines of the server's log.

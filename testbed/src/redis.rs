@@ -36,9 +36,7 @@ impl Redis {
             ];
             let mut process =
                 ServerProcess::spawn(name, &binary, &args, dir.path().join("redis.log"))?;
-            process.wait_ready(port, READY_TIMEOUT, || {
-                tcp_exchange(port, b"PING\r\n", b"\r\n").is_some_and(|a| a.starts_with(b"+PONG"))
-            })?;
+            process.wait_ready(port, READY_TIMEOUT, || ping(port))?;
             Ok((process, port))
         })?;
         Ok((
@@ -63,8 +61,25 @@ impl Redis {
         &mut self.process
     }
 
+    /// The process handle, for pause / resume (which need no `&mut`).
+    pub fn process_ref(&self) -> &ServerProcess {
+        &self.process
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port. Nothing is
+    /// persisted, so it comes back **empty**: every key, lock and counter is gone.
+    pub fn restart(&mut self) -> Result<()> {
+        self.process.respawn()?;
+        let port = self.port;
+        self.process.wait_ready(port, READY_TIMEOUT, || ping(port))
+    }
+
     /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
+}
+
+fn ping(port: u16) -> bool {
+    tcp_exchange(port, b"PING\r\n", b"\r\n").is_some_and(|a| a.starts_with(b"+PONG"))
 }

@@ -39,6 +39,15 @@ impl ZkNode {
         &mut self.process
     }
 
+    /// Kills the node (SIGKILL) and starts it again with its data and ports; returns
+    /// once it serves requests again (rejoined a quorum).
+    pub fn restart(&mut self) -> Result<()> {
+        self.process.respawn()?;
+        let port = self.client_port;
+        self.process
+            .wait_ready(port, READY_TIMEOUT, || srvr_mode(port).is_some())
+    }
+
     /// The node's role from the `srvr` command: `standalone`, `leader` or `follower`;
     /// `None` while it serves no requests (no quorum, or down).
     pub fn mode(&self) -> Option<String> {

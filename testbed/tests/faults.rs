@@ -1,0 +1,132 @@
+//! The fault tools on real servers: pause and resume, kill and restart, and a proxy
+//! that delays, blackholes and resets.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+use testbed::proxy::{Proxy, ProxyMode};
+use testbed::{MariaDb, Redis, ZooKeeper};
+
+/// Sends one Redis command over a fresh connection; `None` when no answer comes
+/// within `timeout` (or the connection fails).
+fn redis(port: u16, command: &str, timeout: Duration) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+    let mut buf = [0u8; 512];
+    let n = stream.read(&mut buf).ok()?;
+    (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).trim().to_string())
+}
+
+/// A paused server answers nothing (but keeps its port); resumed, it answers again.
+#[test]
+fn pause_and_resume() {
+    let server = Redis::start("redis-pause").unwrap();
+    let short = Duration::from_millis(300);
+    assert_eq!(
+        redis(server.port(), "PING", short).as_deref(),
+        Some("+PONG")
+    );
+    server.process_ref().pause().unwrap();
+    assert_eq!(
+        redis(server.port(), "PING", short),
+        None,
+        "a paused server answers nothing"
+    );
+    server.process_ref().resume().unwrap();
+    assert_eq!(
+        redis(server.port(), "PING", short).as_deref(),
+        Some("+PONG")
+    );
+}
+
+/// kill -9 and restart: Redis comes back on the same port, empty.
+#[test]
+fn redis_restarts_empty() {
+    let mut server = Redis::start("redis-restart").unwrap();
+    let (port, pid) = (server.port(), server.pid());
+    let second = Duration::from_secs(1);
+    assert_eq!(
+        redis(port, "SET lock:1 holder", second).as_deref(),
+        Some("+OK")
+    );
+    server.restart().unwrap();
+    assert_ne!(server.pid(), pid, "a new process");
+    assert_eq!(server.port(), port, "the same port");
+    assert_eq!(
+        redis(port, "EXISTS lock:1", second).as_deref(),
+        Some(":0"),
+        "nothing survived"
+    );
+}
+
+/// kill -9 and restart: MariaDB keeps what was committed (crash recovery).
+#[test]
+fn mariadb_restart_keeps_committed_data() {
+    let mut db = MariaDb::start().unwrap();
+    db.execute(
+        "CREATE DATABASE f; CREATE TABLE f.t (id INT PRIMARY KEY); INSERT INTO f.t VALUES (7)",
+    )
+    .unwrap();
+    let started = Instant::now();
+    db.restart().unwrap();
+    println!("mariadb killed and back in {:?}", started.elapsed());
+    assert!(db.execute("SELECT id FROM f.t").unwrap().contains('7'));
+}
+
+/// A ZooKeeper node killed and restarted serves again.
+#[test]
+fn zookeeper_node_restarts() {
+    let mut zk = ZooKeeper::start_standalone().unwrap();
+    zk.nodes_mut()[0].restart().unwrap();
+    assert_eq!(zk.nodes()[0].mode().as_deref(), Some("standalone"));
+}
+
+/// The proxy passes, delays, blackholes (silence, then the held request goes through
+/// when it passes again) and resets.
+#[test]
+fn proxy_modes() {
+    let server = Redis::start("redis-proxied").unwrap();
+    let proxy = Proxy::start(server.port()).unwrap();
+    let port = proxy.port();
+    let second = Duration::from_secs(1);
+    assert_eq!(redis(port, "PING", second).as_deref(), Some("+PONG"));
+
+    proxy.set(ProxyMode::Delay(Duration::from_millis(150)));
+    let started = Instant::now();
+    assert_eq!(redis(port, "PING", second).as_deref(), Some("+PONG"));
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300),
+        "150 ms each way, took {took:?}"
+    );
+
+    proxy.set(ProxyMode::Blackhole);
+    let mut held = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    held.write_all(b"PING\r\n").unwrap();
+    held.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(held.read(&mut buf).is_err(), "silence while blackholed");
+    proxy.set(ProxyMode::Pass);
+    held.set_read_timeout(Some(second)).unwrap();
+    let n = held.read(&mut buf).unwrap();
+    assert_eq!(
+        &buf[..n],
+        b"+PONG\r\n",
+        "the held request goes through afterwards"
+    );
+
+    proxy.set(ProxyMode::Reset);
+    let err = held.read(&mut buf);
+    assert!(
+        matches!(&err, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+            || matches!(err, Ok(0)),
+        "{err:?}"
+    );
+    assert_eq!(
+        redis(port, "PING", second),
+        None,
+        "new connections are reset"
+    );
+}
