@@ -12,6 +12,7 @@
 //! - [`mysql`]: the lock table `distributed_lock` (seed 000, done right);
 //! - [`redis`]: the Redisson-style reentrant hash lock in Lua, with pub/sub wake-up,
 //!   and the minimal `SET NX PX` lock it grows from;
+//! - [`redlock`]: RedLock over N independent Redis masters (5 by default);
 //! - [`noop`]: a lock that always grants, **broken on purpose**, to prove that the test
 //!   suite catches a broken lock;
 //! - `lua/`: the Redis scripts, loaded with `include_str!`.
@@ -23,9 +24,10 @@
 //! | MySQL lock table | [`mysql`] | lease (database clock), renewed | yes | row counter, survives release | jittered backoff |
 //! | Redis hash lock | [`redis::RedisLock`] | lease (`PEXPIRE`), renewed | yes | `INCR` per key (lost if Redis loses it) | pub/sub, one subscription per process |
 //! | Redis `SET NX PX` | [`redis::SimpleRedisLock`] | lease, renewed | no | none | backoff |
+//! | RedLock, 5 Redis | [`redlock`] | lease − drift, majority-renewed | no | none (owner tag) | random backoff |
 //! | no-op (tests only) | [`noop`] | none | claims to | claims to | never waits |
 //!
-//! RedLock and ZooKeeper arrive with their own files.
+//! ZooKeeper arrives with its own file.
 //!
 //! # What a lease lock cannot promise
 //! A holder that pauses longer than its lease (GC, SIGSTOP, swap, a long network
@@ -60,6 +62,7 @@
 pub mod mysql;
 pub mod noop;
 pub mod redis;
+pub mod redlock;
 
 use async_trait::async_trait;
 use std::fmt;
@@ -266,6 +269,13 @@ pub trait LockBackend: Send + Sync + 'static {
     /// Releases one level of `holder`'s hold on `key` (the lock is free when the count
     /// reaches 0). [`LockError::NotHolder`] when `holder` does not hold it.
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError>;
+
+    /// How much of a lease the holder must not count on, for clock drift between the
+    /// holder and the servers (RedLock: 1% of the lease + 2 ms). The holder's local
+    /// deadline is `sent + lease - drift`.
+    fn drift(&self, _lease: Duration) -> Duration {
+        Duration::ZERO
+    }
 
     /// Registers for a release notification of `key` (see [`Waiter`]).
     fn waiter(&self, _key: &str) -> Waiter {
@@ -511,13 +521,17 @@ async fn watchdog(
     lost: watch::Sender<Option<LostReason>>,
 ) {
     let max_hold_end = options.max_hold.map(|max| acquired_sent + max);
-    let mut valid_until = acquired_sent + first_lease(&options);
+    let first = first_lease(&options);
+    let mut valid_until = acquired_sent + first.saturating_sub(backend.drift(first));
     let period = (options.lease / 3).max(Duration::from_millis(1));
     let mut next_renewal = acquired_sent + period;
+    // Whether the current lease ends where it does because of the maximum hold time
+    // (the first lease or the last renewal was cut to end there).
+    let mut cut_by_max_hold = options.max_hold.is_some_and(|max| max <= options.lease);
     // The lease ran out: because of the maximum hold time, or because no renewal
     // got through in time.
-    let ran_out = |at: Instant| {
-        if max_hold_end.is_some_and(|end| at >= end) {
+    let ran_out = |cut: bool| {
+        if cut {
             LostReason::MaxHold
         } else {
             LostReason::Expired
@@ -536,21 +550,25 @@ async fn watchdog(
         tokio::time::sleep_until(next_renewal.min(valid_until)).await;
         let sent = Instant::now();
         if sent >= valid_until {
-            break ran_out(sent);
+            break ran_out(cut_by_max_hold);
         }
         let lease = match max_hold_end {
             Some(end) if end <= sent => continue,
             Some(end) => options.lease.min(end - sent),
             None => options.lease,
         };
+        let cut = lease < options.lease;
         next_renewal = sent + period;
         match tokio::time::timeout_at(valid_until, backend.renew(&key, &holder, lease)).await {
-            Ok(Ok(true)) => valid_until = sent + lease,
+            Ok(Ok(true)) => {
+                valid_until = sent + lease.saturating_sub(backend.drift(lease));
+                cut_by_max_hold = cut;
+            }
             Ok(Ok(false)) => break LostReason::NotHolder,
             Ok(Err(e)) => {
                 tracing::warn!(%key, error = %e, "lock renewal failed; retrying until the lease ends")
             }
-            Err(_) => break ran_out(Instant::now()),
+            Err(_) => break ran_out(cut_by_max_hold),
         }
     };
     tracing::info!(%key, %holder, %reason, "lock lost");

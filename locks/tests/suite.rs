@@ -8,6 +8,7 @@
 use locks::mysql::MysqlLock;
 use locks::noop::NoopLock;
 use locks::redis::{RedisLock, SimpleRedisLock};
+use locks::redlock::RedLock;
 use locks::{Fencing, HolderId, LockError, LockOptions, Locker, LostReason};
 use sqlx::Connection;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ enum Subject {
     Mysql { url: String },
     Redis { url: String },
     SimpleRedis { url: String },
+    RedLock { urls: Vec<String> },
     Noop,
 }
 
@@ -59,6 +61,12 @@ impl Subject {
             Subject::SimpleRedis { url } => {
                 Locker::new(SimpleRedisLock::connect(url).await.unwrap())
             }
+            // A node timeout with room for a loaded 2-core test machine.
+            Subject::RedLock { urls } => Locker::new(
+                RedLock::new(urls)
+                    .unwrap()
+                    .with_node_timeout(Duration::from_millis(200)),
+            ),
             Subject::Noop => Locker::new(NoopLock),
         }
     }
@@ -83,6 +91,17 @@ impl Subject {
                     .query_async(&mut conn)
                     .await
                     .unwrap();
+            }
+            Subject::RedLock { urls } => {
+                for url in urls {
+                    let client = redis::Client::open(url.as_str()).unwrap();
+                    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+                    let _: i64 = redis::cmd("DEL")
+                        .arg(key)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                }
             }
             Subject::Noop => {}
         }
@@ -536,5 +555,61 @@ mod dropped_guard {
         })
         .await
         .unwrap();
+    }
+}
+
+/// RedLock over the five testbed Redis: what it promises (no token, not reentrant).
+mod redlock {
+    use super::*;
+
+    fn subject() -> Subject {
+        let urls = std::env::var("REDIS_URLS").expect("REDIS_URLS: run under ./scripts/test");
+        Subject::RedLock {
+            urls: urls.split(',').map(str::to_string).collect(),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mutual_exclusion() {
+        super::mutual_exclusion(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn is_not_reentrant() {
+        super::reentrancy(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn holder_only_release() {
+        super::holder_only_release(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn expiry_and_steal() {
+        super::expiry_and_steal(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn renewal_keeps_a_busy_holder() {
+        super::renewal_keeps_a_busy_holder(&subject())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn max_hold_ends_the_lease() {
+        super::max_hold_ends_the_lease(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lost_from_outside() {
+        super::lost_from_outside(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropped_guard() {
+        super::dropped_guard_is_released_in_the_background(&subject())
+            .await
+            .unwrap();
     }
 }

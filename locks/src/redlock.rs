@@ -1,0 +1,368 @@
+//! RedLock: one lock over N independent Redis masters (5 by default), held while a
+//! majority agrees.
+//!
+//! # Algorithm (antirez, "Distributed locks with Redis")
+//! 1. Note the time on a monotonic clock, *before* the first request.
+//! 2. On **all** N nodes **concurrently**: `SET key value NX PX lease`, each with a
+//!    per-node timeout much smaller than the lease (default 50 ms), so a dead or
+//!    paused node costs one timeout, not one lease. `value` is random, fresh for each
+//!    acquisition: release and extension compare against it. The attempt is decided
+//!    as soon as a majority said yes (or a majority became impossible); slower nodes
+//!    still get the command in the background.
+//! 3. Acquired only if a **majority** (N/2 + 1) said OK **and** the lock is still
+//!    valid: `validity = lease − elapsed − drift > 0`, with `drift = 1% of lease +
+//!    2 ms` for the clocks of the servers running at slightly different rates.
+//! 4. Otherwise: release on **every** node (also the ones that did not answer: their
+//!    SET may have landed after the timeout), and retry after a random delay.
+//! 5. Extend (the watchdog, every lease/3): compare-and-`PEXPIRE` on all nodes; held
+//!    only if a majority extended it in time. A majority answering "not yours" ends
+//!    the lock.
+//! 6. Release: compare-and-delete on every node.
+//!
+//! Not enough nodes answering at all is an error that says so ("only 2 of 5 nodes
+//! answered"), not a plain "busy": the lock service is unavailable.
+//!
+//! # No fencing token
+//! A monotonic token would need the nodes to agree on a counter, which is exactly the
+//! consensus RedLock avoids; `INCR` on each node gives N unrelated counters. Martin
+//! Kleppmann ("How to do distributed locking", 2016): without a token, a holder
+//! paused past its validity can still write after another holder acquired, and
+//! nothing can tell the two writes apart. antirez's answer: the random value can act
+//! as a check-and-set tag: the resource remembers the value of the last holder that
+//! claimed it and accepts writes only from that value. stock-locks does exactly that
+//! (`stock_fence.owner`, DESIGN "Fencing"): safe, but it cannot order holders, so a
+//! stale holder that claims late takes over from a live one instead of being refused.
+//!
+//! # How it fails
+//! - **Pause past the validity** (GC, SIGSTOP): as for any lease lock; fence the writes.
+//! - **A node restarted without persistence** while the lock is held: with 5 nodes, A
+//!   holds 3; one of A's nodes restarts empty; B now gets 3 of 5 (the 2 A never had
+//!   and the empty one) and **both hold the lock**. The test
+//!   `redlock::restart_empty_lets_a_second_holder_in` shows it. Remedies: persistence
+//!   with `appendfsync always`, or keep a restarted node out for longer than the
+//!   longest lease ("delayed restarts").
+//! - **Clock jumps** on a server (an NTP step, an admin) expire its keys early or late:
+//!   the validity computation assumes clocks that *run* at about the same rate, and a
+//!   jump on a majority breaks mutual exclusion. Monotonic clocks on the holders do
+//!   not help with the servers' clocks.
+//! - Every operation costs N round trips in parallel: latency is the slowest node of
+//!   the majority.
+//!
+//! # When not to use it
+//! For correctness-critical exclusion without a fence on the resource (use a
+//! consensus system: ZooKeeper, etcd); or when a single Redis is good enough for an
+//! efficiency lock (then [`crate::redis::RedisLock`] is simpler and cheaper).
+//!
+//! # Example
+//! ```no_run
+//! # async fn example() -> Result<(), locks::LockError> {
+//! use locks::{HolderId, LockOptions, Locker, redlock::RedLock};
+//! use std::time::Duration;
+//!
+//! let urls: Vec<String> = (6379..6384).map(|p| format!("redis://127.0.0.1:{p}")).collect();
+//! let locker = Locker::new(RedLock::new(&urls)?);
+//! let guard = locker
+//!     .acquire("redlock:stock:42", &HolderId::random(), &LockOptions::default(), Duration::from_secs(5))
+//!     .await?;
+//! assert_eq!(guard.token(), None); // no fencing token: use the holder id as an owner tag
+//! guard.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::{Attempt, Capabilities, Expiry, Fencing, HolderId, LockBackend, LockError};
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/simple_unlock.lua")));
+static EXTEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/simple_renew.lua")));
+
+/// RedLock over independent Redis masters.
+pub struct RedLock {
+    nodes: Vec<ConnectionManager>,
+    node_timeout: Duration,
+    /// The random value of each lock we hold, by (key, holder): what extension and
+    /// release compare against. One value per acquisition, so a failed attempt's
+    /// clean-up can never delete a lock the same holder already has.
+    values: Mutex<HashMap<(String, String), String>>,
+}
+
+fn backend(e: impl std::fmt::Display) -> LockError {
+    LockError::Backend(format!("redlock: {e}"))
+}
+
+impl RedLock {
+    /// One lazily connected client per node: nodes that are down now are simply
+    /// counted out of each quorum. At least 3 nodes (5 recommended, an odd number).
+    pub fn new(urls: &[String]) -> Result<RedLock, LockError> {
+        if urls.len() < 3 {
+            return Err(LockError::Invalid(format!(
+                "RedLock needs at least 3 independent Redis nodes (5 recommended), got {}",
+                urls.len()
+            )));
+        }
+        let nodes = urls
+            .iter()
+            .map(|url| {
+                let client = redis::Client::open(url.as_str()).map_err(backend)?;
+                // No response timeout of the client's own: every call is bounded by
+                // the node timeout here, which the caller chooses.
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(1)))
+                    .set_response_timeout(None)
+                    .set_number_of_retries(1);
+                ConnectionManager::new_lazy_with_config(client, config).map_err(backend)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RedLock {
+            nodes,
+            node_timeout: Duration::from_millis(50),
+            values: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// How long one node may take to answer before it is counted out (default 50 ms).
+    pub fn with_node_timeout(mut self, timeout: Duration) -> RedLock {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Nodes needed: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// Runs `op` on every node at once, each bounded by the node timeout, and returns
+    /// as soon as `decided` says the answers so far settle the question (or all are
+    /// in). `None` stands for a node that failed or did not answer in time. The calls
+    /// still under way go on in the background, so a slow node still gets its command
+    /// (in order with any later one on the same connection).
+    async fn on_all_until<T, F, Fut>(
+        &self,
+        op: F,
+        decided: impl Fn(&[Option<T>]) -> bool,
+    ) -> Vec<Option<T>>
+    where
+        T: Send + 'static,
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>> + Send + 'static,
+    {
+        let timeout = self.node_timeout;
+        let mut calls: FuturesUnordered<_> = self
+            .nodes
+            .iter()
+            .map(|node| {
+                let call = op(node.clone());
+                tokio::spawn(async move {
+                    tokio::time::timeout(timeout, call)
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                })
+            })
+            .collect();
+        let mut answers = Vec::with_capacity(self.nodes.len());
+        while let Some(answer) = calls.next().await {
+            answers.push(answer.ok().flatten());
+            if decided(&answers) {
+                break;
+            }
+        }
+        answers
+    }
+
+    fn value_of(&self, key: &str, holder: &HolderId) -> Option<String> {
+        let values = self.values.lock().expect("redlock values poisoned");
+        values.get(&(key.to_string(), holder.to_string())).cloned()
+    }
+
+    /// Compare-and-delete on every node; returns (deleted, answered) once a majority
+    /// answered (the slow nodes still get the delete, in the background).
+    async fn release_all(&self, key: &str, value: &str) -> (usize, usize) {
+        let quorum = self.quorum();
+        let (key, value) = (key.to_string(), value.to_string());
+        let results = self
+            .on_all_until(
+                |mut conn| {
+                    let (key, value) = (key.clone(), value.clone());
+                    async move {
+                        UNLOCK
+                            .key(key)
+                            .arg(value)
+                            .invoke_async::<i64>(&mut conn)
+                            .await
+                    }
+                },
+                |answers| answers.iter().flatten().count() >= quorum,
+            )
+            .await;
+        let answered = results.iter().flatten().count();
+        let deleted = results.iter().flatten().filter(|d| **d == 1).count();
+        (deleted, answered)
+    }
+}
+
+#[async_trait]
+impl LockBackend for RedLock {
+    fn name(&self) -> &'static str {
+        "redlock"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            expiry: Expiry::Lease,
+            fencing: Fencing::None,
+            reentrant: false,
+        }
+    }
+
+    fn drift(&self, lease: Duration) -> Duration {
+        lease / 100 + Duration::from_millis(2)
+    }
+
+    async fn try_lock(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+    ) -> Result<Attempt, LockError> {
+        // A fresh random value per attempt: the clean-up of a failed attempt deletes
+        // only what this attempt set, never a lock the same holder already has.
+        let value = format!("{holder}:{}", uuid::Uuid::new_v4().simple());
+        let ms = (lease.as_millis() as u64).max(1);
+        let (n, quorum) = (self.nodes.len(), self.quorum());
+        let started = Instant::now();
+        let results = self
+            .on_all_until(
+                |mut conn| {
+                    let (key, value) = (key.to_string(), value.clone());
+                    async move {
+                        redis::cmd("SET")
+                            .arg(key)
+                            .arg(value)
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(ms)
+                            .query_async::<Option<String>>(&mut conn)
+                            .await
+                    }
+                },
+                // Settled once a majority said yes, or too many said no (or nothing)
+                // for a majority to be possible.
+                |answers| {
+                    let yes = answers.iter().flatten().filter(|r| r.is_some()).count();
+                    yes >= quorum || answers.len() - yes > n - quorum
+                },
+            )
+            .await;
+        let elapsed = started.elapsed();
+        let answered = results.iter().flatten().count();
+        let acquired = results.iter().flatten().filter(|r| r.is_some()).count();
+        let valid = lease > elapsed + self.drift(lease);
+        if acquired >= quorum && valid {
+            let mut values = self.values.lock().expect("redlock values poisoned");
+            values.insert((key.to_string(), holder.to_string()), value);
+            return Ok(Attempt::Acquired { token: None });
+        }
+        // Not ours: undo everywhere, the silent nodes too (their SET may land late).
+        self.release_all(key, &value).await;
+        if answered < quorum && acquired < quorum {
+            return Err(LockError::Backend(format!(
+                "redlock: quorum unreachable: only {answered} of {n} nodes answered within {:?} (need {quorum})",
+                self.node_timeout
+            )));
+        }
+        if acquired >= quorum {
+            return Err(LockError::Backend(format!(
+                "redlock: acquired on {acquired} of {n} nodes but only after {elapsed:?}, past the lease of {lease:?} \
+                 minus drift; released everywhere"
+            )));
+        }
+        Ok(Attempt::Busy { retry_after: None })
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+    ) -> Result<bool, LockError> {
+        let Some(value) = self.value_of(key, holder) else {
+            return Ok(false);
+        };
+        let ms = (lease.as_millis() as u64).max(1);
+        let (n, quorum) = (self.nodes.len(), self.quorum());
+        let started = Instant::now();
+        let results = self
+            .on_all_until(
+                |mut conn| {
+                    let (key, value) = (key.to_string(), value.clone());
+                    async move {
+                        EXTEND
+                            .key(key)
+                            .arg(value)
+                            .arg(ms)
+                            .invoke_async::<i64>(&mut conn)
+                            .await
+                    }
+                },
+                |answers| {
+                    let yes = answers.iter().flatten().filter(|r| **r == 1).count();
+                    yes >= quorum || answers.len() - yes > n - quorum
+                },
+            )
+            .await;
+        let answered = results.iter().flatten().count();
+        let extended = results.iter().flatten().filter(|r| **r == 1).count();
+        if extended >= quorum && lease > started.elapsed() + self.drift(lease) {
+            Ok(true)
+        } else if answered - extended > n - quorum {
+            // A majority says it is not ours any more: the lock has ended.
+            Ok(false)
+        } else {
+            Err(LockError::Backend(format!(
+                "redlock: extension reached only {extended} of {n} nodes"
+            )))
+        }
+    }
+
+    async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
+        let value = self
+            .values
+            .lock()
+            .expect("redlock values poisoned")
+            .remove(&(key.to_string(), holder.to_string()));
+        let not_holder = || LockError::NotHolder {
+            key: key.to_string(),
+            holder: holder.to_string(),
+        };
+        let Some(value) = value else {
+            return Err(not_holder());
+        };
+        let (deleted, answered) = self.release_all(key, &value).await;
+        match (deleted, answered >= self.quorum()) {
+            (0, true) => Err(not_holder()),
+            (0, false) => Err(backend(format!(
+                "release reached only {answered} of {} nodes",
+                self.nodes.len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn retry_pause(&self, _retry_after: Option<Duration>) -> Duration {
+        // A random delay, so that competing clients do not retry in lock-step and
+        // split the nodes between them again.
+        Duration::from_micros(rand::random_range(1_000..=20_000))
+    }
+}
