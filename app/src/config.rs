@@ -85,6 +85,11 @@ pub struct Settings {
     #[arg(long, env = "FENCING", default_value_t = true, action = clap::ArgAction::Set)]
     pub fencing: bool,
 
+    /// How long RedLock waits for one Redis node before counting it out, in
+    /// milliseconds (much smaller than the lease).
+    #[arg(long, env = "REDLOCK_NODE_TIMEOUT_MS", default_value_t = 100)]
+    pub redlock_node_timeout_ms: u64,
+
     /// Connections the mysql-lock strategy uses for acquisition attempts (it has its own
     /// pools, apart from the stock transactions').
     #[arg(long, env = "MYSQL_LOCK_POOL_SIZE", default_value_t = 16)]
@@ -118,6 +123,7 @@ impl Settings {
             lock_max_hold_ms: 30_000,
             fencing: true,
             mysql_lock_pool_size: 16,
+            redlock_node_timeout_ms: 100,
             enable_test_hooks: false,
         }
     }

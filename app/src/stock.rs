@@ -278,3 +278,49 @@ pub async fn write_quantity_fenced(
     .await?;
     Ok(done.rows_affected() >= 1)
 }
+
+/// Fencing without a token (RedLock), step 1: claim the product for `owner`, the
+/// random value of this acquisition (antirez's check-and-set). Unconditional: there is
+/// no order between owners, so the latest claim wins, even a stale holder's.
+pub async fn claim_owner(
+    pool: &MySqlPool,
+    product_id: i64,
+    backend: &str,
+    owner: &str,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO stock_fence (product_id, backend, token, owner) VALUES (?, ?, 0, ?) \
+         ON DUPLICATE KEY UPDATE owner = VALUES(owner)",
+    )
+    .bind(product_id)
+    .bind(backend)
+    .bind(owner)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Fencing without a token, step 3: write only while `owner` is still the last claim.
+pub async fn write_quantity_owned(
+    tx: &mut MySqlConnection,
+    product_id: i64,
+    quantity: i32,
+    backend: &str,
+    owner: &str,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query(
+        r#"
+        UPDATE stock s
+        JOIN stock_fence f ON f.product_id = s.product_id AND f.backend = ?
+        SET s.quantity = ?, s.version = s.version + 1
+        WHERE s.product_id = ? AND f.owner = ?
+        "#,
+    )
+    .bind(backend)
+    .bind(quantity)
+    .bind(product_id)
+    .bind(owner)
+    .execute(tx)
+    .await?;
+    Ok(done.rows_affected() >= 1)
+}

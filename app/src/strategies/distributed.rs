@@ -1,19 +1,22 @@
-//! `mysql-lock` and `redis-lock`: a distributed lock around a plain read-check-write,
-//! with fenced writes.
+//! `mysql-lock`, `redis-lock` and `redlock`: a distributed lock around a plain
+//! read-check-write, with fenced writes.
 //!
 //! # Algorithm
 //! 1. For each product of the order, in product_id order: acquire the lock
-//!    `stock:{product_id}` (the `locks` crate: [`locks::mysql`], [`locks::redis`]), all
+//!    `stock:{product_id}` (`redlock:stock:{product_id}` for RedLock; the `locks` crate:
+//!    [`locks::mysql`], [`locks::redis`], [`locks::redlock`]), all
 //!    under one wait bound (`--lock-wait-ms`; 503 `busy` when it runs out, releasing
 //!    what was taken). The holder is this instance and request; the watchdog renews
 //!    the lease every lease/3 until the request ends or `--lock-max-hold-ms`.
 //! 2. **Fencing on** (the default): claim each product with the lock's token, as its
 //!    own committed statement: `UPDATE stock_fence SET token = :t WHERE ... AND
-//!    token < :t`. No row: a newer holder exists → 503 `lock_lost`.
+//!    token < :t`. No row: a newer holder exists → 503 `lock_lost`. RedLock has no
+//!    token: it claims with its owner tag instead (`SET owner = :v`, unconditional:
+//!    owners have no order, so the latest claim wins, even a stale holder's).
 //! 3. BEGIN; plain read, check (as `unsafe` does: the lock is trusted, the database
 //!    is not asked to lock anything).
-//! 4. Write the computed quantity: fenced, only `WHERE stock_fence.token = :t` still
-//!    holds (0 rows → ROLLBACK → 503 `lock_lost`); unfenced, unconditionally.
+//! 4. Write the computed quantity: fenced, only `WHERE stock_fence.token = :t` (or
+//!    `owner = :v`) still holds (0 rows → ROLLBACK → 503 `lock_lost`); unfenced, unconditionally.
 //! 5. Ledger (with the token), orders. Fenced: a lock known to be lost by now →
 //!    ROLLBACK, `lock_lost`. COMMIT. Release the locks, last first. A loss noticed only
 //!    after COMMIT is reported as `lock_lost_after_commit: true`.
@@ -51,6 +54,8 @@ type Connect = Box<dyn Fn() -> BoxFuture<'static, Result<Locker, AppError>> + Se
 /// A strategy that trusts one distributed lock backend.
 pub struct LockStrategy {
     info: StrategyInfo,
+    /// Lock keys are `<prefix><product_id>`.
+    key_prefix: &'static str,
     /// Connects the backend on first use: startup never waits on Redis.
     connect: Connect,
     locker: OnceCell<Locker>,
@@ -71,6 +76,14 @@ static MYSQL_INFO: StrategyInfo = StrategyInfo {
     fencing: "token",
 };
 
+static REDLOCK_INFO: StrategyInfo = StrategyInfo {
+    name: "redlock",
+    description: "RedLock over the Redis nodes (majority, validity = lease - elapsed - drift), plain read-check-write; fenced by owner tag by default.",
+    backend: "redis x5 (RedLock)",
+    safe_across_instances: true,
+    fencing: "owner tag",
+};
+
 static REDIS_INFO: StrategyInfo = StrategyInfo {
     name: "redis-lock",
     description: "Redisson-style reentrant hash lock in Redis (Lua, watchdog, pub/sub wake-up), plain read-check-write; fenced by default.",
@@ -82,12 +95,14 @@ static REDIS_INFO: StrategyInfo = StrategyInfo {
 impl LockStrategy {
     fn new(
         info: StrategyInfo,
+        key_prefix: &'static str,
         connect: Connect,
         settings: &Settings,
         pool: &MySqlPool,
     ) -> LockStrategy {
         LockStrategy {
             info,
+            key_prefix,
             connect,
             locker: OnceCell::new(),
             pool: pool.clone(),
@@ -114,7 +129,7 @@ impl LockStrategy {
                 Ok(Locker::new(backend))
             })
         });
-        LockStrategy::new(MYSQL_INFO.clone(), connect, settings, pool)
+        LockStrategy::new(MYSQL_INFO.clone(), "stock:", connect, settings, pool)
     }
 
     /// `redis-lock`: the first of `REDIS_URLS`.
@@ -133,11 +148,58 @@ impl LockStrategy {
                 Ok(Locker::new(backend))
             })
         });
-        LockStrategy::new(REDIS_INFO.clone(), connect, settings, pool)
+        LockStrategy::new(REDIS_INFO.clone(), "stock:", connect, settings, pool)
+    }
+
+    /// `redlock`: every one of `REDIS_URLS` (at least 3; 5 in the testbed and compose).
+    pub fn redlock(settings: &Settings, pool: &MySqlPool) -> LockStrategy {
+        let urls = settings.redis_urls.clone();
+        let node_timeout = Duration::from_millis(settings.redlock_node_timeout_ms);
+        let connect: Connect = Box::new(move || {
+            let urls = urls.clone();
+            Box::pin(async move {
+                let backend = locks::redlock::RedLock::new(&urls)
+                    .map_err(|e| AppError::BackendUnavailable {
+                        backend: "redlock".into(),
+                        detail: format!("{e} (REDIS_URLS)"),
+                    })?
+                    .with_node_timeout(node_timeout);
+                Ok(Locker::new(backend))
+            })
+        });
+        LockStrategy::new(
+            REDLOCK_INFO.clone(),
+            "redlock:stock:",
+            connect,
+            settings,
+            pool,
+        )
     }
 
     async fn locker(&self) -> Result<&Locker, AppError> {
         self.locker.get_or_try_init(|| (self.connect)()).await
+    }
+
+    /// Fencing, step 1: claim `product_id` with the lock's token (refused when a newer
+    /// token claimed it), or, for a backend without tokens, with its owner tag.
+    async fn claim(&self, locker: &Locker, product_id: i64, held: &Held) -> Result<(), AppError> {
+        let backend = locker.name();
+        match (held.token_for(product_id), held.owner_for(product_id)) {
+            (Some(token), _) => {
+                match stock::claim_fence(&self.pool, product_id, backend, token).await? {
+                    true => Ok(()),
+                    false => Err(AppError::LockLost(format!(
+                        "fencing token {token} for product {product_id} is older than a newer holder's"
+                    ))),
+                }
+            }
+            (None, Some(owner)) => {
+                Ok(stock::claim_owner(&self.pool, product_id, backend, owner).await?)
+            }
+            (None, None) => Err(AppError::Unexpected(anyhow::anyhow!(
+                "{backend} gives neither token nor owner"
+            ))),
+        }
     }
 
     fn fenced(&self, order: &Order) -> bool {
@@ -166,6 +228,10 @@ impl HeldLock for ProductLock {
 
     fn fence_token(&self) -> Option<u64> {
         self.guard.token()
+    }
+
+    fn owner(&self) -> Option<&str> {
+        Some(self.guard.holder().as_str())
     }
 
     fn is_lost(&self) -> bool {
@@ -198,7 +264,7 @@ impl Strategy for LockStrategy {
             ..Held::none()
         };
         for item in order.by_product() {
-            let key = format!("stock:{}", item.product_id);
+            let key = format!("{}{}", self.key_prefix, item.product_id);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let guard = match locker.acquire(&key, &holder, &self.options, left).await {
                 Ok(guard) => guard,
@@ -216,27 +282,13 @@ impl Strategy for LockStrategy {
                     });
                 }
             };
-            let token = guard.token();
             held.push(Box::new(ProductLock {
                 product_id: item.product_id,
                 guard,
             }));
-            if fenced {
-                let token = token.ok_or_else(|| {
-                    AppError::Unexpected(anyhow::anyhow!("{} gives no token", locker.name()))
-                })?;
-                let claimed =
-                    stock::claim_fence(&self.pool, item.product_id, locker.name(), token).await;
-                if !matches!(claimed, Ok(true)) {
-                    held.release().await;
-                    return Err(match claimed {
-                        Ok(_) => AppError::LockLost(format!(
-                            "fencing token {token} for product {} is older than a newer holder's",
-                            item.product_id
-                        )),
-                        Err(e) => e.into(),
-                    });
-                }
+            if fenced && let Err(e) = self.claim(locker, item.product_id, &held).await {
+                held.release().await;
+                return Err(e);
             }
         }
         Ok(held)
@@ -254,19 +306,32 @@ impl Strategy for LockStrategy {
         let backend = self.locker().await?.name();
         for a in &applied {
             let product_id = a.item.product_id;
-            match held.token_for(product_id).filter(|_| self.fenced(order)) {
-                Some(token) => {
-                    if !stock::write_quantity_fenced(tx, product_id, a.remaining, backend, token)
-                        .await?
-                    {
-                        return Err(AppError::LockLost(format!(
-                            "product {product_id}: fencing token {token} is no longer the newest; \
-                             another holder took the lock while this one was paused"
-                        ))
-                        .into());
-                    }
+            let written = match (
+                self.fenced(order),
+                held.token_for(product_id),
+                held.owner_for(product_id),
+            ) {
+                (false, _, _) => {
+                    stock::write_quantity(tx, product_id, a.remaining).await?;
+                    true
                 }
-                None => stock::write_quantity(tx, product_id, a.remaining).await?,
+                (true, Some(token), _) => {
+                    stock::write_quantity_fenced(tx, product_id, a.remaining, backend, token)
+                        .await?
+                }
+                (true, None, Some(owner)) => {
+                    stock::write_quantity_owned(tx, product_id, a.remaining, backend, owner).await?
+                }
+                (true, None, None) => {
+                    return Err(AppError::Unexpected(anyhow::anyhow!("no fence for a lock")).into());
+                }
+            };
+            if !written {
+                return Err(AppError::LockLost(format!(
+                    "product {product_id}: this request's claim is no longer the newest; \
+                     another holder took the lock while this one was paused"
+                ))
+                .into());
             }
         }
         Ok(applied)

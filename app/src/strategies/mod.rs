@@ -25,7 +25,7 @@
 //! - [`atomic_sql`]: `atomic-sql`, `UPDATE ... SET quantity = quantity - ? WHERE ... AND quantity >= ?`.
 //! - [`pessimistic`]: `pessimistic`, `SELECT ... FOR UPDATE`, retried on deadlock.
 //! - [`optimistic`]: `optimistic`, compare-and-set on a version column, retried.
-//! - [`distributed`]: `mysql-lock` and `redis-lock`, a distributed lock from the
+//! - [`distributed`]: `mysql-lock`, `redis-lock` and `redlock`, a distributed lock from the
 //!   `locks` crate around a plain read-check-write, with fenced writes.
 //!
 //! The lock strategies (`local-mutex` here, the distributed locks later) *trust their
@@ -78,6 +78,10 @@ pub trait HeldLock: Send + Sync {
     }
     /// The fencing token of this acquisition, if the backend gives one.
     fn fence_token(&self) -> Option<u64>;
+    /// The owner tag of this acquisition, for backends without a token (RedLock).
+    fn owner(&self) -> Option<&str> {
+        None
+    }
     /// Whether the lock is known to be lost (lease ran out, taken, removed).
     fn is_lost(&self) -> bool {
         false
@@ -117,6 +121,14 @@ impl Held {
             .iter()
             .find(|l| l.product_id() == Some(product_id))
             .and_then(|l| l.fence_token())
+    }
+
+    /// The owner tag of the lock that protects `product_id`.
+    pub fn owner_for(&self, product_id: i64) -> Option<&str> {
+        self.locks
+            .iter()
+            .find(|l| l.product_id() == Some(product_id))
+            .and_then(|l| l.owner())
     }
 
     /// Whether any of the order's locks is known to be lost.
@@ -521,5 +533,6 @@ pub fn all(settings: &Settings, pool: &MySqlPool) -> Strategies {
     }));
     strategies.add(Arc::new(distributed::LockStrategy::mysql(settings, pool)));
     strategies.add(Arc::new(distributed::LockStrategy::redis(settings, pool)));
+    strategies.add(Arc::new(distributed::LockStrategy::redlock(settings, pool)));
     strategies
 }

@@ -63,6 +63,8 @@ pub fn test_settings(database_url: &str) -> Settings {
         enable_test_hooks: true,
         lock_wait_timeout_secs: 2,
         optimistic_max_attempts: 1000,
+        // Room for a loaded 2-core machine running tests in parallel.
+        redlock_node_timeout_ms: 200,
         // The shared testbed's Redis (the first serves redis-lock).
         redis_urls: std::env::var("REDIS_URLS")
             .map(|v| v.split(',').map(str::to_string).collect())
@@ -94,6 +96,8 @@ macro_rules! each_strategy {
             async fn mysql_lock() { super::$name("mysql-lock").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn redis_lock() { super::$name("redis-lock").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redlock() { super::$name("redlock").await }
         }
     };
 }
