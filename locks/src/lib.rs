@@ -13,6 +13,8 @@
 //! - [`redis`]: the Redisson-style reentrant hash lock in Lua, with pub/sub wake-up,
 //!   and the minimal `SET NX PX` lock it grows from;
 //! - [`redlock`]: RedLock over N independent Redis masters (5 by default);
+//! - [`zookeeper`]: ephemeral sequential nodes, each waiter watching only its
+//!   predecessor, named like Apache Curator's `InterProcessMutex`;
 //! - [`noop`]: a lock that always grants, **broken on purpose**, to prove that the test
 //!   suite catches a broken lock;
 //! - `lua/`: the Redis scripts, loaded with `include_str!`.
@@ -25,9 +27,9 @@
 //! | Redis hash lock | [`redis::RedisLock`] | lease (`PEXPIRE`), renewed | yes | `INCR` per key (lost if Redis loses it) | pub/sub, one subscription per process |
 //! | Redis `SET NX PX` | [`redis::SimpleRedisLock`] | lease, renewed | no | none | backoff |
 //! | RedLock, 5 Redis | [`redlock`] | lease − drift, majority-renewed | no | none (owner tag) | random backoff |
+//! | ZooKeeper | [`zookeeper`] | session (ephemeral node) | yes | czxid of the node | watch the predecessor, FIFO |
 //! | no-op (tests only) | [`noop`] | none | claims to | claims to | never waits |
 //!
-//! ZooKeeper arrives with its own file.
 //!
 //! # What a lease lock cannot promise
 //! A holder that pauses longer than its lease (GC, SIGSTOP, swap, a long network
@@ -63,6 +65,7 @@ pub mod mysql;
 pub mod noop;
 pub mod redis;
 pub mod redlock;
+pub mod zookeeper;
 
 use async_trait::async_trait;
 use std::fmt;
@@ -277,6 +280,19 @@ pub trait LockBackend: Send + Sync + 'static {
         Duration::ZERO
     }
 
+    /// Backends that queue waiters themselves (ZooKeeper: a sequential node per waiter,
+    /// each watching its predecessor) do the whole wait here and return `Some`; the
+    /// default `None` lets [`Locker`] run its own attempt / wait loop.
+    async fn acquire_waiting(
+        &self,
+        _key: &str,
+        _holder: &HolderId,
+        _lease: Duration,
+        _wait: Duration,
+    ) -> Option<Result<Attempt, LockError>> {
+        None
+    }
+
     /// Registers for a release notification of `key` (see [`Waiter`]).
     fn waiter(&self, _key: &str) -> Waiter {
         Waiter::backoff()
@@ -347,6 +363,16 @@ impl Locker {
         validate_key(key)?;
         let started = Instant::now();
         let deadline = started + wait;
+        let lease = first_lease(options);
+        if let Some(queued) = self.backend.acquire_waiting(key, holder, lease, wait).await {
+            return match queued? {
+                Attempt::Acquired { token } => Ok(self.guard(key, holder, token, options, started)),
+                Attempt::Busy { .. } => Err(LockError::TimedOut {
+                    key: key.to_string(),
+                    waited: started.elapsed(),
+                }),
+            };
+        }
         loop {
             // Registered before the attempt: a release right after it still wakes us.
             let waiter = self.backend.waiter(key);
@@ -403,7 +429,11 @@ impl Locker {
 }
 
 fn validate_key(key: &str) -> Result<(), LockError> {
-    if key.is_empty() || key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+    if key.is_empty()
+        || key.len() > 255
+        || !key.bytes().all(|b| b.is_ascii_graphic())
+        || key.starts_with('/')
+    {
         return Err(LockError::Invalid(format!(
             "lock key `{key}`: 1-255 printable ASCII characters"
         )));

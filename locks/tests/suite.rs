@@ -9,6 +9,7 @@ use locks::mysql::MysqlLock;
 use locks::noop::NoopLock;
 use locks::redis::{RedisLock, SimpleRedisLock};
 use locks::redlock::RedLock;
+use locks::zookeeper::ZooKeeperLock;
 use locks::{Fencing, HolderId, LockError, LockOptions, Locker, LostReason};
 use sqlx::Connection;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ enum Subject {
     Redis { url: String },
     SimpleRedis { url: String },
     RedLock { urls: Vec<String> },
+    ZooKeeper { connect: String },
     Noop,
 }
 
@@ -67,6 +69,11 @@ impl Subject {
                     .unwrap()
                     .with_node_timeout(Duration::from_millis(200)),
             ),
+            Subject::ZooKeeper { connect } => Locker::new(
+                ZooKeeperLock::connect(connect, "/stock-locks-tests", Duration::from_secs(4))
+                    .await
+                    .unwrap(),
+            ),
             Subject::Noop => Locker::new(NoopLock),
         }
     }
@@ -99,6 +106,16 @@ impl Subject {
                     let _: i64 = redis::cmd("DEL")
                         .arg(key)
                         .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                }
+            }
+            Subject::ZooKeeper { connect } => {
+                let client = zookeeper_client::Client::connect(connect).await.unwrap();
+                let parent = format!("/stock-locks-tests/{key}");
+                for child in client.list_children(&parent).await.unwrap() {
+                    client
+                        .delete(&format!("{parent}/{child}"), None)
                         .await
                         .unwrap();
                 }
@@ -604,6 +621,57 @@ mod redlock {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lost_from_outside() {
         super::lost_from_outside(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropped_guard() {
+        super::dropped_guard_is_released_in_the_background(&subject())
+            .await
+            .unwrap();
+    }
+}
+
+/// ZooKeeper: what a session-based lock promises (no lease to expire or steal, so
+/// those two checks do not apply; everything else does).
+mod zookeeper {
+    use super::*;
+
+    fn subject() -> Subject {
+        Subject::ZooKeeper {
+            connect: std::env::var("ZK_CONNECT").expect("ZK_CONNECT: run under ./scripts/test"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mutual_exclusion() {
+        super::mutual_exclusion(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reentrancy() {
+        super::reentrancy(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn holder_only_release() {
+        super::holder_only_release(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn checks_keep_a_busy_holder() {
+        super::renewal_keeps_a_busy_holder(&subject())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lost_from_outside() {
+        super::lost_from_outside(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tokens_strictly_increase() {
+        super::tokens_strictly_increase(&subject()).await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
