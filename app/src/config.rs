@@ -85,6 +85,16 @@ pub struct Settings {
     #[arg(long, env = "FENCING", default_value_t = true, action = clap::ArgAction::Set)]
     pub fencing: bool,
 
+    /// ZooKeeper session timeout for the zookeeper strategy, in milliseconds. The
+    /// holder counts its lock as lost after two thirds of it without reaching the
+    /// ensemble, before the server would expire the session.
+    #[arg(long, env = "ZK_SESSION_TIMEOUT_MS", default_value_t = 6_000)]
+    pub zk_session_timeout_ms: u64,
+
+    /// The ZooKeeper path under which lock nodes live (`<root>/stock/<product_id>`).
+    #[arg(long, env = "ZK_ROOT", default_value = "/stock-locks")]
+    pub zk_root: String,
+
     /// How long RedLock waits for one Redis node before counting it out, in
     /// milliseconds (much smaller than the lease).
     #[arg(long, env = "REDLOCK_NODE_TIMEOUT_MS", default_value_t = 100)]
@@ -124,6 +134,8 @@ impl Settings {
             fencing: true,
             mysql_lock_pool_size: 16,
             redlock_node_timeout_ms: 100,
+            zk_session_timeout_ms: 6_000,
+            zk_root: "/stock-locks".into(),
             enable_test_hooks: false,
         }
     }

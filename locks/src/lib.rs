@@ -366,7 +366,12 @@ impl Locker {
         let lease = first_lease(options);
         if let Some(queued) = self.backend.acquire_waiting(key, holder, lease, wait).await {
             return match queued? {
-                Attempt::Acquired { token } => Ok(self.guard(key, holder, token, options, started)),
+                // A queued lock (a session, not a lease) is ours from the moment the
+                // backend confirmed it, not from the start of the wait: the holder's
+                // safety margin counts from there.
+                Attempt::Acquired { token } => {
+                    Ok(self.guard(key, holder, token, options, Instant::now()))
+                }
                 Attempt::Busy { .. } => Err(LockError::TimedOut {
                     key: key.to_string(),
                     waited: started.elapsed(),

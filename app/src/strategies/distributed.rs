@@ -1,10 +1,11 @@
-//! `mysql-lock`, `redis-lock` and `redlock`: a distributed lock around a plain
+//! `mysql-lock`, `redis-lock`, `redlock` and `zookeeper`: a distributed lock around a plain
 //! read-check-write, with fenced writes.
 //!
 //! # Algorithm
 //! 1. For each product of the order, in product_id order: acquire the lock
-//!    `stock:{product_id}` (`redlock:stock:{product_id}` for RedLock; the `locks` crate:
-//!    [`locks::mysql`], [`locks::redis`], [`locks::redlock`]), all
+//!    `stock:{product_id}` (`redlock:stock:{product_id}` for RedLock, the node
+//!    `/stock-locks/stock/{product_id}` in ZooKeeper; the `locks` crate: [`locks::mysql`],
+//!    [`locks::redis`], [`locks::redlock`], [`locks::zookeeper`]), all
 //!    under one wait bound (`--lock-wait-ms`; 503 `busy` when it runs out, releasing
 //!    what was taken). The holder is this instance and request; the watchdog renews
 //!    the lease every lease/3 until the request ends or `--lock-max-hold-ms`.
@@ -82,6 +83,14 @@ static REDLOCK_INFO: StrategyInfo = StrategyInfo {
     backend: "redis x5 (RedLock)",
     safe_across_instances: true,
     fencing: "owner tag",
+};
+
+static ZOOKEEPER_INFO: StrategyInfo = StrategyInfo {
+    name: "zookeeper",
+    description: "Ephemeral sequential node per request, each waiter watching its predecessor (Curator-compatible), plain read-check-write; fenced by czxid by default.",
+    backend: "zookeeper",
+    safe_across_instances: true,
+    fencing: "token (czxid)",
 };
 
 static REDIS_INFO: StrategyInfo = StrategyInfo {
@@ -174,6 +183,35 @@ impl LockStrategy {
             settings,
             pool,
         )
+    }
+
+    /// `zookeeper`: the ensemble of `ZK_CONNECT`, nodes under `<zk-root>/stock/<id>`
+    /// (the path a Curator `InterProcessMutex` would use).
+    pub fn zookeeper(settings: &Settings, pool: &MySqlPool) -> LockStrategy {
+        let connect_string = settings.zk_connect.clone();
+        let root = settings.zk_root.clone();
+        let session = Duration::from_millis(settings.zk_session_timeout_ms);
+        let connect: Connect = Box::new(move || {
+            let (connect_string, root) = (connect_string.clone(), root.clone());
+            Box::pin(async move {
+                let connect_string =
+                    connect_string.ok_or_else(|| AppError::BackendUnavailable {
+                        backend: "zookeeper".into(),
+                        detail: "ZK_CONNECT is not set".into(),
+                    })?;
+                let backend =
+                    locks::zookeeper::ZooKeeperLock::connect(&connect_string, &root, session)
+                        .await
+                        .map_err(unavailable("zookeeper"))?;
+                Ok(Locker::new(backend))
+            })
+        });
+        let mut strategy =
+            LockStrategy::new(ZOOKEEPER_INFO.clone(), "stock/", connect, settings, pool);
+        // The "lease" of a session lock is the holder's safety margin: give up after
+        // two thirds of the session timeout without reaching the ensemble.
+        strategy.options.lease = strategy.options.lease.min(session * 2 / 3);
+        strategy
     }
 
     async fn locker(&self) -> Result<&Locker, AppError> {

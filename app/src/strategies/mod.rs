@@ -25,7 +25,7 @@
 //! - [`atomic_sql`]: `atomic-sql`, `UPDATE ... SET quantity = quantity - ? WHERE ... AND quantity >= ?`.
 //! - [`pessimistic`]: `pessimistic`, `SELECT ... FOR UPDATE`, retried on deadlock.
 //! - [`optimistic`]: `optimistic`, compare-and-set on a version column, retried.
-//! - [`distributed`]: `mysql-lock`, `redis-lock` and `redlock`, a distributed lock from the
+//! - [`distributed`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`: a distributed lock from the
 //!   `locks` crate around a plain read-check-write, with fenced writes.
 //!
 //! The lock strategies (`local-mutex` here, the distributed locks later) *trust their
@@ -534,5 +534,8 @@ pub fn all(settings: &Settings, pool: &MySqlPool) -> Strategies {
     strategies.add(Arc::new(distributed::LockStrategy::mysql(settings, pool)));
     strategies.add(Arc::new(distributed::LockStrategy::redis(settings, pool)));
     strategies.add(Arc::new(distributed::LockStrategy::redlock(settings, pool)));
+    strategies.add(Arc::new(distributed::LockStrategy::zookeeper(
+        settings, pool,
+    )));
     strategies
 }

@@ -65,6 +65,13 @@ pub fn test_settings(database_url: &str) -> Settings {
         optimistic_max_attempts: 1000,
         // Room for a loaded 2-core machine running tests in parallel.
         redlock_node_timeout_ms: 200,
+        zk_connect: std::env::var("ZK_CONNECT").ok(),
+        // A ZooKeeper root of the test's own (the database name), so parallel tests
+        // never queue on each other's lock nodes.
+        zk_root: format!(
+            "/stock-locks-test/{}",
+            database_url.rsplit('/').next().unwrap_or("db")
+        ),
         // The shared testbed's Redis (the first serves redis-lock).
         redis_urls: std::env::var("REDIS_URLS")
             .map(|v| v.split(',').map(str::to_string).collect())
@@ -98,6 +105,8 @@ macro_rules! each_strategy {
             async fn redis_lock() { super::$name("redis-lock").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn redlock() { super::$name("redlock").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn zookeeper() { super::$name("zookeeper").await }
         }
     };
 }

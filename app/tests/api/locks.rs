@@ -106,6 +106,18 @@ async fn redlock_400_requests_two_instances() {
     race("redlock", 400, 64).await;
 }
 
+/// `zookeeper`, 200 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_200_requests_two_instances() {
+    race("zookeeper", 200, 64).await;
+}
+
+/// `zookeeper`, 400 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_400_requests_two_instances() {
+    race("zookeeper", 400, 64).await;
+}
+
 /// `redis-lock`, 200 requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_lock_200_requests_two_instances() {
@@ -241,6 +253,93 @@ async fn redlock_unfenced_loses_an_update() {
     holder_outlives_its_lock("redlock", false).await;
 }
 
+/// ZooKeeper has sessions, not leases: the way a holder outlives its lock is a
+/// partition. Instance 1 reaches ZooKeeper through a proxy; request 1 pauses after its
+/// read; the proxy goes silent; the session expires (2 s) and ZooKeeper deletes the
+/// node; request 2, on instance 2, takes the lock and sells the last unit; the
+/// partition heals and request 1 resumes. Fenced (czxid), it is refused; unfenced, the
+/// unit is sold twice.
+async fn zookeeper_partitioned_holder(fencing: bool) {
+    let database = fresh_database().await;
+    let zk_port: u16 = std::env::var("ZK_CONNECT")
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .rsplit_once(':')
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
+    let proxy = testbed::proxy::Proxy::start(zk_port).unwrap();
+    let settings = |zk: String| Settings {
+        zk_connect: Some(zk),
+        zk_session_timeout_ms: 2_000,
+        fencing,
+        ..test_settings(&database)
+    };
+    let first = spawn_with(settings(format!("127.0.0.1:{}", proxy.port()))).await;
+    let second = spawn_with(settings(std::env::var("ZK_CONNECT").unwrap())).await;
+    first.stock(1, 1).await;
+
+    first
+        .set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
+        .await;
+    let request_1 = send(
+        &first,
+        "zookeeper",
+        json!({"product_id": 1, "request_id": "partitioned"}),
+    );
+    first.wait_paused("after_read", 1).await;
+    proxy.set(testbed::proxy::ProxyMode::Blackhole);
+    let (status_2, body_2) = send(
+        &second,
+        "zookeeper",
+        json!({"product_id": 1, "request_id": "new-holder"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        status_2,
+        StatusCode::OK,
+        "the new holder sells once the session expired: {body_2}"
+    );
+    proxy.set(testbed::proxy::ProxyMode::Pass);
+    first.release("after_read").await;
+    let (status_1, body_1) = request_1.await.unwrap();
+    let state = first.db_state(1).await;
+    println!("zookeeper, fencing {fencing}: partitioned holder {status_1} {body_1}; {state:?}");
+    if fencing {
+        assert_eq!(body_1["error"], "lock_lost", "{body_1}");
+        assert_eq!(
+            (state.remaining, state.ledger_sum, state.lost_updates()),
+            (0, 1, 0),
+            "{state:?}"
+        );
+    } else {
+        assert_eq!(status_1, StatusCode::OK, "{body_1}");
+        assert_eq!(
+            (state.remaining, state.ledger_sum, state.lost_updates()),
+            (0, 2, 1),
+            "{state:?}"
+        );
+    }
+    first.stop().await;
+    second.stop().await;
+}
+
+/// `zookeeper`, fenced by czxid: the partitioned holder is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_fenced_refuses_the_partitioned_holder() {
+    zookeeper_partitioned_holder(true).await;
+}
+
+/// `zookeeper`, unfenced: the partitioned holder's write is a lost update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_unfenced_loses_an_update() {
+    zookeeper_partitioned_holder(false).await;
+}
+
 /// Fencing can be turned off per request (a test hook), and the ledger shows which
 /// sales were fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,6 +405,18 @@ async fn lock_backends_that_are_there_and_not() {
 
     settings.redis_urls.clear();
     let no_redis = spawn_with(settings).await;
+    let body = assert_error(
+        no_redis
+            .deduct("zookeeper", &json!({"product_id": 1}))
+            .await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "backend_unavailable",
+    )
+    .await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("ZK_CONNECT"),
+        "{body}"
+    );
     let body = assert_error(
         no_redis
             .deduct("redis-lock", &json!({"product_id": 1}))
