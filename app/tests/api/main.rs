@@ -3,6 +3,7 @@
 //! on a database of its own, so they run in parallel.
 
 mod controls;
+mod curator;
 mod deadlock;
 mod helpers;
 mod hooks;
