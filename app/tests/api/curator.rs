@@ -59,7 +59,7 @@ struct Java {
 }
 
 impl Java {
-    fn run(classes: &PathBuf, path: &str, args: &[&str]) -> Java {
+    fn run(classes: &std::path::Path, path: &str, args: &[&str]) -> Java {
         let connect = std::env::var("ZK_CONNECT").expect("ZK_CONNECT: run under ./scripts/test");
         let mut child = Command::new("java")
             .args([
