@@ -252,31 +252,42 @@ pub async fn claim_fence(
     Ok(claimed.rows_affected() == 1)
 }
 
-/// Fencing, step 3: write the computed quantity only if `token` is still the newest
-/// claim on the product. `false` (nothing written) means a newer holder claimed it
-/// since: the caller rolls back and answers `lock_lost`.
+/// What a fenced write checks: the lock's token, or (RedLock) its owner tag.
+#[derive(Debug, Clone, Copy)]
+pub enum Fence<'a> {
+    Token(u64),
+    Owner(&'a str),
+}
+
+/// Fencing, step 3: write the computed quantity only if this request's claim (`fence`)
+/// is still the newest on the product. `false` (nothing written) means a newer holder
+/// claimed it since: the caller rolls back and answers `lock_lost`.
 pub async fn write_quantity_fenced(
     tx: &mut MySqlConnection,
     product_id: i64,
     quantity: i32,
     backend: &str,
-    token: u64,
+    fence: Fence<'_>,
 ) -> sqlx::Result<bool> {
-    let done = sqlx::query(
-        r#"
-        UPDATE stock s
-        JOIN stock_fence f ON f.product_id = s.product_id AND f.backend = ?
-        SET s.quantity = ?, s.version = s.version + 1
-        WHERE s.product_id = ? AND f.token = ?
-        "#,
-    )
-    .bind(backend)
-    .bind(quantity)
-    .bind(product_id)
-    .bind(token)
-    .execute(tx)
-    .await?;
-    Ok(done.rows_affected() >= 1)
+    let column = match fence {
+        Fence::Token(_) => "token",
+        Fence::Owner(_) => "owner",
+    };
+    let sql = format!(
+        "UPDATE stock s \
+         JOIN stock_fence f ON f.product_id = s.product_id AND f.backend = ? \
+         SET s.quantity = ?, s.version = s.version + 1 \
+         WHERE s.product_id = ? AND f.{column} = ?"
+    );
+    let query = sqlx::query(&sql)
+        .bind(backend)
+        .bind(quantity)
+        .bind(product_id);
+    let query = match fence {
+        Fence::Token(token) => query.bind(token),
+        Fence::Owner(owner) => query.bind(owner),
+    };
+    Ok(query.execute(tx).await?.rows_affected() >= 1)
 }
 
 /// Fencing without a token (RedLock), step 1: claim the product for `owner`, the
@@ -298,29 +309,4 @@ pub async fn claim_owner(
     .execute(pool)
     .await?;
     Ok(())
-}
-
-/// Fencing without a token, step 3: write only while `owner` is still the last claim.
-pub async fn write_quantity_owned(
-    tx: &mut MySqlConnection,
-    product_id: i64,
-    quantity: i32,
-    backend: &str,
-    owner: &str,
-) -> sqlx::Result<bool> {
-    let done = sqlx::query(
-        r#"
-        UPDATE stock s
-        JOIN stock_fence f ON f.product_id = s.product_id AND f.backend = ?
-        SET s.quantity = ?, s.version = s.version + 1
-        WHERE s.product_id = ? AND f.owner = ?
-        "#,
-    )
-    .bind(backend)
-    .bind(quantity)
-    .bind(product_id)
-    .bind(owner)
-    .execute(tx)
-    .await?;
-    Ok(done.rows_affected() >= 1)
 }

@@ -37,6 +37,12 @@ impl MariaDb {
         let mariadbd = find_binary("mariadbd", "mariadb-server")?;
         let dir = ServerDir::new("mariadb")?;
         let datadir = dir.path().join("data");
+        // A private tmpdir: bootstraps running side by side in the shared /tmp have been
+        // seen failing on each other's temporary tables ("Error on delete of
+        // '/tmp/#sql-temptable-...'").
+        let tmpdir = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmpdir)
+            .map_err(crate::Error::io("mariadb: creating its tmpdir"))?;
         run_to_end(
             "mariadb",
             &install_db,
@@ -46,6 +52,7 @@ impl MariaDb {
                 format!("--datadir={}", datadir.display()),
                 "--auth-root-authentication-method=normal".into(),
                 "--skip-test-db".into(),
+                format!("--tmpdir={}", tmpdir.display()),
                 "--innodb-log-file-size=8M".into(),
             ],
         )?;
@@ -60,6 +67,7 @@ impl MariaDb {
                 format!("--port={port}"),
                 "--bind-address=127.0.0.1".into(),
                 format!("--log-error={}", d.join("mariadb.log").display()),
+                format!("--tmpdir={}", tmpdir.display()),
                 "--character-set-server=utf8mb4".into(),
                 "--collation-server=utf8mb4_unicode_ci".into(),
                 "--innodb-log-file-size=8M".into(),

@@ -42,7 +42,7 @@ use super::{Applied, Cx, Held, HeldLock, Strategy, StrategyInfo, TxError, read_a
 use crate::config::Settings;
 use crate::error::AppError;
 use crate::order::Order;
-use crate::stock;
+use crate::stock::{self, Fence};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use locks::{HolderId, LockError, LockGuard, LockOptions, Locker};
@@ -344,24 +344,22 @@ impl Strategy for LockStrategy {
         let backend = self.locker().await?.name();
         for a in &applied {
             let product_id = a.item.product_id;
-            let written = match (
-                self.fenced(order),
-                held.token_for(product_id),
-                held.owner_for(product_id),
-            ) {
-                (false, _, _) => {
-                    stock::write_quantity(tx, product_id, a.remaining).await?;
-                    true
+            let fence = match (held.token_for(product_id), held.owner_for(product_id)) {
+                _ if !self.fenced(order) => None,
+                (Some(token), _) => Some(Fence::Token(token)),
+                (None, Some(owner)) => Some(Fence::Owner(owner)),
+                (None, None) => {
+                    return Err(AppError::Unexpected(anyhow::anyhow!("no fence for a lock")).into());
                 }
-                (true, Some(token), _) => {
-                    stock::write_quantity_fenced(tx, product_id, a.remaining, backend, token)
+            };
+            let written = match fence {
+                Some(fence) => {
+                    stock::write_quantity_fenced(tx, product_id, a.remaining, backend, fence)
                         .await?
                 }
-                (true, None, Some(owner)) => {
-                    stock::write_quantity_owned(tx, product_id, a.remaining, backend, owner).await?
-                }
-                (true, None, None) => {
-                    return Err(AppError::Unexpected(anyhow::anyhow!("no fence for a lock")).into());
+                None => {
+                    stock::write_quantity(tx, product_id, a.remaining).await?;
+                    true
                 }
             };
             if !written {
