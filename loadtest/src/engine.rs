@@ -1,0 +1,218 @@
+//! Firing deductions: closed loop (a fixed number in flight) or open loop (a fixed
+//! start rate), round-robin over the service instances, every answer classified and
+//! every latency recorded in an HdrHistogram.
+
+use futures::StreamExt;
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// One strategy's load.
+#[derive(Debug, Clone)]
+pub struct Load {
+    /// Service base URLs; request i goes to `bases[i % len]`.
+    pub bases: Vec<String>,
+    pub strategy: String,
+    /// The products deducted: request i asks for `products[i % len]` (and, for a
+    /// multi-item request, the next one too).
+    pub products: Vec<i64>,
+    pub requests: usize,
+    /// Requests in flight at once (closed loop), or at most (open loop).
+    pub concurrency: usize,
+    /// Open loop: start this many requests per second, whatever the answers take.
+    pub rate: Option<f64>,
+    /// Units per item.
+    pub quantity: i64,
+    /// Share of requests (0.0-1.0) that order two products at once.
+    pub multi_item_share: f64,
+    /// Per-request `hold_ms` (a test hook: the service must run with test hooks).
+    pub hold_ms: Option<u64>,
+    /// Prefix of the request ids, so runs never collide.
+    pub id_prefix: String,
+}
+
+/// What the clients saw.
+#[derive(Debug)]
+pub struct Fired {
+    /// Answers by kind: `200`, `409`, `503 busy`, `4xx`, `5xx`, `transport`.
+    pub outcomes: BTreeMap<String, u64>,
+    /// Latency of every request, in microseconds.
+    pub latency_us: Histogram<u64>,
+    /// Request ids answered 200: each must have its ledger rows.
+    pub acknowledged: Vec<String>,
+    /// Request ids whose outcome is unknown (`outcome_unknown`, transport errors):
+    /// they may or may not have been applied, and are counted apart.
+    pub unknown: Vec<String>,
+    /// Sum of `attempts` over the 200 answers.
+    pub attempts: u64,
+    pub elapsed: Duration,
+}
+
+impl Fired {
+    pub fn count(&self, outcome: &str) -> u64 {
+        self.outcomes.get(outcome).copied().unwrap_or(0)
+    }
+
+    pub fn throughput(&self) -> f64 {
+        let total: u64 = self.outcomes.values().sum();
+        total as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// A latency percentile in milliseconds.
+    pub fn latency_ms(&self, percentile: f64) -> f64 {
+        self.latency_us.value_at_quantile(percentile / 100.0) as f64 / 1000.0
+    }
+
+    pub fn attempts_per_success(&self) -> f64 {
+        let ok = self.count("200");
+        if ok == 0 {
+            0.0
+        } else {
+            self.attempts as f64 / ok as f64
+        }
+    }
+}
+
+/// The classification of one answer.
+struct Answer {
+    outcome: String,
+    request_id: String,
+    attempts: u64,
+    micros: u64,
+}
+
+fn body(load: &Load, i: usize) -> (String, Value) {
+    let request_id = format!("{}-{i}", load.id_prefix);
+    let product = load.products[i % load.products.len()];
+    // Deterministic spread of multi-item requests: every k-th request.
+    let multi = load.multi_item_share > 0.0
+        && load.products.len() > 1
+        && ((i as f64 * load.multi_item_share).floor()
+            != ((i + 1) as f64 * load.multi_item_share).floor());
+    let mut body = if multi {
+        let next = load.products[(i + 1) % load.products.len()];
+        json!({"request_id": request_id, "items": [
+            {"product_id": product, "quantity": load.quantity},
+            {"product_id": next, "quantity": load.quantity},
+        ]})
+    } else {
+        json!({"request_id": request_id, "product_id": product, "quantity": load.quantity})
+    };
+    if let Some(hold) = load.hold_ms {
+        body["hold_ms"] = json!(hold);
+    }
+    (request_id, body)
+}
+
+async fn send(client: &reqwest::Client, load: &Load, i: usize) -> Answer {
+    let url = format!(
+        "{}/deduct/{}",
+        load.bases[i % load.bases.len()],
+        load.strategy
+    );
+    let (request_id, body) = body(load, i);
+    let sent = Instant::now();
+    let (outcome, attempts) = match client.post(&url).json(&body).send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let answer: Value = response.json().await.unwrap_or(Value::Null);
+            match status {
+                200 => ("200".to_string(), answer["attempts"].as_u64().unwrap_or(1)),
+                409 => ("409".to_string(), 0),
+                503 => (
+                    format!("503 {}", answer["error"].as_str().unwrap_or("?")),
+                    0,
+                ),
+                400..=499 => ("4xx".to_string(), 0),
+                _ => ("5xx".to_string(), 0),
+            }
+        }
+        Err(_) => ("transport".to_string(), 0),
+    };
+    Answer {
+        outcome,
+        request_id,
+        attempts,
+        micros: sent.elapsed().as_micros() as u64,
+    }
+}
+
+/// Runs the load and returns what the clients saw.
+pub async fn fire(client: &reqwest::Client, load: &Load) -> Fired {
+    let started = Instant::now();
+    let answers: Vec<Answer> = match load.rate {
+        None => {
+            futures::stream::iter(0..load.requests)
+                .map(|i| send(client, load, i))
+                .buffer_unordered(load.concurrency.max(1))
+                .collect()
+                .await
+        }
+        Some(rate) => {
+            // Open loop: a request starts every 1/rate s; at most `concurrency` wait.
+            let gate = Arc::new(Semaphore::new(load.concurrency.max(1)));
+            let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.max(0.001)));
+            let mut running = Vec::with_capacity(load.requests);
+            for i in 0..load.requests {
+                ticks.tick().await;
+                let permit = gate.clone().acquire_owned().await.expect("open semaphore");
+                let (client, load) = (client.clone(), load.clone());
+                running.push(tokio::spawn(async move {
+                    let answer = send(&client, &load, i).await;
+                    drop(permit);
+                    answer
+                }));
+            }
+            let mut answers = Vec::with_capacity(running.len());
+            for task in running {
+                answers.push(task.await.expect("request task"));
+            }
+            answers
+        }
+    };
+    let elapsed = started.elapsed();
+    let mut fired = Fired {
+        outcomes: BTreeMap::new(),
+        latency_us: Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds"),
+        acknowledged: Vec::new(),
+        unknown: Vec::new(),
+        attempts: 0,
+        elapsed,
+    };
+    for answer in answers {
+        *fired.outcomes.entry(answer.outcome.clone()).or_default() += 1;
+        let _ = fired.latency_us.record(answer.micros.max(1));
+        match answer.outcome.as_str() {
+            "200" => {
+                fired.acknowledged.push(answer.request_id);
+                fired.attempts += answer.attempts;
+            }
+            "transport" | "503 outcome_unknown" => fired.unknown.push(answer.request_id),
+            _ => {}
+        }
+    }
+    fired
+}
+
+/// Restocks a product through the admin API (a new epoch).
+pub async fn restock(
+    client: &reqwest::Client,
+    base: &str,
+    admin_token: &str,
+    product_id: i64,
+    stock: i64,
+) -> anyhow::Result<()> {
+    let response = client
+        .put(format!("{base}/stock/{product_id}"))
+        .bearer_auth(admin_token)
+        .json(&json!({ "quantity": stock }))
+        .send()
+        .await?;
+    if !response.status().is_success() {
+        anyhow::bail!("restock of {product_id} failed: {}", response.text().await?);
+    }
+    Ok(())
+}

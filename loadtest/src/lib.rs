@@ -1,0 +1,135 @@
+//! `loadtest`: fires concurrent deductions at stock-app instances and proves from the
+//! database whether anything oversold.
+//!
+//! # Layout
+//! - [`engine`]: firing a load (closed or open loop), classifying answers, latency in
+//!   an HdrHistogram.
+//! - [`verify`]: the verdict from the database: lost updates, units sold beyond stock,
+//!   acknowledged sales missing from the ledger.
+//! - [`report`]: rows, the table, the JSON report (schema version 1).
+//! - [`Runner`]: one strategy's run, start to verdict.
+//! - the binary: `loadtest run` against running services, `loadtest demo` (what
+//!   `./scripts/demo` runs) which starts everything itself.
+
+pub mod engine;
+pub mod report;
+pub mod verify;
+
+use engine::{Load, fire, restock};
+use report::{Expect, Row};
+use sqlx::MySqlPool;
+
+/// Runs strategies against running services, one at a time, each on fresh stock.
+pub struct Runner {
+    pub client: reqwest::Client,
+    pub db: MySqlPool,
+    pub bases: Vec<String>,
+    pub admin_token: String,
+}
+
+/// How one strategy is loaded.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub section: String,
+    pub strategy: String,
+    /// The products to restock and deduct.
+    pub products: Vec<i64>,
+    pub stock: i64,
+    pub requests: usize,
+    pub concurrency: usize,
+    pub rate: Option<f64>,
+    pub quantity: i64,
+    pub multi_item_share: f64,
+    /// Per-request hold (a test hook), if any.
+    pub request_hold_ms: Option<u64>,
+    /// The hold the instances were started with (`--hold-ms`), for the report.
+    pub server_hold_ms: u64,
+    pub warmup: usize,
+    pub expect: Expect,
+}
+
+impl Runner {
+    /// Restocks the plan's products (a new epoch each), warms up, fires the load,
+    /// then verifies from the database.
+    pub async fn run(&self, plan: &Plan) -> anyhow::Result<Row> {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        if plan.warmup > 0 {
+            // Warm-up on a product of its own, not counted.
+            let warm_product = plan.products[0] + 1_000_000;
+            restock(
+                &self.client,
+                &self.bases[0],
+                &self.admin_token,
+                warm_product,
+                plan.warmup as i64,
+            )
+            .await?;
+            let warm = Load {
+                bases: self.bases.clone(),
+                strategy: plan.strategy.clone(),
+                products: vec![warm_product],
+                requests: plan.warmup,
+                concurrency: plan.concurrency,
+                rate: None,
+                quantity: 1,
+                multi_item_share: 0.0,
+                hold_ms: None,
+                id_prefix: format!("warm-{id}"),
+            };
+            fire(&self.client, &warm).await;
+        }
+        for &product in &plan.products {
+            restock(
+                &self.client,
+                &self.bases[0],
+                &self.admin_token,
+                product,
+                plan.stock,
+            )
+            .await?;
+        }
+        let load = Load {
+            bases: self.bases.clone(),
+            strategy: plan.strategy.clone(),
+            products: plan.products.clone(),
+            requests: plan.requests,
+            concurrency: plan.concurrency,
+            rate: plan.rate,
+            quantity: plan.quantity,
+            multi_item_share: plan.multi_item_share,
+            hold_ms: plan.request_hold_ms,
+            id_prefix: format!("lt-{id}"),
+        };
+        let fired = fire(&self.client, &load).await;
+        // The verdict is read only now, after every request has finished.
+        let verdict = verify::verify(
+            &self.db,
+            &plan.products,
+            &fired.acknowledged,
+            fired.unknown.len(),
+        )
+        .await?;
+        Ok(Row::new(plan, self.bases.len(), &fired, verdict))
+    }
+
+    /// The strategies the first instance serves, with whether each is safe across
+    /// instances.
+    pub async fn strategies(&self) -> anyhow::Result<Vec<(String, bool)>> {
+        let list: Vec<serde_json::Value> = self
+            .client
+            .get(format!("{}/strategies", self.bases[0]))
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok(list
+            .iter()
+            .filter_map(|s| {
+                Some((
+                    s["name"].as_str()?.to_string(),
+                    s["safe_across_instances"].as_bool().unwrap_or(false),
+                ))
+            })
+            .collect())
+    }
+}

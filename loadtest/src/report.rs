@@ -1,0 +1,200 @@
+//! Results: one [`Row`] per strategy and section, printed as a table and written as
+//! JSON (schema in the README, `"version": 1`).
+
+use crate::Plan;
+use crate::engine::Fired;
+use crate::verify::Verdict;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The JSON schema version; bump it on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What a strategy is expected to do in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// Never oversells.
+    Safe,
+    /// Must oversell (a control, in a run made to show it).
+    Oversells,
+    /// A control where overselling depends on timing: not judged.
+    Either,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// One strategy's run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `throughput` (no hold) or `held` (the demonstration of failures).
+    pub section: String,
+    pub strategy: String,
+    pub instances: usize,
+    pub hold_ms: u64,
+    pub requests: usize,
+    pub concurrency: usize,
+    pub seconds: f64,
+    pub throughput_rps: f64,
+    pub latency_ms: Latency,
+    /// Answers by kind: `200`, `409`, `503 busy`, `503 lock_lost`, `4xx`, `5xx`, `transport`.
+    pub responses: BTreeMap<String, u64>,
+    pub attempts_per_success: f64,
+    pub verdict: Verdict,
+    pub expect: Expect,
+    pub as_expected: bool,
+}
+
+impl Row {
+    /// A row from a plan, what the clients saw on `instances` instances, and the verdict.
+    pub fn new(plan: &Plan, instances: usize, fired: &Fired, verdict: Verdict) -> Row {
+        let expect = plan.expect;
+        let oversold = !verdict.is_clean();
+        let as_expected = verdict.missing_acknowledged == 0
+            && match expect {
+                Expect::Safe => !oversold,
+                Expect::Oversells => oversold,
+                Expect::Either => true,
+            };
+        Row {
+            section: plan.section.clone(),
+            strategy: plan.strategy.clone(),
+            instances,
+            hold_ms: plan.request_hold_ms.unwrap_or(plan.server_hold_ms),
+            requests: fired.outcomes.values().sum::<u64>() as usize,
+            concurrency: plan.concurrency,
+            seconds: fired.elapsed.as_secs_f64(),
+            throughput_rps: fired.throughput(),
+            latency_ms: Latency {
+                p50: fired.latency_ms(50.0),
+                p90: fired.latency_ms(90.0),
+                p99: fired.latency_ms(99.0),
+                max: fired.latency_ms(100.0),
+            },
+            responses: fired.outcomes.clone(),
+            attempts_per_success: fired.attempts_per_success(),
+            verdict,
+            expect,
+            as_expected,
+        }
+    }
+
+    pub fn verdict_text(&self) -> &'static str {
+        let oversold = !self.verdict.is_clean();
+        match (self.expect, oversold, self.as_expected) {
+            (_, _, false) if self.verdict.missing_acknowledged > 0 => {
+                "UNEXPECTED: acknowledged sales missing from the ledger"
+            }
+            (Expect::Safe, false, _) => "safe",
+            (Expect::Safe, true, _) => "UNEXPECTED: OVERSOLD",
+            (Expect::Oversells, true, _) => "oversold, as expected",
+            (Expect::Oversells, false, _) => "UNEXPECTED: the control did not oversell",
+            (Expect::Either, true, _) => "oversold (not safe across instances)",
+            (Expect::Either, false, _) => "did not oversell this time (not safe across instances)",
+        }
+    }
+
+    fn count(&self, key: &str) -> u64 {
+        self.responses.get(key).copied().unwrap_or(0)
+    }
+}
+
+/// The whole report, as written to JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub version: u32,
+    pub tool: String,
+    /// Unix seconds when the run ended.
+    pub generated_at: u64,
+    pub machine: Machine,
+    pub parameters: serde_json::Value,
+    pub results: Vec<Row>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cores: usize,
+}
+
+impl Report {
+    pub fn new(parameters: serde_json::Value, results: Vec<Row>) -> Report {
+        Report {
+            version: SCHEMA_VERSION,
+            tool: format!("loadtest {}", env!("CARGO_PKG_VERSION")),
+            generated_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            machine: Machine {
+                cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            },
+            parameters,
+            results,
+        }
+    }
+
+    pub fn all_as_expected(&self) -> bool {
+        self.results.iter().all(|r| r.as_expected)
+    }
+}
+
+/// Prints a section's rows as a table.
+pub fn print_table(title: &str, rows: &[&Row]) {
+    println!();
+    println!("{title}");
+    println!(
+        "{:<12} {:>7} {:>8} {:>8} {:>5} {:>5} {:>8} {:>5} {:>6} {:>6} {:>5} {:>7}  verdict",
+        "strategy",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "sold",
+        "left",
+        "sold-out",
+        "busy",
+        "other",
+        "tries",
+        "lost",
+        "beyond",
+    );
+    for row in rows {
+        let other: u64 = row
+            .responses
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "200" | "409" | "503 busy"))
+            .map(|(_, n)| n)
+            .sum();
+        println!(
+            "{:<12} {:>7.0} {:>8.2} {:>8.2} {:>5} {:>5} {:>8} {:>5} {:>6} {:>6.2} {:>5} {:>7}  {}",
+            row.strategy,
+            row.throughput_rps,
+            row.latency_ms.p50,
+            row.latency_ms.p99,
+            row.verdict.sold,
+            row.verdict.remaining,
+            row.count("409"),
+            row.count("503 busy"),
+            other,
+            row.attempts_per_success,
+            row.verdict.lost_updates,
+            row.verdict.beyond_stock,
+            row.verdict_text(),
+        );
+        for (kind, n) in row
+            .responses
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "200" | "409" | "503 busy"))
+        {
+            println!("{:<12}   other: {n} x {kind}", "");
+        }
+    }
+    println!(
+        "sold = ledger sum; lost = ledger - (stock - left): sales the stock row never saw; beyond = sold past the stock; tries = transactions per sale"
+    );
+}

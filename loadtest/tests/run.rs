@@ -1,0 +1,108 @@
+//! `loadtest`'s checker against a real service: it reports a clean verdict where there
+//! is one, and a red one where the service really oversold (it can fail).
+
+use loadtest::report::Expect;
+use loadtest::{Plan, Runner};
+use serde_json::json;
+use sqlx::Connection;
+use stock_app::{Application, Settings};
+
+const TOKEN: &str = "loadtest-token";
+
+/// A service on a fresh database of the shared testbed MariaDB, with test hooks on.
+async fn service() -> (String, String) {
+    let base = std::env::var("DATABASE_URL").expect("DATABASE_URL: run under ./scripts/test");
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let name = format!("lt_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::MySqlConnection::connect(&base).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE `{name}`"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let database_url = format!("{server}/{name}");
+    let app = Application::build(Settings {
+        admin_token: Some(TOKEN.into()),
+        enable_test_hooks: true,
+        ..Settings::for_database(&database_url)
+    })
+    .await
+    .unwrap();
+    let url = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until_stopped());
+    (url, database_url)
+}
+
+fn plan(strategy: &str, expect: Expect) -> Plan {
+    Plan {
+        section: "test".into(),
+        strategy: strategy.into(),
+        products: vec![1],
+        stock: 20,
+        requests: 60,
+        concurrency: 8,
+        rate: None,
+        quantity: 1,
+        multi_item_share: 0.0,
+        request_hold_ms: None,
+        server_hold_ms: 0,
+        warmup: 5,
+        expect,
+    }
+}
+
+/// atomic-sql: 20 sold of 20, 40 sold out, clean; unsafe with the `after_read`
+/// failpoint sleeping 20 ms: lost updates, so a red verdict when it was expected safe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checker_finds_what_the_database_says() {
+    let (url, database_url) = service().await;
+    let runner = Runner {
+        client: reqwest::Client::new(),
+        db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        bases: vec![url.clone()],
+        admin_token: TOKEN.into(),
+    };
+
+    let clean = runner.run(&plan("atomic-sql", Expect::Safe)).await.unwrap();
+    assert_eq!(clean.verdict.sold, 20);
+    assert_eq!(clean.responses.get("200"), Some(&20));
+    assert_eq!(clean.responses.get("409"), Some(&40));
+    assert!(clean.verdict.is_clean() && clean.as_expected, "{clean:?}");
+    assert_eq!(clean.verdict.missing_acknowledged, 0);
+
+    let set = reqwest::Client::new()
+        .put(format!("{url}/hooks/after_read"))
+        .json(&json!({"mode": "sleep", "ms": 20}))
+        .send()
+        .await
+        .unwrap();
+    assert!(set.status().is_success());
+    let red = runner.run(&plan("unsafe", Expect::Safe)).await.unwrap();
+    println!(
+        "unsafe with a 20 ms sleep after the read: {:?}",
+        red.verdict
+    );
+    assert!(red.verdict.lost_updates > 0, "{:?}", red.verdict);
+    assert!(
+        !red.as_expected,
+        "expected safe, found oversold: the checker fails the run"
+    );
+    assert_eq!(red.verdict_text(), "UNEXPECTED: OVERSOLD");
+
+    let json =
+        serde_json::to_value(loadtest::report::Report::new(json!({}), vec![clean, red])).unwrap();
+    assert_eq!(json["version"], 1);
+    for key in [
+        "strategy",
+        "throughput_rps",
+        "latency_ms",
+        "responses",
+        "verdict",
+        "as_expected",
+    ] {
+        assert!(
+            json["results"][0].get(key).is_some(),
+            "results[].{key} missing"
+        );
+    }
+}
