@@ -7,11 +7,17 @@
 //! - [`verify`]: the verdict from the database: lost updates, units sold beyond stock,
 //!   acknowledged sales missing from the ledger.
 //! - [`report`]: rows, the table, the JSON report (schema version 1).
+//! - [`html`]: the self-contained HTML report with inline SVG charts.
+//! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
+//! - [`baseline`]: the atomic-sql transaction over sqlx, no HTTP: the service's overhead.
 //! - [`Runner`]: one strategy's run, start to verdict.
 //! - the binary: `loadtest run` against running services, `loadtest demo` (what
 //!   `./scripts/demo` runs) which starts everything itself.
 
+pub mod baseline;
+pub mod claims;
 pub mod engine;
+pub mod html;
 pub mod report;
 pub mod verify;
 

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use loadtest::report::{Expect, Report, Row, print_table};
+use loadtest::report::{Expect, InstanceInfo, Report, Row, print_table};
 use loadtest::{Plan, Runner};
 use serde_json::json;
 use sqlx::mysql::MySqlPoolOptions;
@@ -347,6 +347,39 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             rows.push(runner.run(&plan).await?);
         }
     }
+    // The baseline: the atomic-sql transaction over sqlx, no HTTP, same concurrency.
+    if args.load.strategies.is_empty() || args.load.strategies.iter().any(|s| s == "baseline") {
+        eprintln!("demo: baseline (atomic-sql over sqlx, no HTTP) ...");
+        rows.push(baseline_row(&client, &plain[0].base, &env["DATABASE_URL"], &args.load).await?);
+    }
+    // Optimistic CAS at low and high concurrency, for the contention claim.
+    let mut contention = None;
+    if args.load.strategies.is_empty() || args.load.strategies.iter().any(|s| s == "optimistic") {
+        let runner = Runner {
+            client: client.clone(),
+            db: db.clone(),
+            bases: plain.iter().map(|i| i.base.clone()).collect(),
+            admin_token: ADMIN_TOKEN.into(),
+        };
+        let mut measured = Vec::new();
+        for (i, concurrency) in [4usize, 64].into_iter().enumerate() {
+            eprintln!("demo: optimistic at concurrency {concurrency} (contention) ...");
+            let mut plan = plan(
+                "contention",
+                "optimistic",
+                first_product(2, i),
+                &args.load,
+                Expect::Safe,
+            );
+            plan.concurrency = concurrency;
+            plan.requests = args.load.requests / 2;
+            let row = runner.run(&plan).await?;
+            measured.push((concurrency, row.attempts_per_success));
+            rows.push(row);
+        }
+        contention = Some((measured[0], measured[1]));
+    }
+    let servers = server_versions(&db, &env).await;
     db.close().await;
 
     let throughput: Vec<&Row> = rows.iter().filter(|r| r.section == "throughput").collect();
@@ -365,12 +398,44 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         ),
         &broken,
     );
+    let contention_rows: Vec<&Row> = rows.iter().filter(|r| r.section == "contention").collect();
+    if !contention_rows.is_empty() {
+        print_table(
+            "Optimistic CAS under contention (same product, 2 instances)",
+            &contention_rows,
+        );
+    }
+    let instances: Vec<InstanceInfo> = plain
+        .iter()
+        .chain(held.iter())
+        .map(|i| InstanceInfo {
+            name: i.process.name().to_string(),
+            peak_rss_kib: peak_rss_kib(i.process.pid()),
+        })
+        .collect();
     for instance in plain.iter_mut().chain(held.iter_mut()) {
         instance.process.kill();
     }
     drop(stack);
 
-    let report = Report::new(parameters(&args.load, 2, args.hold_ms), rows);
+    let mut report = Report::new(parameters(&args.load, 2, args.hold_ms), rows);
+    report.claims = loadtest::claims::check(&report.results, contention);
+    report.instances = instances;
+    report.machine.servers = servers;
+    println!();
+    for claim in &report.claims {
+        println!(
+            "claim: {} -> {} ({})",
+            claim.claim, claim.verdict, claim.evidence
+        );
+    }
+    for instance in &report.instances {
+        println!(
+            "instance {}: peak RSS {:.1} MiB",
+            instance.name,
+            instance.peak_rss_kib as f64 / 1024.0
+        );
+    }
     let json_path = match &args.load.json {
         Some(path) => path.clone(),
         None => std::env::current_dir()?.join("reports").join("demo.json"),
@@ -379,15 +444,20 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     write_json(&json_path, &report)?;
+    let html_path = json_path.with_extension("html");
+    std::fs::write(&html_path, loadtest::html::render(&report))?;
     println!("json: {}", json_path.display());
-    if report.all_as_expected() {
+    let verdict = report.all_as_expected();
+    if verdict {
         println!(
             "verdict: every strategy behaved as expected: the safe ones never oversold, \
              and the controls oversold when held {} ms between read and write (checked from the ledger)",
             args.hold_ms
         );
+        println!("report: {}", html_path.display());
         Ok(())
     } else {
+        println!("report: {}", html_path.display());
         let unexpected: Vec<String> = report
             .results
             .iter()
@@ -396,4 +466,89 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .collect();
         bail!("unexpected outcome: {}", unexpected.join(", "))
     }
+}
+
+/// The baseline row: the atomic-sql transaction over sqlx, no HTTP.
+async fn baseline_row(
+    client: &reqwest::Client,
+    base: &str,
+    database_url: &str,
+    load: &LoadArgs,
+) -> anyhow::Result<Row> {
+    let product = first_product(3, 0);
+    loadtest::engine::restock(client, base, ADMIN_TOKEN, product, load.stock).await?;
+    let db = MySqlPoolOptions::new()
+        .max_connections(load.concurrency.clamp(1, 64) as u32)
+        .connect(database_url)
+        .await?;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let fired = loadtest::baseline::fire(
+        &db,
+        product,
+        load.requests,
+        load.concurrency,
+        &format!("base-{id}"),
+    )
+    .await;
+    let verdict = loadtest::verify::verify(&db, &[product], &fired.acknowledged, 0).await?;
+    db.close().await;
+    let mut plan = plan("throughput", "baseline", product, load, Expect::Safe);
+    plan.products = vec![product];
+    Ok(Row::new(&plan, 0, &fired, verdict))
+}
+
+/// Peak resident memory of a process (VmHWM in /proc), KiB; 0 if unreadable.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The versions of the servers the run used.
+async fn server_versions(
+    db: &sqlx::MySqlPool,
+    env: &BTreeMap<&str, String>,
+) -> BTreeMap<String, String> {
+    let mut versions = BTreeMap::new();
+    if let Ok(v) = sqlx::query_scalar::<_, String>("SELECT VERSION()")
+        .fetch_one(db)
+        .await
+    {
+        versions.insert("mariadb".to_string(), v);
+    }
+    if let Some(url) = env.get("REDIS_URLS").and_then(|u| u.split(',').next())
+        && let Ok(client) = redis::Client::open(url)
+        && let Ok(mut conn) = client.get_multiplexed_async_connection().await
+        && let Ok(info) = redis::cmd("INFO")
+            .arg("server")
+            .query_async::<String>(&mut conn)
+            .await
+        && let Some(v) = info.lines().find_map(|l| l.strip_prefix("redis_version:"))
+    {
+        versions.insert("redis".to_string(), v.trim().to_string());
+    }
+    if let Some(host) = env.get("ZK_CONNECT").and_then(|c| c.split(',').next())
+        && let Ok(mut stream) = tokio::net::TcpStream::connect(host).await
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut answer = String::new();
+        if stream.write_all(b"srvr").await.is_ok()
+            && stream.read_to_string(&mut answer).await.is_ok()
+            && let Some(v) = answer
+                .lines()
+                .find_map(|l| l.strip_prefix("Zookeeper version: "))
+        {
+            versions.insert(
+                "zookeeper".to_string(),
+                v.split(',').next().unwrap_or(v).trim().to_string(),
+            );
+        }
+    }
+    versions
 }

@@ -116,11 +116,24 @@ pub struct Report {
     pub machine: Machine,
     pub parameters: serde_json::Value,
     pub results: Vec<Row>,
+    /// The seeds' claims checked against this run.
+    pub claims: Vec<crate::claims::Claim>,
+    /// The service instances the run started, with their peak memory.
+    pub instances: Vec<InstanceInfo>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     pub cores: usize,
+    /// Server name → version (`mariadb`, `redis`, `zookeeper`), when known.
+    pub servers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceInfo {
+    pub name: String,
+    /// Peak resident memory (VmHWM from /proc), KiB.
+    pub peak_rss_kib: u64,
 }
 
 impl Report {
@@ -133,9 +146,12 @@ impl Report {
                 .map_or(0, |d| d.as_secs()),
             machine: Machine {
                 cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                servers: BTreeMap::new(),
             },
             parameters,
             results,
+            claims: Vec::new(),
+            instances: Vec::new(),
         }
     }
 

@@ -1,0 +1,82 @@
+//! The `baseline` row: the `atomic-sql` transaction driven directly over sqlx, with no
+//! HTTP and no service in between, at the same concurrency. The gap between this row
+//! and `atomic-sql` is what the service itself costs (HTTP, JSON, idempotency check,
+//! orders row).
+
+use crate::engine::Fired;
+use futures::StreamExt;
+use hdrhistogram::Histogram;
+use sqlx::MySqlPool;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// One deduction: conditional decrement and its ledger row, in one transaction.
+async fn deduct(db: &MySqlPool, product_id: i64, request_id: &str) -> sqlx::Result<bool> {
+    let mut tx = db.begin().await?;
+    let done = sqlx::query(
+        "UPDATE stock SET quantity = quantity - 1, version = version + 1 WHERE product_id = ? AND quantity >= 1",
+    )
+    .bind(product_id)
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() == 0 {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    sqlx::query(
+        "INSERT INTO ledger (request_id, product_id, quantity, epoch, strategy) \
+         SELECT ?, product_id, 1, epoch, 'baseline' FROM stock WHERE product_id = ?",
+    )
+    .bind(request_id)
+    .bind(product_id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// `requests` single-unit deductions of `product_id` at `concurrency` connections.
+pub async fn fire(
+    db: &MySqlPool,
+    product_id: i64,
+    requests: usize,
+    concurrency: usize,
+    id_prefix: &str,
+) -> Fired {
+    let started = Instant::now();
+    let answers: Vec<(String, String, u64)> = futures::stream::iter(0..requests)
+        .map(|i| async move {
+            let request_id = format!("{id_prefix}-{i}");
+            let sent = Instant::now();
+            let outcome = match deduct(db, product_id, &request_id).await {
+                Ok(true) => "200",
+                Ok(false) => "409",
+                Err(_) => "5xx",
+            };
+            (
+                outcome.to_string(),
+                request_id,
+                sent.elapsed().as_micros() as u64,
+            )
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut fired = Fired {
+        outcomes: BTreeMap::new(),
+        latency_us: Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds"),
+        acknowledged: Vec::new(),
+        unknown: Vec::new(),
+        attempts: 0,
+        elapsed: started.elapsed(),
+    };
+    for (outcome, request_id, micros) in answers {
+        *fired.outcomes.entry(outcome.clone()).or_default() += 1;
+        let _ = fired.latency_us.record(micros.max(1));
+        if outcome == "200" {
+            fired.acknowledged.push(request_id);
+            fired.attempts += 1;
+        }
+    }
+    fired
+}

@@ -1,0 +1,280 @@
+//! The HTML report: one self-contained file (inline SVG charts drawn with `plotters`,
+//! inline CSS, no script, no CDN) that opens offline.
+
+use crate::report::{Report, Row};
+use plotters::prelude::*;
+use std::fmt::Write;
+
+/// Fonts `plotters` may measure text with (the SVG itself names `sans-serif` and the
+/// browser draws it). Debian's `fonts-dejavu-core` provides the first.
+const FONTS: [&str; 2] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+fn register_font() -> bool {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REGISTERED.get_or_init(|| {
+        FONTS.iter().any(|path| match std::fs::read(path) {
+            Ok(bytes) => {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
+            }
+            Err(_) => false,
+        })
+    })
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A horizontal bar chart: one bar per row, green when the row's verdict is clean.
+fn bar_chart(title: &str, unit: &str, rows: &[&Row], value: impl Fn(&Row) -> f64) -> String {
+    if rows.is_empty() || !register_font() {
+        return "<p><em>(chart unavailable: no font to measure text with; install fonts-dejavu-core)</em></p>".into();
+    }
+    let max = rows.iter().map(|r| value(r)).fold(0.0, f64::max).max(1.0) * 1.15;
+    let height = 60 + 34 * rows.len() as u32;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
+        let _ = root.fill(&WHITE);
+        let names: Vec<String> = rows.iter().map(|r| r.strategy.clone()).collect();
+        let chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(110)
+            .build_cartesian_2d(0.0..max, (0..rows.len()).into_segmented());
+        let Ok(mut chart) = chart else {
+            return String::new();
+        };
+        let _ = chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc(unit)
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .draw();
+        let _ = chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
+            let color = if r.verdict.is_clean() {
+                RGBColor(46, 139, 87)
+            } else {
+                RGBColor(200, 40, 40)
+            };
+            Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(i)),
+                    (value(r), SegmentValue::Exact(i + 1)),
+                ],
+                color.mix(0.85).filled(),
+            )
+        }));
+        let _ = chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
+            Text::new(
+                format!("{:.0}", value(r)),
+                (value(r), SegmentValue::CenterOf(i)),
+                ("sans-serif", 13),
+            )
+        }));
+        let _ = root.present();
+    }
+    svg
+}
+
+fn table(rows: &[&Row]) -> String {
+    let mut html = String::from(
+        "<table><tr><th>strategy</th><th>req/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th>\
+         <th>sold</th><th>left</th><th>409</th><th>503 busy</th><th>other</th><th>tries/sale</th>\
+         <th>lost</th><th>beyond stock</th><th>verdict</th></tr>",
+    );
+    for r in rows {
+        let other: u64 = r
+            .responses
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "200" | "409" | "503 busy"))
+            .map(|(_, n)| n)
+            .sum();
+        let class = if r.verdict.is_clean() { "ok" } else { "bad" };
+        let _ = write!(
+            html,
+            "<tr><td><a href=\"#s-{name}\">{name}</a></td><td>{:.0}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td>\
+             <td class=\"{class}\">{}</td></tr>",
+            r.throughput_rps,
+            r.latency_ms.p50,
+            r.latency_ms.p90,
+            r.latency_ms.p99,
+            r.latency_ms.max,
+            r.verdict.sold,
+            r.verdict.remaining,
+            r.responses.get("409").copied().unwrap_or(0),
+            r.responses.get("503 busy").copied().unwrap_or(0),
+            other,
+            r.attempts_per_success,
+            r.verdict.lost_updates,
+            r.verdict.beyond_stock,
+            escape(r.verdict_text()),
+            name = escape(&r.strategy),
+        );
+    }
+    html.push_str("</table>");
+    html
+}
+
+/// How each strategy works and when to use it, one paragraph each.
+fn explain(name: &str) -> &'static str {
+    match name {
+        "unsafe" => {
+            "Reads the quantity, checks it, writes read − requested. Two buyers who read the same value both write the same result: one sale vanishes from the stock while the ledger keeps both. Never use it; it is the control group."
+        }
+        "local-mutex" => {
+            "A per-product mutex inside one process, taken before BEGIN and released after COMMIT. Correct on one instance; with two, each has its own mutexes and it oversells like no lock at all."
+        }
+        "atomic-sql" => {
+            "One conditional UPDATE (quantity = quantity − q WHERE quantity ≥ q): the check and the write are one statement under the row lock. For a counter in one database, the first choice."
+        }
+        "pessimistic" => {
+            "SELECT … FOR UPDATE locks the rows (in product order), then check and write; deadlocks and lock-wait timeouts are retried. Use it when the decision needs several statements."
+        }
+        "optimistic" => {
+            "Reads quantity and version, writes only WHERE version is unchanged, retries in a new transaction. Holds nothing while thinking; wastes attempts under contention (tries/sale)."
+        }
+        "mysql-lock" => {
+            "A lock row in the database (reentrant, leased by the database clock, renewed by a watchdog), then a plain read-check-write, fenced by the row's token. Slow: every attempt is a write transaction."
+        }
+        "redis-lock" => {
+            "A Redisson-style hash lock in Lua (reentrant, watchdog, waiters woken by pub/sub), then a plain read-check-write fenced by an INCR token. Fast; safe only with the fence."
+        }
+        "redlock" => {
+            "The lock on a majority of 5 independent Redis within the lease minus drift. No monotonic token: fenced by its random owner tag. Costs 5 round trips in parallel; a restarted node without persistence can admit a second holder."
+        }
+        "zookeeper" => {
+            "An ephemeral sequential node per request; each waiter watches only its predecessor (FIFO, no herd); the node's czxid is the fencing token. Consensus-backed, slower per acquisition than Redis."
+        }
+        "baseline" => {
+            "The atomic-sql transaction driven directly over sqlx, no HTTP: the gap to atomic-sql is the service's own overhead."
+        }
+        _ => "",
+    }
+}
+
+/// Renders the whole report.
+pub fn render(report: &Report) -> String {
+    let throughput: Vec<&Row> = report
+        .results
+        .iter()
+        .filter(|r| r.section == "throughput")
+        .collect();
+    let held: Vec<&Row> = report
+        .results
+        .iter()
+        .filter(|r| r.section == "held")
+        .collect();
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>stock-locks report</title><style>\
+         body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}\
+         table{{border-collapse:collapse;margin:1em 0;font-size:14px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}\
+         td:first-child,th:first-child,td:last-child{{text-align:left}}.ok{{background:#d9f2e3}}.bad{{background:#f8d4d4}}\
+         .confirmed{{color:#1d7a3f;font-weight:bold}}.refuted{{color:#b02020;font-weight:bold}}.inconclusive{{color:#8a6d00;font-weight:bold}}\
+         code{{background:#f3f3f3;padding:0 3px}}</style></head><body>\
+         <h1>stock-locks: every strategy side by side</h1>\
+         <p>One run of <code>./scripts/demo</code> ({tool}); {cores} cores. Verdicts are read from the database after the requests \
+         stopped: <b>lost</b> = ledger − (stock − left), sales the stock row never saw; <b>beyond stock</b> = units sold past the stock. \
+         Green: neither happened. Red: stock was oversold.</p>",
+        tool = escape(&report.tool),
+        cores = report.machine.cores,
+    );
+    if !report.machine.servers.is_empty() {
+        let servers: Vec<String> = report
+            .machine
+            .servers
+            .iter()
+            .map(|(k, v)| format!("{} {}", escape(k), escape(v)))
+            .collect();
+        let _ = write!(html, "<p>Servers: {}.</p>", servers.join(", "));
+    }
+    let _ = write!(html, "<h2>Throughput, no hold</h2>{}", table(&throughput));
+    html.push_str(&bar_chart(
+        "Throughput (requests per second)",
+        "req/s",
+        &throughput,
+        |r| r.throughput_rps,
+    ));
+    html.push_str(&bar_chart(
+        "Latency p99 (milliseconds)",
+        "ms",
+        &throughput,
+        |r| r.latency_ms.p99,
+    ));
+    if !held.is_empty() {
+        let _ = write!(
+            html,
+            "<h2>What breaks: every deduction held {} ms between read and write</h2>\
+             <p>The same strategies on instances started with <code>--hold-ms</code>: a slow business step. The controls are \
+             expected to oversell here; every other strategy must stay green.</p>{}",
+            held[0].hold_ms,
+            table(&held)
+        );
+    }
+    if !report.claims.is_empty() {
+        html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>verdict</th><th>evidence</th></tr>");
+        for c in &report.claims {
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
+                escape(&c.claim),
+                escape(&c.source),
+                escape(&c.evidence),
+                v = escape(&c.verdict)
+            );
+        }
+        let _ = write!(
+            html,
+            "</table><p>A comparison within ±{:.0}% is inconclusive: this machine is noisy.</p>",
+            crate::claims::NOISE * 100.0
+        );
+    }
+    if !report.instances.is_empty() {
+        html.push_str(
+            "<h2>Service instances</h2><table><tr><th>instance</th><th>peak RSS (MiB)</th></tr>",
+        );
+        for i in &report.instances {
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{:.1}</td></tr>",
+                escape(&i.name),
+                i.peak_rss_kib as f64 / 1024.0
+            );
+        }
+        html.push_str("</table>");
+    }
+    html.push_str("<h2>The strategies</h2>");
+    let mut seen = Vec::new();
+    for r in &report.results {
+        if seen.contains(&r.strategy) {
+            continue;
+        }
+        seen.push(r.strategy.clone());
+        let _ = write!(
+            html,
+            "<h3 id=\"s-{name}\">{name}</h3><p>{}</p>",
+            escape(explain(&r.strategy)),
+            name = escape(&r.strategy)
+        );
+    }
+    let _ = write!(
+        html,
+        "<h2>Parameters</h2><pre>{}</pre></body></html>",
+        escape(&serde_json::to_string_pretty(&report.parameters).unwrap_or_default())
+    );
+    html
+}
