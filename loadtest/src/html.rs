@@ -90,7 +90,7 @@ fn bar_chart(title: &str, unit: &str, rows: &[&Row], value: impl Fn(&Row) -> f64
 
 fn table(rows: &[&Row]) -> String {
     let mut html = String::from(
-        "<table><tr><th>strategy</th><th>req/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th>\
+        "<table><tr><th>strategy</th><th>concurrency</th><th>req/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th>\
          <th>sold</th><th>left</th><th>409</th><th>503 busy</th><th>other</th><th>tries/sale</th>\
          <th>lost</th><th>beyond stock</th><th>verdict</th></tr>",
     );
@@ -104,9 +104,10 @@ fn table(rows: &[&Row]) -> String {
         let class = if r.verdict.is_clean() { "ok" } else { "bad" };
         let _ = write!(
             html,
-            "<tr><td><a href=\"#s-{name}\">{name}</a></td><td>{:.0}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
+            "<tr><td><a href=\"#s-{name}\">{name}</a></td><td>{}</td><td>{:.0}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td>\
              <td class=\"{class}\">{}</td></tr>",
+            r.concurrency,
             r.throughput_rps,
             r.latency_ms.p50,
             r.latency_ms.p90,
@@ -167,16 +168,6 @@ fn explain(name: &str) -> &'static str {
 
 /// Renders the whole report.
 pub fn render(report: &Report) -> String {
-    let throughput: Vec<&Row> = report
-        .results
-        .iter()
-        .filter(|r| r.section == "throughput")
-        .collect();
-    let held: Vec<&Row> = report
-        .results
-        .iter()
-        .filter(|r| r.section == "held")
-        .collect();
     let mut html = String::new();
     let _ = write!(
         html,
@@ -202,28 +193,53 @@ pub fn render(report: &Report) -> String {
             .collect();
         let _ = write!(html, "<p>Servers: {}.</p>", servers.join(", "));
     }
-    let _ = write!(html, "<h2>Throughput, no hold</h2>{}", table(&throughput));
-    html.push_str(&bar_chart(
-        "Throughput (requests per second)",
-        "req/s",
-        &throughput,
-        |r| r.throughput_rps,
-    ));
-    html.push_str(&bar_chart(
-        "Latency p99 (milliseconds)",
-        "ms",
-        &throughput,
-        |r| r.latency_ms.p99,
-    ));
-    if !held.is_empty() {
-        let _ = write!(
-            html,
-            "<h2>What breaks: every deduction held {} ms between read and write</h2>\
-             <p>The same strategies on instances started with <code>--hold-ms</code>: a slow business step. The controls are \
-             expected to oversell here; every other strategy must stay green.</p>{}",
-            held[0].hold_ms,
-            table(&held)
-        );
+    let mut sections: Vec<&str> = Vec::new();
+    for r in &report.results {
+        if !sections.contains(&r.section.as_str()) {
+            sections.push(&r.section);
+        }
+    }
+    for section in sections {
+        let rows: Vec<&Row> = report
+            .results
+            .iter()
+            .filter(|r| r.section == section)
+            .collect();
+        match section {
+            "throughput" => {
+                let _ = write!(html, "<h2>Throughput, no hold</h2>{}", table(&rows));
+                html.push_str(&bar_chart(
+                    "Throughput (requests per second)",
+                    "req/s",
+                    &rows,
+                    |r| r.throughput_rps,
+                ));
+                html.push_str(&bar_chart("Latency p99 (milliseconds)", "ms", &rows, |r| {
+                    r.latency_ms.p99
+                }));
+            }
+            "held" => {
+                let _ = write!(
+                    html,
+                    "<h2>What breaks: every deduction held {} ms between read and write</h2>\
+                     <p>The same strategies on instances started with <code>--hold-ms</code>: a slow business step. The \
+                     controls are expected to oversell here; every other strategy must stay green.</p>{}",
+                    rows[0].hold_ms,
+                    table(&rows)
+                );
+            }
+            "contention" => {
+                let _ = write!(
+                    html,
+                    "<h2>Optimistic CAS under contention</h2><p>The same product at concurrency 4 and 64: \
+                     transactions per sale (tries/sale) grow with the number of buyers.</p>{}",
+                    table(&rows)
+                );
+            }
+            other => {
+                let _ = write!(html, "<h2>Results ({})</h2>{}", escape(other), table(&rows));
+            }
+        }
     }
     if !report.claims.is_empty() {
         html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>verdict</th><th>evidence</th></tr>");

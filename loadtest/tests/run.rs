@@ -89,20 +89,23 @@ async fn the_checker_finds_what_the_database_says() {
     );
     assert_eq!(red.verdict_text(), "UNEXPECTED: OVERSOLD");
 
-    let json =
-        serde_json::to_value(loadtest::report::Report::new(json!({}), vec![clean, red])).unwrap();
-    assert_eq!(json["version"], 1);
-    for key in [
-        "strategy",
-        "throughput_rps",
-        "latency_ms",
-        "responses",
-        "verdict",
-        "as_expected",
-    ] {
-        assert!(
-            json["results"][0].get(key).is_some(),
-            "results[].{key} missing"
-        );
-    }
+    // The JSON report validates against its documented schema (loadtest/report.schema.json).
+    let mut report = loadtest::report::Report::new(json!({"requests": 60}), vec![clean, red]);
+    report.claims = loadtest::claims::check(&report.results, Some(((4, 1.1), (64, 3.0))));
+    let json = serde_json::to_value(&report).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../report.schema.json")).expect("the schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = validator
+        .iter_errors(&json)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match its schema: {errors:?}"
+    );
+    // And the HTML renders every row and claim.
+    let html = loadtest::html::render(&report);
+    assert!(html.contains("atomic-sql") && html.contains("UNEXPECTED: OVERSOLD"));
+    assert!(html.contains("Optimistic CAS degrades under contention"));
 }
