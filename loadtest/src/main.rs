@@ -544,10 +544,10 @@ async fn server_versions(
                 .lines()
                 .find_map(|l| l.strip_prefix("Zookeeper version: "))
         {
-            versions.insert(
-                "zookeeper".to_string(),
-                v.split(',').next().unwrap_or(v).trim().to_string(),
-            );
+            // Debian's build says "3.8.0-${mvngit.commit.id}, built on ...": keep "3.8.0".
+            let v = v.split(',').next().unwrap_or(v);
+            let v = v.split("-$").next().unwrap_or(v).trim();
+            versions.insert("zookeeper".to_string(), v.to_string());
         }
     }
     versions
