@@ -140,13 +140,40 @@ async fn send(client: &reqwest::Client, load: &Load, i: usize) -> Answer {
     }
 }
 
+/// A progress bar on a terminal; hidden otherwise (CI logs stay quiet).
+fn progress(load: &Load) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(load.requests as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} {per_sec}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(load.strategy.clone());
+    bar
+}
+
 /// Runs the load and returns what the clients saw.
 pub async fn fire(client: &reqwest::Client, load: &Load) -> Fired {
+    let bar = progress(load);
+    let fired = fire_quietly(client, load, &bar).await;
+    bar.finish_and_clear();
+    fired
+}
+
+async fn fire_quietly(client: &reqwest::Client, load: &Load, bar: &indicatif::ProgressBar) -> Fired {
     let started = Instant::now();
     let answers: Vec<Answer> = match load.rate {
         None => {
             futures::stream::iter(0..load.requests)
-                .map(|i| send(client, load, i))
+                .map(|i| async move {
+                    let answer = send(client, load, i).await;
+                    bar.inc(1);
+                    answer
+                })
                 .buffer_unordered(load.concurrency.max(1))
                 .collect()
                 .await
@@ -169,6 +196,7 @@ pub async fn fire(client: &reqwest::Client, load: &Load) -> Fired {
             let mut answers = Vec::with_capacity(running.len());
             for task in running {
                 answers.push(task.await.expect("request task"));
+                bar.inc(1);
             }
             answers
         }
