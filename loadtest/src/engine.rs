@@ -164,7 +164,11 @@ pub async fn fire(client: &reqwest::Client, load: &Load) -> Fired {
     fired
 }
 
-async fn fire_quietly(client: &reqwest::Client, load: &Load, bar: &indicatif::ProgressBar) -> Fired {
+async fn fire_quietly(
+    client: &reqwest::Client,
+    load: &Load,
+    bar: &indicatif::ProgressBar,
+) -> Fired {
     let started = Instant::now();
     let answers: Vec<Answer> = match load.rate {
         None => {
