@@ -181,6 +181,14 @@ impl ZooKeeperLock {
             let children = retry_on_connection_loss(|| client.list_children(&parent))
                 .await
                 .map_err(backend)?;
+            // Belt and braces: a second node with our marker can only be an orphan of
+            // this attempt (a create we believed lost); it would block the queue.
+            for orphan in children
+                .iter()
+                .filter(|c| c.starts_with(&pending.marker) && **c != ours)
+            {
+                let _ = client.delete(&format!("{parent}/{orphan}"), None).await;
+            }
             let queue = lock_nodes(children);
             let Some(position) = queue.iter().position(|c| *c == ours) else {
                 // Our node is gone: the session expired while we waited.
@@ -268,14 +276,24 @@ async fn new_client(connect: &str, session_timeout: Duration) -> Result<zk::Clie
         .map_err(backend)
 }
 
+/// How long an operation is retried through connection losses (a leader election
+/// takes well under a second) before the loss is reported.
+const RETRY_FOR: Duration = Duration::from_secs(10);
+
+/// Retries `op` while it fails with ConnectionLoss (the client reconnects, possibly to
+/// another server), for at most [`RETRY_FOR`]: never forever, so a release or a
+/// clean-up cannot hang on a cluster that is gone.
 async fn retry_on_connection_loss<T, F, Fut>(op: F) -> Result<T, zk::Error>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, zk::Error>>,
 {
+    let deadline = Instant::now() + RETRY_FOR;
     loop {
         match op().await {
-            Err(zk::Error::ConnectionLoss) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(zk::Error::ConnectionLoss) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
             other => return other,
         }
     }
@@ -297,6 +315,13 @@ async fn find_marked(
     parent: &str,
     marker: &str,
 ) -> Result<Option<String>, zk::Error> {
+    // After a connection loss the client may be talking to a follower that has not
+    // seen our create yet: `sync` first, or we would miss our node, create a second one,
+    // and leave the first in the queue with nobody to release it.
+    match retry_on_connection_loss(|| client.sync(parent)).await {
+        Ok(()) | Err(zk::Error::NoNode) => {}
+        Err(e) => return Err(e),
+    }
     let children = match retry_on_connection_loss(|| client.list_children(parent)).await {
         Ok(children) => children,
         Err(zk::Error::NoNode) => return Ok(None),
