@@ -190,12 +190,27 @@ async fn multi_item_orders_are_all_or_nothing(strategy: &str) {
         .iter()
         .filter(|(s, _)| *s == StatusCode::CONFLICT)
         .count();
+    let busy = results
+        .iter()
+        .filter(|(s, body)| *s == StatusCode::SERVICE_UNAVAILABLE && body["error"] == "busy")
+        .count();
+    let statuses: Vec<_> = results.iter().map(|r| r.0).collect();
     assert_eq!(
-        (ok, sold_out),
-        (40, 60),
-        "{strategy}: {:?}",
-        results.iter().map(|r| r.0).collect::<Vec<_>>()
+        ok + sold_out + busy,
+        100,
+        "{strategy}: only 200, 409, 503 busy: {statuses:?}"
     );
+    // The database strategies never give up; a lock strategy may answer busy when its
+    // wait runs out on a loaded machine, and then sells at most the 40 orders product
+    // 20 allows.
+    if busy == 0 {
+        assert_eq!((ok, sold_out), (40, 60), "{strategy}: {statuses:?}");
+    } else {
+        assert!(
+            strategy.ends_with("lock") && ok <= 40,
+            "{strategy}: {statuses:?}"
+        );
+    }
     for (status, body) in results.iter().filter(|(s, _)| *s == StatusCode::OK) {
         assert_eq!(
             body["items"].as_array().map(Vec::len),
@@ -206,14 +221,15 @@ async fn multi_item_orders_are_all_or_nothing(strategy: &str) {
 
     let a = app.db_state(10).await;
     let b = app.db_state(20).await;
+    let sold = ok as i64;
     assert_eq!(
         (a.remaining, a.ledger_sum, a.ledger_rows),
-        (20, 40, 40),
+        (60 - sold, sold, sold),
         "{strategy}: {a:?}"
     );
     assert_eq!(
         (b.remaining, b.ledger_sum, b.ledger_rows),
-        (0, 80, 40),
+        (80 - 2 * sold, 2 * sold, sold),
         "{strategy}: {b:?}"
     );
     // All-or-nothing: every order in the ledger has both of its lines.
