@@ -38,6 +38,26 @@ fn options() -> LockOptions {
     }
 }
 
+/// A waiter queued behind the current holder: acquires in a task of its own and
+/// returns the guard and the moment it got it.
+fn queued_waiter(
+    locker: Locker,
+    key: &str,
+) -> tokio::task::JoinHandle<(Result<locks::LockGuard, locks::LockError>, Instant)> {
+    let key = key.to_string();
+    tokio::spawn(async move {
+        let guard = locker
+            .acquire(
+                &key,
+                &HolderId::random(),
+                &options(),
+                Duration::from_secs(20),
+            )
+            .await;
+        (guard, Instant::now())
+    })
+}
+
 async fn children(parent: &str) -> Vec<String> {
     let client = zk::Client::connect(&connect_string()).await.unwrap();
     client.list_children(parent).await.unwrap_or_default()
@@ -225,20 +245,7 @@ async fn a_partitioned_holder_gives_up_before_its_session_expires() {
         )
         .await
         .unwrap();
-    let waiter = tokio::spawn({
-        let key = key.clone();
-        async move {
-            let guard = waiter_locker
-                .acquire(
-                    &key,
-                    &HolderId::random(),
-                    &options(),
-                    Duration::from_secs(20),
-                )
-                .await;
-            (guard, Instant::now())
-        }
-    });
+    let waiter = queued_waiter(waiter_locker, &key);
     wait_for_children(&waiter_backend.parent(&key), 2).await;
 
     let cut = Instant::now();
@@ -263,9 +270,9 @@ async fn a_partitioned_holder_gives_up_before_its_session_expires() {
     drop(holder);
 }
 
-/// The session taken over by another client and closed (the way to expire a session
-/// on purpose) deletes the holder's node at once: the next waiter gets in, and the
-/// holder's next check finds its node gone.
+/// What session expiry does to a holder's lock, without waiting for it: its node is
+/// deleted. The next waiter gets in at once, and the holder's next check finds its node
+/// gone and fires the signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_session_node_fires_the_signal_and_lets_the_next_in() {
     let (holder_locker, holder_backend) = lock().await;
@@ -280,19 +287,7 @@ async fn a_deleted_session_node_fires_the_signal_and_lets_the_next_in() {
         )
         .await
         .unwrap();
-    let waiter = tokio::spawn({
-        let key = key.clone();
-        async move {
-            waiter_locker
-                .acquire(
-                    &key,
-                    &HolderId::random(),
-                    &options(),
-                    Duration::from_secs(20),
-                )
-                .await
-        }
-    });
+    let waiter = queued_waiter(waiter_locker, &key);
     let parent = holder_backend.parent(&key);
     wait_for_children(&parent, 2).await;
     // What session expiry does to the holder's node: ZooKeeper deletes it.
@@ -304,7 +299,8 @@ async fn a_deleted_session_node_fires_the_signal_and_lets_the_next_in() {
         .await
         .unwrap();
 
-    let next = waiter.await.unwrap().expect("the waiter gets the lock");
+    let (next, _) = waiter.await.unwrap();
+    let next = next.expect("the waiter gets the lock");
     let reason = tokio::time::timeout(Duration::from_secs(3), holder.lost())
         .await
         .expect("the holder is told");
