@@ -5,6 +5,7 @@
 mod controls;
 mod curator;
 mod deadlock;
+mod faults;
 mod helpers;
 mod hooks;
 mod idempotency;
