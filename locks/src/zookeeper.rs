@@ -15,7 +15,9 @@
 //!    lowest: we hold the lock.
 //! 3. Otherwise watch **only the node just before ours** (`exists` with a watch) and
 //!    wait. When it goes, go back to 2 (re-check: a predecessor can vanish because it
-//!    gave up, not because the lock was released). Watching the predecessor instead
+//!    gave up, not because the lock was released). Also go back to 2 every quarter
+//!    of the session timeout: a watch can be lost when the client fails over to another
+//!    server (seen here with the leader killed mid-queue). Watching the predecessor instead
 //!    of the parent means a release wakes exactly one waiter: no herd.
 //! 4. Release: delete our node. Reentrancy is counted per holder in this process;
 //!    only the last release deletes the node.
@@ -218,9 +220,15 @@ impl ZooKeeperLock {
             if stat.is_none() {
                 continue; // it went between our list and our watch
             }
-            if tokio::time::timeout_at(deadline, watcher.changed())
+            // Wait for the watch, but look again at least every quarter session: a
+            // watch can be lost when the client moves to another server while the
+            // predecessor goes (seen with a leader killed mid-queue), and a waiter
+            // must never sleep through its turn.
+            let recheck = (Instant::now() + self.session_timeout / 4).min(deadline);
+            if tokio::time::timeout_at(recheck, watcher.changed())
                 .await
                 .is_err()
+                && Instant::now() >= deadline
             {
                 pending.delete_now().await;
                 return Ok(Attempt::Busy { retry_after: None });
