@@ -386,7 +386,26 @@ async fn cleanup(client: zk::Client, parent: String, marker: String, path: Optio
             .map(|child| format!("{parent}/{child}")),
     };
     if let Some(path) = path {
-        let _ = retry_on_connection_loss(|| client.delete(&path, None)).await;
+        delete_until_gone(&client, &path, RETRY_FOR * 3).await;
+    }
+}
+
+/// Deletes our node, retrying any failure but "gone" for up to `for_at_most`: a node
+/// of ours left behind (our session lives) would block the lock for everyone.
+async fn delete_until_gone(client: &zk::Client, path: &str, for_at_most: Duration) {
+    let give_up = Instant::now() + for_at_most;
+    loop {
+        match client.delete(path, None).await {
+            Ok(()) | Err(zk::Error::NoNode | zk::Error::SessionExpired) => return,
+            Err(e) if Instant::now() < give_up => {
+                tracing::debug!(%path, error = %e, "lock node delete retried");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => {
+                tracing::warn!(%path, error = %e, "could not delete the lock node; it goes with the session");
+                return;
+            }
+        }
     }
 }
 
@@ -488,7 +507,13 @@ impl LockBackend for ZooKeeperLock {
                 key: key.to_string(),
                 holder: holder.to_string(),
             }),
-            Err(e) => Err(backend(e)),
+            Err(e) => {
+                // The node is still ours and still there (our session lives): left
+                // alone it would block the lock for everyone until the session ends.
+                // Keep deleting it in the background until it is gone.
+                tokio::spawn(async move { delete_until_gone(&client, &path, RETRY_FOR * 3).await });
+                Err(backend(e))
+            }
         }
     }
 }

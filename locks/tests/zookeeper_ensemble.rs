@@ -55,8 +55,10 @@ async fn leader_killed_during_handoffs() {
                         .await
                     {
                         Ok(guard) => guard,
-                        Err(_) => {
-                            errors.fetch_add(1, Ordering::SeqCst);
+                        Err(e) => {
+                            if errors.fetch_add(1, Ordering::SeqCst) < 5 {
+                                eprintln!("acquire failed: {e}");
+                            }
                             tokio::time::sleep(Duration::from_millis(50)).await;
                             continue;
                         }
@@ -70,8 +72,9 @@ async fn leader_killed_during_handoffs() {
                     inside.fetch_sub(1, Ordering::SeqCst);
                     let released =
                         tokio::time::timeout(Duration::from_secs(15), guard.release()).await;
-                    if !matches!(released, Ok(Ok(()))) {
-                        errors.fetch_add(1, Ordering::SeqCst);
+                    if !matches!(released, Ok(Ok(()))) && errors.fetch_add(1, Ordering::SeqCst) < 5
+                    {
+                        eprintln!("release failed: {released:?}");
                     }
                 }
             })
