@@ -93,7 +93,7 @@ async fn leader_killed_during_handoffs() {
     ensemble.nodes_mut()[leader].process().kill();
 
     for task in tasks {
-        let done = tokio::time::timeout(Duration::from_secs(60), task).await;
+        let done = tokio::time::timeout(Duration::from_secs(120), task).await;
         let (acquired, errors) = (
             acquired.load(Ordering::SeqCst),
             errors.load(Ordering::SeqCst),
