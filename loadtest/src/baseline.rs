@@ -3,11 +3,9 @@
 //! and `atomic-sql` is what the service itself costs (HTTP, JSON, idempotency check,
 //! orders row).
 
-use crate::engine::Fired;
+use crate::engine::{Answer, Fired};
 use futures::StreamExt;
-use hdrhistogram::Histogram;
 use sqlx::MySqlPool;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// One deduction: conditional decrement and its ledger row, in one transaction.
@@ -44,39 +42,24 @@ pub async fn fire(
     id_prefix: &str,
 ) -> Fired {
     let started = Instant::now();
-    let answers: Vec<(String, String, u64)> = futures::stream::iter(0..requests)
+    let answers: Vec<Answer> = futures::stream::iter(0..requests)
         .map(|i| async move {
             let request_id = format!("{id_prefix}-{i}");
             let sent = Instant::now();
-            let outcome = match deduct(db, product_id, &request_id).await {
-                Ok(true) => "200",
-                Ok(false) => "409",
-                Err(_) => "5xx",
+            let (outcome, attempts) = match deduct(db, product_id, &request_id).await {
+                Ok(true) => ("200", 1),
+                Ok(false) => ("409", 0),
+                Err(_) => ("5xx", 0),
             };
-            (
-                outcome.to_string(),
+            Answer {
+                outcome: outcome.to_string(),
                 request_id,
-                sent.elapsed().as_micros() as u64,
-            )
+                attempts,
+                micros: sent.elapsed().as_micros() as u64,
+            }
         })
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    let mut fired = Fired {
-        outcomes: BTreeMap::new(),
-        latency_us: Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds"),
-        acknowledged: Vec::new(),
-        unknown: Vec::new(),
-        attempts: 0,
-        elapsed: started.elapsed(),
-    };
-    for (outcome, request_id, micros) in answers {
-        *fired.outcomes.entry(outcome.clone()).or_default() += 1;
-        let _ = fired.latency_us.record(micros.max(1));
-        if outcome == "200" {
-            fired.acknowledged.push(request_id);
-            fired.attempts += 1;
-        }
-    }
-    fired
+    Fired::from_answers(answers, started.elapsed())
 }

@@ -52,6 +52,31 @@ pub struct Fired {
 }
 
 impl Fired {
+    /// Counts, records and sorts out every answer of a run that took `elapsed`.
+    pub fn from_answers(answers: Vec<Answer>, elapsed: Duration) -> Fired {
+        let mut fired = Fired {
+            outcomes: BTreeMap::new(),
+            latency_us: Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds"),
+            acknowledged: Vec::new(),
+            unknown: Vec::new(),
+            attempts: 0,
+            elapsed,
+        };
+        for answer in answers {
+            *fired.outcomes.entry(answer.outcome.clone()).or_default() += 1;
+            let _ = fired.latency_us.record(answer.micros.max(1));
+            match answer.outcome.as_str() {
+                "200" => {
+                    fired.acknowledged.push(answer.request_id);
+                    fired.attempts += answer.attempts;
+                }
+                "transport" | "503 outcome_unknown" => fired.unknown.push(answer.request_id),
+                _ => {}
+            }
+        }
+        fired
+    }
+
     pub fn count(&self, outcome: &str) -> u64 {
         self.outcomes.get(outcome).copied().unwrap_or(0)
     }
@@ -77,11 +102,13 @@ impl Fired {
 }
 
 /// The classification of one answer.
-struct Answer {
-    outcome: String,
-    request_id: String,
-    attempts: u64,
-    micros: u64,
+pub struct Answer {
+    /// `200`, `409`, `503 <code>`, `4xx`, `5xx` or `transport`.
+    pub outcome: String,
+    pub request_id: String,
+    /// Transactions the service ran (the 200 body's `attempts`).
+    pub attempts: u64,
+    pub micros: u64,
 }
 
 fn body(load: &Load, i: usize) -> (String, Value) {
@@ -206,27 +233,7 @@ async fn fire_quietly(
         }
     };
     let elapsed = started.elapsed();
-    let mut fired = Fired {
-        outcomes: BTreeMap::new(),
-        latency_us: Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds"),
-        acknowledged: Vec::new(),
-        unknown: Vec::new(),
-        attempts: 0,
-        elapsed,
-    };
-    for answer in answers {
-        *fired.outcomes.entry(answer.outcome.clone()).or_default() += 1;
-        let _ = fired.latency_us.record(answer.micros.max(1));
-        match answer.outcome.as_str() {
-            "200" => {
-                fired.acknowledged.push(answer.request_id);
-                fired.attempts += answer.attempts;
-            }
-            "transport" | "503 outcome_unknown" => fired.unknown.push(answer.request_id),
-            _ => {}
-        }
-    }
-    fired
+    Fired::from_answers(answers, elapsed)
 }
 
 /// Restocks a product through the admin API (a new epoch).

@@ -95,12 +95,7 @@ fn table(rows: &[&Row]) -> String {
          <th>lost</th><th>beyond stock</th><th>verdict</th></tr>",
     );
     for r in rows {
-        let other: u64 = r
-            .responses
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "200" | "409" | "503 busy"))
-            .map(|(_, n)| n)
-            .sum();
+        let other: u64 = r.other().map(|(_, n)| n).sum();
         let class = if r.verdict.is_clean() { "ok" } else { "bad" };
         let _ = write!(
             html,

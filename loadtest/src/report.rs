@@ -101,6 +101,13 @@ impl Row {
         }
     }
 
+    /// Answers that are neither a sale, a sold-out nor busy (`503 lock_lost`, 4xx, ...).
+    pub fn other(&self) -> impl Iterator<Item = (&String, &u64)> {
+        self.responses
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "200" | "409" | "503 busy"))
+    }
+
     fn count(&self, key: &str) -> u64 {
         self.responses.get(key).copied().unwrap_or(0)
     }
@@ -180,12 +187,7 @@ pub fn print_table(title: &str, rows: &[&Row]) {
         "beyond",
     );
     for row in rows {
-        let other: u64 = row
-            .responses
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "200" | "409" | "503 busy"))
-            .map(|(_, n)| n)
-            .sum();
+        let other: u64 = row.other().map(|(_, n)| n).sum();
         println!(
             "{:<12} {:>7.0} {:>8.2} {:>8.2} {:>5} {:>5} {:>8} {:>5} {:>6} {:>6.2} {:>5} {:>7}  {}",
             row.strategy,
@@ -202,11 +204,7 @@ pub fn print_table(title: &str, rows: &[&Row]) {
             row.verdict.beyond_stock,
             row.verdict_text(),
         );
-        for (kind, n) in row
-            .responses
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "200" | "409" | "503 busy"))
-        {
+        for (kind, n) in row.other() {
             println!("{:<12}   other: {n} x {kind}", "");
         }
     }

@@ -111,6 +111,16 @@ pub enum LostReason {
     MaxHold,
 }
 
+impl LockError {
+    /// `holder` does not hold `key`.
+    pub fn not_holder(key: &str, holder: &HolderId) -> LockError {
+        LockError::NotHolder {
+            key: key.to_string(),
+            holder: holder.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

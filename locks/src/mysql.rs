@@ -318,10 +318,7 @@ impl LockBackend for MysqlLock {
         if done.rows_affected() == 1 {
             Ok(())
         } else {
-            Err(LockError::NotHolder {
-                key: key.to_string(),
-                holder: holder.to_string(),
-            })
+            Err(LockError::not_holder(key, holder))
         }
     }
 }

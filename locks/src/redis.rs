@@ -294,10 +294,7 @@ impl LockBackend for RedisLock {
             .await
             .map_err(backend)?;
         if left < 0 {
-            return Err(LockError::NotHolder {
-                key: key.to_string(),
-                holder: holder.to_string(),
-            });
+            return Err(LockError::not_holder(key, holder));
         }
         Ok(())
     }
@@ -391,10 +388,7 @@ impl LockBackend for SimpleRedisLock {
         if deleted == 1 {
             Ok(())
         } else {
-            Err(LockError::NotHolder {
-                key: key.to_string(),
-                holder: holder.to_string(),
-            })
+            Err(LockError::not_holder(key, holder))
         }
     }
 }

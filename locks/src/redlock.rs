@@ -342,16 +342,12 @@ impl LockBackend for RedLock {
             .lock()
             .expect("redlock values poisoned")
             .remove(&(key.to_string(), holder.to_string()));
-        let not_holder = || LockError::NotHolder {
-            key: key.to_string(),
-            holder: holder.to_string(),
-        };
         let Some(value) = value else {
-            return Err(not_holder());
+            return Err(LockError::not_holder(key, holder));
         };
         let (deleted, answered) = self.release_all(key, &value).await;
         match (deleted, answered >= self.quorum()) {
-            (0, true) => Err(not_holder()),
+            (0, true) => Err(LockError::not_holder(key, holder)),
             (0, false) => Err(backend(format!(
                 "release reached only {answered} of {} nodes",
                 self.nodes.len()

@@ -488,10 +488,7 @@ impl LockBackend for ZooKeeperLock {
         let path = {
             let mut held = self.held.lock().expect("held poisoned");
             let Some(node) = held.get_mut(&entry) else {
-                return Err(LockError::NotHolder {
-                    key: key.to_string(),
-                    holder: holder.to_string(),
-                });
+                return Err(LockError::not_holder(key, holder));
             };
             node.count -= 1;
             if node.count > 0 {
@@ -503,10 +500,9 @@ impl LockBackend for ZooKeeperLock {
         match retry_on_connection_loss(|| client.delete(&path, None)).await {
             Ok(()) => Ok(()),
             // Gone already: the session expired, or it was deleted from outside.
-            Err(zk::Error::NoNode | zk::Error::SessionExpired) => Err(LockError::NotHolder {
-                key: key.to_string(),
-                holder: holder.to_string(),
-            }),
+            Err(zk::Error::NoNode | zk::Error::SessionExpired) => {
+                Err(LockError::not_holder(key, holder))
+            }
             Err(e) => {
                 // The node is still ours and still there (our session lives): left
                 // alone it would block the lock for everyone until the session ends.
