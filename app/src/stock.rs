@@ -310,3 +310,12 @@ pub async fn claim_owner(
     .await?;
     Ok(())
 }
+
+/// The next ticket of the `fence-only` strategy: a strictly increasing number from a
+/// database sequence (one round trip, autocommit; never handed out twice).
+pub async fn next_ticket(pool: &MySqlPool) -> sqlx::Result<u64> {
+    let ticket: i64 = sqlx::query_scalar("SELECT NEXTVAL(fence_ticket)")
+        .fetch_one(pool)
+        .await?;
+    Ok(ticket as u64)
+}

@@ -142,7 +142,19 @@ async fn send(client: &reqwest::Client, load: &Load, i: usize) -> Answer {
     );
     let (request_id, body) = body(load, i);
     let sent = Instant::now();
-    let (outcome, attempts) = match client.post(&url).json(&body).send().await {
+    let (outcome, attempts) = post_deduct(client, &url, &body).await;
+    Answer {
+        outcome,
+        request_id,
+        attempts,
+        micros: sent.elapsed().as_micros() as u64,
+    }
+}
+
+/// Sends one deduction and classifies the answer: (`200` | `409` | `503 <code>` |
+/// `4xx` | `5xx` | `unreachable` | `transport`, the 200 body's `attempts`).
+pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> (String, u64) {
+    match client.post(url).json(body).send().await {
         Ok(response) => {
             let status = response.status().as_u16();
             let answer: Value = response.json().await.unwrap_or(Value::Null);
@@ -157,13 +169,10 @@ async fn send(client: &reqwest::Client, load: &Load, i: usize) -> Answer {
                 _ => ("5xx".to_string(), 0),
             }
         }
+        // Never sent (connection refused): certainly not applied.
+        Err(e) if e.is_connect() => ("unreachable".to_string(), 0),
+        // Sent, no answer: it may or may not have been applied.
         Err(_) => ("transport".to_string(), 0),
-    };
-    Answer {
-        outcome,
-        request_id,
-        attempts,
-        micros: sent.elapsed().as_micros() as u64,
     }
 }
 

@@ -151,6 +151,9 @@ fn explain(name: &str) -> &'static str {
         "redlock" => {
             "The lock on a majority of 5 independent Redis within the lease minus drift. No monotonic token: fenced by its random owner tag. Costs 5 round trips in parallel; a restarted node without persistence can admit a second holder."
         }
+        "fence-only" => {
+            "No lock at all: a ticket from a database sequence, a claim on the product's fence row (only if newer than every claim before), a write guarded by the claim. Never loses an update; refuses every request a newer ticket overtook. The fence alone is safe; a lock in front of it only makes it efficient."
+        }
         "zookeeper" => {
             "An ephemeral sequential node per request; each waiter watches only its predecessor (FIFO, no herd); the node's czxid is the fencing token. Consensus-backed, slower per acquisition than Redis."
         }
@@ -164,16 +167,29 @@ fn explain(name: &str) -> &'static str {
 /// Renders the whole report.
 pub fn render(report: &Report) -> String {
     let mut html = String::new();
+    let (title, what) = match &report.faults {
+        Some(_) if report.results.is_empty() => (
+            "stock-locks: faults and fencing",
+            "One run of <code>loadtest chaos</code>",
+        ),
+        _ => (
+            "stock-locks: every strategy side by side",
+            "One run of <code>./scripts/demo</code>",
+        ),
+    };
     let _ = write!(
         html,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>stock-locks report</title><style>\
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title><style>\
          body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}\
          table{{border-collapse:collapse;margin:1em 0;font-size:14px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}\
-         td:first-child,th:first-child,td:last-child{{text-align:left}}.ok{{background:#d9f2e3}}.bad{{background:#f8d4d4}}\
+         td:first-child,th:first-child,td:last-child,th:last-child{{text-align:left}}.ok{{background:#d9f2e3}}.bad{{background:#f8d4d4}}\
          .confirmed{{color:#1d7a3f;font-weight:bold}}.refuted{{color:#b02020;font-weight:bold}}.inconclusive{{color:#8a6d00;font-weight:bold}}\
+         table.grid td{{text-align:left;vertical-align:top;min-width:80px}}.v{{display:block;padding:2px 6px;margin:2px 0;border-radius:3px;font-size:13px;white-space:nowrap}}\
+         .safe{{background:#cdebd7}}.refused{{background:#d3e2f7}}.unavailable{{background:#fbe3b5}}.lost{{background:#f5c2c2;font-weight:bold}}\
+         .surprise{{outline:3px solid #b02020}}table.why td{{text-align:left;vertical-align:top}}.lesson{{border-left:4px solid #2e8b57;padding:0.5em 1em;background:#f4faf6}}\
          code{{background:#f3f3f3;padding:0 3px}}</style></head><body>\
-         <h1>stock-locks: every strategy side by side</h1>\
-         <p>One run of <code>./scripts/demo</code> ({tool}); {cores} cores. Verdicts are read from the database after the requests \
+         <h1>{title}</h1>\
+         <p>{what} ({tool}); {cores} cores. Verdicts are read from the database after the requests \
          stopped: <b>lost</b> = ledger − (stock − left), sales the stock row never saw; <b>beyond stock</b> = units sold past the stock. \
          Green: neither happened. Red: stock was oversold.</p>",
         tool = escape(&report.tool),
@@ -236,6 +252,9 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
+    if let Some(faults) = &report.faults {
+        html.push_str(&faults_section(faults));
+    }
     if !report.claims.is_empty() {
         html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>verdict</th><th>evidence</th></tr>");
         for c in &report.claims {
@@ -269,23 +288,203 @@ pub fn render(report: &Report) -> String {
         html.push_str("</table>");
     }
     html.push_str("<h2>The strategies</h2>");
-    let mut seen = Vec::new();
-    for r in &report.results {
-        if seen.contains(&r.strategy) {
+    let mut seen: Vec<String> = Vec::new();
+    let names = report.results.iter().map(|r| &r.strategy).chain(
+        report
+            .faults
+            .iter()
+            .flat_map(|f| f.cells.iter().map(|c| &c.strategy)),
+    );
+    for name in names {
+        if seen.contains(name) {
             continue;
         }
-        seen.push(r.strategy.clone());
+        seen.push(name.clone());
         let _ = write!(
             html,
             "<h3 id=\"s-{name}\">{name}</h3><p>{}</p>",
-            escape(explain(&r.strategy)),
-            name = escape(&r.strategy)
+            escape(explain(name)),
+            name = escape(name)
         );
     }
     let _ = write!(
         html,
         "<h2>Parameters</h2><pre>{}</pre></body></html>",
         escape(&serde_json::to_string_pretty(&report.parameters).unwrap_or_default())
+    );
+    html
+}
+
+/// The strategies in teaching order, for the columns of the fault grid.
+const ORDER: [&str; 10] = [
+    "unsafe",
+    "local-mutex",
+    "atomic-sql",
+    "pessimistic",
+    "optimistic",
+    "fence-only",
+    "mysql-lock",
+    "redis-lock",
+    "redlock",
+    "zookeeper",
+];
+
+fn fencing_label(fencing: Option<bool>) -> &'static str {
+    match fencing {
+        Some(true) => "fenced",
+        Some(false) => "unfenced",
+        None => "",
+    }
+}
+
+/// A cell's short label for the grid: its verdict and the number behind it.
+fn cell_label(c: &crate::chaos::Cell) -> String {
+    use crate::chaos::CellVerdict::*;
+    let detail = match c.verdict {
+        Lost if c.double_deducted > 0 => format!("{} double", c.double_deducted),
+        Lost => format!("{} lost", c.lost_updates),
+        Refused => format!("{} refused", c.refused),
+        Unavailable => format!("no sale {:.0} ms", c.blocked_ms.unwrap_or(c.fault_ms)),
+        Safe => match c.blocked_ms {
+            Some(b) if b >= 50.0 => format!("waited {b:.0} ms"),
+            _ => "no wait".to_string(),
+        },
+    };
+    let prefix = fencing_label(c.fencing);
+    let prefix = if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}: ")
+    };
+    format!("{prefix}{}, {detail}", c.verdict.as_str())
+}
+
+fn verdict_class(v: crate::chaos::CellVerdict) -> &'static str {
+    use crate::chaos::CellVerdict::*;
+    match v {
+        Safe => "safe",
+        Refused => "refused",
+        Unavailable => "unavailable",
+        Lost => "lost",
+    }
+}
+
+/// The "Faults" section: the grid, the lesson, and one sentence per cell.
+pub fn faults_section(f: &crate::chaos::ChaosReport) -> String {
+    let mut html = String::new();
+    let columns: Vec<&str> = ORDER
+        .iter()
+        .copied()
+        .filter(|s| f.cells.iter().any(|c| c.strategy == *s))
+        .collect();
+    let _ = write!(
+        html,
+        "<h2 id=\"faults\">Faults: who stays safe when holders pause, servers crash and sessions expire</h2>\
+         <p>Each cell ran under concurrent load (two instances, {w} workers each, one product) while the fault was made \
+         deterministically: a failpoint handshake first tells the runner a request of instance A is exactly between its read \
+         and its write, holding its lock; only then is A frozen, killed or cut off. Leases {lease} ms, ZooKeeper sessions \
+         {session} ms, ZooKeeper {nodes} node(s); the whole grid took {secs:.0} s.</p>\
+         <p><span class=\"v safe\" style=\"display:inline\">safe</span> no loss, sales went on \
+         <span class=\"v refused\" style=\"display:inline\">refused</span> no loss, some requests answered <code>lock_lost</code> \
+         <span class=\"v unavailable\" style=\"display:inline\">unavailable</span> no loss, no sale while the fault lasted \
+         <span class=\"v lost\" style=\"display:inline\">lost updates</span> the stock is wrong. \
+         A red outline marks a cell that did not give its expected verdict.</p>",
+        w = f.timing.workers,
+        lease = f.timing.lease_ms,
+        session = f.timing.zk_session_ms,
+        nodes = f.zk_nodes,
+        secs = f.seconds,
+    );
+    html.push_str("<table class=\"grid\"><tr><th>scenario</th>");
+    for col in &columns {
+        let _ = write!(html, "<th>{}</th>", escape(col));
+    }
+    html.push_str("</tr>");
+    for s in &f.scenarios {
+        let _ = write!(
+            html,
+            "<tr><td><b>{}.</b> {}</td>",
+            s.number,
+            escape(s.title)
+        );
+        for col in &columns {
+            html.push_str("<td>");
+            for c in f
+                .cells
+                .iter()
+                .filter(|c| c.scenario.id() == s.id && c.strategy == *col)
+            {
+                let _ = write!(
+                    html,
+                    "<span class=\"v {}{}\" title=\"{}\">{}</span>",
+                    verdict_class(c.verdict),
+                    if c.as_expected { "" } else { " surprise" },
+                    escape(&c.why),
+                    escape(&cell_label(c))
+                );
+            }
+            html.push_str("</td>");
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</table>");
+    html.push_str(
+        "<div class=\"lesson\"><p><b>The fencing lesson.</b> A lease lock cannot stop a holder that stops: a GC pause, \
+         a SIGSTOP, a partition. When it wakes it does not know its lease ran out, and a write computed from what it read \
+         before erases the sales the next holder made (the red cells, fencing off). No lock fixes this by being a better \
+         lock: RedLock's majority and ZooKeeper's consensus lose updates here exactly like one Redis. What fixes it is a \
+         check made by the resource: the write carries the lock's token and the database refuses a token older than the \
+         newest it has seen (the blue cells, fencing on). That check is a compare-and-set, so it is safe even with no lock \
+         at all (<code>fence-only</code>); what the lock adds is efficiency: it queues buyers so that almost none are \
+         refused. Strategies that let the database lock (<code>atomic-sql</code>, <code>pessimistic</code>) or compare \
+         (<code>optimistic</code>) never needed a fence: a frozen holder only makes the others wait.</p></div>",
+    );
+    for s in &f.scenarios {
+        let _ = write!(
+            html,
+            "<h3 id=\"fault-{id}\">{n}. {title}</h3><p>{how}</p><table class=\"why\"><tr><th>strategy</th><th>verdict</th>\
+             <th>sold</th><th>refused</th><th>busy</th><th>failed</th><th>lost</th><th>double</th><th>blocked ms</th><th>max gap ms</th>\
+             <th>recovery ms</th><th>why</th></tr>",
+            id = s.id,
+            n = s.number,
+            title = escape(s.title),
+            how = escape(s.how),
+        );
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        for c in f.cells.iter().filter(|c| c.scenario.id() == s.id) {
+            let fencing = fencing_label(c.fencing);
+            let _ = write!(
+                html,
+                "<tr><td>{}{}</td><td class=\"{}{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
+                escape(&c.strategy),
+                if fencing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({fencing})")
+                },
+                verdict_class(c.verdict),
+                if c.as_expected { "" } else { " surprise" },
+                c.verdict.as_str(),
+                c.succeeded,
+                c.refused,
+                c.busy,
+                c.failed,
+                c.lost_updates,
+                c.double_deducted,
+                opt(c.blocked_ms),
+                c.longest_gap_ms,
+                opt(c.recovery_ms),
+                escape(&c.why),
+            );
+        }
+        html.push_str("</table>");
+    }
+    html.push_str(
+        "<p><b>blocked</b>: from the fault to the first sale of a request sent after it; <b>max gap</b>: the longest time \
+         without a sale; <b>recovery</b>: from the heal to the next sale; <b>failed</b>: transport errors, \
+         <code>backend_unavailable</code>, <code>outcome_unknown</code> (requests to a frozen, dead or cut-off instance). \
+         Unknown outcomes were retried with the same <code>request_id</code> after the run.</p>",
     );
     html
 }

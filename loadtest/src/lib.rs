@@ -8,6 +8,8 @@
 //!   acknowledged sales missing from the ledger.
 //! - [`report`]: rows, the table, the JSON report (schema version 1).
 //! - [`html`]: the self-contained HTML report with inline SVG charts.
+//! - [`chaos`]: fault scenarios under load (`loadtest chaos`), judged by the ledger.
+//! - [`lab`]: `stock-app` instances as child processes (start, respawn).
 //! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
 //! - [`baseline`]: the atomic-sql transaction over sqlx, no HTTP: the service's overhead.
 //! - [`Runner`]: one strategy's run, start to verdict.
@@ -15,9 +17,11 @@
 //!   `./scripts/demo` runs) which starts everything itself.
 
 pub mod baseline;
+pub mod chaos;
 pub mod claims;
 pub mod engine;
 pub mod html;
+pub mod lab;
 pub mod report;
 pub mod verify;
 

@@ -3,14 +3,14 @@
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use loadtest::lab::Instance;
 use loadtest::report::{Expect, InstanceInfo, Report, Row, print_table};
 use loadtest::{Plan, Runner};
 use serde_json::json;
 use sqlx::mysql::MySqlPoolOptions;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-use testbed::process::{ServerProcess, free_port};
+use std::time::Instant;
 use testbed::{Stack, StackConfig};
 
 #[derive(Parser)]
@@ -29,6 +29,40 @@ enum Command {
     Run(RunArgs),
     /// Start everything, run each strategy on one hot product, print the comparison.
     Demo(DemoArgs),
+    /// Start private servers and two instances, inject faults under load (frozen and
+    /// killed holders, restarted Redis, paused RedLock nodes, a killed ZooKeeper
+    /// leader, a partition, an ambiguous commit) and judge every cell from the ledger.
+    Chaos(ChaosArgs),
+}
+
+#[derive(clap::Args)]
+struct ChaosArgs {
+    /// Only these scenarios (comma-separated ids or numbers, e.g. `1,pause-past-lease`;
+    /// default: all).
+    #[arg(long = "scenario", value_delimiter = ',')]
+    scenarios: Vec<String>,
+    /// Only these strategies (comma-separated; default: every one of the matrix).
+    #[arg(long, value_delimiter = ',')]
+    strategies: Vec<String>,
+    /// Also the extra cells: the controls (`unsafe`, `local-mutex`) frozen and the
+    /// unfenced locks killed, more strategies through the ambiguous commit.
+    #[arg(long)]
+    all: bool,
+    /// Short leases and windows (what the test suite runs).
+    #[arg(long)]
+    quick: bool,
+    /// The lock lease of both instances (`--lock-lease-ms`).
+    #[arg(long)]
+    lease_ms: Option<u64>,
+    /// The ZooKeeper session timeout of both instances (at least 1000: 2 x tickTime).
+    #[arg(long)]
+    zk_session_ms: Option<u64>,
+    /// The stock-app binary (default: next to this one).
+    #[arg(long)]
+    app_bin: Option<PathBuf>,
+    /// Write the JSON report here (default reports/chaos.json; the HTML next to it).
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -104,6 +138,12 @@ const ADMIN_TOKEN: &str = "demo-admin-token";
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Run(args) => run(args).await,
+        Command::Chaos(args) => {
+            tokio::select! {
+                result = chaos(args) => result,
+                _ = tokio::signal::ctrl_c() => bail!("interrupted; everything started was stopped"),
+            }
+        }
         Command::Demo(args) => {
             // Everything started is owned by `demo` and stopped when it returns,
             // including on Ctrl-C (the servers are in their own process groups, so
@@ -215,12 +255,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
 }
 
-/// A `stock-app` child process and its address.
-struct Instance {
-    process: ServerProcess,
-    base: String,
-}
-
 async fn start_instance(
     client: &reqwest::Client,
     app_bin: &Path,
@@ -228,11 +262,7 @@ async fn start_instance(
     name: &str,
     hold_ms: u64,
 ) -> anyhow::Result<Instance> {
-    let port = free_port()?;
-    let log = std::env::temp_dir().join(format!("stock-locks-demo-{name}-{port}.log"));
     let args: Vec<String> = vec![
-        "--bind".into(),
-        format!("127.0.0.1:{port}"),
         "--database-url".into(),
         env["DATABASE_URL"].clone(),
         "--redis-urls".into(),
@@ -244,25 +274,7 @@ async fn start_instance(
         "--hold-ms".into(),
         hold_ms.to_string(),
     ];
-    let mut process = ServerProcess::spawn(name, app_bin, &args, log).with_context(|| {
-        format!(
-            "starting {} (build it: cargo build --release -p stock-app)",
-            app_bin.display()
-        )
-    })?;
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(response) = client.get(format!("{base}/health")).send().await
-            && response.status().is_success()
-        {
-            return Ok(Instance { process, base });
-        }
-        if !process.is_running() || Instant::now() > deadline {
-            bail!("{name} did not come up; its log:\n{}", process.log_tail(20));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Instance::start(client, app_bin, name, &args).await
 }
 
 async fn demo(args: DemoArgs) -> anyhow::Result<()> {
@@ -270,10 +282,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     eprintln!("demo: starting MariaDB, 5 Redis and ZooKeeper ...");
     let stack = Stack::start(&StackConfig::default())?;
     let env: BTreeMap<_, _> = stack.env().into_iter().collect();
-    let app_bin = match &args.app_bin {
-        Some(path) => path.clone(),
-        None => std::env::current_exe()?.with_file_name("stock-app"),
-    };
+    let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.load.concurrency)
         .build()?;
@@ -551,4 +560,83 @@ async fn server_versions(
         }
     }
     versions
+}
+
+async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
+    use loadtest::chaos::{Scenario, Timing};
+    let mut scenarios = Vec::new();
+    for wanted in &args.scenarios {
+        let matching: Vec<Scenario> = Scenario::ALL
+            .into_iter()
+            .filter(|s| s.id() == wanted || s.number().to_string() == *wanted)
+            .collect();
+        if matching.is_empty() {
+            let known: Vec<&str> = Scenario::ALL.iter().map(|s| s.id()).collect();
+            bail!(
+                "unknown scenario {wanted:?}; known: 1-8 or {}",
+                known.join(", ")
+            );
+        }
+        scenarios.extend(matching);
+    }
+    let mut timing = if args.quick {
+        Timing::quick()
+    } else {
+        Timing::standard()
+    };
+    if let Some(lease) = args.lease_ms {
+        timing.lease_ms = lease;
+    }
+    if let Some(session) = args.zk_session_ms {
+        timing.zk_session_ms = session.max(1000);
+    }
+    let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
+    let faults =
+        loadtest::chaos::run(app_bin, timing, &scenarios, &args.strategies, args.all).await?;
+    loadtest::chaos::print_table(&faults);
+    let mut report = Report::new(
+        json!({
+            "command": "chaos", "scenarios": args.scenarios, "strategies": args.strategies,
+            "all": args.all, "quick": args.quick,
+        }),
+        Vec::new(),
+    );
+    report.faults = Some(faults);
+    let json_path = match &args.json {
+        Some(path) => path.clone(),
+        None => std::env::current_dir()?.join("reports").join("chaos.json"),
+    };
+    if let Some(dir) = json_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    write_json(&json_path, &report)?;
+    let html_path = json_path.with_extension("html");
+    std::fs::write(&html_path, loadtest::html::render(&report))?;
+    println!("json: {}", json_path.display());
+    println!("report: {}", html_path.display());
+    let faults = report.faults.as_ref().expect("set above");
+    let unexpected: Vec<String> = faults
+        .cells
+        .iter()
+        .filter(|c| !c.as_expected)
+        .map(|c| {
+            format!(
+                "{} / {} ({})",
+                c.scenario.id(),
+                c.strategy,
+                c.verdict.as_str()
+            )
+        })
+        .collect();
+    println!(
+        "chaos: {} cells in {:.0} s; {} as expected",
+        faults.cells.len(),
+        faults.seconds,
+        faults.cells.len() - unexpected.len()
+    );
+    if unexpected.is_empty() {
+        Ok(())
+    } else {
+        bail!("unexpected: {}", unexpected.join(", "))
+    }
 }

@@ -127,6 +127,9 @@ pub struct Report {
     pub claims: Vec<crate::claims::Claim>,
     /// The service instances the run started, with their peak memory.
     pub instances: Vec<InstanceInfo>,
+    /// `loadtest chaos` only: the fault grid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<crate::chaos::ChaosReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -159,11 +162,13 @@ impl Report {
             results,
             claims: Vec::new(),
             instances: Vec::new(),
+            faults: None,
         }
     }
 
     pub fn all_as_expected(&self) -> bool {
         self.results.iter().all(|r| r.as_expected)
+            && self.faults.as_ref().is_none_or(|f| f.all_as_expected())
     }
 }
 

@@ -241,7 +241,8 @@ impl ServerProcess {
 
     /// Kills the server (if it runs) and starts the same command again, with the same
     /// data directory and port. The caller waits for readiness (it knows the protocol).
-    pub(crate) fn respawn(&mut self) -> Result<()> {
+    /// Call it from a long-lived thread (see [`ServerProcess::spawn`]).
+    pub fn respawn(&mut self) -> Result<()> {
         self.kill();
         // A paused process cannot die before it is continued.
         let _ = self.resume();

@@ -339,37 +339,51 @@ impl Strategy for LockStrategy {
         order: &Order,
         held: &Held,
     ) -> Result<Vec<Applied>, TxError> {
-        let applied = read_and_check(tx, order).await?;
-        cx.hooks.after_read(order).await;
         let backend = self.locker().await?.name();
-        for a in &applied {
-            let product_id = a.item.product_id;
-            let fence = match (held.token_for(product_id), held.owner_for(product_id)) {
-                _ if !self.fenced(order) => None,
-                (Some(token), _) => Some(Fence::Token(token)),
-                (None, Some(owner)) => Some(Fence::Owner(owner)),
-                (None, None) => {
-                    return Err(AppError::Unexpected(anyhow::anyhow!("no fence for a lock")).into());
-                }
-            };
-            let written = match fence {
-                Some(fence) => {
-                    stock::write_quantity_fenced(tx, product_id, a.remaining, backend, fence)
-                        .await?
-                }
-                None => {
-                    stock::write_quantity(tx, product_id, a.remaining).await?;
-                    true
-                }
-            };
-            if !written {
-                return Err(AppError::LockLost(format!(
-                    "product {product_id}: this request's claim is no longer the newest; \
-                     another holder took the lock while this one was paused"
-                ))
-                .into());
-            }
-        }
-        Ok(applied)
+        read_check_write_fenced(cx, tx, order, held, backend, self.fenced(order)).await
     }
+}
+
+/// Steps 3 and 4 of the algorithm: plain read, check, then write each computed
+/// quantity, guarded by the product's claim when `fenced` (0 rows: a newer claim
+/// exists → `lock_lost`). Shared with `fence-only`, which claims with a ticket
+/// instead of a lock's token.
+pub(super) async fn read_check_write_fenced(
+    cx: &Cx<'_>,
+    tx: &mut MySqlConnection,
+    order: &Order,
+    held: &Held,
+    backend: &str,
+    fenced: bool,
+) -> Result<Vec<Applied>, TxError> {
+    let applied = read_and_check(tx, order).await?;
+    cx.hooks.after_read(order).await;
+    for a in &applied {
+        let product_id = a.item.product_id;
+        let fence = match (held.token_for(product_id), held.owner_for(product_id)) {
+            _ if !fenced => None,
+            (Some(token), _) => Some(Fence::Token(token)),
+            (None, Some(owner)) => Some(Fence::Owner(owner)),
+            (None, None) => {
+                return Err(AppError::Unexpected(anyhow::anyhow!("no fence for a lock")).into());
+            }
+        };
+        let written = match fence {
+            Some(fence) => {
+                stock::write_quantity_fenced(tx, product_id, a.remaining, backend, fence).await?
+            }
+            None => {
+                stock::write_quantity(tx, product_id, a.remaining).await?;
+                true
+            }
+        };
+        if !written {
+            return Err(AppError::LockLost(format!(
+                "product {product_id}: this request's claim is no longer the newest; \
+                 a newer holder claimed it since (this one was paused, or overtaken)"
+            ))
+            .into());
+        }
+    }
+    Ok(applied)
 }

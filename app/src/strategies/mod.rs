@@ -25,6 +25,8 @@
 //! - [`atomic_sql`]: `atomic-sql`, `UPDATE ... SET quantity = quantity - ? WHERE ... AND quantity >= ?`.
 //! - [`pessimistic`]: `pessimistic`, `SELECT ... FOR UPDATE`, retried on deadlock.
 //! - [`optimistic`]: `optimistic`, compare-and-set on a version column, retried.
+//! - [`fence_only`]: `fence-only`, a ticket, a claim and a guarded write with no lock:
+//!   the fence alone (safe; overtaken requests are refused).
 //! - [`distributed`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`: a distributed lock from the
 //!   `locks` crate around a plain read-check-write, with fenced writes.
 //!
@@ -35,6 +37,7 @@
 
 pub mod atomic_sql;
 pub mod distributed;
+pub mod fence_only;
 pub mod local_mutex;
 pub mod optimistic;
 pub mod pessimistic;
@@ -531,6 +534,7 @@ pub fn all(settings: &Settings, pool: &MySqlPool) -> Strategies {
     strategies.add(Arc::new(optimistic::Optimistic {
         max_attempts: settings.optimistic_max_attempts,
     }));
+    strategies.add(Arc::new(fence_only::FenceOnly { pool: pool.clone() }));
     strategies.add(Arc::new(distributed::LockStrategy::mysql(settings, pool)));
     strategies.add(Arc::new(distributed::LockStrategy::redis(settings, pool)));
     strategies.add(Arc::new(distributed::LockStrategy::redlock(settings, pool)));

@@ -1,0 +1,94 @@
+//! `stock-app` instances as child processes: started, health-checked, killed,
+//! respawned. Used by `loadtest demo` and by the chaos runner, which needs real
+//! processes to SIGSTOP and kill -9.
+
+use anyhow::{Context, bail};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use testbed::process::{ServerProcess, free_port};
+
+/// A `stock-app` child process and its address.
+pub struct Instance {
+    pub process: ServerProcess,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+}
+
+impl Instance {
+    /// Starts `app_bin --bind 127.0.0.1:<free port> <args>` and waits until `/health`
+    /// answers. Call it from a long-lived thread (the process dies with the thread
+    /// that spawned it).
+    pub async fn start(
+        client: &reqwest::Client,
+        app_bin: &Path,
+        name: &str,
+        args: &[String],
+    ) -> anyhow::Result<Instance> {
+        let port = free_port()?;
+        let log = std::env::temp_dir().join(format!("stock-locks-{name}-{port}.log"));
+        let mut all = vec!["--bind".to_string(), format!("127.0.0.1:{port}")];
+        all.extend_from_slice(args);
+        let process = ServerProcess::spawn(name, app_bin, &all, log).with_context(|| {
+            format!(
+                "starting {} (build it: cargo build --release -p stock-app)",
+                app_bin.display()
+            )
+        })?;
+        let mut instance = Instance {
+            process,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        instance.wait_healthy(client).await?;
+        Ok(instance)
+    }
+
+    /// Kills the instance (if it runs) and starts it again on the same port.
+    pub async fn respawn(&mut self, client: &reqwest::Client) -> anyhow::Result<()> {
+        self.process.respawn()?;
+        self.wait_healthy(client).await
+    }
+
+    async fn wait_healthy(&mut self, client: &reqwest::Client) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(response) = client.get(format!("{}/health", self.base)).send().await
+                && response.status().is_success()
+            {
+                return Ok(());
+            }
+            if !self.process.is_running() || Instant::now() > deadline {
+                bail!(
+                    "{} did not come up; its log:\n{}",
+                    self.process.name(),
+                    self.process.log_tail(20)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The `stock-app` binary: `explicit` if given, else next to the running program (the
+/// binaries of one cargo build share a directory; a test binary lives one level down,
+/// in `deps/`).
+pub fn app_bin(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = explicit {
+        return Ok(path.to_path_buf());
+    }
+    let exe = std::env::current_exe()?;
+    let mut dir = exe.parent();
+    while let Some(d) = dir {
+        let candidate = d.join("stock-app");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        if d.file_name().is_some_and(|n| n == "target") {
+            break;
+        }
+        dir = d.parent();
+    }
+    bail!(
+        "no stock-app binary next to {} (build it: cargo build -p stock-app)",
+        exe.display()
+    )
+}
