@@ -8,9 +8,9 @@
 //! connects directly. Each [`Cell`] (one scenario, one strategy, fencing on or off)
 //! runs on a product of its own:
 //!
-//! 1. restock; start the load: a few workers per instance, each pinned to its
-//!    instance (so requests to a frozen instance do not starve the other), sending
-//!    single-unit deductions in a loop;
+//! 1. restock; start the load: one buyer on A (the one the fault catches) and a few
+//!    on B, each pinned to its instance (so requests to a frozen instance do not
+//!    starve the other), sending single-unit deductions in a loop;
 //! 2. inject the fault deterministically: a failpoint `pause` handshake tells the
 //!    runner a request of A is exactly between its read and its write (holding its
 //!    lock), and only then is A frozen (SIGSTOP), killed, or partitioned;
@@ -369,7 +369,7 @@ pub struct Timing {
     pub warm_ms: u64,
     /// Load after the heal.
     pub after_ms: u64,
-    /// Workers per instance, each with one request in flight.
+    /// Buyers on instance B, each with one request in flight (A runs one).
     pub workers: usize,
 }
 
@@ -884,7 +884,11 @@ impl Load {
         let run = uuid::Uuid::new_v4().simple().to_string();
         let mut workers = Vec::new();
         for (i, instance) in instances.iter().enumerate() {
-            for w in 0..per_instance {
+            // A runs one buyer: the one whose request the fault catches. More would
+            // be caught too, mid-transaction (a frozen process freezes all its
+            // requests), and the cell would measure whichever lock they held.
+            let workers_here = if i == 0 { 1 } else { per_instance };
+            for w in 0..workers_here {
                 let client = client.clone();
                 let url = format!("{}/deduct/{}", instance.base, spec.strategy);
                 let stop = stop.clone();

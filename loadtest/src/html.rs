@@ -380,7 +380,7 @@ pub fn faults_section(f: &crate::chaos::ChaosReport) -> String {
     let _ = write!(
         html,
         "<h2 id=\"faults\">Faults: who stays safe when holders pause, servers crash and sessions expire</h2>\
-         <p>Each cell ran under concurrent load (two instances, {w} workers each, one product) while the fault was made \
+         <p>Each cell ran under concurrent load (one product; one buyer on instance A, {w} on instance B, each with a request always in flight) while the fault was made \
          deterministically: a failpoint handshake first tells the runner a request of instance A is exactly between its read \
          and its write, holding its lock; only then is A frozen, killed or cut off. Leases {lease} ms, ZooKeeper sessions \
          {session} ms, ZooKeeper {nodes} node(s); the whole grid took {secs:.0} s.</p>\

@@ -1,0 +1,160 @@
+//! Fast variants of the chaos scenarios 1, 2, 3 and 8, run by the chaos runner itself
+//! against private servers and two real `stock-app` processes (short leases): the
+//! verdicts the report shows, asserted.
+
+use loadtest::chaos::{Cell, CellSpec, CellVerdict, Lab, Scenario, Timing, matrix};
+use std::path::PathBuf;
+
+/// The `stock-app` binary of this build (built here if `cargo nextest run -p
+/// loadtest` did not build it).
+fn app_bin() -> PathBuf {
+    if let Ok(path) = loadtest::lab::app_bin(None) {
+        return path;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let status = std::process::Command::new(cargo)
+        .args(["build", "-p", "stock-app", "--bin", "stock-app"])
+        .current_dir(root)
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build -p stock-app failed");
+    loadtest::lab::app_bin(None).expect("stock-app built")
+}
+
+/// The matrix's own cell (so the test checks what the runner expects).
+fn spec(scenario: Scenario, strategy: &str, fencing: Option<bool>) -> CellSpec {
+    matrix()
+        .into_iter()
+        .find(|c| c.scenario == scenario && c.strategy == strategy && c.fencing == fencing)
+        .unwrap_or_else(|| panic!("no cell {scenario:?} / {strategy} / {fencing:?}"))
+}
+
+async fn run(lab: &mut Lab, spec: &CellSpec) -> Cell {
+    let cell = lab.run_cell(spec).await.expect("the cell runs");
+    println!(
+        "{} / {} / {:?}: {} (sold {}, refused {}, lost {}, double {}, blocked {:?} ms, gap {:.0} ms): {}",
+        spec.scenario.id(),
+        spec.strategy,
+        spec.fencing,
+        cell.verdict.as_str(),
+        cell.succeeded,
+        cell.refused,
+        cell.lost_updates,
+        cell.double_deducted,
+        cell.blocked_ms,
+        cell.longest_gap_ms,
+        cell.why
+    );
+    assert_eq!(cell.missing_acknowledged, 0, "{cell:?}");
+    assert!(cell.as_expected, "unexpected verdict: {cell:?}");
+    cell
+}
+
+async fn lab() -> Lab {
+    Lab::start(app_bin(), Timing::quick(), 1)
+        .await
+        .expect("start the lab")
+}
+
+/// Scenario 1: a holder frozen (SIGSTOP) past its lease while between read and
+/// write. Unfenced, its stale write loses updates; fenced, it is refused and nothing
+/// is lost; with the row lock of `atomic-sql` the others wait; `optimistic` holds
+/// nothing and retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_holder_loses_updates_unless_fenced() {
+    let mut lab = lab().await;
+
+    let unfenced = run(
+        &mut lab,
+        &spec(Scenario::PausePastLease, "redis-lock", Some(false)),
+    )
+    .await;
+    assert_eq!(unfenced.verdict, CellVerdict::Lost);
+    assert!(unfenced.lost_updates >= 1);
+
+    let fenced = run(
+        &mut lab,
+        &spec(Scenario::PausePastLease, "redis-lock", Some(true)),
+    )
+    .await;
+    assert_eq!(fenced.verdict, CellVerdict::Refused);
+    assert_eq!((fenced.lost_updates, fenced.beyond_stock), (0, 0));
+    assert!(fenced.refused >= 1);
+    // B's buyers got the lock once the lease (400 ms) ran out, long before the
+    // freeze (1200 ms) ended.
+    let blocked = fenced.blocked_ms.expect("B sold during the freeze");
+    assert!(blocked < 1200.0, "blocked {blocked} ms");
+
+    let atomic = run(
+        &mut lab,
+        &spec(Scenario::PausePastLease, "atomic-sql", None),
+    )
+    .await;
+    assert_eq!(atomic.verdict, CellVerdict::Unavailable);
+    assert_eq!(atomic.lost_updates, 0);
+
+    let optimistic = run(
+        &mut lab,
+        &spec(Scenario::PausePastLease, "optimistic", None),
+    )
+    .await;
+    assert_eq!(optimistic.verdict, CellVerdict::Safe);
+    lab.stop().await;
+}
+
+/// Scenario 2: the fence with no lock in front of it: the same freeze, nothing lost,
+/// and many requests refused (overtaken by a newer ticket) — the lock's job is
+/// efficiency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_without_a_lock_is_safe_and_refuses() {
+    let mut lab = lab().await;
+    let cell = run(&mut lab, &spec(Scenario::FenceOnly, "fence-only", None)).await;
+    assert_eq!(cell.verdict, CellVerdict::Refused);
+    assert_eq!((cell.lost_updates, cell.beyond_stock), (0, 0));
+    assert!(cell.succeeded > 0 && cell.refused > 1, "{cell:?}");
+    lab.stop().await;
+}
+
+/// Scenario 3: the holder's instance killed (SIGKILL) between read and write:
+/// nothing is lost, and the lock comes back after its lease (the database's row lock
+/// at once, when the dead client's connection closes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_holder_loses_nothing() {
+    let mut lab = lab().await;
+    let lock = run(
+        &mut lab,
+        &spec(Scenario::HolderKilled, "redis-lock", Some(true)),
+    )
+    .await;
+    assert_eq!((lock.lost_updates, lock.double_deducted), (0, 0));
+    let back = lock.blocked_ms.expect("the lock came back");
+    // At most one lease (400 ms) after the last renewal; generous bound.
+    assert!(back < 2000.0, "lock back after {back} ms");
+
+    let db = run(&mut lab, &spec(Scenario::HolderKilled, "pessimistic", None)).await;
+    assert_eq!((db.lost_updates, db.double_deducted), (0, 0));
+    assert!(db.blocked_ms.is_some());
+    lab.stop().await;
+}
+
+/// Scenario 8: MariaDB killed as a COMMIT is sent, restarted; every request whose
+/// outcome was unknown is retried with its request_id: nothing deducted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambiguous_commit_never_deducts_twice() {
+    let mut lab = lab().await;
+    let cell = run(
+        &mut lab,
+        &spec(Scenario::AmbiguousCommit, "atomic-sql", None),
+    )
+    .await;
+    assert_eq!(
+        (cell.lost_updates, cell.double_deducted, cell.beyond_stock),
+        (0, 0, 0)
+    );
+    assert!(
+        cell.recovery_ms.is_some(),
+        "sales resumed after the restart"
+    );
+    lab.stop().await;
+}
