@@ -629,6 +629,9 @@ impl Lab {
         Ok(())
     }
 
+    /// Calls A's or B's hooks endpoint. Retried on a transport error: after a freeze
+    /// longer than the server's keep-alive, a pooled connection may be closed by the
+    /// server just as the request goes out (every hook call is safe to repeat).
     async fn hook(
         &self,
         instance: usize,
@@ -637,13 +640,24 @@ impl Lab {
         body: Value,
     ) -> anyhow::Result<Value> {
         let url = format!("{}/hooks/{path}", self.instances[instance].base);
-        let response = self
-            .client
-            .request(method, &url)
-            .json(&body)
-            .send()
-            .await
-            .with_context(|| url.clone())?;
+        let mut tries = 0;
+        let response = loop {
+            tries += 1;
+            match self
+                .client
+                .request(method.clone(), &url)
+                .json(&body)
+                .send()
+                .await
+            {
+                Ok(response) => break response,
+                Err(e) if tries < 5 => {
+                    eprintln!("chaos: {url}: {e}; again");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context(url)),
+            }
+        };
         let status = response.status();
         let answer: Value = response.json().await.unwrap_or(Value::Null);
         if !status.is_success() {
@@ -701,6 +715,9 @@ impl Lab {
                 self.pause_a_at("after_read").await?;
                 self.instances[0].process.kill();
                 let fault = load.now();
+                // Not healed (A stays dead until the next cell): give the lock time
+                // to come back before the after-window starts.
+                tokio::time::sleep(freeze).await;
                 Window::new(fault, fault)
             }
             Scenario::RedisRestart => {

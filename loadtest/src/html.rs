@@ -184,7 +184,7 @@ pub fn render(report: &Report) -> String {
          table{{border-collapse:collapse;margin:1em 0;font-size:14px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}\
          td:first-child,th:first-child,td:last-child,th:last-child{{text-align:left}}.ok{{background:#d9f2e3}}.bad{{background:#f8d4d4}}\
          .confirmed{{color:#1d7a3f;font-weight:bold}}.refuted{{color:#b02020;font-weight:bold}}.inconclusive{{color:#8a6d00;font-weight:bold}}\
-         table.grid td{{text-align:left;vertical-align:top;min-width:80px}}.v{{display:block;padding:2px 6px;margin:2px 0;border-radius:3px;font-size:13px;white-space:nowrap}}\
+         table.grid{{font-size:12px}}table.grid td,table.grid th{{text-align:left;vertical-align:top;padding:3px 4px}}table.grid td:first-child{{min-width:170px}}.v{{display:block;padding:2px 5px;margin:2px 0;border-radius:3px;font-size:12px}}\
          .safe{{background:#cdebd7}}.refused{{background:#d3e2f7}}.unavailable{{background:#fbe3b5}}.lost{{background:#f5c2c2;font-weight:bold}}\
          .surprise{{outline:3px solid #b02020}}table.why td{{text-align:left;vertical-align:top}}.lesson{{border-left:4px solid #2e8b57;padding:0.5em 1em;background:#f4faf6}}\
          code{{background:#f3f3f3;padding:0 3px}}</style></head><body>\
@@ -337,7 +337,8 @@ fn fencing_label(fencing: Option<bool>) -> &'static str {
     }
 }
 
-/// A cell's short label for the grid: its verdict and the number behind it.
+/// A cell's short label for the grid (the colour says the verdict): the number
+/// behind it, prefixed with the fencing mode (`on:` / `off:`) where it has one.
 fn cell_label(c: &crate::chaos::Cell) -> String {
     use crate::chaos::CellVerdict::*;
     let detail = match c.verdict {
@@ -346,17 +347,15 @@ fn cell_label(c: &crate::chaos::Cell) -> String {
         Refused => format!("{} refused", c.refused),
         Unavailable => format!("no sale {:.0} ms", c.blocked_ms.unwrap_or(c.fault_ms)),
         Safe => match c.blocked_ms {
-            Some(b) if b >= 50.0 => format!("waited {b:.0} ms"),
-            _ => "no wait".to_string(),
+            Some(b) if b >= 50.0 => format!("safe, waited {b:.0} ms"),
+            _ => "safe".to_string(),
         },
     };
-    let prefix = fencing_label(c.fencing);
-    let prefix = if prefix.is_empty() {
-        String::new()
-    } else {
-        format!("{prefix}: ")
-    };
-    format!("{prefix}{}, {detail}", c.verdict.as_str())
+    match c.fencing {
+        Some(true) => format!("on: {detail}"),
+        Some(false) => format!("off: {detail}"),
+        None => detail,
+    }
 }
 
 fn verdict_class(v: crate::chaos::CellVerdict) -> &'static str {
