@@ -2,7 +2,7 @@
 //! against private servers and two real `stock-app` processes (short leases): the
 //! verdicts the report shows, asserted.
 
-use loadtest::chaos::{Cell, CellSpec, CellVerdict, Lab, Scenario, Timing, matrix};
+use loadtest::chaos::{Cell, CellSpec, CellVerdict, ChaosReport, Lab, Scenario, Timing, matrix};
 use std::path::PathBuf;
 
 /// The `stock-app` binary of this build (built here if `cargo nextest run -p
@@ -114,6 +114,29 @@ async fn fence_without_a_lock_is_safe_and_refuses() {
     assert_eq!((cell.lost_updates, cell.beyond_stock), (0, 0));
     assert!(cell.succeeded > 0 && cell.refused > 1, "{cell:?}");
     lab.stop().await;
+
+    // The chaos JSON report validates against the documented schema.
+    let mut report = loadtest::report::Report::new(serde_json::json!({}), Vec::new());
+    report.faults = Some(ChaosReport {
+        timing: Timing::quick(),
+        zk_nodes: 1,
+        cells: vec![cell],
+        scenarios: Vec::new(),
+        seconds: 1.0,
+    });
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../report.schema.json")).expect("the schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let instance = serde_json::to_value(&report).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&instance)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "chaos report does not match its schema: {errors:?}"
+    );
+    assert!(loadtest::html::render(&report).contains("Faults: who stays safe"));
 }
 
 /// Scenario 3: the holder's instance killed (SIGKILL) between read and write:
