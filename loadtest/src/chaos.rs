@@ -25,7 +25,7 @@
 //! the fault), `refused` (safe, and some requests were answered `lock_lost`) or `safe`.
 //! Each cell states the verdicts it is expected to give; the run fails on a surprise.
 
-use crate::engine::{post_deduct, restock};
+use crate::engine::{is_unknown, post_deduct, restock};
 use crate::lab::Instance;
 use crate::verify;
 use anyhow::{Context, bail};
@@ -510,8 +510,13 @@ impl Lab {
             .map(|n| Proxy::start(n.client_port()))
             .collect::<Result<Vec<_>, _>>()?;
         let env: std::collections::BTreeMap<_, _> = stack.env().into_iter().collect();
+        // Idle connections are dropped before actix's keep-alive (5 s) would close
+        // them: after a freeze longer than that, the server closes every idle
+        // connection the moment it wakes, and a request sent on one of them would fail
+        // in transit (a spurious unknown outcome, a failed hook call).
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
+            .pool_idle_timeout(Duration::from_secs(2))
             .build()?;
         let proxied_redis: Vec<String> = redis_proxies
             .iter()
@@ -548,7 +553,6 @@ impl Lab {
             .map(|s| s.to_string())
             .collect()
         };
-        let app_bin = crate::lab::app_bin(Some(&app_bin))?;
         let a = Instance::start(
             &client,
             &app_bin,
@@ -597,7 +601,7 @@ impl Lab {
         let window = self.inject(spec, &load).await?;
         tokio::time::sleep(Duration::from_millis(self.timing.after_ms)).await;
         let mut samples = load.stop().await;
-        let (retried, duplicates) = self.retry_unknown(&mut samples).await;
+        let (retried, duplicates) = self.retry_unknown(spec, product, &mut samples).await;
         let acknowledged: Vec<String> = samples
             .iter()
             .filter(|s| s.outcome == "200")
@@ -617,9 +621,7 @@ impl Lab {
 
     /// Instance A is respawned when a cell killed it; every server is running.
     async fn ensure_up(&mut self) -> anyhow::Result<()> {
-        for proxy in self.redis_proxies.iter().chain(&self.zk_proxies) {
-            proxy.set(ProxyMode::Pass);
-        }
+        self.set_proxies(ProxyMode::Pass);
         for instance in &mut self.instances {
             let _ = instance.process.resume();
             if !instance.process.is_running() {
@@ -629,9 +631,14 @@ impl Lab {
         Ok(())
     }
 
-    /// Calls A's or B's hooks endpoint. Retried on a transport error: after a freeze
-    /// longer than the server's keep-alive, a pooled connection may be closed by the
-    /// server just as the request goes out (every hook call is safe to repeat).
+    /// Every connection of instance A to Redis and ZooKeeper.
+    fn set_proxies(&self, mode: ProxyMode) {
+        for proxy in self.redis_proxies.iter().chain(&self.zk_proxies) {
+            proxy.set(mode);
+        }
+    }
+
+    /// Calls A's or B's hooks endpoint.
     async fn hook(
         &self,
         instance: usize,
@@ -640,24 +647,13 @@ impl Lab {
         body: Value,
     ) -> anyhow::Result<Value> {
         let url = format!("{}/hooks/{path}", self.instances[instance].base);
-        let mut tries = 0;
-        let response = loop {
-            tries += 1;
-            match self
-                .client
-                .request(method.clone(), &url)
-                .json(&body)
-                .send()
-                .await
-            {
-                Ok(response) => break response,
-                Err(e) if tries < 5 => {
-                    eprintln!("chaos: {url}: {e}; again");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => return Err(anyhow::Error::new(e).context(url)),
-            }
-        };
+        let response = self
+            .client
+            .request(method, &url)
+            .json(&body)
+            .send()
+            .await
+            .with_context(|| url.clone())?;
         let status = response.status();
         let answer: Value = response.json().await.unwrap_or(Value::Null);
         if !status.is_success() {
@@ -761,22 +757,16 @@ impl Lab {
             }
             Scenario::LockPartition => {
                 self.pause_a_at("after_read").await?;
-                for proxy in self.redis_proxies.iter().chain(&self.zk_proxies) {
-                    proxy.set(ProxyMode::Blackhole);
-                }
+                self.set_proxies(ProxyMode::Blackhole);
                 let fault = load.now();
                 tokio::time::sleep(freeze).await;
                 // The partitioned holder goes on and writes, while still partitioned.
                 self.release_a("after_read").await?;
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 // Heal: break the silent connections so clients reconnect at once.
-                for proxy in self.redis_proxies.iter().chain(&self.zk_proxies) {
-                    proxy.set(ProxyMode::Reset);
-                }
+                self.set_proxies(ProxyMode::Reset);
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                for proxy in self.redis_proxies.iter().chain(&self.zk_proxies) {
-                    proxy.set(ProxyMode::Pass);
-                }
+                self.set_proxies(ProxyMode::Pass);
                 Window::new(fault, load.now())
             }
             Scenario::AmbiguousCommit => {
@@ -796,46 +786,30 @@ impl Lab {
     /// Retries every request whose outcome the client does not know, with the same
     /// request_id and body, until the service gives a definite answer. Returns (how
     /// many were retried, how many turned out to have committed).
-    async fn retry_unknown(&self, samples: &mut [Sample]) -> (u64, u64) {
+    async fn retry_unknown(
+        &self,
+        spec: &CellSpec,
+        product: i64,
+        samples: &mut [Sample],
+    ) -> (u64, u64) {
         let (mut retried, mut duplicates) = (0, 0);
-        let b = &self.instances[1].base;
-        for sample in samples.iter_mut() {
-            if !(sample.outcome == "transport" || sample.outcome == "503 outcome_unknown") {
-                continue;
-            }
+        let url = format!("{}/deduct/{}", self.instances[1].base, spec.strategy);
+        for sample in samples.iter_mut().filter(|s| is_unknown(&s.outcome)) {
             retried += 1;
             sample.retried = true;
-            let url = format!("{b}/deduct/{}", sample.strategy);
+            let body = deduct_body(&sample.request_id, product, spec.fencing);
             for _ in 0..100 {
-                let response = self.client.post(&url).json(&sample.body).send().await;
-                let Ok(response) = response else {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                };
-                let status = response.status().as_u16();
-                let answer: Value = response.json().await.unwrap_or(Value::Null);
-                if status == 200 {
-                    if answer["duplicate"] == json!(true) {
-                        duplicates += 1;
-                    }
-                    sample.outcome = "200".into();
+                let reply = post_deduct(&self.client, &url, &body).await;
+                let again = matches!(
+                    reply.outcome.as_str(),
+                    "503 outcome_unknown" | "503 backend_unavailable" | "transport" | "unreachable"
+                );
+                if !again {
+                    duplicates += u64::from(reply.duplicate);
+                    sample.outcome = reply.outcome;
                     break;
                 }
-                if status == 503
-                    && matches!(
-                        answer["error"].as_str(),
-                        Some("outcome_unknown" | "backend_unavailable")
-                    )
-                {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-                sample.outcome = if status == 503 {
-                    format!("503 {}", answer["error"].as_str().unwrap_or("?"))
-                } else {
-                    status.to_string()
-                };
-                break;
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
         (retried, duplicates)
@@ -876,8 +850,16 @@ struct Sample {
     retried: bool,
     outcome: String,
     request_id: String,
-    strategy: String,
-    body: Value,
+}
+
+/// A single-unit deduction of `product`, with the per-request fencing switch when the
+/// strategy has one.
+fn deduct_body(request_id: &str, product: i64, fencing: Option<bool>) -> Value {
+    let mut body = json!({"request_id": request_id, "product_id": product});
+    if let Some(fencing) = fencing {
+        body["fencing"] = json!(fencing);
+    }
+    body
 }
 
 /// The background load of a cell: workers pinned to instances, each with one
@@ -909,7 +891,6 @@ impl Load {
                 let client = client.clone();
                 let url = format!("{}/deduct/{}", instance.base, spec.strategy);
                 let stop = stop.clone();
-                let strategy = spec.strategy.to_string();
                 let fencing = spec.fencing;
                 let prefix = format!("chaos-{}-{i}-{w}", &run[..12]);
                 workers.push(tokio::spawn(async move {
@@ -918,12 +899,9 @@ impl Load {
                     while !stop.load(Ordering::Relaxed) {
                         n += 1;
                         let request_id = format!("{prefix}-{n}");
-                        let mut body = json!({"request_id": request_id, "product_id": product});
-                        if let Some(fencing) = fencing {
-                            body["fencing"] = json!(fencing);
-                        }
+                        let body = deduct_body(&request_id, product, fencing);
                         let sent = started.elapsed();
-                        let (outcome, _) = post_deduct(&client, &url, &body).await;
+                        let outcome = post_deduct(&client, &url, &body).await.outcome;
                         let at = started.elapsed();
                         let failed = outcome == "transport" || outcome == "unreachable";
                         samples.push(Sample {
@@ -932,8 +910,6 @@ impl Load {
                             retried: false,
                             outcome,
                             request_id,
-                            strategy: strategy.clone(),
-                            body,
                         });
                         if failed {
                             // A dead or frozen instance: do not spin.
@@ -1062,6 +1038,28 @@ fn judge(
     };
     cell.why = why(&cell, timing);
     cell
+}
+
+/// `fenced`, `unfenced`, or empty for a strategy with no fencing switch.
+pub fn fencing_label(fencing: Option<bool>) -> &'static str {
+    match fencing {
+        Some(true) => "fenced",
+        Some(false) => "unfenced",
+        None => "",
+    }
+}
+
+/// `redis-lock (fenced)`, `atomic-sql`: a cell's strategy and fencing mode.
+pub fn cell_name(strategy: &str, fencing: Option<bool>) -> String {
+    match fencing_label(fencing) {
+        "" => strategy.to_string(),
+        label => format!("{strategy} ({label})"),
+    }
+}
+
+/// Whole milliseconds, or `-` when there are none (no sale after the fault).
+pub fn fmt_opt_ms(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.0}"))
 }
 
 fn fmt_ms(v: Option<f64>) -> String {
@@ -1196,15 +1194,10 @@ pub async fn run(
     let mut results = Vec::new();
     for spec in &cells {
         eprintln!(
-            "chaos: {} {} / {}{} ...",
+            "chaos: {} {} / {} ...",
             spec.scenario.number(),
             spec.scenario.id(),
-            spec.strategy,
-            match spec.fencing {
-                Some(true) => " (fenced)",
-                Some(false) => " (unfenced)",
-                None => "",
-            }
+            cell_name(spec.strategy, spec.fencing),
         );
         let cell = lab
             .run_cell(spec)
@@ -1250,7 +1243,7 @@ pub async fn run(
 pub fn print_table(report: &ChaosReport) {
     println!();
     println!(
-        "{:<2} {:<22} {:<12} {:<8} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  verdict",
+        "{:<2} {:<22} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  verdict",
         "#",
         "scenario",
         "strategy",
@@ -1265,17 +1258,15 @@ pub fn print_table(report: &ChaosReport) {
         "max gap",
         "recover",
     );
-    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     for c in &report.cells {
         println!(
-            "{:<2} {:<22} {:<12} {:<8} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {}{}",
+            "{:<2} {:<22} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {}{}",
             c.scenario_number,
             c.scenario.id(),
             c.strategy,
-            match c.fencing {
-                Some(true) => "on",
-                Some(false) => "off",
-                None => "-",
+            match fencing_label(c.fencing) {
+                "" => "-",
+                label => label,
             },
             c.succeeded,
             c.refused,
@@ -1283,9 +1274,9 @@ pub fn print_table(report: &ChaosReport) {
             c.failed,
             c.lost_updates,
             c.double_deducted,
-            opt(c.blocked_ms),
+            fmt_opt_ms(c.blocked_ms),
             c.longest_gap_ms,
-            opt(c.recovery_ms),
+            fmt_opt_ms(c.recovery_ms),
             c.verdict.as_str(),
             if c.as_expected { "" } else { "  UNEXPECTED" },
         );

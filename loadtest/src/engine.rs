@@ -70,7 +70,7 @@ impl Fired {
                     fired.acknowledged.push(answer.request_id);
                     fired.attempts += answer.attempts;
                 }
-                "transport" | "503 outcome_unknown" => fired.unknown.push(answer.request_id),
+                outcome if is_unknown(outcome) => fired.unknown.push(answer.request_id),
                 _ => {}
             }
         }
@@ -142,37 +142,65 @@ async fn send(client: &reqwest::Client, load: &Load, i: usize) -> Answer {
     );
     let (request_id, body) = body(load, i);
     let sent = Instant::now();
-    let (outcome, attempts) = post_deduct(client, &url, &body).await;
+    let reply = post_deduct(client, &url, &body).await;
     Answer {
-        outcome,
+        outcome: reply.outcome,
         request_id,
-        attempts,
+        attempts: reply.attempts,
         micros: sent.elapsed().as_micros() as u64,
     }
 }
 
-/// Sends one deduction and classifies the answer: (`200` | `409` | `503 <code>` |
-/// `4xx` | `5xx` | `unreachable` | `transport`, the 200 body's `attempts`).
-pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> (String, u64) {
+/// Whether an outcome leaves the client not knowing if the deduction was applied
+/// (sent, no answer; or the service's own `outcome_unknown`): retry it with the same
+/// request_id to find out.
+pub fn is_unknown(outcome: &str) -> bool {
+    matches!(outcome, "transport" | "503 outcome_unknown")
+}
+
+/// One deduction's answer, classified.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// `200`, `409`, `503 <code>`, `4xx`, `5xx`, `unreachable` (never sent) or
+    /// `transport` (sent, no answer).
+    pub outcome: String,
+    /// The 200 body's `attempts` (0 otherwise).
+    pub attempts: u64,
+    /// A 200 that is the stored answer to an earlier request with the same id.
+    pub duplicate: bool,
+}
+
+/// Sends one deduction and classifies the answer.
+pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> Reply {
+    let reply = |outcome: String, attempts, duplicate| Reply {
+        outcome,
+        attempts,
+        duplicate,
+    };
     match client.post(url).json(body).send().await {
         Ok(response) => {
             let status = response.status().as_u16();
             let answer: Value = response.json().await.unwrap_or(Value::Null);
             match status {
-                200 => ("200".to_string(), answer["attempts"].as_u64().unwrap_or(1)),
-                409 => ("409".to_string(), 0),
-                503 => (
+                200 => reply(
+                    "200".into(),
+                    answer["attempts"].as_u64().unwrap_or(1),
+                    answer["duplicate"] == Value::Bool(true),
+                ),
+                409 => reply("409".into(), 0, false),
+                503 => reply(
                     format!("503 {}", answer["error"].as_str().unwrap_or("?")),
                     0,
+                    false,
                 ),
-                400..=499 => ("4xx".to_string(), 0),
-                _ => ("5xx".to_string(), 0),
+                400..=499 => reply("4xx".into(), 0, false),
+                _ => reply("5xx".into(), 0, false),
             }
         }
         // Never sent (connection refused): certainly not applied.
-        Err(e) if e.is_connect() => ("unreachable".to_string(), 0),
+        Err(e) if e.is_connect() => reply("unreachable".into(), 0, false),
         // Sent, no answer: it may or may not have been applied.
-        Err(_) => ("transport".to_string(), 0),
+        Err(_) => reply("transport".into(), 0, false),
     }
 }
 

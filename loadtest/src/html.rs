@@ -1,6 +1,7 @@
 //! The HTML report: one self-contained file (inline SVG charts drawn with `plotters`,
 //! inline CSS, no script, no CDN) that opens offline.
 
+use crate::chaos::{cell_name, fmt_opt_ms};
 use crate::report::{Report, Row};
 use plotters::prelude::*;
 use std::fmt::Write;
@@ -329,14 +330,6 @@ const ORDER: [&str; 10] = [
     "zookeeper",
 ];
 
-fn fencing_label(fencing: Option<bool>) -> &'static str {
-    match fencing {
-        Some(true) => "fenced",
-        Some(false) => "unfenced",
-        None => "",
-    }
-}
-
 /// A cell's short label for the grid (the colour says the verdict): the number
 /// behind it, prefixed with the fencing mode (`on:` / `off:`) where it has one.
 fn cell_label(c: &crate::chaos::Cell) -> String {
@@ -449,19 +442,12 @@ pub fn faults_section(f: &crate::chaos::ChaosReport) -> String {
             title = escape(s.title),
             how = escape(s.how),
         );
-        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
         for c in f.cells.iter().filter(|c| c.scenario.id() == s.id) {
-            let fencing = fencing_label(c.fencing);
             let _ = write!(
                 html,
-                "<tr><td>{}{}</td><td class=\"{}{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                "<tr><td>{}</td><td class=\"{}{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
                  <td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
-                escape(&c.strategy),
-                if fencing.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({fencing})")
-                },
+                escape(&cell_name(&c.strategy, c.fencing)),
                 verdict_class(c.verdict),
                 if c.as_expected { "" } else { " surprise" },
                 c.verdict.as_str(),
@@ -471,9 +457,9 @@ pub fn faults_section(f: &crate::chaos::ChaosReport) -> String {
                 c.failed,
                 c.lost_updates,
                 c.double_deducted,
-                opt(c.blocked_ms),
+                fmt_opt_ms(c.blocked_ms),
                 c.longest_gap_ms,
-                opt(c.recovery_ms),
+                fmt_opt_ms(c.recovery_ms),
                 escape(&c.why),
             );
         }

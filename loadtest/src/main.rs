@@ -191,6 +191,25 @@ fn parameters(load: &LoadArgs, instances: usize, hold_ms: u64) -> serde_json::Va
     })
 }
 
+/// Writes the JSON report to `json` (default `reports/<name>.json`) and the HTML
+/// report next to it; prints the JSON's path and returns the HTML's.
+fn write_reports(report: &Report, json: Option<&Path>, name: &str) -> anyhow::Result<PathBuf> {
+    let json_path = match json {
+        Some(path) => path.to_path_buf(),
+        None => std::env::current_dir()?
+            .join("reports")
+            .join(format!("{name}.json")),
+    };
+    if let Some(dir) = json_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    write_json(&json_path, report)?;
+    let html_path = json_path.with_extension("html");
+    std::fs::write(&html_path, loadtest::html::render(report))?;
+    println!("json: {}", json_path.display());
+    Ok(html_path)
+}
+
 fn write_json(path: &Path, report: &Report) -> anyhow::Result<()> {
     std::fs::write(path, serde_json::to_vec_pretty(report)?)
         .with_context(|| format!("writing {}", path.display()))
@@ -445,17 +464,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             instance.peak_rss_kib as f64 / 1024.0
         );
     }
-    let json_path = match &args.load.json {
-        Some(path) => path.clone(),
-        None => std::env::current_dir()?.join("reports").join("demo.json"),
-    };
-    if let Some(dir) = json_path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    write_json(&json_path, &report)?;
-    let html_path = json_path.with_extension("html");
-    std::fs::write(&html_path, loadtest::html::render(&report))?;
-    println!("json: {}", json_path.display());
+    let html_path = write_reports(&report, args.load.json.as_deref(), "demo")?;
     let verdict = report.all_as_expected();
     if verdict {
         println!(
@@ -602,17 +611,7 @@ async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         Vec::new(),
     );
     report.faults = Some(faults);
-    let json_path = match &args.json {
-        Some(path) => path.clone(),
-        None => std::env::current_dir()?.join("reports").join("chaos.json"),
-    };
-    if let Some(dir) = json_path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    write_json(&json_path, &report)?;
-    let html_path = json_path.with_extension("html");
-    std::fs::write(&html_path, loadtest::html::render(&report))?;
-    println!("json: {}", json_path.display());
+    let html_path = write_reports(&report, args.json.as_deref(), "chaos")?;
     println!("report: {}", html_path.display());
     let faults = report.faults.as_ref().expect("set above");
     let unexpected: Vec<String> = faults
