@@ -26,7 +26,9 @@
 //! fencing on, a lock strategy is exactly this plus a lock, and **the lock's job is
 //! efficiency** (it queues requests so few are refused), while the fence does the
 //! safety. Compare the `503 lock_lost` counts of this strategy and `redis-lock` in the
-//! report.
+//! report. Even twins are refused: the same request sent to two instances at once
+//! deducts once, but the twin whose ticket its own twin overtook answers `lock_lost`
+//! rather than the stored response (a retry with the same request_id gets that).
 //!
 //! # When to use it
 //! Not for stock: `atomic-sql` is a compare-and-set with no refusals. It is here to
