@@ -1,0 +1,872 @@
+//! How close are the locks to the floor, and to the libraries people would otherwise
+//! use? `cargo bench -p locks` starts its own MariaDB, five Redis and a ZooKeeper
+//! (testbed, from the Debian packages) and measures, in one run:
+//!
+//! - **uncontended acquire + release** (criterion, one client, group `uncontended`):
+//!   - floors, what any lock on that server costs at least: Redis `PING` and `EVALSHA`
+//!     of a no-op script; ZooKeeper create + delete of an ephemeral node; a MariaDB
+//!     single-row autocommit `UPDATE` (and, for scale, a `SELECT ... FOR UPDATE`
+//!     transaction: what `pessimistic` pays per row);
+//!   - ours, through the public API (`Locker::acquire` + `LockGuard::release`, the
+//!     watchdog included): `mysql-lock`, `redis-lock`, `redlock` on 5 nodes,
+//!     `zookeeper`;
+//!   - peers: the `rslock` crate (RedLock) on the same 5 Redis and on 1,
+//!     `zookeeper-client`'s own `Client::lock` (Curator-style prefix), and Apache
+//!     Curator's `InterProcessMutex` (Java, `benches/CuratorBench.java`, compiled and
+//!     run here against the same ZooKeeper; timed by the harness itself, not criterion);
+//! - **contended**: 16 tasks on one key for 5 s, empty critical section: acquisitions
+//!   per second, and fairness: acquisitions per task (min–max), Jain's index (1 = every
+//!   task got the same share, 1/16 = one task got everything) and FIFO overtakes (how
+//!   often a task that asked later got the lock earlier, per acquisition; 0 = FIFO);
+//! - a summary: the medians as ratios against the goals, and a markdown copy
+//!   in `target/criterion/locks-summary.md` (the README's table).
+//!
+//! A positional argument filters rows by substring, as criterion does
+//! (`cargo bench -p locks -- zookeeper`); `--test` (what `cargo test --benches` passes)
+//! runs everything once, briefly.
+
+use criterion::{Criterion, SamplingMode};
+use locks::mysql::MysqlLock;
+use locks::redis::RedisLock;
+use locks::redlock::RedLock;
+use locks::zookeeper::ZooKeeperLock;
+use locks::{HolderId, LockOptions, Locker};
+use sqlx::MySqlPool;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+use testbed::{Stack, StackConfig};
+use zookeeper_client as zk;
+
+/// Every row, floors first. The names are criterion's benchmark ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Row {
+    RedisPing,
+    RedisNoopScript,
+    ZkCreateDelete,
+    MariadbUpdate,
+    MariadbForUpdateTx,
+    MysqlLock,
+    RedisLock,
+    Redlock5,
+    ZooKeeper,
+    Rslock5,
+    Rslock1,
+    ZkClientLock,
+    Curator,
+}
+
+use Row::*;
+
+impl Row {
+    const UNCONTENDED: [Row; 12] = [
+        RedisPing,
+        RedisNoopScript,
+        ZkCreateDelete,
+        MariadbUpdate,
+        MariadbForUpdateTx,
+        MysqlLock,
+        RedisLock,
+        Redlock5,
+        ZooKeeper,
+        Rslock5,
+        Rslock1,
+        ZkClientLock,
+    ];
+    /// The locks (ours and the peers): the contended rows.
+    const LOCKS: [Row; 8] = [
+        MysqlLock,
+        RedisLock,
+        Redlock5,
+        ZooKeeper,
+        Rslock5,
+        Rslock1,
+        ZkClientLock,
+        Curator,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            RedisPing => "floor: redis PING",
+            RedisNoopScript => "floor: redis EVALSHA no-op",
+            ZkCreateDelete => "floor: zk create+delete ephemeral",
+            MariadbUpdate => "floor: mariadb autocommit UPDATE",
+            MariadbForUpdateTx => "mariadb FOR UPDATE transaction",
+            MysqlLock => "ours: mysql-lock",
+            RedisLock => "ours: redis-lock",
+            Redlock5 => "ours: redlock (5 nodes)",
+            ZooKeeper => "ours: zookeeper",
+            Rslock5 => "peer: rslock (5 nodes)",
+            Rslock1 => "peer: rslock (1 node)",
+            ZkClientLock => "peer: zookeeper-client Client::lock",
+            Curator => "peer: Curator InterProcessMutex",
+        }
+    }
+
+    /// criterion's id (and directory) for the row.
+    fn id(self) -> String {
+        self.name()
+            .replace(": ", "-")
+            .replace([' ', '+', ':'], "-")
+            .replace(['(', ')'], "")
+    }
+}
+
+/// A Lua script that does nothing: the cost of one `EVALSHA` round trip, the floor of
+/// any Lua lock (which needs one to lock and one to unlock).
+static NOOP: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new("return 1"));
+
+/// Connections to the servers, and every lock under test.
+struct Subjects {
+    db: MySqlPool,
+    redis: redis::aio::MultiplexedConnection,
+    zk: zk::Client,
+    zk_connect: String,
+    mysql_lock: Locker,
+    redis_lock: Locker,
+    redlock: Locker,
+    zookeeper: Locker,
+    rslock5: rslock::LockManager,
+    rslock1: rslock::LockManager,
+    options: LockOptions,
+}
+
+const ZK_ROOT: &str = "/bench";
+const LEASE: Duration = Duration::from_secs(10);
+
+impl Subjects {
+    async fn connect(stack: &Stack) -> Subjects {
+        let env: BTreeMap<&str, String> = stack.env().into_iter().collect();
+        let db_url = &env["DATABASE_URL"];
+        let redis_urls: Vec<String> = env["REDIS_URLS"].split(',').map(String::from).collect();
+        let zk_connect = env["ZK_CONNECT"].clone();
+
+        let db = MySqlPool::connect(db_url).await.expect("MariaDB");
+        sqlx::migrate!("../migrations")
+            .run(&db)
+            .await
+            .expect("migrations");
+        sqlx::query(
+            "INSERT INTO stock (product_id, quantity, initial_quantity) VALUES (1, 1000, 1000)",
+        )
+        .execute(&db)
+        .await
+        .unwrap();
+        let redis = redis::Client::open(redis_urls[0].as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("Redis");
+        let zk = zk::Client::connect(&zk_connect).await.expect("ZooKeeper");
+        zk.mkdir(
+            &format!("{ZK_ROOT}/floor"),
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+
+        Subjects {
+            mysql_lock: Locker::new(MysqlLock::connect(db_url, 16).await.unwrap()),
+            redis_lock: Locker::new(RedisLock::connect(&redis_urls[0]).await.unwrap()),
+            redlock: Locker::new(RedLock::new(&redis_urls).unwrap()),
+            zookeeper: Locker::new(
+                ZooKeeperLock::connect(&zk_connect, ZK_ROOT, Duration::from_secs(6))
+                    .await
+                    .unwrap(),
+            ),
+            rslock5: rslock::LockManager::new(redis_urls.clone()),
+            rslock1: rslock::LockManager::new(vec![redis_urls[0].clone()]),
+            options: LockOptions {
+                lease: LEASE,
+                ..LockOptions::default()
+            },
+            db,
+            redis,
+            zk,
+            zk_connect,
+        }
+    }
+
+    /// One acquire + release of `row` on `key` by `holder` (floors: one operation).
+    /// Returns when the lock was acquired (for the FIFO count), or an error.
+    async fn cycle(&self, row: Row, key: &str, holder: &HolderId) -> Result<Instant, String> {
+        let wait = Duration::from_secs(30);
+        let ours = |locker: &Locker| {
+            let locker = locker.clone();
+            async move {
+                let guard = locker
+                    .acquire(key, holder, &self.options, wait)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let acquired = Instant::now();
+                guard.release().await.map_err(|e| e.to_string())?;
+                Ok(acquired)
+            }
+        };
+        let rslock = |manager: &rslock::LockManager| {
+            let manager = manager.clone();
+            async move {
+                // `lock` tries 3 times with a random pause of up to 200 ms (the crate's
+                // defaults), then gives up; a waiting caller tries again.
+                let lock = loop {
+                    match manager.lock(key.as_bytes(), LEASE).await {
+                        Ok(lock) => break lock,
+                        Err(rslock::LockError::Unavailable) => continue,
+                        Err(e) => return Err(e.to_string()),
+                    }
+                };
+                let acquired = Instant::now();
+                manager.unlock(&lock).await;
+                Ok(acquired)
+            }
+        };
+        match row {
+            RedisPing => {
+                let _: String = redis::cmd("PING")
+                    .query_async(&mut self.redis.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Instant::now())
+            }
+            RedisNoopScript => {
+                let _: i64 = NOOP
+                    .key(key)
+                    .invoke_async(&mut self.redis.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Instant::now())
+            }
+            ZkCreateDelete => {
+                let path = format!("{ZK_ROOT}/floor/{key}");
+                let mode = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+                self.zk
+                    .create(&path, b"", &mode)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.zk
+                    .delete(&path, None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Instant::now())
+            }
+            MariadbUpdate => {
+                sqlx::query("UPDATE stock SET version = version + 1 WHERE product_id = 1")
+                    .execute(&self.db)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Instant::now())
+            }
+            MariadbForUpdateTx => {
+                let mut tx = self.db.begin().await.map_err(|e| e.to_string())?;
+                sqlx::query("SELECT quantity FROM stock WHERE product_id = 1 FOR UPDATE")
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                sqlx::query("UPDATE stock SET version = version + 1 WHERE product_id = 1")
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tx.commit().await.map_err(|e| e.to_string())?;
+                Ok(Instant::now())
+            }
+            MysqlLock => ours(&self.mysql_lock).await,
+            RedisLock => ours(&self.redis_lock).await,
+            Redlock5 => ours(&self.redlock).await,
+            ZooKeeper => ours(&self.zookeeper).await,
+            Rslock5 => rslock(&self.rslock5).await,
+            Rslock1 => rslock(&self.rslock1).await,
+            ZkClientLock => {
+                let dir = format!("{ZK_ROOT}/peer/{key}");
+                let prefix = zk::LockPrefix::new_curator(&dir, "lock-").unwrap();
+                let options = zk::LockOptions::new(zk::Acls::anyone_all())
+                    .with_ancestor_options(
+                        zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                    )
+                    .unwrap();
+                let lock = self
+                    .zk
+                    .lock(prefix, b"", options)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let acquired = Instant::now();
+                // The crate releases in `Drop`, in the background. Delete in the
+                // foreground instead, so the release is inside the measured time, then
+                // skip the guard's own (now redundant) background delete.
+                self.zk
+                    .delete(lock.lock_path(), None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                std::mem::forget(lock);
+                Ok(acquired)
+            }
+            Curator => unreachable!("the Curator rows are measured by the Java harness"),
+        }
+    }
+}
+
+/// What the command line asks for: a row filter and criterion's `--test` mode.
+struct Args {
+    filter: Option<String>,
+    test_mode: bool,
+}
+
+impl Args {
+    fn parse() -> Args {
+        // Options of criterion's that take a value: their value is not a filter.
+        const VALUED: [&str; 12] = [
+            "--save-baseline",
+            "--baseline",
+            "--baseline-lenient",
+            "--load-baseline",
+            "--measurement-time",
+            "--warm-up-time",
+            "--sample-size",
+            "--profile-time",
+            "--color",
+            "--output-format",
+            "--plotting-backend",
+            "--noise-threshold",
+        ];
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let filter = args
+            .iter()
+            .enumerate()
+            .find(|(i, a)| {
+                !a.starts_with('-') && (*i == 0 || !VALUED.contains(&args[i - 1].as_str()))
+            })
+            .map(|(_, a)| a.clone());
+        Args {
+            filter,
+            test_mode: args.iter().any(|a| a == "--test"),
+        }
+    }
+
+    fn wants(&self, what: &str) -> bool {
+        self.filter.as_deref().is_none_or(|f| what.contains(f))
+    }
+}
+
+/// Where criterion writes (and this bench reads back) its estimates.
+fn criterion_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir).join("criterion"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the workspace")
+            .join("target/criterion"),
+    }
+}
+
+/// The median of criterion's samples for `row`, in µs, from its `estimates.json`.
+fn criterion_median_us(dir: &Path, row: Row) -> Option<f64> {
+    let path = dir
+        .join("uncontended")
+        .join(row.id())
+        .join("new/estimates.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    Some(json["median"]["point_estimate"].as_f64()? / 1000.0)
+}
+
+/// One acquisition in a contended run: which task, when it asked, when it got it.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    task: usize,
+    requested: Duration,
+    acquired: Duration,
+}
+
+/// A contended run's figures.
+struct Contended {
+    per_second: f64,
+    per_task: Vec<usize>,
+    jain: f64,
+    overtakes: f64,
+    errors: usize,
+    first_error: Option<String>,
+}
+
+impl Contended {
+    fn from_samples(
+        samples: &[Sample],
+        tasks: usize,
+        window: Duration,
+        errors: Vec<String>,
+    ) -> Contended {
+        let counted: Vec<Sample> = samples
+            .iter()
+            .copied()
+            .filter(|s| s.acquired < window)
+            .collect();
+        let mut per_task = vec![0usize; tasks];
+        for s in &counted {
+            per_task[s.task] += 1;
+        }
+        let sum: f64 = per_task.iter().map(|&n| n as f64).sum();
+        let squares: f64 = per_task.iter().map(|&n| (n as f64).powi(2)).sum();
+        Contended {
+            per_second: counted.len() as f64 / window.as_secs_f64(),
+            jain: if squares > 0.0 {
+                sum * sum / (tasks as f64 * squares)
+            } else {
+                0.0
+            },
+            overtakes: overtakes(&counted) as f64 / counted.len().max(1) as f64,
+            per_task,
+            errors: errors.len(),
+            first_error: errors.into_iter().next(),
+        }
+    }
+}
+
+/// FIFO violations: pairs of acquisitions where the one that asked later got the lock
+/// earlier. Counted as inversions (sort by acquisition time, count pairs out of
+/// request order) by merge sort, O(n log n).
+fn overtakes(samples: &[Sample]) -> u64 {
+    let mut by_acquired: Vec<Sample> = samples.to_vec();
+    by_acquired.sort_by_key(|s| s.acquired);
+    let mut requested: Vec<Duration> = by_acquired.iter().map(|s| s.requested).collect();
+    fn sort_count(v: &mut [Duration]) -> u64 {
+        let n = v.len();
+        if n < 2 {
+            return 0;
+        }
+        let (left, right) = v.split_at_mut(n / 2);
+        let mut count = sort_count(left) + sort_count(right);
+        let mut merged = Vec::with_capacity(n);
+        let (mut i, mut j) = (0, 0);
+        while i < left.len() && j < right.len() {
+            if right[j] < left[i] {
+                // right[j] asked before every remaining left element, yet was served after them.
+                count += (left.len() - i) as u64;
+                merged.push(right[j]);
+                j += 1;
+            } else {
+                merged.push(left[i]);
+                i += 1;
+            }
+        }
+        merged.extend_from_slice(&left[i..]);
+        merged.extend_from_slice(&right[j..]);
+        v.copy_from_slice(&merged);
+        count
+    }
+    sort_count(&mut requested)
+}
+
+/// 16 tasks (each its own holder) acquire and release `row` on one key in a loop for
+/// `window`, after a warm-up; the locks are all in this process, sharing its
+/// connections, as the service's requests do.
+async fn contend(
+    subjects: &Arc<Subjects>,
+    row: Row,
+    tasks: usize,
+    warmup: Duration,
+    window: Duration,
+) -> Contended {
+    let key = format!("contended-{}", row.id());
+    let start = Instant::now() + warmup;
+    let end = start + window;
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let subjects = subjects.clone();
+        let key = key.clone();
+        handles.push(tokio::spawn(async move {
+            let holder = HolderId::random();
+            let mut samples = Vec::new();
+            let mut errors = Vec::new();
+            loop {
+                let requested = Instant::now();
+                if requested >= end {
+                    break;
+                }
+                match subjects.cycle(row, &key, &holder).await {
+                    Ok(acquired) if requested >= start => samples.push(Sample {
+                        task,
+                        requested: requested - start,
+                        acquired: acquired - start,
+                    }),
+                    Ok(_) => {}
+                    Err(e) => errors.push(e),
+                }
+            }
+            (samples, errors)
+        }));
+    }
+    let mut samples = Vec::new();
+    let mut errors = Vec::new();
+    for handle in handles {
+        let (s, e) = handle.await.unwrap();
+        samples.extend(s);
+        errors.extend(e);
+    }
+    Contended::from_samples(&samples, tasks, window, errors)
+}
+
+/// Apache Curator, through `benches/CuratorBench.java`: compiled into the target
+/// directory and run with Debian's jars against the same ZooKeeper.
+struct CuratorHarness {
+    classes: PathBuf,
+}
+
+const CURATOR_JARS: [&str; 8] = [
+    "curator-recipes",
+    "curator-framework",
+    "curator-client",
+    "zookeeper",
+    "zookeeper-jute",
+    "guava",
+    "slf4j-api",
+    "slf4j-nop",
+];
+
+impl CuratorHarness {
+    fn classpath(&self) -> String {
+        let mut parts = vec![self.classes.display().to_string()];
+        parts.extend(
+            CURATOR_JARS
+                .iter()
+                .map(|jar| format!("/usr/share/java/{jar}.jar")),
+        );
+        parts.join(":")
+    }
+
+    fn build() -> Result<CuratorHarness, String> {
+        for jar in CURATOR_JARS {
+            let path = format!("/usr/share/java/{jar}.jar");
+            if !Path::new(&path).exists() {
+                return Err(format!(
+                    "{path} missing (./scripts/install-deps installs libcurator-recipes-java)"
+                ));
+            }
+        }
+        let harness = CuratorHarness {
+            classes: criterion_dir().join("curator-classes"),
+        };
+        std::fs::create_dir_all(&harness.classes).map_err(|e| e.to_string())?;
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/CuratorBench.java");
+        let status = Command::new("javac")
+            .args(["-cp", &harness.classpath(), "-d"])
+            .arg(&harness.classes)
+            .arg(&source)
+            .status()
+            .map_err(|e| format!("javac: {e} (default-jdk-headless)"))?;
+        if !status.success() {
+            return Err("javac failed".into());
+        }
+        Ok(harness)
+    }
+
+    /// Runs `tasks` threads for `window` after `warmup`; returns the samples.
+    fn run(
+        &self,
+        connect: &str,
+        path: &str,
+        tasks: usize,
+        warmup: Duration,
+        window: Duration,
+    ) -> Result<Vec<(Sample, Duration)>, String> {
+        let output = Command::new("java")
+            .args([
+                "-Xms64m",
+                "-Xmx256m",
+                "-cp",
+                &self.classpath(),
+                "CuratorBench",
+                connect,
+                path,
+            ])
+            .arg(tasks.to_string())
+            .arg(warmup.as_millis().to_string())
+            .arg(window.as_millis().to_string())
+            .output()
+            .map_err(|e| format!("java: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "CuratorBench failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            let f: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+            let sample = Sample {
+                task: f[0] as usize,
+                requested: Duration::from_nanos(f[1]),
+                acquired: Duration::from_nanos(f[2]),
+            };
+            samples.push((sample, Duration::from_nanos(f[3] - f[1])));
+        }
+        Ok(samples)
+    }
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some(values[values.len() / 2])
+}
+
+/// The goals: `row` ≤ `limit` × `base` (medians of one run).
+const GOALS: [(Row, Row, f64, &str); 5] = [
+    (
+        RedisLock,
+        RedisNoopScript,
+        2.5,
+        "two round trips are the floor",
+    ),
+    (
+        Redlock5,
+        RedisLock,
+        1.8,
+        "five nodes, fanned out concurrently",
+    ),
+    (
+        Redlock5,
+        Rslock5,
+        1.0,
+        "not slower than the peer on the same 5",
+    ),
+    (ZooKeeper, ZkClientLock, 1.1, "the crate's own recipe"),
+    (MysqlLock, MariadbUpdate, 3.5, "a lock is a few statements"),
+];
+
+fn main() {
+    let args = Args::parse();
+    // The servers are children of this thread (they die with it): start them here,
+    // on the main thread, which lives until the end.
+    let stack =
+        Stack::start(&StackConfig::default()).expect("testbed: start MariaDB, 5 Redis, ZooKeeper");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let subjects = Arc::new(runtime.block_on(Subjects::connect(&stack)));
+    let dir = criterion_dir();
+    let (warm_up, measure, contended_window, contended_warmup) = if args.test_mode {
+        (
+            Duration::from_millis(100),
+            Duration::from_millis(300),
+            Duration::from_millis(300),
+            Duration::from_millis(100),
+        )
+    } else {
+        (
+            Duration::from_secs(1),
+            Duration::from_secs(4),
+            Duration::from_secs(5),
+            Duration::from_secs(1),
+        )
+    };
+
+    // 1. Uncontended, one client: criterion.
+    let mut criterion = Criterion::default()
+        .output_directory(&dir)
+        .warm_up_time(warm_up)
+        .measurement_time(measure)
+        .sample_size(50)
+        .configure_from_args();
+    let mut ran = Vec::new();
+    {
+        let mut group = criterion.benchmark_group("uncontended");
+        // Every iteration takes about as long as the next (a round trip or a few):
+        // flat sampling keeps the slow rows (ZooKeeper, ~2 ms) inside the time budget.
+        group.sampling_mode(SamplingMode::Flat);
+        for row in Row::UNCONTENDED {
+            if !args.wants(&row.id()) {
+                continue;
+            }
+            ran.push(row);
+            let holder = HolderId::random();
+            let key = format!("uncontended-{}", row.id());
+            let subjects = subjects.clone();
+            group.bench_function(row.id(), |b| {
+                b.to_async(&runtime).iter(|| async {
+                    subjects.cycle(row, &key, &holder).await.unwrap();
+                })
+            });
+        }
+        group.finish();
+    }
+
+    // 2. Curator, uncontended and contended, by its harness in this same run.
+    let mut medians: BTreeMap<Row, f64> = ran
+        .iter()
+        .filter_map(|&row| criterion_median_us(&dir, row).map(|m| (row, m)))
+        .collect();
+    let mut contended: BTreeMap<Row, Contended> = BTreeMap::new();
+    let mut notes = Vec::new();
+    if args.wants(&Curator.id()) {
+        match CuratorHarness::build() {
+            Ok(harness) => {
+                let warm = if args.test_mode {
+                    Duration::from_millis(200)
+                } else {
+                    Duration::from_secs(2)
+                };
+                match harness.run(
+                    &subjects.zk_connect,
+                    "/bench/curator/uncontended",
+                    1,
+                    warm,
+                    measure,
+                ) {
+                    Ok(samples) => {
+                        let us: Vec<f64> =
+                            samples.iter().map(|(_, d)| d.as_secs_f64() * 1e6).collect();
+                        if let Some(m) = median(us) {
+                            println!(
+                                "{:<48} median {m:>9.1} µs over {} cycles (Java harness)",
+                                Curator.id(),
+                                samples.len()
+                            );
+                            medians.insert(Curator, m);
+                        }
+                    }
+                    Err(e) => notes.push(format!("Curator uncontended: {e}")),
+                }
+                match harness.run(
+                    &subjects.zk_connect,
+                    "/bench/curator/contended",
+                    16,
+                    warm,
+                    contended_window,
+                ) {
+                    Ok(samples) => {
+                        let samples: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
+                        contended.insert(
+                            Curator,
+                            Contended::from_samples(&samples, 16, contended_window, Vec::new()),
+                        );
+                    }
+                    Err(e) => notes.push(format!("Curator contended: {e}")),
+                }
+            }
+            Err(e) => notes.push(format!("Curator skipped: {e}")),
+        }
+    }
+
+    // 3. Contended: 16 tasks, one key, empty critical section.
+    for row in Row::LOCKS {
+        if row == Curator || !args.wants(&row.id()) {
+            continue;
+        }
+        let figures = runtime.block_on(contend(
+            &subjects,
+            row,
+            16,
+            contended_warmup,
+            contended_window,
+        ));
+        contended.insert(row, figures);
+    }
+
+    // 4. The summary.
+    let summary = summary(&medians, &contended, &notes, contended_window);
+    println!("\n{summary}");
+    let path = dir.join("locks-summary.md");
+    if std::fs::write(&path, &summary).is_ok() {
+        println!("(also in {})", path.display());
+    }
+    criterion.final_summary();
+    drop(subjects);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    drop(stack);
+}
+
+fn summary(
+    medians: &BTreeMap<Row, f64>,
+    contended: &BTreeMap<Row, Contended>,
+    notes: &[String],
+    window: Duration,
+) -> String {
+    let mut out = String::new();
+    let floor_of = |row: Row| -> Option<(Row, f64)> {
+        let base = match row {
+            MysqlLock | MariadbForUpdateTx => MariadbUpdate,
+            RedisLock | Redlock5 | Rslock5 | Rslock1 => RedisNoopScript,
+            ZooKeeper | ZkClientLock | Curator => ZkCreateDelete,
+            _ => return None,
+        };
+        Some((base, medians.get(&row)? / medians.get(&base)?))
+    };
+    let _ = writeln!(
+        out,
+        "### Uncontended acquire + release (one client, median)\n"
+    );
+    let _ = writeln!(out, "| row | median µs | × its floor |\n|---|---:|---:|");
+    for (row, m) in medians {
+        let ratio = floor_of(*row)
+            .map(|(base, r)| format!("{r:.2}× {}", short(base)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "| {} | {m:.0} | {ratio} |", row.name());
+    }
+    let _ = writeln!(out, "\n### Goals (ratios of medians from this run)\n");
+    let _ = writeln!(out, "| goal | ratio | limit | |\n|---|---:|---:|---|");
+    for (row, base, limit, why) in GOALS {
+        let (Some(a), Some(b)) = (medians.get(&row), medians.get(&base)) else {
+            continue;
+        };
+        let ratio = a / b;
+        let verdict = if ratio <= limit { "met" } else { "**missed**" };
+        let _ = writeln!(
+            out,
+            "| {} / {} ({why}) | {ratio:.2} | {limit} | {verdict} |",
+            short(row),
+            short(base)
+        );
+    }
+    if let (Some(ours), Some(peer)) = (contended.get(&ZooKeeper), contended.get(&ZkClientLock)) {
+        let verdict = if ours.per_second >= peer.per_second && ours.overtakes < 0.05 {
+            "met"
+        } else {
+            "**missed**"
+        };
+        let _ = writeln!(
+            out,
+            "| zookeeper contended ≥ Client::lock, FIFO | {:.0}/s vs {:.0}/s, {:.3} overtakes | ≥ 1.0, ~0 | {verdict} |",
+            ours.per_second, peer.per_second, ours.overtakes
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n### Contended: 16 tasks, one key, {} s, empty critical section\n",
+        window.as_secs_f64()
+    );
+    let _ = writeln!(
+        out,
+        "| lock | acquisitions/s | per task min–max | Jain | FIFO overtakes / acq | errors |\n|---|---:|---:|---:|---:|---:|"
+    );
+    for (row, c) in contended {
+        let min = c.per_task.iter().min().copied().unwrap_or(0);
+        let max = c.per_task.iter().max().copied().unwrap_or(0);
+        let errors = match &c.first_error {
+            Some(e) => format!("{} ({e})", c.errors),
+            None => c.errors.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {min}–{max} | {:.2} | {:.2} | {errors} |",
+            row.name(),
+            c.per_second,
+            c.jain,
+            c.overtakes
+        );
+    }
+    for note in notes {
+        let _ = writeln!(out, "\nnote: {note}");
+    }
+    out
+}
+
+/// A row's name without its "ours:/peer:/floor:" prefix.
+fn short(row: Row) -> &'static str {
+    let name = row.name();
+    name.split_once(": ").map_or(name, |(_, rest)| rest)
+}
