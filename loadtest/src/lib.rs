@@ -9,6 +9,8 @@
 //! - [`report`]: rows, the table, the JSON report (schema version 1).
 //! - [`html`]: the self-contained HTML report with inline SVG charts.
 //! - [`chaos`]: fault scenarios under load (`loadtest chaos`), judged by the ledger.
+//! - [`sweep`]: every strategy across concurrency 1-256, one hot product vs 100
+//!   (`loadtest sweep`), drawn as lines.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
 //! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
 //! - [`baseline`]: the atomic-sql transaction over sqlx, no HTTP: the service's overhead.
@@ -23,6 +25,7 @@ pub mod engine;
 pub mod html;
 pub mod lab;
 pub mod report;
+pub mod sweep;
 pub mod verify;
 
 use engine::{Load, fire, restock};

@@ -130,6 +130,9 @@ pub struct Report {
     /// `loadtest chaos` only: the fault grid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faults: Option<crate::chaos::ChaosReport>,
+    /// `loadtest sweep` only: the sweep's shape (its cells are in `results`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::sweep::SweepInfo>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -163,6 +166,7 @@ impl Report {
             claims: Vec::new(),
             instances: Vec::new(),
             faults: None,
+            sweep: None,
         }
     }
 

@@ -109,3 +109,84 @@ async fn the_checker_finds_what_the_database_says() {
     assert!(html.contains("atomic-sql") && html.contains("UNEXPECTED: OVERSOLD"));
     assert!(html.contains("Optimistic CAS degrades under contention"));
 }
+
+/// `loadtest sweep`'s engine on a small grid: one cell per strategy, layout and
+/// concurrency, stock never the limit (no 409), clean verdicts, and a report with one
+/// line chart per layout and metric plus optimistic's tries per sale, valid against
+/// the schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_sweep_fills_every_cell_and_draws_lines() {
+    use loadtest::sweep::{Sweep, SweepInfo, requests_for, section};
+    let (url, database_url) = service().await;
+    let runner = Runner {
+        client: reqwest::Client::new(),
+        db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        bases: vec![url.clone()],
+        admin_token: TOKEN.into(),
+    };
+    let sweep = Sweep {
+        strategies: vec![("atomic-sql".into(), true), ("optimistic".into(), true)],
+        concurrencies: vec![1, 8],
+        products: vec![1, 5],
+        scale: 0.02,
+    };
+    assert_eq!(requests_for(1, 0.02), 20);
+    assert_eq!(requests_for(256, 1.0), 2048);
+    let rows = sweep
+        .run(&runner, |cell| 1 + cell as i64 * 1_000)
+        .await
+        .unwrap();
+
+    assert_eq!(rows.len(), sweep.cells());
+    for products in [1, 5] {
+        let cells: Vec<_> = rows
+            .iter()
+            .filter(|r| r.section == section(products))
+            .collect();
+        assert_eq!(cells.len(), 4, "{products} product(s)");
+        for r in cells {
+            assert!(r.verdict.is_clean() && r.as_expected, "{r:?}");
+            assert_eq!(r.requests, requests_for(r.concurrency, 0.02));
+            assert_eq!(
+                r.responses.get("409"),
+                None,
+                "stock is never the limit: {r:?}"
+            );
+            let sold = r.responses.get("200").copied().unwrap_or(0);
+            assert_eq!(sold as i64, r.verdict.sold, "{r:?}");
+            assert!(r.throughput_rps > 0.0 && r.latency_ms.p99 > 0.0);
+            if r.strategy == "optimistic" {
+                assert!(r.attempts_per_success >= 1.0, "{r:?}");
+            }
+        }
+    }
+
+    let mut report = loadtest::report::Report::new(json!({"command": "sweep"}), rows);
+    report.sweep = Some(SweepInfo {
+        concurrencies: sweep.concurrencies.clone(),
+        products: sweep.products.clone(),
+        requests_rule: "test".into(),
+        scale: sweep.scale,
+        seconds: 1.0,
+    });
+    let html = loadtest::html::render(&report);
+    assert!(html.contains("Scaling sweep"));
+    // Throughput and p99 per layout, plus optimistic's tries per sale.
+    assert_eq!(html.matches("<svg").count(), 5, "five line charts");
+    assert!(
+        html.matches("<polyline").count() >= 2 * 2 * 2,
+        "a line per strategy per chart"
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../report.schema.json")).expect("the schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let errors: Vec<String> = validator
+        .iter_errors(&json)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "sweep report does not match its schema: {errors:?}"
+    );
+}
