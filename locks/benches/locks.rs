@@ -513,55 +513,15 @@ async fn contend(
 /// Apache Curator, through `benches/CuratorBench.java`: compiled into the target
 /// directory and run with Debian's jars against the same ZooKeeper.
 struct CuratorHarness {
-    classes: PathBuf,
+    classpath: String,
 }
 
-const CURATOR_JARS: [&str; 8] = [
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "zookeeper-jute",
-    "guava",
-    "slf4j-api",
-    "slf4j-nop",
-];
-
 impl CuratorHarness {
-    fn classpath(&self) -> String {
-        let mut parts = vec![self.classes.display().to_string()];
-        parts.extend(
-            CURATOR_JARS
-                .iter()
-                .map(|jar| format!("/usr/share/java/{jar}.jar")),
-        );
-        parts.join(":")
-    }
-
     fn build() -> Result<CuratorHarness, String> {
-        for jar in CURATOR_JARS {
-            let path = format!("/usr/share/java/{jar}.jar");
-            if !Path::new(&path).exists() {
-                return Err(format!(
-                    "{path} missing (./scripts/install-deps installs libcurator-recipes-java)"
-                ));
-            }
-        }
-        let harness = CuratorHarness {
-            classes: criterion_dir().join("curator-classes"),
-        };
-        std::fs::create_dir_all(&harness.classes).map_err(|e| e.to_string())?;
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/CuratorBench.java");
-        let status = Command::new("javac")
-            .args(["-cp", &harness.classpath(), "-d"])
-            .arg(&harness.classes)
-            .arg(&source)
-            .status()
-            .map_err(|e| format!("javac: {e} (default-jdk-headless)"))?;
-        if !status.success() {
-            return Err("javac failed".into());
-        }
-        Ok(harness)
+        let classes = criterion_dir().join("curator-classes");
+        let classpath = testbed::curator::compile(&source, &classes).map_err(|e| e.to_string())?;
+        Ok(CuratorHarness { classpath })
     }
 
     /// Runs `tasks` threads for `window` after `warmup`; returns the samples.
@@ -578,7 +538,7 @@ impl CuratorHarness {
                 "-Xms64m",
                 "-Xmx256m",
                 "-cp",
-                &self.classpath(),
+                &self.classpath,
                 "CuratorBench",
                 connect,
                 path,

@@ -28,6 +28,7 @@
 //! - [`zookeeper`]: [`ZooKeeper`], standalone or a 3-node ensemble (`tickTime=500`).
 //! - [`stack`]: [`Stack`], the whole set a test run shares, and its environment
 //!   variables (`DATABASE_URL`, `REDIS_URLS`, `ZK_CONNECT`).
+//! - [`curator`]: Apache Curator's jars (Java): compile a small program against them.
 //! - the `testbed` binary: `testbed run -- CMD` and `testbed up`.
 //!
 //! # Caution: start servers from a long-lived thread
@@ -44,6 +45,7 @@
 //! // dropping `db` kills the server and removes its datadir
 //! ```
 
+pub mod curator;
 pub mod mariadb;
 pub mod process;
 pub mod proxy;
@@ -78,6 +80,9 @@ pub enum Error {
     /// A port picked as free was taken before the server could bind it. Retried.
     #[error("{server}: port {port} already in use")]
     PortInUse { server: String, port: u16 },
+    /// A helper command (e.g. `javac`) failed.
+    #[error("{what} failed:\n{output}")]
+    Command { what: String, output: String },
     #[error("{context}: {source}")]
     Io {
         context: String,

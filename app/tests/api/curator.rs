@@ -7,50 +7,18 @@ use crate::helpers::{fresh_database, spawn_with, test_settings};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use stock_app::Settings;
 
-const JARS: [&str; 8] = [
-    "curator-recipes",
-    "curator-framework",
-    "curator-client",
-    "zookeeper",
-    "zookeeper-jute",
-    "guava",
-    "slf4j-api",
-    "slf4j-nop",
-];
-
-fn classpath(extra: &str) -> String {
-    let mut parts = vec![extra.to_string()];
-    parts.extend(JARS.iter().map(|jar| format!("/usr/share/java/{jar}.jar")));
-    parts.join(":")
-}
-
-/// Compiles `tests/interop/CuratorLock.java` into a fresh directory.
-fn build() -> PathBuf {
-    for jar in JARS {
-        let path = format!("/usr/share/java/{jar}.jar");
-        assert!(
-            std::path::Path::new(&path).exists(),
-            "{path} missing: ./scripts/install-deps installs libcurator-recipes-java"
-        );
-    }
+/// Compiles `tests/interop/CuratorLock.java` into a fresh directory; returns the
+/// classpath to run it with.
+fn build() -> String {
     let out = std::env::temp_dir().join(format!("curator-lock-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&out).unwrap();
     let source = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/interop/CuratorLock.java"
     );
-    let status = Command::new("javac")
-        .args(["-cp", &classpath(""), "-d"])
-        .arg(&out)
-        .arg(source)
-        .status()
-        .expect("javac (default-jdk-headless)");
-    assert!(status.success(), "javac failed");
-    out
+    testbed::curator::compile(std::path::Path::new(source), &out).expect("compile CuratorLock.java")
 }
 
 struct Java {
@@ -59,16 +27,10 @@ struct Java {
 }
 
 impl Java {
-    fn run(classes: &std::path::Path, path: &str, args: &[&str]) -> Java {
+    fn run(classpath: &str, path: &str, args: &[&str]) -> Java {
         let connect = std::env::var("ZK_CONNECT").expect("ZK_CONNECT: run under ./scripts/test");
         let mut child = Command::new("java")
-            .args([
-                "-cp",
-                &classpath(classes.to_str().unwrap()),
-                "CuratorLock",
-                &connect,
-                path,
-            ])
+            .args(["-cp", classpath, "CuratorLock", &connect, path])
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -113,11 +75,13 @@ async fn app_with_short_lock_wait() -> (crate::helpers::TestApp, String) {
 /// lock wait out and answers 503 busy, selling nothing; once Curator releases, it sells.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_curator_holder_excludes_the_service() {
-    let classes = build();
+    let classpath = build();
     let (app, lock_path) = app_with_short_lock_wait().await;
     app.stock(1, 5).await;
 
-    let (line, java) = Java::run(&classes, &lock_path, &["hold"]).next_line().await;
+    let (line, java) = Java::run(&classpath, &lock_path, &["hold"])
+        .next_line()
+        .await;
     assert_eq!(line, "ACQUIRED");
     let refused = app.deduct("zookeeper", &json!({"product_id": 1})).await;
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -139,7 +103,7 @@ async fn a_curator_holder_excludes_the_service() {
 /// `acquire(1 s)` times out; once the request finishes, Curator gets the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_excludes_a_curator_client() {
-    let classes = build();
+    let classpath = build();
     let (app, lock_path) = app_with_short_lock_wait().await;
     app.stock(1, 5).await;
 
@@ -152,7 +116,7 @@ async fn the_service_excludes_a_curator_client() {
     let paused = tokio::spawn(async move { request.send().await.unwrap().status() });
     app.wait_paused("after_read", 1).await;
 
-    let (line, java) = Java::run(&classes, &lock_path, &["try", "1000"])
+    let (line, java) = Java::run(&classpath, &lock_path, &["try", "1000"])
         .next_line()
         .await;
     assert_eq!(
@@ -163,7 +127,7 @@ async fn the_service_excludes_a_curator_client() {
     app.release("after_read").await;
     assert_eq!(paused.await.unwrap(), StatusCode::OK);
 
-    let (line, _java) = Java::run(&classes, &lock_path, &["try", "3000"])
+    let (line, _java) = Java::run(&classpath, &lock_path, &["try", "3000"])
         .next_line()
         .await;
     assert_eq!(line, "ACQUIRED", "free again once the service released it");
