@@ -2,6 +2,8 @@
 //! against private servers and two real `stock-app` processes (short leases): the
 //! verdicts the report shows, asserted.
 
+mod support;
+
 use loadtest::chaos::{Cell, CellSpec, CellVerdict, ChaosReport, Lab, Scenario, Timing, matrix};
 use std::path::PathBuf;
 
@@ -124,18 +126,7 @@ async fn fence_without_a_lock_is_safe_and_refuses() {
         scenarios: Vec::new(),
         seconds: 1.0,
     });
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../report.schema.json")).expect("the schema is JSON");
-    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
-    let instance = serde_json::to_value(&report).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&instance)
-        .map(|e| e.to_string())
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "chaos report does not match its schema: {errors:?}"
-    );
+    support::assert_matches_schema(&report, "chaos report");
     assert!(loadtest::html::render(&report).contains("Faults: who stays safe"));
 }
 

@@ -1,6 +1,8 @@
 //! `loadtest`'s checker against a real service: it reports a clean verdict where there
 //! is one, and a red one where the service really oversold (it can fail).
 
+mod support;
+
 use loadtest::report::Expect;
 use loadtest::{Plan, Runner};
 use serde_json::json;
@@ -92,18 +94,7 @@ async fn the_checker_finds_what_the_database_says() {
     // The JSON report validates against its documented schema (loadtest/report.schema.json).
     let mut report = loadtest::report::Report::new(json!({"requests": 60}), vec![clean, red]);
     report.claims = loadtest::claims::check(&report.results, Some(((4, 1.1), (64, 3.0))));
-    let json = serde_json::to_value(&report).unwrap();
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../report.schema.json")).expect("the schema is JSON");
-    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
-    let errors: Vec<String> = validator
-        .iter_errors(&json)
-        .map(|e| e.to_string())
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "report does not match its schema: {errors:?}"
-    );
+    support::assert_matches_schema(&report, "report");
     // And the HTML renders every row and claim.
     let html = loadtest::html::render(&report);
     assert!(html.contains("atomic-sql") && html.contains("UNEXPECTED: OVERSOLD"));
@@ -177,16 +168,5 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         html.matches("<polyline").count() >= 2 * 2 * 2,
         "a line per strategy per chart"
     );
-    let json = serde_json::to_value(&report).unwrap();
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../report.schema.json")).expect("the schema is JSON");
-    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
-    let errors: Vec<String> = validator
-        .iter_errors(&json)
-        .map(|e| e.to_string())
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "sweep report does not match its schema: {errors:?}"
-    );
+    support::assert_matches_schema(&report, "sweep report");
 }
