@@ -438,12 +438,7 @@ pub fn sweep_section(info: &crate::sweep::SweepInfo, rows: &[Row]) -> String {
         escape(&info.requests_rule),
         info.seconds
     );
-    let mut strategies: Vec<&str> = Vec::new();
-    for r in rows.iter().filter(|r| r.section.starts_with("sweep: ")) {
-        if !strategies.contains(&r.strategy.as_str()) {
-            strategies.push(&r.strategy);
-        }
-    }
+    let strategies = crate::sweep::strategies(rows);
     html.push_str("<p>");
     for s in &strategies {
         let c = strategy_color(s);
@@ -458,10 +453,8 @@ pub fn sweep_section(info: &crate::sweep::SweepInfo, rows: &[Row]) -> String {
         );
     }
     html.push_str("</p>");
-    let cell = |section: &str, strategy: &str, c: usize| {
-        rows.iter()
-            .find(|r| r.section == section && r.strategy == strategy && r.concurrency == c)
-    };
+    let cell =
+        |section: &str, strategy: &str, c: usize| crate::sweep::cell(rows, section, strategy, c);
     for &products in &info.products {
         let section = crate::sweep::section(products);
         let _ = write!(html, "<h3>{}</h3>", escape(&section));

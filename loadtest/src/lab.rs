@@ -1,5 +1,5 @@
 //! `stock-app` instances as child processes: started, health-checked, killed,
-//! respawned. Used by `loadtest demo` and by the chaos runner, which needs real
+//! respawned. Used by `loadtest demo`, `loadtest sweep` and by the chaos runner, which needs real
 //! processes to SIGSTOP and kill -9.
 
 use anyhow::{Context, bail};
@@ -15,6 +15,14 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// Its name and peak resident memory so far, for the report.
+    pub fn info(&self) -> crate::report::InstanceInfo {
+        crate::report::InstanceInfo {
+            name: self.process.name().to_string(),
+            peak_rss_kib: peak_rss_kib(self.process.pid()),
+        }
+    }
+
     /// Starts `app_bin --bind 127.0.0.1:<free port> <args>` and waits until `/health`
     /// answers. Call it from a long-lived thread (the process dies with the thread
     /// that spawned it).
@@ -91,4 +99,17 @@ pub fn app_bin(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         "no stock-app binary next to {} (build it: cargo build -p stock-app)",
         exe.display()
     )
+}
+
+/// Peak resident memory of a process (VmHWM in /proc), KiB; 0 if unreadable.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }

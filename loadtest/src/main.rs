@@ -467,10 +467,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let instances: Vec<InstanceInfo> = plain
         .iter()
         .chain(held.iter())
-        .map(|i| InstanceInfo {
-            name: i.process.name().to_string(),
-            peak_rss_kib: peak_rss_kib(i.process.pid()),
-        })
+        .map(Instance::info)
         .collect();
     for instance in plain.iter_mut().chain(held.iter_mut()) {
         instance.process.kill();
@@ -544,19 +541,6 @@ async fn baseline_row(
     let mut plan = plan("throughput", "baseline", product, load, Expect::Safe);
     plan.products = vec![product];
     Ok(Row::new(&plan, 0, &fired, verdict))
-}
-
-/// Peak resident memory of a process (VmHWM in /proc), KiB; 0 if unreadable.
-fn peak_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// The versions of the servers the run used.
@@ -685,12 +669,7 @@ async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         rows,
     );
     report.machine.servers = servers;
-    for instance in &instances {
-        report.instances.push(InstanceInfo {
-            name: instance.process.name().to_string(),
-            peak_rss_kib: peak_rss_kib(instance.process.pid()),
-        });
-    }
+    report.instances = instances.iter().map(Instance::info).collect();
     report.sweep = Some(info);
     let html_path = write_reports(&report, args.json.as_deref(), "sweep")?;
     println!("report: {}", html_path.display());

@@ -127,6 +127,28 @@ impl Sweep {
     }
 }
 
+/// The strategies of the sweep's rows, in the order they ran.
+pub fn strategies(rows: &[Row]) -> Vec<&str> {
+    let mut strategies: Vec<&str> = Vec::new();
+    for r in rows.iter().filter(|r| r.section.starts_with("sweep: ")) {
+        if !strategies.contains(&r.strategy.as_str()) {
+            strategies.push(&r.strategy);
+        }
+    }
+    strategies
+}
+
+/// The cell of `strategy` at `concurrency` in `section`, if it ran.
+pub fn cell<'a>(
+    rows: &'a [Row],
+    section: &str,
+    strategy: &str,
+    concurrency: usize,
+) -> Option<&'a Row> {
+    rows.iter()
+        .find(|r| r.section == section && r.strategy == strategy && r.concurrency == concurrency)
+}
+
 /// Successful deductions (200 answers) per second.
 pub fn sales_per_second(row: &Row) -> f64 {
     let sold = row.responses.get("200").copied().unwrap_or(0) as f64;
@@ -156,19 +178,10 @@ pub fn print_tables(info: &SweepInfo, rows: &[Row]) {
             header.push_str(&format!(" {:>16}", c));
         }
         println!("{header}");
-        let mut strategies: Vec<&str> = Vec::new();
-        for r in rows.iter().filter(|r| r.section == section) {
-            if !strategies.contains(&r.strategy.as_str()) {
-                strategies.push(&r.strategy);
-            }
-        }
-        for strategy in strategies {
+        for strategy in strategies(rows) {
             let mut line = format!("{strategy:<12}");
             for &c in &info.concurrencies {
-                let cell = rows
-                    .iter()
-                    .find(|r| r.section == section && r.strategy == strategy && r.concurrency == c);
-                line.push_str(&match cell {
+                line.push_str(&match cell(rows, &section, strategy, c) {
                     Some(r) => format!(
                         " {:>16}",
                         format!(
@@ -187,10 +200,7 @@ pub fn print_tables(info: &SweepInfo, rows: &[Row]) {
             .concurrencies
             .iter()
             .filter_map(|&c| {
-                rows.iter()
-                    .find(|r| {
-                        r.section == section && r.strategy == "optimistic" && r.concurrency == c
-                    })
+                cell(rows, &section, "optimistic", c)
                     .map(|r| format!("{c}: {:.2}", r.attempts_per_success))
             })
             .collect();
