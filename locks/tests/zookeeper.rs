@@ -38,6 +38,14 @@ fn options() -> LockOptions {
     }
 }
 
+/// Takes the lock on `key` for a new holder (the lock is free, or frees within 5 s).
+async fn acquire(locker: &Locker, key: &str) -> locks::LockGuard {
+    locker
+        .acquire(key, &HolderId::random(), &options(), Duration::from_secs(5))
+        .await
+        .unwrap()
+}
+
 /// A waiter queued behind the current holder: acquires in a task of its own and
 /// returns the guard and the moment it got it.
 fn queued_waiter(
@@ -92,15 +100,7 @@ async fn waiters_acquire_in_arrival_order() {
     let (locker, backend) = lock().await;
     let key = key("fifo");
     let parent = backend.parent(&key);
-    let holder = locker
-        .acquire(
-            &key,
-            &HolderId::random(),
-            &options(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+    let holder = acquire(&locker, &key).await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..10 {
@@ -138,15 +138,7 @@ async fn each_waiter_watches_only_its_predecessor() {
     let (locker, backend) = lock().await;
     let key = key("herd");
     let parent = backend.parent(&key);
-    let holder = locker
-        .acquire(
-            &key,
-            &HolderId::random(),
-            &options(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+    let holder = acquire(&locker, &key).await;
     let mut tasks = Vec::new();
     for _ in 0..20 {
         let (locker, key) = (locker.clone(), key.clone());
@@ -236,15 +228,7 @@ async fn a_partitioned_holder_gives_up_before_its_session_expires() {
     let holder_locker = Locker::new(holder_backend);
     let (waiter_locker, waiter_backend) = lock().await;
     let key = key("partition");
-    let holder = holder_locker
-        .acquire(
-            &key,
-            &HolderId::random(),
-            &options(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+    let holder = acquire(&holder_locker, &key).await;
     let waiter = queued_waiter(waiter_locker, &key);
     wait_for_children(&waiter_backend.parent(&key), 2).await;
 
@@ -278,15 +262,7 @@ async fn a_deleted_session_node_fires_the_signal_and_lets_the_next_in() {
     let (holder_locker, holder_backend) = lock().await;
     let (waiter_locker, _) = lock().await;
     let key = key("expiry");
-    let holder = holder_locker
-        .acquire(
-            &key,
-            &HolderId::random(),
-            &options(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+    let holder = acquire(&holder_locker, &key).await;
     let waiter = queued_waiter(waiter_locker, &key);
     let parent = holder_backend.parent(&key);
     wait_for_children(&parent, 2).await;
@@ -315,15 +291,7 @@ async fn cancelled_acquisitions_leave_no_node() {
     let (locker, backend) = lock().await;
     let key = key("cancel");
     let parent = backend.parent(&key);
-    let holder = locker
-        .acquire(
-            &key,
-            &HolderId::random(),
-            &options(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+    let holder = acquire(&locker, &key).await;
 
     // Mid-wait: the waiter's node exists, then the waiter is dropped.
     let waiting = tokio::spawn({
