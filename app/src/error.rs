@@ -1,12 +1,14 @@
-//! One error enum for the service, mapped to HTTP in one place.
+//! One error enum for the service, and the one table that maps it to HTTP.
 //!
-//! Every error body is `{"error": CODE, "detail": TEXT, "request_id": ID}`; every 503
-//! carries `Retry-After`. Database and other internal details are logged, never sent.
+//! Every error body is `{"error": CODE, "detail": TEXT, "request_id": ID}`. The headers
+//! every answer carries (`X-Request-Id`, and `Retry-After` on a 503) are set in one
+//! place, the request-context middleware in `routes`; an error only says which request
+//! id it answers. Database and other internal details are logged, never sent.
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 /// What went wrong while serving a request.
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +46,14 @@ pub enum AppError {
         method: String,
         allowed: &'static str,
     },
-    /// Not enough stock: nothing was deducted. 409.
-    #[error("product {product_id}: {requested} requested, {available} available")]
+    /// Not enough stock: nothing was deducted. 409. `available` is `None` when the
+    /// strategy's statement only said "not enough" (a conditional UPDATE that matched
+    /// nothing); the refusal path reads it.
+    #[error("product {product_id}: {requested} requested, {} available", available.map_or("fewer".to_string(), |a| a.to_string()))]
     InsufficientStock {
         product_id: i64,
         requested: i64,
-        available: i64,
+        available: Option<i64>,
     },
     /// The request_id was used before for a different request. 422.
     #[error("request_id `{0}` was already used for a different request")]
@@ -67,53 +71,63 @@ pub enum AppError {
     /// A backend the request needs is not configured or not reachable. 503.
     #[error("{backend} unavailable: {detail}")]
     BackendUnavailable { backend: String, detail: String },
+    /// The `orders` insert hit the primary key: this request id committed meanwhile
+    /// (a twin on another instance, or an earlier try). Never sent: the idempotency
+    /// layer answers it with the stored response.
+    #[error("request_id `{0}` has already succeeded")]
+    AlreadyDone(String),
     /// Anything else. 500; the cause is logged, not sent.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
 }
 
 impl AppError {
+    /// The table: each error's HTTP status ([`status`](Self::status)) and stable code
+    /// ([`code`](Self::code)), side by side.
     pub fn status(&self) -> StatusCode {
-        use AppError::*;
-        match self {
-            InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Unauthorized => StatusCode::UNAUTHORIZED,
-            AdminDisabled => StatusCode::FORBIDDEN,
-            UnknownStrategy { .. } | UnknownProduct(_) | NotFound(_) => StatusCode::NOT_FOUND,
-            MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            UnknownFailpoint(_) => StatusCode::NOT_FOUND,
-            HookTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            InsufficientStock { .. } => StatusCode::CONFLICT,
-            RequestIdReused(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Busy(_) | LockLost(_) | OutcomeUnknown(_) | BackendUnavailable { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            Unexpected(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        self.table().0
     }
 
     /// The stable, machine-readable code in the body's `error` field.
     pub fn code(&self) -> &'static str {
+        self.table().1
+    }
+
+    fn table(&self) -> (StatusCode, &'static str) {
         use AppError::*;
+        use StatusCode as S;
         match self {
-            InvalidRequest(_) | PayloadTooLarge(_) => "invalid_request",
-            Unauthorized => "unauthorized",
-            AdminDisabled => "admin_disabled",
-            UnknownStrategy { .. } => "unknown_strategy",
-            UnknownProduct(_) => "unknown_product",
-            NotFound(_) => "not_found",
-            MethodNotAllowed { .. } => "method_not_allowed",
-            UnknownFailpoint(_) => "unknown_failpoint",
-            HookTimeout(_) => "hook_timeout",
-            InsufficientStock { .. } => "insufficient_stock",
-            RequestIdReused(_) => "request_id_reused",
-            Busy(_) => "busy",
-            LockLost(_) => "lock_lost",
-            OutcomeUnknown(_) => "outcome_unknown",
-            BackendUnavailable { .. } => "backend_unavailable",
-            Unexpected(_) => "internal",
+            InvalidRequest(_) => (S::BAD_REQUEST, "invalid_request"),
+            PayloadTooLarge(_) => (S::PAYLOAD_TOO_LARGE, "invalid_request"),
+            Unauthorized => (S::UNAUTHORIZED, "unauthorized"),
+            AdminDisabled => (S::FORBIDDEN, "admin_disabled"),
+            UnknownStrategy { .. } => (S::NOT_FOUND, "unknown_strategy"),
+            UnknownProduct(_) => (S::NOT_FOUND, "unknown_product"),
+            NotFound(_) => (S::NOT_FOUND, "not_found"),
+            UnknownFailpoint(_) => (S::NOT_FOUND, "unknown_failpoint"),
+            MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            HookTimeout(_) => (S::REQUEST_TIMEOUT, "hook_timeout"),
+            InsufficientStock { .. } => (S::CONFLICT, "insufficient_stock"),
+            RequestIdReused(_) => (S::UNPROCESSABLE_ENTITY, "request_id_reused"),
+            Busy(_) => (S::SERVICE_UNAVAILABLE, "busy"),
+            LockLost(_) => (S::SERVICE_UNAVAILABLE, "lock_lost"),
+            OutcomeUnknown(_) => (S::SERVICE_UNAVAILABLE, "outcome_unknown"),
+            BackendUnavailable { .. } => (S::SERVICE_UNAVAILABLE, "backend_unavailable"),
+            AlreadyDone(_) | Unexpected(_) => (S::INTERNAL_SERVER_ERROR, "internal"),
         }
+    }
+
+    /// A refusal that a request which already succeeded could also meet (its retry
+    /// after the stock ran out, or while another holds the lock): answered from
+    /// `orders` when this request id has a stored response.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            AppError::InsufficientStock { .. }
+                | AppError::Busy(_)
+                | AppError::LockLost(_)
+                | AppError::AlreadyDone(_)
+        )
     }
 
     /// The database is down or every pooled connection is busy.
@@ -162,14 +176,29 @@ pub fn mysql_error_number(e: &sqlx::Error) -> Option<u16> {
 pub struct ApiError {
     pub error: AppError,
     pub request_id: String,
+    /// More fields for the body (`/ready` lists its backends).
+    pub extra: Map<String, Value>,
 }
+
+/// The request id a response answers, left in the response's extensions for the
+/// middleware that sets `X-Request-Id` (a deduction answers with its body's
+/// `request_id`, which may differ from the request's header).
+#[derive(Debug, Clone)]
+pub struct AnsweredId(pub String);
 
 impl ApiError {
     pub fn new(error: AppError, request_id: impl Into<String>) -> ApiError {
         ApiError {
             error,
             request_id: request_id.into(),
+            extra: Map::new(),
         }
+    }
+
+    /// Adds a field to the error body.
+    pub fn with(mut self, field: &str, value: Value) -> ApiError {
+        self.extra.insert(field.to_string(), value);
+        self
     }
 }
 
@@ -186,26 +215,28 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let detail = match &self.error {
-            AppError::Unexpected(cause) => {
-                tracing::error!(request_id = %self.request_id, error = ?cause, "internal error");
+            AppError::Unexpected(_) | AppError::AlreadyDone(_) => {
+                tracing::error!(request_id = %self.request_id, error = ?self.error, "internal error");
                 "internal error; the request id is in the server log".to_string()
             }
             other => other.to_string(),
         };
         let mut response = HttpResponse::build(self.status_code());
-        if let Ok(id) = HeaderValue::from_str(&self.request_id) {
-            response.insert_header((crate::routes::X_REQUEST_ID, id));
-        }
-        if self.status_code() == StatusCode::SERVICE_UNAVAILABLE {
-            response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("1")));
-        }
         if matches!(self.error, AppError::Unauthorized) {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
-        response.json(json!({
+        let mut body = json!({
             "error": self.error.code(),
             "detail": detail,
             "request_id": self.request_id,
-        }))
+        });
+        body.as_object_mut()
+            .expect("an object")
+            .extend(self.extra.clone());
+        let mut response = response.json(body);
+        response
+            .extensions_mut()
+            .insert(AnsweredId(self.request_id.clone()));
+        response
     }
 }

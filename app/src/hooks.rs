@@ -7,7 +7,9 @@
 //!
 //! # Failpoints
 //! Three places in every deduction, in the order a request passes them:
-//! - `after_lock`: the strategy's lock is held, the transaction has not begun;
+//! - `after_lock`: the strategy's lock is held, the transaction has not begun (the
+//!   strategies with a lock: `local-mutex`, the distributed locks, and `fence-only`
+//!   once its claims are made);
 //! - `after_read`: the stock has been read (or, for `atomic-sql`, conditionally
 //!   updated), the write has not happened;
 //! - `before_commit`: everything is written, COMMIT has not been sent.
@@ -42,8 +44,8 @@
 //! controls fail visibly).
 
 use crate::error::AppError;
-use crate::order::Order;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -133,7 +135,8 @@ impl Default for PointState {
     }
 }
 
-/// Per-request hook fields, parsed from the deduct body.
+/// Per-request hook fields, parsed from the deduct body next to (not inside) the
+/// order: they steer the experiment, they are not what the client buys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestHooks {
     pub hold_ms: Option<u64>,
@@ -141,6 +144,75 @@ pub struct RequestHooks {
     pub barrier: Option<(String, usize)>,
     /// Overrides the server's `--fencing` for this request (lock strategies).
     pub fencing: Option<bool>,
+}
+
+impl RequestHooks {
+    /// The deduct-body fields that are test hooks.
+    pub const FIELDS: [&str; 4] = ["hold_ms", "unsorted", "barrier", "fencing"];
+
+    /// Reads the hook fields of a deduct body. With hooks off, any of them is a 400
+    /// naming the flag that turns them on.
+    pub fn parse(fields: &Map<String, Value>, enabled: bool) -> Result<RequestHooks, AppError> {
+        if !enabled && let Some(hook) = fields.keys().find(|k| Self::FIELDS.contains(&k.as_str())) {
+            return Err(invalid(format!(
+                "`{hook}` is a test hook: start the service with --enable-test-hooks to use it"
+            )));
+        }
+        let hold_ms = match fields.get("hold_ms") {
+            None => None,
+            Some(v) => match v.as_u64() {
+                Some(ms) if ms <= MAX_HOLD_MS => Some(ms),
+                _ => {
+                    return Err(invalid(format!(
+                        "hold_ms must be an integer from 0 to {MAX_HOLD_MS}"
+                    )));
+                }
+            },
+        };
+        let unsorted = match fields.get("unsorted") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(invalid("unsorted must be true or false")),
+        };
+        let barrier = match fields.get("barrier") {
+            None => None,
+            Some(v) => {
+                let name = v
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty() && n.len() <= 64);
+                let parties = v
+                    .get("parties")
+                    .and_then(Value::as_u64)
+                    .filter(|p| (2..=64).contains(p));
+                match (name, parties, v.as_object().map(|o| o.len())) {
+                    (Some(name), Some(parties), Some(2)) => {
+                        Some((name.to_string(), parties as usize))
+                    }
+                    _ => {
+                        return Err(invalid(
+                            "barrier must be {\"name\": 1-64 characters, \"parties\": 2 to 64}",
+                        ));
+                    }
+                }
+            }
+        };
+        let fencing = match fields.get("fencing") {
+            None => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => return Err(invalid("fencing must be true or false")),
+        };
+        Ok(RequestHooks {
+            hold_ms,
+            unsorted,
+            barrier,
+            fencing,
+        })
+    }
+}
+
+fn invalid(detail: impl Into<String>) -> AppError {
+    AppError::InvalidRequest(detail.into())
 }
 
 /// The hooks of one service instance.
@@ -288,9 +360,9 @@ impl Hooks {
 
     /// Between a deduction's read and its write: the `after_read` failpoint, then the
     /// hold (the request's `hold_ms`, else the server's `--hold-ms`).
-    pub async fn after_read(&self, order: &Order) {
+    pub async fn after_read(&self, knobs: &RequestHooks) {
         self.at(Failpoint::AfterRead).await;
-        let hold = order.hooks.hold_ms.unwrap_or(self.hold_ms);
+        let hold = knobs.hold_ms.unwrap_or(self.hold_ms);
         if hold > 0 {
             tokio::time::sleep(Duration::from_millis(hold)).await;
         }
@@ -298,9 +370,8 @@ impl Hooks {
 
     /// The request's barrier, on its first attempt only (a retry must not wait for
     /// parties that already left).
-    pub async fn barrier(&self, order: &Order, attempt: u32) -> Result<(), AppError> {
-        let Some((name, parties)) = order
-            .hooks
+    pub async fn barrier(&self, knobs: &RequestHooks, attempt: u32) -> Result<(), AppError> {
+        let Some((name, parties)) = knobs
             .barrier
             .as_ref()
             .filter(|_| attempt == 1 && self.enabled)

@@ -6,7 +6,7 @@
 //! "invalid type at line 1 column 30".
 
 use crate::error::AppError;
-use crate::hooks::{MAX_HOLD_MS, RequestHooks};
+use crate::hooks::RequestHooks;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -24,6 +24,21 @@ pub struct Item {
     pub quantity: i32,
 }
 
+/// A deduct body: the order, and the test-hook knobs that travel beside it (all
+/// default unless the service runs with `--enable-test-hooks`).
+pub fn parse_body(
+    body: &Value,
+    generated_id: &str,
+    hooks_enabled: bool,
+) -> Result<(Order, RequestHooks), AppError> {
+    let Value::Object(fields) = body else {
+        return Err(invalid("the body must be a JSON object"));
+    };
+    let knobs = RequestHooks::parse(fields, hooks_enabled)?;
+    let order = Order::parse(fields, generated_id, &RequestHooks::FIELDS)?;
+    Ok((order, knobs))
+}
+
 /// A validated deduction request. All-or-nothing over its items.
 #[derive(Debug, Clone)]
 pub struct Order {
@@ -31,27 +46,22 @@ pub struct Order {
     pub request_id: String,
     /// The items in the order the client listed them (no product twice).
     pub items: Vec<Item>,
-    /// Test-hook fields (all default unless the service runs with test hooks).
-    pub hooks: RequestHooks,
 }
 
 impl Order {
-    /// Validates a deduct body. `generated_id` becomes the request id when the body
-    /// has none; hook fields are accepted only when `hooks_enabled`.
-    pub fn parse(body: &Value, generated_id: &str, hooks_enabled: bool) -> Result<Order, AppError> {
-        let Value::Object(fields) = body else {
-            return Err(invalid("the body must be a JSON object"));
-        };
+    /// Validates the fields of a deduct body. `generated_id` becomes the request id
+    /// when the body has none; `also_read` names fields someone else reads (the test
+    /// hooks), which are not refused as unknown.
+    pub fn parse(
+        fields: &Map<String, Value>,
+        generated_id: &str,
+        also_read: &[&str],
+    ) -> Result<Order, AppError> {
         const ALLOWED: &str = "product_id, quantity, items, request_id";
         for key in fields.keys() {
             match key.as_str() {
                 "product_id" | "quantity" | "items" | "request_id" => {}
-                hook if HOOK_FIELDS.contains(&hook) && !hooks_enabled => {
-                    return Err(invalid(format!(
-                        "`{hook}` is a test hook: start the service with --enable-test-hooks to use it"
-                    )));
-                }
-                hook if HOOK_FIELDS.contains(&hook) => {}
+                other if also_read.contains(&other) => {}
                 unknown => {
                     return Err(invalid(format!(
                         "unknown field `{unknown}`; allowed: {ALLOWED}"
@@ -59,7 +69,6 @@ impl Order {
                 }
             }
         }
-        let hooks = parse_hooks(fields)?;
         let request_id = match fields.get("request_id") {
             None => generated_id.to_string(),
             Some(value) => parse_request_id(value)?,
@@ -79,11 +88,7 @@ impl Order {
             (None, true) => vec![parse_item(fields, "")?],
             (None, false) => return Err(invalid("product_id is required (or items)")),
         };
-        Ok(Order {
-            request_id,
-            items,
-            hooks,
-        })
+        Ok(Order { request_id, items })
     }
 
     /// The items sorted by product id: the order in which rows and locks are taken, so
@@ -107,60 +112,6 @@ impl Order {
         }
         hex::encode(hasher.finalize())
     }
-}
-
-/// Deduct-body fields that are test hooks (see [`crate::hooks`]).
-const HOOK_FIELDS: [&str; 4] = ["hold_ms", "unsorted", "barrier", "fencing"];
-
-fn parse_hooks(fields: &Map<String, Value>) -> Result<RequestHooks, AppError> {
-    let hold_ms = match fields.get("hold_ms") {
-        None => None,
-        Some(v) => match v.as_u64() {
-            Some(ms) if ms <= MAX_HOLD_MS => Some(ms),
-            _ => {
-                return Err(invalid(format!(
-                    "hold_ms must be an integer from 0 to {MAX_HOLD_MS}"
-                )));
-            }
-        },
-    };
-    let unsorted = match fields.get("unsorted") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(invalid("unsorted must be true or false")),
-    };
-    let barrier = match fields.get("barrier") {
-        None => None,
-        Some(v) => {
-            let name = v
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty() && n.len() <= 64);
-            let parties = v
-                .get("parties")
-                .and_then(Value::as_u64)
-                .filter(|p| (2..=64).contains(p));
-            match (name, parties, v.as_object().map(|o| o.len())) {
-                (Some(name), Some(parties), Some(2)) => Some((name.to_string(), parties as usize)),
-                _ => {
-                    return Err(invalid(
-                        "barrier must be {\"name\": 1-64 characters, \"parties\": 2 to 64}",
-                    ));
-                }
-            }
-        }
-    };
-    let fencing = match fields.get("fencing") {
-        None => None,
-        Some(Value::Bool(b)) => Some(*b),
-        Some(_) => return Err(invalid("fencing must be true or false")),
-    };
-    Ok(RequestHooks {
-        hold_ms,
-        unsorted,
-        barrier,
-        fencing,
-    })
 }
 
 fn invalid(detail: impl Into<String>) -> AppError {
@@ -264,7 +215,9 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<Order, String> {
-        Order::parse(&v, "generated", false).map_err(|e| e.to_string())
+        parse_body(&v, "generated", false)
+            .map(|(order, _)| order)
+            .map_err(|e| e.to_string())
     }
 
     /// The single form defaults quantity to 1 and takes the generated id.
@@ -351,15 +304,15 @@ mod tests {
     /// With hooks enabled the hook fields are parsed and checked.
     #[test]
     fn hook_fields_with_hooks_enabled() {
-        let order = Order::parse(
+        let (_, knobs) = parse_body(
             &json!({"product_id": 1, "hold_ms": 5, "unsorted": true, "barrier": {"name": "b", "parties": 2}}),
             "g",
             true,
         )
         .unwrap();
-        assert_eq!(order.hooks.hold_ms, Some(5));
-        assert!(order.hooks.unsorted);
-        assert_eq!(order.hooks.barrier, Some(("b".to_string(), 2)));
+        assert_eq!(knobs.hold_ms, Some(5));
+        assert!(knobs.unsorted);
+        assert_eq!(knobs.barrier, Some(("b".to_string(), 2)));
         for bad in [
             json!({"product_id": 1, "hold_ms": -1}),
             json!({"product_id": 1, "hold_ms": 60001}),
@@ -367,7 +320,7 @@ mod tests {
             json!({"product_id": 1, "barrier": {"name": "b", "parties": 1}}),
             json!({"product_id": 1, "barrier": {"name": "b"}}),
         ] {
-            assert!(Order::parse(&bad, "g", true).is_err(), "{bad}");
+            assert!(parse_body(&bad, "g", true).is_err(), "{bad}");
         }
     }
 

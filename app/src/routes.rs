@@ -1,10 +1,10 @@
 //! HTTP handlers, the request-context middleware and the extractor configuration.
 
-use crate::error::{ApiError, AppError};
+use crate::error::{AnsweredId, ApiError, AppError};
 use crate::hooks::{Failpoint, Setting};
-use crate::order::Order;
 use crate::startup::AppState;
-use crate::{ready, stock, strategies};
+use crate::strategies::{Deduction, idempotency};
+use crate::{order, ready, stock};
 use actix_web::body::MessageBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::{JsonPayloadError, PathError};
@@ -126,8 +126,9 @@ impl FromRequest for RequestId {
     }
 }
 
-/// Middleware: gives every request an id and a tracing span, and makes every response
-/// carry `X-Request-Id` (and `Retry-After` when it is a 503).
+/// Middleware: gives every request an id and a tracing span, and sets the headers every
+/// answer carries, here and nowhere else: `X-Request-Id` (the id the answer names, if
+/// it named one, else the request's) and, on a 503, `Retry-After`.
 pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -148,15 +149,12 @@ pub async fn request_context(
         status = tracing::field::Empty,
     );
     let mut res = next.call(req).instrument(span.clone()).await?;
-    let headers = res.headers_mut();
-    if !headers.contains_key(&X_REQUEST_ID)
-        && let Ok(value) = HeaderValue::from_str(&id)
-    {
-        headers.insert(X_REQUEST_ID, value);
+    let answered = res.response().extensions().get::<AnsweredId>().cloned();
+    let answered = answered.map_or(id, |AnsweredId(id)| id);
+    if let Ok(value) = HeaderValue::from_str(&answered) {
+        res.headers_mut().insert(X_REQUEST_ID, value);
     }
-    if res.status() == actix_web::http::StatusCode::SERVICE_UNAVAILABLE
-        && !res.headers().contains_key(header::RETRY_AFTER)
-    {
+    if res.status() == actix_web::http::StatusCode::SERVICE_UNAVAILABLE {
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
@@ -342,10 +340,10 @@ async fn hooks_paused(
 }
 
 /// `GET /ready`: every configured backend answers.
-async fn ready_route(state: web::Data<AppState>, id: RequestId) -> HttpResponse {
+async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpResponse, ApiError> {
     let report = ready::check(&state.pool, &state.settings).await;
     if report.ready {
-        HttpResponse::Ok().json(report)
+        Ok(HttpResponse::Ok().json(report))
     } else {
         let down: Vec<&str> = report
             .backends
@@ -353,12 +351,12 @@ async fn ready_route(state: web::Data<AppState>, id: RequestId) -> HttpResponse 
             .filter(|b| b.configured && !b.ok)
             .map(|b| b.backend.as_str())
             .collect();
-        HttpResponse::ServiceUnavailable().json(json!({
-            "error": "backend_unavailable",
-            "detail": format!("not reachable: {}", down.join(", ")),
-            "request_id": id.0,
-            "backends": report.backends,
-        }))
+        let error = AppError::BackendUnavailable {
+            backend: down.join(", "),
+            detail: "not reachable".into(),
+        };
+        let backends = serde_json::to_value(&report.backends).unwrap_or_default();
+        Err(ApiError::new(error, id.0).with("backends", backends))
     }
 }
 
@@ -440,7 +438,7 @@ async fn deduct(
             id.0,
         ));
     };
-    let order = Order::parse(&body, &id.0, state.hooks.enabled())
+    let (order, knobs) = order::parse_body(&body, &id.0, state.hooks.enabled())
         .map_err(|e| ApiError::new(e, id.0.clone()))?;
     let span = tracing::info_span!(
         "deduct",
@@ -450,28 +448,30 @@ async fn deduct(
         product_id = order.items[0].product_id,
         outcome = tracing::field::Empty,
     );
-    let result = strategies::deduct(
-        &state.pool,
-        &state.in_flight,
-        &state.hooks,
-        strategy.as_ref(),
-        &order,
-    )
-    .instrument(span.clone())
-    .await;
+    let d = Deduction {
+        pool: &state.pool,
+        order: &order,
+        knobs: &knobs,
+        hooks: &state.hooks,
+        strategy: strategy.info().name,
+        fingerprint: order.fingerprint(strategy.info().name),
+    };
+    let result = idempotency::once(&state.in_flight, &d, strategy.deduct(&d))
+        .instrument(span.clone())
+        .await;
     match result {
         Ok(done) => {
-            span.record(
-                "outcome",
-                if done.duplicate {
-                    "duplicate"
-                } else {
-                    "deducted"
-                },
-            );
-            Ok(HttpResponse::Ok()
-                .insert_header((X_REQUEST_ID, order.request_id.clone()))
-                .json(done))
+            let outcome = if done.duplicate {
+                "duplicate"
+            } else {
+                "deducted"
+            };
+            span.record("outcome", outcome);
+            let mut response = HttpResponse::Ok().json(done);
+            response
+                .extensions_mut()
+                .insert(AnsweredId(order.request_id.clone()));
+            Ok(response)
         }
         Err(e) => {
             span.record("outcome", e.code());

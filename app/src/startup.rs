@@ -2,8 +2,8 @@
 
 use crate::config::Settings;
 use crate::hooks::Hooks;
-use crate::idempotency::InFlight;
 use crate::routes;
+use crate::strategies::idempotency::InFlight;
 use crate::strategies::{self, Strategies};
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
@@ -62,7 +62,7 @@ impl Application {
             .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
         let state = web::Data::new(AppState {
-            strategies: strategies::all(&settings, &pool),
+            strategies: strategies::all(&settings),
             pool,
             in_flight: InFlight::default(),
             hooks: Hooks::new(settings.enable_test_hooks, settings.hold_ms),

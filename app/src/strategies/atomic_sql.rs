@@ -5,13 +5,19 @@
 //! 2. For each item, in product_id order:
 //!    `UPDATE stock SET quantity = quantity - :q, version = version + 1
 //!     WHERE product_id = :id AND quantity >= :q`.
-//!    One row changed: deducted. None: the product is missing (404) or has too few
-//!    units (409); ROLLBACK undoes the items already deducted.
-//! 3. Read back what is left (our own write, visible in our transaction) for the
-//!    response and the ledger's epoch. The `after_read` hook and any hold come after
-//!    the last UPDATE: the row locks are held through them, as a business step taken
-//!    between "decide" and "commit" would hold them.
-//! 4. Ledger rows, the orders row, COMMIT (the shared path in [`super::deduct`]).
+//!    One row changed: deducted. None: too few units, or no such product; ROLLBACK
+//!    undoes the items already deducted, and the refusal's one read
+//!    ([`super::idempotency`]) says which (409 or 404).
+//! 3. The `after_read` hook and any hold come after the last UPDATE: the row locks are
+//!    held through them, as a business step taken between "decide" and "commit" would
+//!    hold them.
+//! 4. The orders row and the ledger rows ([`txn::record`]), COMMIT.
+//!
+//! Five statements for a sale: BEGIN, UPDATE, two INSERTs, COMMIT. What is left comes
+//! back with the UPDATE itself: `quantity = LAST_INSERT_ID(quantity - :q)` puts the
+//! new value in the reply's last-insert-id field (MySQL's sequence idiom), so nothing
+//! is read back. A refusal: BEGIN, UPDATE, ROLLBACK, and the one read every refusal
+//! makes (four).
 //!
 //! # Why it cannot oversell
 //! An UPDATE reads the **latest committed** row, not a snapshot, and holds an
@@ -32,12 +38,10 @@
 //! Almost always, for a counter like stock. It is the baseline the lock strategies are
 //! measured against in the report.
 
-use super::{Applied, Cx, Held, Strategy, StrategyInfo, TxError, check_enough};
+use super::txn::{self, Sold};
+use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
-use crate::order::Order;
-use crate::stock;
 use async_trait::async_trait;
-use sqlx::MySqlConnection;
 
 /// The conditional-UPDATE strategy. Stateless.
 pub struct AtomicSql;
@@ -50,36 +54,43 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "not needed",
 };
 
-#[async_trait]
+#[async_trait(?Send)]
 impl Strategy for AtomicSql {
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
 
-    async fn apply(
-        &self,
-        cx: &Cx<'_>,
-        tx: &mut MySqlConnection,
-        order: &Order,
-        _held: &Held,
-    ) -> Result<Vec<Applied>, TxError> {
-        let mut applied = Vec::with_capacity(order.items.len());
-        for item in order.by_product() {
-            let deducted = stock::decrement_if_enough(tx, item).await?;
-            let level = stock::read_level(tx, item.product_id).await?;
-            let Some(level) = level else {
-                return Err(AppError::UnknownProduct(item.product_id).into());
-            };
-            if !deducted {
-                check_enough(item, level.quantity)?;
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+        let mut tx = d.pool.begin().await?;
+        let mut sold = Vec::with_capacity(d.order.items.len());
+        for item in d.order.by_product() {
+            let done = sqlx::query(
+                r#"
+                UPDATE stock SET quantity = LAST_INSERT_ID(quantity - ?), version = version + 1
+                WHERE product_id = ? AND quantity >= ?
+                "#,
+            )
+            .bind(item.quantity)
+            .bind(item.product_id)
+            .bind(item.quantity)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                tx.rollback().await?;
+                return Err(AppError::InsufficientStock {
+                    product_id: item.product_id,
+                    requested: item.quantity.into(),
+                    available: None,
+                });
             }
-            applied.push(Applied {
+            sold.push(Sold {
                 item,
-                remaining: level.quantity,
-                epoch: level.epoch,
+                remaining: done.last_insert_id() as i32,
             });
         }
-        cx.hooks.after_read(order).await;
-        Ok(applied)
+        d.hooks.after_read(d.knobs).await;
+        let done = txn::record(&mut tx, d, &sold, 1, None).await?;
+        txn::commit(tx, d.hooks).await?;
+        Ok(done)
     }
 }

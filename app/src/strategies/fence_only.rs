@@ -7,10 +7,14 @@
 //! 2. For each product, in product_id order: **claim** it with the ticket, as its own
 //!    committed statement (`UPDATE stock_fence SET token = :t WHERE ... AND token <
 //!    :t`). No row: a request with a newer ticket claimed it first → 503 `lock_lost`.
-//! 3. BEGIN; plain read, check (exactly what the lock strategies do under a lock).
-//! 4. Write the computed quantity only `WHERE stock_fence.token = :t` still holds
-//!    (0 rows: a newer ticket claimed the product since our claim → ROLLBACK → 503
-//!    `lock_lost`). Ledger, orders, COMMIT.
+//! 3. Plain read, check (exactly what the lock strategies do under a lock).
+//! 4. BEGIN; write the computed quantity only `WHERE stock_fence.token = :t` still
+//!    holds (0 rows: a newer ticket claimed the product since our claim → ROLLBACK →
+//!    503 `lock_lost`). Orders and ledger rows, COMMIT.
+//!
+//! Steps 2-4 are [`fencing`]'s, shared with the lock strategies. Eight statements for
+//! a sale (NEXTVAL, the claim, SELECT, BEGIN, the guarded UPDATE, two INSERTs,
+//! COMMIT), four for a 409 (NEXTVAL, claim, SELECT, the refusal's read).
 //!
 //! # Guarantees
 //! No lost update and no oversell, across any number of instances, with no lock at
@@ -34,22 +38,17 @@
 //! Not for stock: `atomic-sql` is a compare-and-set with no refusals. It is here to
 //! separate what the fence guarantees from what the lock adds.
 
-use super::distributed::read_check_write_fenced;
-use super::{Applied, Cx, Held, HeldLock, Strategy, StrategyInfo, TxError};
+use super::fencing::{self, Claim, Fence};
+use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
-use crate::order::Order;
-use crate::stock;
+use crate::hooks::Failpoint;
 use async_trait::async_trait;
-use sqlx::{MySqlConnection, MySqlPool};
 
 /// The backend name of this strategy's rows in `stock_fence`.
 const BACKEND: &str = "fence-only";
 
-/// Ticket, claim, guarded write; no lock.
-pub struct FenceOnly {
-    /// For the tickets and claims (autocommit statements, outside the transaction).
-    pub pool: MySqlPool,
-}
+/// Ticket, claim, guarded write; no lock. Stateless.
+pub struct FenceOnly;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "fence-only",
@@ -59,57 +58,25 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "token (ticket)",
 };
 
-/// A product claimed with a ticket: what a lock would hold, minus the lock.
-struct Claim {
-    product_id: i64,
-    ticket: u64,
-}
-
-#[async_trait]
-impl HeldLock for Claim {
-    fn product_id(&self) -> Option<i64> {
-        Some(self.product_id)
-    }
-
-    fn fence_token(&self) -> Option<u64> {
-        Some(self.ticket)
-    }
-
-    /// Nothing to release: a claim is overtaken, never freed.
-    async fn release(self: Box<Self>) {}
-}
-
-#[async_trait]
+#[async_trait(?Send)]
 impl Strategy for FenceOnly {
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
 
-    async fn lock(&self, order: &Order) -> Result<Held, AppError> {
-        let ticket = stock::next_ticket(&self.pool).await?;
-        let mut held = Held::none();
-        for item in order.by_product() {
-            if !stock::claim_fence(&self.pool, item.product_id, BACKEND, ticket).await? {
-                return Err(AppError::LockLost(format!(
-                    "ticket {ticket} for product {} was overtaken by a newer request's claim",
-                    item.product_id
-                )));
-            }
-            held.push(Box::new(Claim {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+        let ticket = fencing::next_ticket(d.pool).await?;
+        let mut claims = Vec::with_capacity(d.order.items.len());
+        for item in d.order.by_product() {
+            let fence = Fence::Token(ticket);
+            fencing::claim(d.pool, BACKEND, item.product_id, fence).await?;
+            claims.push(Claim {
                 product_id: item.product_id,
-                ticket,
-            }));
+                fence,
+            });
         }
-        Ok(held)
-    }
-
-    async fn apply(
-        &self,
-        cx: &Cx<'_>,
-        tx: &mut MySqlConnection,
-        order: &Order,
-        held: &Held,
-    ) -> Result<Vec<Applied>, TxError> {
-        read_check_write_fenced(cx, tx, order, held, BACKEND, true).await
+        d.hooks.at(Failpoint::AfterLock).await;
+        // Nothing to release: a claim is overtaken, never freed.
+        fencing::read_check_write(d, BACKEND, Some(&claims), Some(ticket), || true).await
     }
 }

@@ -4,9 +4,10 @@
 //! # Algorithm
 //! 1. Take the mutex of every product in the order, in product_id order (two orders
 //!    over the same products can then never wait on each other in a cycle).
-//! 2. BEGIN; plain read, check, write the computed value ([`read_check_write`]);
-//!    ledger, orders; COMMIT.
-//! 3. Release the mutexes, last taken first.
+//! 2. `unsafe`'s plain read, check, BEGIN, write the computed value, orders and
+//!    ledger rows, COMMIT ([`read_check_write`]): the mutex is trusted, the database
+//!    is asked to lock nothing.
+//! 3. Release the mutexes (dropping the guards), last taken first.
 //!
 //! The mutex map is built once per process, outside the HTTP server's per-worker
 //! factory ([`super::all`]): built inside it, each worker thread would get its own map
@@ -37,14 +38,14 @@
 //! The map keeps one entry per product ever deducted (a few dozen bytes each). There
 //! is no wait bound: requests queue on the mutex in arrival order.
 
-use super::{Applied, Cx, Held, HeldLock, Strategy, StrategyInfo, TxError, read_check_write};
+use super::unsafe_control::read_check_write;
+use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
-use crate::order::Order;
+use crate::hooks::Failpoint;
 use async_trait::async_trait;
-use sqlx::MySqlConnection;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio::sync::Mutex as AsyncMutex;
 
 /// One async mutex per product, shared by every worker of this process.
 #[derive(Default)]
@@ -60,19 +61,6 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "none",
 };
 
-struct MutexHeld(#[allow(dead_code)] OwnedMutexGuard<()>);
-
-#[async_trait]
-impl HeldLock for MutexHeld {
-    fn fence_token(&self) -> Option<u64> {
-        None
-    }
-
-    async fn release(self: Box<Self>) {
-        // Dropping the guard unlocks; the next waiter in line gets the mutex.
-    }
-}
-
 impl LocalMutex {
     fn mutex(&self, product_id: i64) -> Arc<AsyncMutex<()>> {
         let mut map = self.mutexes.lock().expect("mutex map poisoned");
@@ -80,28 +68,23 @@ impl LocalMutex {
     }
 }
 
-#[async_trait]
+#[async_trait(?Send)]
 impl Strategy for LocalMutex {
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
 
-    async fn lock(&self, order: &Order) -> Result<Held, AppError> {
-        let mut held = Held::none();
-        for item in order.by_product() {
-            let guard = self.mutex(item.product_id).lock_owned().await;
-            held.push(Box::new(MutexHeld(guard)));
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+        let mut held = Vec::with_capacity(d.order.items.len());
+        for item in d.order.by_product() {
+            held.push(self.mutex(item.product_id).lock_owned().await);
         }
-        Ok(held)
-    }
-
-    async fn apply(
-        &self,
-        cx: &Cx<'_>,
-        tx: &mut MySqlConnection,
-        order: &Order,
-        _held: &Held,
-    ) -> Result<Vec<Applied>, TxError> {
-        read_check_write(cx, tx, order).await
+        d.hooks.at(Failpoint::AfterLock).await;
+        let done = read_check_write(d).await;
+        // Released after COMMIT (or ROLLBACK), last taken first.
+        while let Some(guard) = held.pop() {
+            drop(guard);
+        }
+        done
     }
 }

@@ -1,15 +1,22 @@
 //! `optimistic`: read a version, write only if it is unchanged (compare-and-set).
 //!
 //! # Algorithm
-//! 1. BEGIN (a **new** transaction every attempt: under REPEATABLE READ, a retry in
+//! 1. For each item, in product_id order: plain read of `(quantity, version)`; check
+//!    (409 here opens no transaction: the read needs none, the compare-and-set
+//!    below is what protects).
+//! 2. BEGIN (a **new** transaction every attempt: under REPEATABLE READ, a retry in
 //!    the same transaction would read the same old snapshot and fail forever).
-//! 2. For each item, in product_id order: plain read of `(quantity, version)`; check.
 //! 3. For each item: `UPDATE stock SET quantity = <read − requested>,
 //!    version = version + 1 WHERE product_id = ? AND version = <read version>`.
 //!    No row matched: someone wrote the row since our read. ROLLBACK, jittered
-//!    backoff, start again from 1, at most `--optimistic-max-attempts` transactions;
-//!    then 503 `busy`. The response's `attempts` says how many it took.
-//! 4. Ledger, orders, COMMIT.
+//!    backoff, start again from 1, at most `--optimistic-max-attempts` times
+//!    ([`txn::with_retries`]); then 503 `busy`. The response's `attempts` says how
+//!    many it took.
+//! 4. Orders and ledger rows ([`txn::record`]), COMMIT.
+//!
+//! Six statements for a sale on the first try (SELECT, BEGIN, UPDATE, two INSERTs,
+//! COMMIT), four more per failed try (SELECT, BEGIN, UPDATE, ROLLBACK); two for a
+//! refusal (the SELECT, and the read every refusal makes).
 //!
 //! # Guarantees
 //! No lost update, across instances: the WHERE clause is evaluated on the latest
@@ -30,14 +37,10 @@
 //! When conflicts are rare (many products, few buyers each) and holding locks while
 //! the application thinks is costly. For one hot product, use `atomic-sql`.
 
-use super::{
-    Applied, Cx, Held, Strategy, StrategyInfo, TxError, check_enough, retry_on_lock_conflict,
-};
+use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
+use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
-use crate::order::Order;
-use crate::stock;
 use async_trait::async_trait;
-use sqlx::MySqlConnection;
 
 /// Version compare-and-set with bounded retries.
 pub struct Optimistic {
@@ -52,51 +55,59 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "not needed",
 };
 
-#[async_trait]
+#[async_trait(?Send)]
 impl Strategy for Optimistic {
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
 
-    fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    async fn apply(
-        &self,
-        cx: &Cx<'_>,
-        tx: &mut MySqlConnection,
-        order: &Order,
-        _held: &Held,
-    ) -> Result<Vec<Applied>, TxError> {
-        let mut reads = Vec::with_capacity(order.items.len());
-        for item in order.by_product() {
-            let level = stock::read_level(tx, item.product_id)
-                .await?
-                .ok_or(AppError::UnknownProduct(item.product_id))?;
-            check_enough(item, level.quantity)?;
-            reads.push((item, level));
-        }
-        cx.hooks.after_read(order).await;
-        let mut applied = Vec::with_capacity(reads.len());
-        for (item, level) in reads {
-            let remaining = level.quantity - item.quantity;
-            let written =
-                stock::write_quantity_if_version(tx, item.product_id, remaining, level.version)
-                    .await
-                    .map_err(retry_on_lock_conflict)?;
-            if !written {
-                return Err(TxError::Retry(format!(
-                    "product {} changed since it was read (version {})",
-                    item.product_id, level.version
-                )));
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+        txn::with_retries(self.max_attempts, async |attempt| {
+            let mut reads = Vec::with_capacity(d.order.items.len());
+            for item in d.order.by_product() {
+                let (quantity, version): (i32, i64) =
+                    sqlx::query_as("SELECT quantity, version FROM stock WHERE product_id = ?")
+                        .bind(item.product_id)
+                        .fetch_optional(d.pool)
+                        .await?
+                        .ok_or(AppError::UnknownProduct(item.product_id))?;
+                check_enough(item, quantity)?;
+                let sold = Sold {
+                    item,
+                    remaining: quantity - item.quantity,
+                };
+                reads.push((sold, version));
             }
-            applied.push(Applied {
-                item,
-                remaining,
-                epoch: level.epoch,
-            });
-        }
-        Ok(applied)
+            d.hooks.after_read(d.knobs).await;
+            let mut tx = d.pool.begin().await?;
+            for (sold, version) in &reads {
+                let written = sqlx::query(
+                    r#"
+                    UPDATE stock SET quantity = ?, version = version + 1
+                    WHERE product_id = ? AND version = ?
+                    "#,
+                )
+                .bind(sold.remaining)
+                .bind(sold.item.product_id)
+                .bind(version)
+                .execute(&mut *tx)
+                .await;
+                let lost = match written {
+                    Ok(done) if done.rows_affected() == 1 => continue,
+                    Ok(_) => TxError::Retry(format!(
+                        "product {} changed since it was read (version {version})",
+                        sold.item.product_id
+                    )),
+                    Err(e) => retry_on_lock_conflict(e),
+                };
+                tx.rollback().await?;
+                return Err(lost);
+            }
+            let sold: Vec<Sold> = reads.iter().map(|(sold, _)| *sold).collect();
+            let done = txn::record(&mut tx, d, &sold, attempt, None).await?;
+            txn::commit(tx, d.hooks).await?;
+            Ok(done)
+        })
+        .await
     }
 }

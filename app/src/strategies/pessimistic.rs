@@ -7,12 +7,16 @@
 //!    read, not the transaction's snapshot).
 //! 3. Check; write the computed value (`SET quantity = <read − requested>`): safe
 //!    here, because nobody can write the row until we COMMIT.
-//! 4. Ledger, orders, COMMIT (releases the row locks).
+//! 4. Orders and ledger rows ([`txn::record`]), COMMIT (releases the row locks).
 //! 5. On error 1213 (deadlock: InnoDB chose us as the victim and rolled us back) or
 //!    1205 (lock wait timeout: only the *statement* was rolled back, the transaction
 //!    still holds its other locks since `innodb_rollback_on_timeout` is off): explicit
 //!    ROLLBACK, jittered backoff, run the whole transaction again, at most
-//!    `--pessimistic-max-attempts` times, then 503 `busy`.
+//!    `--pessimistic-max-attempts` times, then 503 `busy` ([`txn::with_retries`]).
+//!
+//! Six statements for a sale (BEGIN, SELECT ... FOR UPDATE, UPDATE, two INSERTs,
+//! COMMIT); a refusal: BEGIN, SELECT ... FOR UPDATE, ROLLBACK, and the one read every
+//! refusal makes (four).
 //!
 //! # Guarantees
 //! No lost update and no oversell, across any number of instances: the lock lives in
@@ -36,14 +40,10 @@
 //! contention per row is moderate. For a plain counter, `atomic-sql` does the same
 //! in one statement.
 
-use super::{
-    Applied, Cx, Held, Strategy, StrategyInfo, TxError, check_enough, retry_on_lock_conflict,
-};
+use super::txn::{self, Sold, check_enough, retry_on_lock_conflict};
+use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
-use crate::order::Order;
-use crate::stock;
 use async_trait::async_trait;
-use sqlx::MySqlConnection;
 
 /// `SELECT ... FOR UPDATE` with bounded whole-transaction retries.
 pub struct Pessimistic {
@@ -58,52 +58,75 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "not needed",
 };
 
-#[async_trait]
+#[async_trait(?Send)]
 impl Strategy for Pessimistic {
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
 
-    fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    async fn apply(
-        &self,
-        cx: &Cx<'_>,
-        tx: &mut MySqlConnection,
-        order: &Order,
-        _held: &Held,
-    ) -> Result<Vec<Applied>, TxError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
         // The test hook `unsorted` keeps the client's order, to make deadlocks happen.
-        let items = if order.hooks.unsorted && cx.hooks.enabled() {
-            order.items.clone()
+        let items = if d.knobs.unsorted && d.hooks.enabled() {
+            d.order.items.clone()
         } else {
-            order.by_product()
+            d.order.by_product()
         };
-        let mut applied = Vec::with_capacity(items.len());
-        for (i, item) in items.into_iter().enumerate() {
-            let level = stock::read_level_for_update(tx, item.product_id)
+        txn::with_retries(self.max_attempts, async |attempt| {
+            let mut tx = d.pool.begin().await?;
+            let mut sold = Vec::with_capacity(items.len());
+            for (i, &item) in items.iter().enumerate() {
+                let read = sqlx::query_scalar::<_, i32>(
+                    "SELECT quantity FROM stock WHERE product_id = ? FOR UPDATE",
+                )
+                .bind(item.product_id)
+                .fetch_optional(&mut *tx)
                 .await
-                .map_err(retry_on_lock_conflict)?
-                .ok_or(AppError::UnknownProduct(item.product_id))?;
-            if i == 0 {
-                // Test hook: wait here, holding the first row, for the other parties.
-                cx.hooks.barrier(order, cx.attempt).await?;
+                .map_err(retry_on_lock_conflict);
+                // An explicit ROLLBACK on every way out: after a lock wait timeout the
+                // transaction still holds its other row locks.
+                let quantity = match read {
+                    Ok(Some(quantity)) => quantity,
+                    Ok(None) => {
+                        tx.rollback().await?;
+                        return Err(AppError::UnknownProduct(item.product_id).into());
+                    }
+                    Err(e) => {
+                        tx.rollback().await?;
+                        return Err(e);
+                    }
+                };
+                if i == 0 {
+                    // Test hook: wait here, holding the first row, for the other parties.
+                    d.hooks.barrier(d.knobs, attempt).await?;
+                }
+                if let Err(refused) = check_enough(item, quantity) {
+                    tx.rollback().await?;
+                    return Err(refused.into());
+                }
+                sold.push(Sold {
+                    item,
+                    remaining: quantity - item.quantity,
+                });
             }
-            check_enough(item, level.quantity)?;
-            applied.push(Applied {
-                item,
-                remaining: level.quantity - item.quantity,
-                epoch: level.epoch,
-            });
-        }
-        cx.hooks.after_read(order).await;
-        for a in &applied {
-            stock::write_quantity(tx, a.item.product_id, a.remaining)
-                .await
-                .map_err(retry_on_lock_conflict)?;
-        }
-        Ok(applied)
+            d.hooks.after_read(d.knobs).await;
+            for s in &sold {
+                // Safe to write the computed value: nobody can write the row until COMMIT.
+                let written = sqlx::query(
+                    "UPDATE stock SET quantity = ?, version = version + 1 WHERE product_id = ?",
+                )
+                .bind(s.remaining)
+                .bind(s.item.product_id)
+                .execute(&mut *tx)
+                .await;
+                if let Err(e) = written {
+                    tx.rollback().await?;
+                    return Err(retry_on_lock_conflict(e));
+                }
+            }
+            let done = txn::record(&mut tx, d, &sold, attempt, None).await?;
+            txn::commit(tx, d.hooks).await?;
+            Ok(done)
+        })
+        .await
     }
 }

@@ -1,11 +1,14 @@
 //! `unsafe`: no lock at all. The control group: it **must** oversell.
 //!
 //! # Algorithm
-//! 1. BEGIN.
-//! 2. Plain read of each item's row (`SELECT quantity ...`, no lock).
-//! 3. Check: enough left? (409 if not.)
-//! 4. Write the value computed from the read: `SET quantity = <read − requested>`.
-//! 5. Ledger, orders, COMMIT.
+//! 1. Plain read of each item's row (`SELECT quantity ...`, no lock, no transaction
+//!    yet: a refusal opens none).
+//! 2. Check: enough left? (409 if not.)
+//! 3. BEGIN; write the value computed from the read: `SET quantity = <read − requested>`.
+//! 4. Orders and ledger rows ([`txn::record`]), COMMIT.
+//!
+//! Six statements for a sale (SELECT, BEGIN, UPDATE, two INSERTs, COMMIT), two for a
+//! refusal (the SELECT, and the read every refusal makes in [`super::idempotency`]).
 //!
 //! # How it fails
 //! Two buyers of the last unit, A and B:
@@ -19,7 +22,7 @@
 //! B's UPDATE waits for A's row lock, then overwrites A's 0 with its own 0: the stock
 //! row looks right and the ledger shows two sales of one unit (a *lost update*; with
 //! initial S, remaining R and ledger sum L, lost = L − (S − R)). REPEATABLE READ does
-//! not help: the reads are snapshot reads and the UPDATE sets a constant. It happens
+//! not help: the read is a snapshot and the UPDATE sets a constant. It happens
 //! whenever two requests interleave between read and write, so it gets worse the
 //! longer that window is (`--hold-ms`, a slow business step) and the more concurrent
 //! the buyers.
@@ -30,8 +33,9 @@
 //! # When to use it
 //! Never; it is here so every experiment has something that visibly breaks.
 
-use super::{Applied, Cx, Held, Strategy, StrategyInfo, TxError, read_check_write};
-use crate::order::Order;
+use super::txn::{self, Sold, check_enough};
+use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use crate::error::AppError;
 use async_trait::async_trait;
 use sqlx::MySqlConnection;
 
@@ -46,19 +50,61 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "none",
 };
 
-#[async_trait]
+#[async_trait(?Send)]
 impl Strategy for Unsafe {
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
 
-    async fn apply(
-        &self,
-        cx: &Cx<'_>,
-        tx: &mut MySqlConnection,
-        order: &Order,
-        _held: &Held,
-    ) -> Result<Vec<Applied>, TxError> {
-        read_check_write(cx, tx, order).await
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+        read_check_write(d).await
     }
+}
+
+/// The whole algorithm: what `unsafe` runs with no lock, and what `local-mutex` runs
+/// under its mutex.
+pub async fn read_check_write(d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    let sold = read_and_check(d).await?;
+    d.hooks.after_read(d.knobs).await;
+    let mut tx = d.pool.begin().await?;
+    for s in &sold {
+        write(&mut tx, s).await?;
+    }
+    let done = txn::record(&mut tx, d, &sold, 1, None).await?;
+    txn::commit(tx, d.hooks).await?;
+    Ok(done)
+}
+
+/// Step 1: a plain read of each item (in product order), checked: 404 for a product
+/// never stocked, 409 for too few units. Returns what each item would leave. The lock
+/// strategies read exactly this way under their locks.
+pub async fn read_and_check(d: &Deduction<'_>) -> Result<Vec<Sold>, AppError> {
+    let mut sold = Vec::with_capacity(d.order.items.len());
+    for item in d.order.by_product() {
+        let quantity: i32 = sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ?")
+            .bind(item.product_id)
+            .fetch_optional(d.pool)
+            .await?
+            .ok_or(AppError::UnknownProduct(item.product_id))?;
+        check_enough(item, quantity)?;
+        sold.push(Sold {
+            item,
+            remaining: quantity - item.quantity,
+        });
+    }
+    Ok(sold)
+}
+
+/// Step 3: writes the quantity the application computed (`SET quantity = :new`),
+/// unconditionally: **not** `quantity - ?`. If another request wrote the row after our
+/// read, its write is silently overwritten: a lost update, which the ledger exposes.
+/// `version` is bumped by every writer so `optimistic`'s compare-and-set stays sound
+/// when strategies are mixed on one product.
+pub async fn write(tx: &mut MySqlConnection, sold: &Sold) -> sqlx::Result<()> {
+    sqlx::query("UPDATE stock SET quantity = ?, version = version + 1 WHERE product_id = ?")
+        .bind(sold.remaining)
+        .bind(sold.item.product_id)
+        .execute(tx)
+        .await?;
+    Ok(())
 }

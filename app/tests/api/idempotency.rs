@@ -33,6 +33,36 @@ async fn a_repeat_gets_the_stored_answer(strategy: &str) {
 }
 }
 
+each_strategy! {
+/// A retry of a request that succeeded gets its stored answer even when the stock ran
+/// out since: a refusal looks for the stored answer before it is sent (the common path
+/// reads nothing up front, so this is where a late retry is caught).
+async fn a_retry_after_the_sell_out_gets_the_stored_answer(strategy: &str) {
+    let app = spawn_app().await;
+    app.stock(1, 2).await;
+    let body = json!({"product_id": 1, "quantity": 2, "request_id": "early-bird"});
+    let first = app.deduct(strategy, &body).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let first: Value = first.json().await.unwrap();
+    let late = app.deduct(strategy, &json!({"product_id": 1, "request_id": "late"})).await;
+    assert_error(late, StatusCode::CONFLICT, "insufficient_stock").await;
+
+    let again = app.deduct(strategy, &body).await;
+    assert_eq!(again.status(), StatusCode::OK);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["items"], first["items"]);
+    // Another request under the same id is still refused as a reuse, not as 409.
+    let other = app
+        .deduct(strategy, &json!({"product_id": 1, "quantity": 1, "request_id": "early-bird"}))
+        .await;
+    assert_error(other, StatusCode::UNPROCESSABLE_ENTITY, "request_id_reused").await;
+    let state = app.db_state(1).await;
+    assert_eq!((state.remaining, state.ledger_sum, state.ledger_rows), (0, 2, 1));
+    app.stop().await;
+}
+}
+
 async fn sixteen_at_once(strategy: &str, apps: &[&crate::helpers::TestApp]) {
     let body = json!({"product_id": 1, "request_id": "same-id"});
     let calls = (0..16).map(|i| {

@@ -12,4 +12,5 @@ mod idempotency;
 mod locks;
 mod races;
 mod service;
+mod statements;
 mod validation;

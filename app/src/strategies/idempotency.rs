@@ -1,0 +1,146 @@
+//! A request id deducts at most once, and a retry gets the first answer.
+//!
+//! Three parts, cheapest first:
+//! - **The `orders` primary key** is the guard, across instances: every deduction
+//!   inserts its `orders` row inside its own transaction ([`super::txn::record`]), so
+//!   a twin that commits second fails with 1062, rolls back, and is answered here with
+//!   the first one's stored response. Nothing is read before a deduction: a request
+//!   that never ran before (nearly all of them) pays nothing for idempotency.
+//! - **A refusal asks once.** A retry of a request that succeeded may meet a refusal
+//!   its first try did not: the stock ran out since (409), the lock is busy (503). So a
+//!   refusal, and only a refusal, reads `orders` once: the stored answer if this id
+//!   already succeeded (422 if it was for something else), the refusal otherwise. The
+//!   same read says what is left of the product when the strategy's statement could
+//!   not (a conditional UPDATE that matched nothing), or that it does not exist (404).
+//! - **In-flight twins wait** ([`InFlight`]): inside one process, a duplicate waits for
+//!   its twin to finish and then goes, instead of racing it for locks and rows only to
+//!   roll back.
+
+use super::{Deducted, Deduction};
+use crate::error::AppError;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+/// The map from request id to a per-id async mutex. Entries live only while a request
+/// with that id is in flight.
+#[derive(Default)]
+pub struct InFlight {
+    // A std mutex: it is held only to look up or remove an entry, never across an
+    // `.await`, so it cannot block the runtime for long.
+    ids: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
+}
+
+/// Held while a request is being processed; dropping it lets the next twin in.
+pub struct Entered<'a> {
+    map: &'a InFlight,
+    id: String,
+    guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl InFlight {
+    /// Waits until no other request with this id is in flight here, then enters.
+    pub async fn enter(&self, id: &str) -> Entered<'_> {
+        let slot = {
+            let mut ids = self.ids.lock().expect("in-flight map poisoned");
+            ids.entry(id.to_string()).or_default().clone()
+        };
+        let guard = slot.lock_owned().await;
+        Entered {
+            map: self,
+            id: id.to_string(),
+            guard: Some(guard),
+        }
+    }
+
+    /// How many ids are in flight (for tests).
+    pub fn len(&self) -> usize {
+        self.ids.lock().expect("in-flight map poisoned").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        let mut ids = self.map.ids.lock().expect("in-flight map poisoned");
+        self.guard.take();
+        // Counts only change under the map lock: 1 means nobody else holds or awaits
+        // this slot, so the entry can go.
+        if ids
+            .get(&self.id)
+            .is_some_and(|slot| Arc::strong_count(slot) == 1)
+        {
+            ids.remove(&self.id);
+        }
+    }
+}
+
+/// Runs one deduction (`run`) for `d`'s request id: waits for an in-flight twin
+/// here, and answers a refusal or a duplicate key from `orders` ([`after_refusal`]).
+pub async fn once(
+    in_flight: &InFlight,
+    d: &Deduction<'_>,
+    run: impl Future<Output = Result<Deducted, AppError>>,
+) -> Result<Deducted, AppError> {
+    let _entered = in_flight.enter(&d.order.request_id).await;
+    match run.await {
+        Err(refusal) if refusal.is_refusal() => after_refusal(d, refusal).await,
+        done => done,
+    }
+}
+
+/// One read after a refusal: this request id's stored answer, if it succeeded before
+/// (marked `duplicate`; 422 when it was for another request), and what is left of the
+/// product that refused.
+pub async fn after_refusal(d: &Deduction<'_>, refusal: AppError) -> Result<Deducted, AppError> {
+    let product_id = match &refusal {
+        AppError::InsufficientStock { product_id, .. } => *product_id,
+        _ => 0, // no product: the stock column stays NULL
+    };
+    // `ascii_bin` columns and MariaDB's JSON come back flagged as binary, which sqlx
+    // will not decode into a String: CAST(... AS CHAR) makes them text again.
+    let (available, request_hash, response): (Option<i32>, Option<String>, Option<String>) =
+        sqlx::query_as(
+            r#"
+            SELECT (SELECT quantity FROM stock WHERE product_id = ?),
+                   (SELECT CAST(request_hash AS CHAR) FROM orders WHERE request_id = ?),
+                   (SELECT CAST(response AS CHAR) FROM orders WHERE request_id = ?)
+            "#,
+        )
+        .bind(product_id)
+        .bind(&d.order.request_id)
+        .bind(&d.order.request_id)
+        .fetch_one(d.pool)
+        .await?;
+    if let (Some(request_hash), Some(response)) = (request_hash, response) {
+        if request_hash != d.fingerprint {
+            return Err(AppError::RequestIdReused(d.order.request_id.clone()));
+        }
+        let mut stored: Deducted = serde_json::from_str(&response).map_err(|e| {
+            AppError::Unexpected(anyhow::Error::new(e).context("stored response unreadable"))
+        })?;
+        stored.duplicate = true;
+        return Ok(stored);
+    }
+    Err(match refusal {
+        AppError::AlreadyDone(_) => AppError::Unexpected(anyhow::anyhow!(
+            "orders row vanished after a duplicate-key error"
+        )),
+        AppError::InsufficientStock {
+            product_id,
+            requested,
+            available: None,
+        } => match available {
+            None => AppError::UnknownProduct(product_id),
+            Some(left) => AppError::InsufficientStock {
+                product_id,
+                requested,
+                available: Some(left.into()),
+            },
+        },
+        other => other,
+    })
+}

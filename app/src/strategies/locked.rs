@@ -1,0 +1,166 @@
+//! `mysql-lock`, `redis-lock`, `redlock` and `zookeeper`: a distributed lock around
+//! `unsafe`'s plain read-check-write, with fenced writes. The four differ only in the
+//! lock (wired in [`super::distributed`], with how each one fails).
+//!
+//! # Algorithm
+//! 1. For each product of the order, in product_id order: acquire the lock
+//!    `stock:{product_id}` (`redlock:stock:{product_id}` for RedLock, the node
+//!    `/stock-locks/stock/{product_id}` in ZooKeeper), all under one wait bound
+//!    (`--lock-wait-ms`; 503 `busy` when it runs out, releasing what was taken). The
+//!    holder is this instance and request; the lock's watchdog renews the lease every
+//!    lease/3 until the request ends or `--lock-max-hold-ms`.
+//! 2. **Fencing on** (the default): claim the product with the lock's token, as its own
+//!    committed statement ([`fencing::claim`]; RedLock, which has no token, with its
+//!    owner tag). Refused: a newer holder exists → 503 `lock_lost`.
+//! 3. Plain read, check: the lock is trusted, the database is asked to lock nothing.
+//! 4. BEGIN; write the computed quantity: fenced, only while the claim is still the
+//!    newest (else ROLLBACK → `lock_lost`); unfenced, unconditionally. Orders and
+//!    ledger rows (with the token). Fenced: a lock known to be lost by now → ROLLBACK,
+//!    `lock_lost`. COMMIT.
+//! 5. Release the locks, last first. A loss noticed only after COMMIT is reported as
+//!    `lock_lost_after_commit: true`.
+//!
+//! Steps 2-4 are [`fencing::read_check_write`], shared with `fence-only`. Statements
+//! sent to MariaDB, fenced: seven for a sale (claim, SELECT, BEGIN, guarded UPDATE, two
+//! INSERTs, COMMIT), three for a 409 (claim, SELECT, the refusal's read); `mysql-lock`
+//! adds its lock's own two (take and release).
+//!
+//! # What fencing buys
+//! A lease lock alone cannot stop a holder that pauses past its lease: it wakes up
+//! after another holder took the lock and wrote, and overwrites that write with a
+//! value computed from its stale read. Unfenced (`--fencing false` or `"fencing":
+//! false`), this service does exactly what the seeds' code does, trusts the lock and
+//! never looks back, and the test `locks::*_unfenced_loses_an_update` shows the lost
+//! update. Fenced, the stale holder's token is older than the newest claim and its
+//! write is refused. The claim and the guarded write together are a compare-and-set:
+//! they would be safe even without a lock; the lock's job becomes efficiency (few
+//! refused requests), not safety.
+//!
+//! # When to use it
+//! When the critical section spans more than the database (a call to another service
+//! between read and write) and you can fence the final write. For stock in one
+//! database, `atomic-sql` is simpler and faster; the report shows by how much.
+
+use super::fencing::{self, Claim, Fence};
+use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use crate::error::AppError;
+use crate::hooks::Failpoint;
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use locks::{HolderId, LockError, LockGuard, LockOptions, Locker};
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+/// Connects a lock backend (on first use: startup never waits on Redis).
+pub type Connect = Box<dyn Fn() -> BoxFuture<'static, Result<Locker, AppError>> + Send + Sync>;
+
+/// A strategy that trusts one distributed lock backend.
+pub struct LockStrategy {
+    pub info: StrategyInfo,
+    /// Lock keys are `<prefix><product_id>`.
+    pub key_prefix: &'static str,
+    pub connect: Connect,
+    pub locker: OnceCell<Locker>,
+    pub options: LockOptions,
+    /// How long an order may wait for all its locks.
+    pub wait: Duration,
+    /// Fenced writes (`--fencing`; a request's `fencing` test hook overrides it).
+    pub fencing: bool,
+    /// Names this process in holder ids (`<instance>:<request_id>`).
+    pub instance: String,
+}
+
+/// The locks an order holds, by product.
+type Held = Vec<(i64, LockGuard)>;
+
+#[async_trait(?Send)]
+impl Strategy for LockStrategy {
+    fn info(&self) -> &StrategyInfo {
+        &self.info
+    }
+
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+        let locker = self.locker.get_or_try_init(|| (self.connect)()).await?;
+        let mut held = Held::new();
+        let done = self.under_locks(d, locker, &mut held).await;
+        // 5. Release, last taken first, whatever happened.
+        let lost_after_commit = held.iter().any(|(_, guard)| guard.is_lost());
+        while let Some((_, guard)) = held.pop() {
+            let key = guard.key().to_string();
+            if let Err(e) = guard.release().await {
+                // Lost before the release (expired and taken): nothing left to free.
+                tracing::warn!(%key, error = %e, "lock release failed");
+            }
+        }
+        done.map(|done| Deducted {
+            lock_lost_after_commit: lost_after_commit,
+            ..done
+        })
+    }
+}
+
+impl LockStrategy {
+    /// Steps 1-4; the locks taken are left in `held` for the caller to release.
+    async fn under_locks(
+        &self,
+        d: &Deduction<'_>,
+        locker: &Locker,
+        held: &mut Held,
+    ) -> Result<Deducted, AppError> {
+        let backend = locker.name();
+        let fenced = d.knobs.fencing.unwrap_or(self.fencing);
+        let holder = HolderId::new(format!("{}:{}", self.instance, d.order.request_id))
+            .map_err(|e| AppError::Unexpected(e.into()))?;
+        let deadline = tokio::time::Instant::now() + self.wait;
+        for item in d.order.by_product() {
+            // 1. Lock.
+            let key = format!("{}{}", self.key_prefix, item.product_id);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let guard = locker
+                .acquire(&key, &holder, &self.options, left)
+                .await
+                .map_err(|e| match e {
+                    LockError::TimedOut { waited, .. } => {
+                        AppError::Busy(format!("lock {key} not acquired within {waited:?}"))
+                    }
+                    LockError::Backend(detail) => AppError::BackendUnavailable {
+                        backend: backend.into(),
+                        detail,
+                    },
+                    other => AppError::Unexpected(other.into()),
+                })?;
+            held.push((item.product_id, guard));
+            // 2. Claim.
+            if fenced {
+                fencing::claim(
+                    d.pool,
+                    backend,
+                    item.product_id,
+                    fence(&held[held.len() - 1].1),
+                )
+                .await?;
+            }
+        }
+        d.hooks.at(Failpoint::AfterLock).await;
+        // 3 and 4.
+        let claims: Vec<Claim> = held
+            .iter()
+            .map(|(product_id, guard)| Claim {
+                product_id: *product_id,
+                fence: fence(guard),
+            })
+            .collect();
+        let token = held.iter().filter_map(|(_, g)| g.token()).max();
+        let lost = || fenced && held.iter().any(|(_, guard)| guard.is_lost());
+        let claims = fenced.then_some(claims.as_slice());
+        fencing::read_check_write(d, backend, claims, token, || !lost()).await
+    }
+}
+
+/// What a guard fences with: its token, or (RedLock) its holder id as an owner tag.
+fn fence(guard: &LockGuard) -> Fence<'_> {
+    match guard.token() {
+        Some(token) => Fence::Token(token),
+        None => Fence::Owner(guard.holder().as_str()),
+    }
+}

@@ -1,0 +1,183 @@
+//! The small helpers a strategy calls for its transaction: the retry loop, the
+//! orders + ledger rows, the COMMIT. A strategy calls them; none of them calls a
+//! strategy back.
+
+use super::{Deducted, Deduction, ItemResult};
+use crate::error::{AppError, is_connection_error, mysql_error_number};
+use crate::hooks::{Failpoint, Hooks};
+use crate::order::Item;
+use sqlx::{MySql, MySqlConnection, QueryBuilder, Transaction};
+use std::time::Duration;
+
+/// One item a deduction sold, and what it left.
+#[derive(Debug, Clone, Copy)]
+pub struct Sold {
+    pub item: Item,
+    /// Units left after this deduction.
+    pub remaining: i32,
+}
+
+/// 409 when fewer than the requested units are left.
+pub fn check_enough(item: Item, available: i32) -> Result<(), AppError> {
+    if available < item.quantity {
+        return Err(AppError::InsufficientStock {
+            product_id: item.product_id,
+            requested: item.quantity.into(),
+            available: Some(available.into()),
+        });
+    }
+    Ok(())
+}
+
+/// Why one try did not produce a deduction.
+#[derive(Debug)]
+pub enum TxError {
+    /// Try again (deadlock, lock wait timeout, failed compare-and-set); the text says
+    /// why, for the final `busy` answer.
+    Retry(String),
+    /// Give up with this answer.
+    Fail(AppError),
+}
+
+impl<E: Into<AppError>> From<E> for TxError {
+    fn from(e: E) -> Self {
+        TxError::Fail(e.into())
+    }
+}
+
+/// Runs `attempt(1)`, `attempt(2)`, ... while it asks for a retry, at most
+/// `max_attempts` times, with jittered backoff between tries; then 503 `busy`. Each
+/// try opens (and ends) its own transaction: under REPEATABLE READ a retry inside the
+/// same transaction would read the same old snapshot and fail forever.
+pub async fn with_retries<T>(
+    max_attempts: u32,
+    mut attempt: impl AsyncFnMut(u32) -> Result<T, TxError>,
+) -> Result<T, AppError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match attempt(tries).await {
+            Ok(done) => return Ok(done),
+            Err(TxError::Fail(e)) => return Err(e),
+            Err(TxError::Retry(reason)) if tries >= max_attempts.max(1) => {
+                return Err(AppError::Busy(format!(
+                    "gave up after {tries} attempts: {reason}"
+                )));
+            }
+            Err(TxError::Retry(reason)) => {
+                tracing::debug!(tries, %reason, "retrying the transaction");
+                tokio::time::sleep(backoff(tries)).await;
+            }
+        }
+    }
+}
+
+/// Full-jitter exponential backoff: a random wait in [0, min(100 ms, 2 ms × 2^n)], so
+/// that retrying transactions spread out instead of colliding again in step.
+pub fn backoff(attempt: u32) -> Duration {
+    use rand::Rng;
+    let cap_ms = (2u64 << attempt.min(6)).min(100);
+    Duration::from_micros(rand::rng().random_range(0..=cap_ms * 1000))
+}
+
+/// Turns the errors that mean "another transaction holds what we need" into a retry:
+/// 1213 (deadlock: InnoDB rolled our transaction back) and 1205 (lock wait timeout:
+/// only the statement was rolled back; the transaction keeps its other locks until its
+/// ROLLBACK, since `innodb_rollback_on_timeout` is off).
+pub fn retry_on_lock_conflict(e: sqlx::Error) -> TxError {
+    match mysql_error_number(&e) {
+        Some(1213) => TxError::Retry("deadlock (1213)".into()),
+        Some(1205) => TxError::Retry("lock wait timeout (1205)".into()),
+        _ => TxError::Fail(e.into()),
+    }
+}
+
+/// Writes what a deduction sold into its transaction: the `orders` row (the stored
+/// answer, under the request id) and one ledger row per item. Returns the answer.
+///
+/// Two statements. The `orders` insert comes first: its primary key is where a twin
+/// that committed meanwhile (on another instance, or an earlier try) is found, as
+/// error 1062, before anything else fails; the caller's transaction then rolls back
+/// and the idempotency layer answers with the stored response. Each ledger row takes
+/// its epoch from the stock row this transaction has just written.
+pub async fn record(
+    tx: &mut MySqlConnection,
+    d: &Deduction<'_>,
+    sold: &[Sold],
+    attempts: u32,
+    fence_token: Option<u64>,
+) -> Result<Deducted, AppError> {
+    let order = d.order;
+    let items = order
+        .items
+        .iter()
+        .map(|item| {
+            let sold = sold
+                .iter()
+                .find(|s| s.item.product_id == item.product_id)
+                .expect("every item was sold");
+            ItemResult {
+                product_id: item.product_id,
+                quantity: item.quantity,
+                remaining: sold.remaining,
+            }
+        })
+        .collect();
+    let answer = Deducted {
+        deducted: true,
+        request_id: order.request_id.clone(),
+        strategy: d.strategy.to_string(),
+        items,
+        attempts,
+        fence_token,
+        lock_lost_after_commit: false,
+        duplicate: false,
+    };
+    let body = serde_json::to_string(&answer).map_err(anyhow::Error::new)?;
+    let stored = sqlx::query(
+        "INSERT INTO orders (request_id, request_hash, strategy, response) VALUES (?, ?, ?, ?)",
+    )
+    .bind(&order.request_id)
+    .bind(&d.fingerprint)
+    .bind(d.strategy)
+    .bind(&body)
+    .execute(&mut *tx)
+    .await;
+    if let Err(e) = stored {
+        return Err(match mysql_error_number(&e) {
+            Some(1062) => AppError::AlreadyDone(order.request_id.clone()),
+            _ => e.into(),
+        });
+    }
+    let mut ledger: QueryBuilder<MySql> = QueryBuilder::new(
+        "INSERT INTO ledger (request_id, product_id, quantity, epoch, strategy, fence_token) ",
+    );
+    ledger.push_values(sold, |mut row, s| {
+        row.push_bind(&order.request_id)
+            .push_bind(s.item.product_id)
+            .push_bind(s.item.quantity)
+            .push("(SELECT epoch FROM stock WHERE product_id = ")
+            .push_bind_unseparated(s.item.product_id)
+            .push_unseparated(")")
+            .push_bind(d.strategy)
+            .push_bind(fence_token);
+    });
+    ledger.build().execute(&mut *tx).await?;
+    Ok(answer)
+}
+
+/// The `before_commit` failpoint, then COMMIT. A connection that breaks during the
+/// COMMIT leaves its outcome unknown: 503 `outcome_unknown`, and a retry with the same
+/// request id finds out (the `orders` row makes it a no-op if the COMMIT landed).
+pub async fn commit(tx: Transaction<'_, MySql>, hooks: &Hooks) -> Result<(), AppError> {
+    hooks.at(Failpoint::BeforeCommit).await;
+    tx.commit().await.map_err(|e| {
+        if is_connection_error(&e) {
+            AppError::OutcomeUnknown(format!(
+                "the database connection broke during COMMIT ({e}); retry with the same request_id"
+            ))
+        } else {
+            e.into()
+        }
+    })
+}

@@ -1,0 +1,112 @@
+//! How many statements each strategy sends to MariaDB per deduction, counted by the
+//! server itself (`SHOW GLOBAL STATUS LIKE 'Questions'`), on a private MariaDB that
+//! nothing else talks to.
+//!
+//! A count is deterministic where a time is not: this is how the lean path is held.
+//! Every strategy is counted on 100 sequential successes and 100 sequential 409s,
+//! after a warm-up (`mysql-lock` inserts its lock row once per key). A connection the
+//! pool opens runs a `SET SESSION` once; those (`Com_set_option`) are not counted.
+
+use crate::helpers::{TestApp, spawn_with, test_settings};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// Requests counted per strategy and outcome.
+const COUNTED: usize = 100;
+
+/// The most statements a strategy may send: (success, 409), each strategy's file says
+/// which. Before the redesign (issue 13), measured by this test: unsafe, local-mutex,
+/// pessimistic, optimistic 7 / 4; atomic-sql 7 / 5; fence-only 10 / 7; mysql-lock
+/// 11 / 8; redis-lock and zookeeper 9 / 6; redlock 8 / 5 (an up-front replay read,
+/// reads inside the transaction, a read-back, a two-statement claim). A 409 of
+/// `atomic-sql` and `pessimistic` is 4, not 3: BEGIN, the statement that refuses,
+/// ROLLBACK, and the one read a refusal makes to find a stored answer (a retry of a
+/// request that succeeded before the stock ran out gets that answer, not a 409).
+const LIMITS: [(&str, f64, f64); 10] = [
+    ("unsafe", 6.0, 2.0),
+    ("local-mutex", 6.0, 2.0),
+    ("atomic-sql", 5.0, 4.0),
+    ("pessimistic", 6.0, 4.0),
+    ("optimistic", 6.0, 2.0),
+    ("fence-only", 8.0, 4.0),
+    ("mysql-lock", 9.0, 5.0),
+    ("redis-lock", 7.0, 3.0),
+    ("redlock", 7.0, 3.0),
+    ("zookeeper", 7.0, 3.0),
+];
+
+/// Statements the server has run, less the session settings of new connections.
+async fn questions(app: &TestApp) -> i64 {
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Com_set_option')")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    let value = |name: &str| -> i64 {
+        let (_, v) = rows.iter().find(|(n, _)| n == name).expect(name);
+        v.parse().unwrap()
+    };
+    value("Questions") - value("Com_set_option")
+}
+
+/// Statements per request over `COUNTED` requests, each expected to answer `status`.
+async fn per_request(
+    app: &TestApp,
+    strategy: &str,
+    product_id: i64,
+    status: StatusCode,
+    label: &str,
+) -> f64 {
+    let send = |i: usize| {
+        let body =
+            json!({"product_id": product_id, "request_id": format!("{strategy}-{label}-{i}")});
+        async move {
+            let response = app.deduct(strategy, &body).await;
+            assert_eq!(response.status(), status, "{strategy} {label} {i}");
+        }
+    };
+    for i in 0..10 {
+        send(i).await; // warm-up
+    }
+    let before = questions(app).await;
+    for i in 10..10 + COUNTED {
+        send(i).await;
+    }
+    let after = questions(app).await;
+    // The second SHOW counts itself.
+    (after - before - 1) as f64 / COUNTED as f64
+}
+
+/// Every strategy stays within its statement budget, success and 409, as MariaDB
+/// counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_per_deduction_within_budget() {
+    let db = testbed::MariaDb::start().expect("a private MariaDB");
+    let url = db.create_database("statements").unwrap();
+    let app = spawn_with(test_settings(&url)).await;
+    let mut table = vec![format!(
+        "{:<12} {:>8} {:>8}   (statements per request; limits in parentheses)",
+        "strategy", "success", "409"
+    )];
+    let mut over = Vec::new();
+    for (i, (strategy, success_limit, refused_limit)) in LIMITS.into_iter().enumerate() {
+        let product_id = i as i64 + 1;
+        app.stock(product_id, 1000).await;
+        let success = per_request(&app, strategy, product_id, StatusCode::OK, "ok").await;
+        app.stock(product_id, 0).await;
+        let refused = per_request(&app, strategy, product_id, StatusCode::CONFLICT, "no").await;
+        table.push(format!(
+            "{strategy:<12} {success:>8.2} {refused:>8.2}   ({success_limit} / {refused_limit})"
+        ));
+        if success > success_limit || refused > refused_limit {
+            over.push(strategy);
+        }
+    }
+    println!("{}", table.join("\n"));
+    assert!(
+        over.is_empty(),
+        "over budget: {over:?}\n{}",
+        table.join("\n")
+    );
+    app.stop().await;
+}
