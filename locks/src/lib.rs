@@ -19,6 +19,10 @@
 //!   suite catches a broken lock;
 //! - `lua/`: the Redis scripts, loaded with `include_str!`.
 //!
+//! Each backend is a Cargo feature of the same name (`mysql`, `redis`, `redlock`,
+//! `zookeeper`; all on by default): with `default-features = false, features =
+//! ["redis"]` the crate builds without sqlx and zookeeper-client.
+//!
 //! # Backends and what they guarantee
 //!
 //! | backend | file | expiry | reentrant | fencing token | waiting |
@@ -61,10 +65,14 @@
 //! # }
 //! ```
 
+#[cfg(feature = "mysql")]
 pub mod mysql;
 pub mod noop;
+#[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "redlock")]
 pub mod redlock;
+#[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 
 use async_trait::async_trait;

@@ -204,10 +204,11 @@ impl RedLock {
         values.get(&(key.to_string(), holder.to_string())).cloned()
     }
 
-    /// Compare-and-delete on every node; returns (deleted, answered) once a majority
-    /// answered (the slow nodes still get the delete, in the background).
+    /// Compare-and-delete on every node; returns (deleted, answered) once that
+    /// settles whether a majority still had our value (the slow nodes still get the
+    /// delete, in the background).
     async fn release_all(&self, key: &str, value: &str) -> (usize, usize) {
-        let quorum = self.quorum();
+        let (n, quorum) = (self.nodes.len(), self.quorum());
         let (key, value) = (key.to_string(), value.to_string());
         let results = self
             .on_all_until(
@@ -221,7 +222,10 @@ impl RedLock {
                             .await
                     }
                 },
-                |answers| answers.iter().flatten().count() >= quorum,
+                |answers| {
+                    let deleted = answers.iter().flatten().filter(|d| **d == 1).count();
+                    deleted >= quorum || answers.len() - deleted > n - quorum
+                },
             )
             .await;
         let answered = results.iter().flatten().count();
@@ -363,14 +367,18 @@ impl LockBackend for RedLock {
         let Some(value) = value else {
             return Err(LockError::not_holder(key, holder));
         };
+        // Released only if a majority still had our value; a minority of leftovers
+        // (keys that had not expired yet on slower clocks) means the lock had ended.
         let (deleted, answered) = self.release_all(key, &value).await;
-        match (deleted, answered >= self.quorum()) {
-            (0, true) => Err(LockError::not_holder(key, holder)),
-            (0, false) => Err(backend(format!(
-                "release reached only {answered} of {} nodes",
-                self.nodes.len()
-            ))),
-            _ => Ok(()),
+        let (n, quorum) = (self.nodes.len(), self.quorum());
+        if deleted >= quorum {
+            Ok(())
+        } else if answered - deleted > n - quorum {
+            Err(LockError::not_holder(key, holder))
+        } else {
+            Err(backend(format!(
+                "release reached only {answered} of {n} nodes ({deleted} still ours)"
+            )))
         }
     }
 
