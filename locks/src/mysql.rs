@@ -23,9 +23,8 @@
 //!      happens once per key, ever, because rows are never deleted;
 //!    - free again (released between the two statements) → step 1 once more.
 //!
-//! (Take-in-one-statement took acquire + release from 7 round trips, a read plus a
-//! `FOR UPDATE` transaction, to 2: 981 → about 420 µs uncontended in
-//! `cargo bench -p locks`, and 1055 → 2238 acquisitions/s with 16 tasks on one key.)
+//! So acquire + release is two round trips in the common case (`cargo bench -p locks`
+//! measures it against a plain UPDATE; the README has the figures).
 //!
 //! Renew: `UPDATE ... SET expire_time = NOW(6) + lease WHERE lock_key = ? AND
 //! holder_id = ? AND expire_time > NOW(6)`: only while we still hold a live lease.
@@ -60,16 +59,16 @@
 //! - **Load**: every attempt is a write transaction on the primary; hundreds of waiters
 //!   polling one key cost real database capacity. Jittered backoff spreads them out.
 //!
-//! # Under faults (measured)
-//! `./scripts/chaos` (`loadtest chaos`) ran this lock in the `stock-app` service under
-//! load on two instances, with the ledger as the judge (2026-11-21, 2 cores, release
-//! build, lease 1000 ms, ZooKeeper session 2000 ms; one run, numbers vary between runs):
+//! # Under faults
+//! `./scripts/chaos` runs this lock in the `stock-app` service under load on two
+//! instances, with the ledger as the judge (the figures of one run are in the README,
+//! "Faults and fencing"):
 //! - **holder frozen (SIGSTOP) past its lease**, between its read and its write: with
-//!   fencing off, 1074 sales vanished from the stock (lost updates); fenced, the
-//!   frozen holder's write was refused (1 `lock_lost`), 0 lost. The other instance's
-//!   buyers sold again 1004 ms after the freeze: the lease, by the database clock.
-//! - **holder killed** (kill -9) mid-section: 0 lost; the lock came back after
-//!   1004 ms (the lease; the row stays, `expire_time` passes, the next attempt steals).
+//!   fencing off, its late write erases the next holder's sales (lost updates); fenced,
+//!   that write is refused (`lock_lost`) and nothing is lost. The other instance sells
+//!   again one lease after the freeze, by the database clock.
+//! - **holder killed** (kill -9) mid-section: nothing lost; the lock comes back after
+//!   the lease (the row stays, `expire_time` passes, the next attempt steals).
 //!
 //! # When not to use it
 //! When you have no relational database next to the data, or need thousands of lock

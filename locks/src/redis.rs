@@ -49,26 +49,23 @@
 //!   ends leases early. The holder's deadline runs on its monotonic clock from before
 //!   the request, so the holder gives up first.
 //!
-//! # Under faults (measured)
-//! `./scripts/chaos` (`loadtest chaos`) ran this lock in the `stock-app` service under
-//! load on two instances, with the ledger as the judge (2026-11-21, 2 cores, release
-//! build, lease 1000 ms, ZooKeeper session 2000 ms; one run, numbers vary between runs):
-//! - **holder frozen (SIGSTOP) past its lease**: fencing off, 2022 lost updates;
-//!   fenced, 1 refused (`lock_lost`), 0 lost; the next holder sold 1005 ms after the
-//!   freeze (the lease).
-//! - **holder killed**: 0 lost; the lock came back after 1005 ms (the key's TTL).
-//! - **Redis restarted empty while the holder worked**: fencing off, 1665 lost
-//!   updates (the lock vanished, a second holder sold at once). Fenced, 0 lost, but
-//!   the **token counter went back to 0** with the data: the new holders' tokens were
-//!   older than the last claim, so 487 requests were refused and the first sale came
-//!   1349 ms after the restart, once the counter had caught up. Safe, briefly
-//!   unavailable: persist the counter (`appendonly yes`, `appendfsync always`) or take
-//!   tokens from the database.
-//! - **partitioned from Redis** (its database path up), released after 3 leases:
-//!   fencing off, a lost update (1 in this run: the stale write landed inside the next
-//!   holder's section and was itself overwritten; it can be thousands); fenced,
-//!   refused, 0 lost.
-//! - **ambiguous COMMIT** (MariaDB killed as COMMIT is sent): 0 double deductions after
+//! # Under faults
+//! `./scripts/chaos` runs this lock in the `stock-app` service under load on two
+//! instances, with the ledger as the judge (the figures of one run are in the README,
+//! "Faults and fencing"):
+//! - **holder frozen (SIGSTOP) past its lease**: fencing off, lost updates; fenced, the
+//!   stale write is refused (`lock_lost`), nothing lost; the next holder sells one lease
+//!   after the freeze.
+//! - **holder killed**: nothing lost; the lock comes back after the key's TTL.
+//! - **Redis restarted empty while the holder works**: fencing off, lost updates (the
+//!   lock vanished, a second holder sold at once). Fenced, nothing lost, but the
+//!   **token counter went back** with the data: the new holders' tokens are older than
+//!   the last claim, so requests are refused until the counter catches up. Safe,
+//!   briefly unavailable: persist the counter (`appendonly yes`, `appendfsync always`)
+//!   or take tokens from the database.
+//! - **partitioned from Redis** (its database path up): fencing off, lost updates;
+//!   fenced, refused, nothing lost.
+//! - **ambiguous COMMIT** (MariaDB killed as COMMIT is sent): no double deduction after
 //!   retrying every unknown outcome with its request_id.
 //!
 //! # When not to use it

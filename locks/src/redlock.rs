@@ -48,23 +48,20 @@
 //! - Every operation costs N round trips in parallel: latency is the slowest node of
 //!   the majority.
 //!
-//! # Under faults (measured)
-//! `./scripts/chaos` (`loadtest chaos`) ran this lock in the `stock-app` service under
-//! load on two instances, with the ledger as the judge (2026-11-21, 2 cores, release
-//! build, lease 1000 ms, ZooKeeper session 2000 ms; one run, numbers vary between runs):
-//! - **holder frozen (SIGSTOP) past its lease**: fencing off, 1318 lost updates: a
-//!   majority of five independent nodes does not help a holder that does not know
-//!   its time is up. Fenced by the owner tag, 1 refused, 0 lost; the next holder sold
-//!   1002-1010 ms after the freeze.
-//! - **holder killed**: 0 lost; the lock came back after 1008 ms (the lease).
+//! # Under faults
+//! `./scripts/chaos` runs this lock in the `stock-app` service under load on two
+//! instances, with the ledger as the judge (the figures of one run are in the README,
+//! "Faults and fencing"):
+//! - **holder frozen (SIGSTOP) past its lease**: fencing off, lost updates: a majority
+//!   of five independent nodes does not help a holder that does not know its time is
+//!   up. Fenced by the owner tag, the stale write is refused, nothing lost.
+//! - **holder killed**: nothing lost; the lock comes back after the lease.
 //! - **2 of 5 nodes frozen**: safe and available, but each acquisition now needs all
-//!   three survivors: with four buyers competing, split votes made the longest gap
-//!   without a sale vary from 111 ms to 2683 ms between runs.
-//! - **3 of 5 nodes frozen**: no majority, no lock, nothing written (59 requests
-//!   answered `backend_unavailable` "quorum unreachable"); sales resumed 3 ms after
-//!   the nodes were continued.
-//! - **partitioned from all five nodes** (its database path up): fencing off, 1410
-//!   lost updates; fenced, 1 refused, 0 lost.
+//!   three survivors, and competing buyers split votes (long gaps without a sale).
+//! - **3 of 5 nodes frozen**: no majority, no lock, nothing written (`backend_unavailable`
+//!   "quorum unreachable"); sales resume as soon as the nodes are back.
+//! - **partitioned from all five nodes** (its database path up): fencing off, lost
+//!   updates; fenced, refused, nothing lost.
 //!
 //! # When not to use it
 //! For correctness-critical exclusion without a fence on the resource (use a

@@ -48,21 +48,20 @@
 //! client holds the lock, and the paused one wakes up still believing it holds it.
 //! Fence writes with the czxid.
 //!
-//! # Under faults (measured)
-//! `./scripts/chaos` (`loadtest chaos`) ran this lock in the `stock-app` service under
-//! load on two instances, with the ledger as the judge (2026-11-21, 2 cores, release
-//! build, lease 1000 ms, ZooKeeper session 2000 ms; one run, numbers vary between runs):
-//! - **holder frozen (SIGSTOP) for 3 session timeouts**: the server expired its
-//!   session and deleted its node; the next waiter sold 2138-2189 ms after the freeze.
-//!   Fencing off, the woken holder wrote anyway: lost updates (854 and 1 in two runs;
-//!   consensus does not stop a process that does not know it was expired). Fenced by
-//!   czxid, 1 refused, 0 lost.
-//! - **holder killed**: 0 lost; the lock came back after 2453 ms (the session
-//!   timeout: a dead client's ephemeral node lives until its session expires).
-//! - **leader killed** (three-node ensemble): safe; the first sale of a request sent
-//!   after the kill came 489 ms later (election and session move), longest gap 471 ms.
-//! - **partitioned from the ensemble** (its database path up): fencing off, 854 lost
-//!   updates; fenced, 1 refused, 0 lost.
+//! # Under faults
+//! `./scripts/chaos` runs this lock in the `stock-app` service under load on two
+//! instances, with the ledger as the judge (the figures of one run are in the README,
+//! "Faults and fencing"):
+//! - **holder frozen (SIGSTOP) for 3 session timeouts**: the server expires its session
+//!   and deletes its node; the next waiter sells about one session timeout after the
+//!   freeze. Fencing off, the woken holder writes anyway: lost updates (consensus does
+//!   not stop a process that does not know it was expired). Fenced by czxid, refused,
+//!   nothing lost.
+//! - **holder killed**: nothing lost; the lock comes back after the session timeout (a
+//!   dead client's ephemeral node lives until its session expires).
+//! - **leader killed** (three-node ensemble): safe; sales resume within an election.
+//! - **partitioned from the ensemble** (its database path up): fencing off, lost
+//!   updates; fenced, refused, nothing lost.
 //!
 //! # When not to use it
 //! When you do not run ZooKeeper already: an ensemble (3 JVMs) for a lock is a lot of

@@ -28,7 +28,8 @@
 //!
 //! # Costs and limits
 //! - One hot row is a queue: throughput on a single product is bounded by how fast
-//!   InnoDB passes the row lock from one transaction to the next (~2000 tx/s here).
+//!   InnoDB passes the row lock from one transaction to the next (the README has the
+//!   figures).
 //! - Items are taken in product_id order, so two multi-item orders over the same
 //!   products never lock in opposite orders (no deadlock between them).
 //! - It only works when the whole decision is expressible in SQL. A check that needs
