@@ -117,9 +117,10 @@ impl AppError {
         }
     }
 
-    /// A refusal that a request which already succeeded could also meet (its retry
-    /// after the stock ran out, or while another holds the lock): answered from
-    /// `orders` when this request id has a stored response.
+    /// An answer that a request which already succeeded could also get (its retry
+    /// after the stock ran out, while another holds the lock, or racing its twin to
+    /// the `orders` key): answered from `orders` when this request id has a stored
+    /// response.
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,

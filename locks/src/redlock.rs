@@ -201,11 +201,16 @@ impl RedLock {
         values.get(&(key.to_string(), holder.to_string())).cloned()
     }
 
-    /// Compare-and-delete on every node; returns (deleted, answered) once that
-    /// settles whether a majority still had our value (the slow nodes still get the
-    /// delete, in the background).
-    async fn release_all(&self, key: &str, value: &str) -> (usize, usize) {
-        let (n, quorum) = (self.nodes.len(), self.quorum());
+    /// Compare-and-delete on every node; returns (deleted, answered) once `settled`
+    /// says the answers so far are enough (the slow nodes still get the delete, in
+    /// the background). Each answer is `Some(1)` deleted, `Some(0)` not ours, `None`
+    /// no answer in time.
+    async fn release_all(
+        &self,
+        key: &str,
+        value: &str,
+        settled: impl Fn(&[Option<i64>]) -> bool,
+    ) -> (usize, usize) {
         let (key, value) = (key.to_string(), value.to_string());
         let results = self
             .on_all_until(
@@ -219,10 +224,7 @@ impl RedLock {
                             .await
                     }
                 },
-                |answers| {
-                    let deleted = answers.iter().flatten().filter(|d| **d == 1).count();
-                    deleted >= quorum || answers.len() - deleted > n - quorum
-                },
+                settled,
             )
             .await;
         let answered = results.iter().flatten().count();
@@ -294,7 +296,12 @@ impl LockBackend for RedLock {
             return Ok(Attempt::Acquired { token: None });
         }
         // Not ours: undo everywhere, the silent nodes too (their SET may land late).
-        self.release_all(key, &value).await;
+        // Nothing to judge: wait only for a majority of answers, so the retry's SETs
+        // come after most of the deletes without waiting for a frozen node.
+        self.release_all(key, &value, |answers| {
+            answers.iter().flatten().count() >= quorum
+        })
+        .await;
         if answered < quorum && acquired < quorum {
             return Err(LockError::Backend(format!(
                 "redlock: quorum unreachable: only {answered} of {n} nodes answered within {:?} (need {quorum})",
@@ -366,8 +373,13 @@ impl LockBackend for RedLock {
         };
         // Released only if a majority still had our value; a minority of leftovers
         // (keys that had not expired yet on slower clocks) means the lock had ended.
-        let (deleted, answered) = self.release_all(key, &value).await;
         let (n, quorum) = (self.nodes.len(), self.quorum());
+        let (deleted, answered) = self
+            .release_all(key, &value, |answers| {
+                let deleted = answers.iter().flatten().filter(|d| **d == 1).count();
+                deleted >= quorum || answers.len() - deleted > n - quorum
+            })
+            .await;
         if deleted >= quorum {
             Ok(())
         } else if answered - deleted > n - quorum {

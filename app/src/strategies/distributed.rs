@@ -61,6 +61,16 @@ fn strategy(
     }
 }
 
+/// A [`Connect`] that runs `connect` on its own copy of `config` at each call.
+fn connector<C, F, Fut>(config: C, connect: F) -> Connect
+where
+    C: Clone + Send + Sync + 'static,
+    F: Fn(C) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Locker, AppError>> + Send + 'static,
+{
+    Box::new(move || Box::pin(connect(config.clone())))
+}
+
 fn unavailable(backend: &'static str) -> impl Fn(LockError) -> AppError {
     move |e| AppError::BackendUnavailable {
         backend: backend.into(),
@@ -77,15 +87,12 @@ fn not_set(backend: &str, variable: &str) -> AppError {
 
 /// `mysql-lock`: the lock table, on pools of its own in the service's database.
 pub fn mysql(settings: &Settings) -> LockStrategy {
-    let (url, size) = (settings.database_url.clone(), settings.mysql_lock_pool_size);
-    let connect: Connect = Box::new(move || {
-        let url = url.clone();
-        Box::pin(async move {
-            let backend = locks::mysql::MysqlLock::connect(&url, size)
-                .await
-                .map_err(unavailable("database"))?;
-            Ok(Locker::new(backend))
-        })
+    let config = (settings.database_url.clone(), settings.mysql_lock_pool_size);
+    let connect = connector(config, async |(url, size)| {
+        let backend = locks::mysql::MysqlLock::connect(&url, size)
+            .await
+            .map_err(unavailable("database"))?;
+        Ok(Locker::new(backend))
     });
     let info = StrategyInfo {
         name: "mysql-lock",
@@ -99,16 +106,12 @@ pub fn mysql(settings: &Settings) -> LockStrategy {
 
 /// `redis-lock`: the first of `REDIS_URLS`.
 pub fn redis(settings: &Settings) -> LockStrategy {
-    let url = settings.redis_urls.first().cloned();
-    let connect: Connect = Box::new(move || {
-        let url = url.clone();
-        Box::pin(async move {
-            let url = url.ok_or_else(|| not_set("redis", "REDIS_URLS"))?;
-            let backend = locks::redis::RedisLock::connect(&url)
-                .await
-                .map_err(unavailable("redis"))?;
-            Ok(Locker::new(backend))
-        })
+    let connect = connector(settings.redis_urls.first().cloned(), async |url| {
+        let url = url.ok_or_else(|| not_set("redis", "REDIS_URLS"))?;
+        let backend = locks::redis::RedisLock::connect(&url)
+            .await
+            .map_err(unavailable("redis"))?;
+        Ok(Locker::new(backend))
     });
     let info = StrategyInfo {
         name: "redis-lock",
@@ -122,19 +125,16 @@ pub fn redis(settings: &Settings) -> LockStrategy {
 
 /// `redlock`: every one of `REDIS_URLS` (at least 3; 5 in the testbed and compose).
 pub fn redlock(settings: &Settings) -> LockStrategy {
-    let urls = settings.redis_urls.clone();
     let node_timeout = Duration::from_millis(settings.redlock_node_timeout_ms);
-    let connect: Connect = Box::new(move || {
-        let urls = urls.clone();
-        Box::pin(async move {
-            let backend = locks::redlock::RedLock::new(&urls)
-                .map_err(|e| AppError::BackendUnavailable {
-                    backend: "redlock".into(),
-                    detail: format!("{e} (REDIS_URLS)"),
-                })?
-                .with_node_timeout(node_timeout);
-            Ok(Locker::new(backend))
-        })
+    let config = (settings.redis_urls.clone(), node_timeout);
+    let connect = connector(config, async |(urls, node_timeout)| {
+        let backend = locks::redlock::RedLock::new(&urls)
+            .map_err(|e| AppError::BackendUnavailable {
+                backend: "redlock".into(),
+                detail: format!("{e} (REDIS_URLS)"),
+            })?
+            .with_node_timeout(node_timeout);
+        Ok(Locker::new(backend))
     });
     let info = StrategyInfo {
         name: "redlock",
@@ -149,19 +149,18 @@ pub fn redlock(settings: &Settings) -> LockStrategy {
 /// `zookeeper`: the ensemble of `ZK_CONNECT`, nodes under `<zk-root>/stock/<id>`
 /// (the path a Curator `InterProcessMutex` would use).
 pub fn zookeeper(settings: &Settings) -> LockStrategy {
-    let connect_string = settings.zk_connect.clone();
-    let root = settings.zk_root.clone();
     let session = Duration::from_millis(settings.zk_session_timeout_ms);
-    let connect: Connect = Box::new(move || {
-        let (connect_string, root) = (connect_string.clone(), root.clone());
-        Box::pin(async move {
-            let connect_string =
-                connect_string.ok_or_else(|| not_set("zookeeper", "ZK_CONNECT"))?;
-            let backend = locks::zookeeper::ZooKeeperLock::connect(&connect_string, &root, session)
-                .await
-                .map_err(unavailable("zookeeper"))?;
-            Ok(Locker::new(backend))
-        })
+    let config = (
+        settings.zk_connect.clone(),
+        settings.zk_root.clone(),
+        session,
+    );
+    let connect = connector(config, async |(connect_string, root, session)| {
+        let connect_string = connect_string.ok_or_else(|| not_set("zookeeper", "ZK_CONNECT"))?;
+        let backend = locks::zookeeper::ZooKeeperLock::connect(&connect_string, &root, session)
+            .await
+            .map_err(unavailable("zookeeper"))?;
+        Ok(Locker::new(backend))
     });
     let info = StrategyInfo {
         name: "zookeeper",

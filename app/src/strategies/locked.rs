@@ -129,16 +129,12 @@ impl LockStrategy {
                     },
                     other => AppError::Unexpected(other.into()),
                 })?;
+            // Held before it is claimed, so a refused claim still releases it.
             held.push((item.product_id, guard));
             // 2. Claim.
             if fenced {
-                fencing::claim(
-                    d.pool,
-                    backend,
-                    item.product_id,
-                    fence(&held[held.len() - 1].1),
-                )
-                .await?;
+                let (_, guard) = held.last().expect("just pushed");
+                fencing::claim(d.pool, backend, item.product_id, fence(guard)).await?;
             }
         }
         d.hooks.at(Failpoint::AfterLock).await;
@@ -151,9 +147,9 @@ impl LockStrategy {
             })
             .collect();
         let token = held.iter().filter_map(|(_, g)| g.token()).max();
-        let lost = || fenced && held.iter().any(|(_, guard)| guard.is_lost());
+        let still_held = || !fenced || held.iter().all(|(_, guard)| !guard.is_lost());
         let claims = fenced.then_some(claims.as_slice());
-        fencing::read_check_write(d, backend, claims, token, || !lost()).await
+        fencing::read_check_write(d, backend, claims, token, still_held).await
     }
 }
 

@@ -40,10 +40,12 @@
 //! contention per row is moderate. For a plain counter, `atomic-sql` does the same
 //! in one statement.
 
-use super::txn::{self, Sold, check_enough, retry_on_lock_conflict};
+use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
 use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
+use crate::order::Item;
 use async_trait::async_trait;
+use sqlx::MySqlConnection;
 
 /// `SELECT ... FOR UPDATE` with bounded whole-transaction retries.
 pub struct Pessimistic {
@@ -73,60 +75,58 @@ impl Strategy for Pessimistic {
         };
         txn::with_retries(self.max_attempts, async |attempt| {
             let mut tx = d.pool.begin().await?;
-            let mut sold = Vec::with_capacity(items.len());
-            for (i, &item) in items.iter().enumerate() {
-                let read = sqlx::query_scalar::<_, i32>(
-                    "SELECT quantity FROM stock WHERE product_id = ? FOR UPDATE",
-                )
-                .bind(item.product_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(retry_on_lock_conflict);
-                // An explicit ROLLBACK on every way out: after a lock wait timeout the
-                // transaction still holds its other row locks.
-                let quantity = match read {
-                    Ok(Some(quantity)) => quantity,
-                    Ok(None) => {
-                        tx.rollback().await?;
-                        return Err(AppError::UnknownProduct(item.product_id).into());
-                    }
-                    Err(e) => {
-                        tx.rollback().await?;
-                        return Err(e);
-                    }
-                };
-                if i == 0 {
-                    // Test hook: wait here, holding the first row, for the other parties.
-                    d.hooks.barrier(d.knobs, attempt).await?;
+            match lock_check_write(&mut tx, d, &items, attempt).await {
+                Ok(done) => {
+                    txn::commit(tx, d.hooks).await?;
+                    Ok(done)
                 }
-                if let Err(refused) = check_enough(item, quantity) {
+                Err(e) => {
+                    // An explicit ROLLBACK on every way out: after a lock wait timeout
+                    // the transaction still holds its other row locks.
                     tx.rollback().await?;
-                    return Err(refused.into());
-                }
-                sold.push(Sold {
-                    item,
-                    remaining: quantity - item.quantity,
-                });
-            }
-            d.hooks.after_read(d.knobs).await;
-            for s in &sold {
-                // Safe to write the computed value: nobody can write the row until COMMIT.
-                let written = sqlx::query(
-                    "UPDATE stock SET quantity = ?, version = version + 1 WHERE product_id = ?",
-                )
-                .bind(s.remaining)
-                .bind(s.item.product_id)
-                .execute(&mut *tx)
-                .await;
-                if let Err(e) = written {
-                    tx.rollback().await?;
-                    return Err(retry_on_lock_conflict(e));
+                    Err(e)
                 }
             }
-            let done = txn::record(&mut tx, d, &sold, attempt, None).await?;
-            txn::commit(tx, d.hooks).await?;
-            Ok(done)
         })
         .await
     }
+}
+
+/// Steps 2-4 up to COMMIT, inside `tx`: lock and read each row, check, write, record.
+async fn lock_check_write(
+    tx: &mut MySqlConnection,
+    d: &Deduction<'_>,
+    items: &[Item],
+    attempt: u32,
+) -> Result<Deducted, TxError> {
+    let mut sold = Vec::with_capacity(items.len());
+    for (i, &item) in items.iter().enumerate() {
+        let quantity: i32 =
+            sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ? FOR UPDATE")
+                .bind(item.product_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(retry_on_lock_conflict)?
+                .ok_or(AppError::UnknownProduct(item.product_id))?;
+        if i == 0 {
+            // Test hook: wait here, holding the first row, for the other parties.
+            d.hooks.barrier(d.knobs, attempt).await?;
+        }
+        check_enough(item, quantity)?;
+        sold.push(Sold {
+            item,
+            remaining: quantity - item.quantity,
+        });
+    }
+    d.hooks.after_read(d.knobs).await;
+    for s in &sold {
+        // Safe to write the computed value: nobody can write the row until COMMIT.
+        sqlx::query("UPDATE stock SET quantity = ?, version = version + 1 WHERE product_id = ?")
+            .bind(s.remaining)
+            .bind(s.item.product_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(retry_on_lock_conflict)?;
+    }
+    Ok(txn::record(tx, d, &sold, attempt, None).await?)
 }
