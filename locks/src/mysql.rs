@@ -1,6 +1,14 @@
 //! A lock table in MySQL/MariaDB: seed 000's `distributed_lock`, done right.
 //!
-//! One row per lock key (`migrations/0001_initial_schema.sql`):
+//! # Copying this file
+//! Take `src/lock.rs` (the core), this file and `sql/mysql_lock.sql` (the DDL:
+//! [`MysqlLock::create_table`] runs it) into your crate, with `mod lock; mod mysql;`
+//! at its root. Crates: `sqlx` (features `runtime-tokio`, `mysql`), `tokio`,
+//! `async-trait`, `thiserror`, `tracing`, `uuid` (`v4`), `rand`.
+//! `./scripts/copy-check mysql DIR` builds such a copy and runs it on a real server.
+//! Example: `examples/mysql.rs` (`cargo run -p locks --example mysql`).
+//!
+//! One row per lock key (`sql/mysql_lock.sql`):
 //! `lock_key`, `holder_id` (NULL when free), `reentrant_count`, `expire_time`
 //! (judged by the **database's** clock, `NOW(6)`), `fence_token`.
 //!
@@ -32,8 +40,8 @@
 //! Release: count − 1; at 0 `holder_id = NULL`. The row stays, so the token counter
 //! survives and the next holder gets a bigger token.
 //!
-//! Waiting: a new attempt after a jittered pause of 1-20 ms (capped by the remaining
-//! lease). There is no notification in a table.
+//! Waiting ([`MysqlLock::acquire`]): a new attempt after a jittered pause of 1-20 ms
+//! (capped by the holder's remaining lease). There is no notification in a table.
 //!
 //! # Why these details
 //! - READ COMMITTED for attempts: an `UPDATE` that meets a row locked by another
@@ -45,7 +53,7 @@
 //!   queue behind them, or the waiters would make the holder lose the lock they are
 //!   waiting for.
 //! - The database's clock decides expiry, so the holders' clocks never have to agree.
-//!   The holder's own deadline (in [`crate::Locker`]) starts before its request is
+//!   The holder's own deadline (in [`crate::lock::Locker`]) starts before its request is
 //!   sent, so it ends before the database's.
 //!
 //! # How it fails
@@ -58,44 +66,19 @@
 //!   lost lock row means lost data too, and the fence lives with it.
 //! - **Load**: every attempt is a write transaction on the primary; hundreds of waiters
 //!   polling one key cost real database capacity. Jittered backoff spreads them out.
-//!
-//! # Under faults
-//! `./scripts/chaos` runs this lock in the `stock-app` service under load on two
-//! instances, with the ledger as the judge (the figures of one run are in the README,
-//! "Faults and fencing"):
-//! - **holder frozen (SIGSTOP) past its lease**, between its read and its write: with
-//!   fencing off, its late write erases the next holder's sales (lost updates); fenced,
-//!   that write is refused (`lock_lost`) and nothing is lost. The other instance sells
-//!   again one lease after the freeze, by the database clock.
-//! - **holder killed** (kill -9) mid-section: nothing lost; the lock comes back after
-//!   the lease (the row stays, `expire_time` passes, the next attempt steals).
-//!
-//! # When not to use it
-//! When you have no relational database next to the data, or need thousands of lock
-//! operations per second per key. When the data is in the same database, the
-//! `pessimistic` strategy (`SELECT ... FOR UPDATE` on the data itself) is simpler.
-//!
-//! # Example
-//! ```no_run
-//! # async fn example() -> Result<(), locks::LockError> {
-//! use locks::{HolderId, LockOptions, Locker, mysql::MysqlLock};
-//! use std::time::Duration;
-//!
-//! let locker = Locker::new(MysqlLock::connect("mysql://root@127.0.0.1:3306/stocklocks", 8).await?);
-//! let holder = HolderId::new("order-17")?;
-//! let guard = locker.acquire("stock:42", &holder, &LockOptions::default(), Duration::from_secs(5)).await?;
-//! println!("fencing token {:?}", guard.token());
-//! guard.release().await?;
-//! # Ok(())
-//! # }
-//! ```
+//! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its
+//!   lease, holder killed); the README's "Faults and fencing" has what one run showed.
 
-use crate::{Attempt, Capabilities, Expiry, Fencing, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use sqlx::MySqlPool;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use std::str::FromStr;
 use std::time::Duration;
+use tokio::time::Instant;
+
+/// The lock table's DDL (`CREATE TABLE IF NOT EXISTS distributed_lock`).
+pub const DDL: &str = include_str!("../sql/mysql_lock.sql");
 
 /// The lock table, on its own two connection pools.
 #[derive(Clone)]
@@ -108,8 +91,7 @@ pub struct MysqlLock {
 
 impl MysqlLock {
     /// Connects `attempt_connections` connections for attempts and a few for renewals
-    /// and releases. The `distributed_lock` table must exist (the service's
-    /// migrations create it).
+    /// and releases. The `distributed_lock` table must exist ([`MysqlLock::create_table`]).
     pub async fn connect(url: &str, attempt_connections: u32) -> Result<MysqlLock, LockError> {
         let options = MySqlConnectOptions::from_str(url).map_err(backend)?;
         let attempts = MySqlPoolOptions::new()
@@ -133,6 +115,15 @@ impl MysqlLock {
             .await
             .map_err(backend)?;
         Ok(MysqlLock { attempts, holders })
+    }
+
+    /// Creates the lock table if it does not exist ([`DDL`]).
+    pub async fn create_table(&self) -> Result<(), LockError> {
+        sqlx::raw_sql(DDL)
+            .execute(&self.holders)
+            .await
+            .map_err(backend)?;
+        Ok(())
     }
 
     /// Closes both pools.
@@ -197,6 +188,12 @@ async fn take(
     Ok((taken.rows_affected() == 1).then(|| taken.last_insert_id()))
 }
 
+/// One attempt's outcome: the token, or busy with the holder's remaining lease.
+enum Attempt {
+    Acquired(u64),
+    Busy(Option<Duration>),
+}
+
 /// Step 2 for a key never locked before: creates its row with us as the holder.
 async fn insert_first(
     conn: &mut sqlx::MySqlConnection,
@@ -216,12 +213,10 @@ async fn insert_first(
     .execute(conn)
     .await;
     match inserted {
-        Ok(_) => Ok(Attempt::Acquired { token: Some(1) }),
+        Ok(_) => Ok(Attempt::Acquired(1)),
         // Another racer inserted first (1062; 1213 should several racers deadlock on
         // the key): not ours this round.
-        Err(e) if matches!(error_number(&e), Some(1062 | 1213)) => {
-            Ok(Attempt::Busy { retry_after: None })
-        }
+        Err(e) if matches!(error_number(&e), Some(1062 | 1213)) => Ok(Attempt::Busy(None)),
         Err(e) => Err(backend(e)),
     }
 }
@@ -229,9 +224,8 @@ async fn insert_first(
 /// Busy, with the remaining lease, when someone other than `holder` has a live lease.
 fn held_by_another(row: &Row, holder: &HolderId) -> Option<Attempt> {
     let other = row.holder.as_deref().is_some_and(|h| h != holder.as_str());
-    (row.live == 1 && other).then(|| Attempt::Busy {
-        retry_after: Some(Duration::from_micros(row.ttl_us.max(0) as u64)),
-    })
+    let left = Duration::from_micros(row.ttl_us.max(0) as u64);
+    (row.live == 1 && other).then_some(Attempt::Busy(Some(left)))
 }
 
 /// The lock row as an attempt sees it.
@@ -242,21 +236,9 @@ struct Row {
     ttl_us: i64,
 }
 
-#[async_trait]
-impl LockBackend for MysqlLock {
-    fn name(&self) -> &'static str {
-        "mysql"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            expiry: Expiry::Lease,
-            fencing: Fencing::Monotonic,
-            reentrant: true,
-        }
-    }
-
-    async fn try_lock(
+impl MysqlLock {
+    /// One attempt: take, else read why not (insert the row if there is none).
+    async fn attempt(
         &self,
         key: &str,
         holder: &HolderId,
@@ -267,7 +249,7 @@ impl LockBackend for MysqlLock {
         // take and the read.
         for _ in 0..2 {
             if let Some(token) = take(&mut conn, key, holder, lease).await? {
-                return Ok(Attempt::Acquired { token: Some(token) });
+                return Ok(Attempt::Acquired(token));
             }
             // Step 2: why not? A plain read, no row lock.
             let row: Option<Row> = sqlx::query_as(SELECT_ROW)
@@ -284,7 +266,54 @@ impl LockBackend for MysqlLock {
                 }
             }
         }
-        Ok(Attempt::Busy { retry_after: None })
+        Ok(Attempt::Busy(None))
+    }
+}
+
+#[async_trait]
+impl LockBackend for MysqlLock {
+    fn name(&self) -> &'static str {
+        "mysql"
+    }
+
+    /// Attempts until acquired or `wait` is over, pausing 1-20 ms (jittered, never
+    /// longer than the holder's remaining lease) between attempts.
+    ///
+    /// # Errors
+    /// [`LockError::Backend`]: the database failed, or no connection within 5 s.
+    ///
+    /// # Cancellation safety
+    /// Dropped while an attempt's `UPDATE` or `INSERT` is in flight, the lock may have
+    /// been taken (or re-entered) with nobody to release it: it stays held until its
+    /// lease ends by the database clock. Dropped during a pause, nothing is left.
+    async fn acquire(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Option<Acquired>, LockError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let since = Instant::now();
+            let retry_after = match self.attempt(key, holder, lease).await? {
+                Attempt::Acquired(token) => {
+                    return Ok(Some(Acquired {
+                        token: Some(token),
+                        since,
+                    }));
+                }
+                Attempt::Busy(retry_after) => retry_after,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let jitter = Duration::from_micros(rand::random_range(1_000..=20_000));
+            let pause =
+                retry_after.map_or(jitter, |left| left.clamp(Duration::from_millis(1), jitter));
+            tokio::time::sleep(pause.min(deadline - now)).await;
+        }
     }
 
     async fn renew(
@@ -292,7 +321,8 @@ impl LockBackend for MysqlLock {
         key: &str,
         holder: &HolderId,
         lease: Duration,
-    ) -> Result<bool, LockError> {
+    ) -> Result<Option<Instant>, LockError> {
+        let since = Instant::now();
         let done = sqlx::query(
             r#"
             UPDATE distributed_lock SET expire_time = NOW(6) + INTERVAL ? MICROSECOND
@@ -305,9 +335,12 @@ impl LockBackend for MysqlLock {
         .execute(&self.holders)
         .await
         .map_err(backend)?;
-        Ok(done.rows_affected() == 1)
+        Ok((done.rows_affected() == 1).then_some(since))
     }
 
+    /// # Errors
+    /// [`LockError::NotHolder`] when `holder` does not hold it; [`LockError::Backend`]
+    /// when the database failed (the lease then ends the lock).
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
         // The count is assigned last, so the IFs see the count before this release
         // (MariaDB assigns left to right; with SIMULTANEOUS_ASSIGNMENT it is the same).

@@ -18,9 +18,10 @@
 //! # }
 //! ```
 
-use crate::{Attempt, Capabilities, Expiry, Fencing, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Grants every request. Never use it to protect anything.
 #[derive(Debug, Clone, Copy, Default)]
@@ -32,22 +33,15 @@ impl LockBackend for NoopLock {
         "noop"
     }
 
-    fn capabilities(&self) -> Capabilities {
-        // What it claims, not what it does.
-        Capabilities {
-            expiry: Expiry::Lease,
-            fencing: Fencing::Monotonic,
-            reentrant: true,
-        }
-    }
-
-    async fn try_lock(
+    async fn acquire(
         &self,
         _key: &str,
         _holder: &HolderId,
         _lease: Duration,
-    ) -> Result<Attempt, LockError> {
-        Ok(Attempt::Acquired { token: None })
+        _wait: Duration,
+    ) -> Result<Option<Acquired>, LockError> {
+        let since = Instant::now();
+        Ok(Some(Acquired { token: None, since }))
     }
 
     async fn renew(
@@ -55,8 +49,8 @@ impl LockBackend for NoopLock {
         _key: &str,
         _holder: &HolderId,
         _lease: Duration,
-    ) -> Result<bool, LockError> {
-        Ok(true)
+    ) -> Result<Option<Instant>, LockError> {
+        Ok(Some(Instant::now()))
     }
 
     async fn unlock(&self, _key: &str, _holder: &HolderId) -> Result<(), LockError> {

@@ -1,18 +1,16 @@
-//! Redis locks: the Redisson-style reentrant hash lock ([`RedisLock`]), and the minimal
-//! `SET NX PX` lock it grows from ([`SimpleRedisLock`]).
+//! The Redisson-style reentrant Redis lock ([`RedisLock`]): a hash in Lua, a fencing
+//! token per key, pub/sub wake-up. It grows from the minimal `SET NX PX` lock
+//! (`redis_simple.rs`), which is not reentrant, has no token and can only poll.
 //!
-//! # The starting point: `SET key value NX PX lease` ([`SimpleRedisLock`])
-//! 1. Acquire: `SET stock:42 <holder> NX PX 10000`. `NX`: only if nobody holds it;
-//!    `PX`: expires on its own if the holder dies. One atomic command (a separate
-//!    `SETNX` then `EXPIRE` leaks a lock forever if the client dies in between).
-//! 2. Release: compare-and-delete in Lua (`lua/simple_unlock.lua`). A plain `DEL`
-//!    would delete someone else's lock after ours expired; `GET` then `DEL` from the
-//!    client has the same race between the two commands.
+//! # Copying this file
+//! Take `src/lock.rs` (the core), this file and `lua/lock.lua`, `lua/unlock.lua`,
+//! `lua/renew.lua` into your crate, with `mod lock; mod redis;` at its root. Crates:
+//! `redis` (features `tokio-comp`, `script`, `connection-manager`), `futures`,
+//! `tokio`, `async-trait`, `thiserror`, `tracing`, `uuid` (`v4`).
+//! `./scripts/copy-check redis DIR` builds such a copy and runs it on a real server.
+//! Example: `examples/redis.rs` (`cargo run -p locks --example redis`).
 //!
-//! It is not reentrant (the same holder asking again is refused), has no fencing token,
-//! and waiters can only poll.
-//!
-//! # The reentrant hash lock ([`RedisLock`])
+//! # Algorithm
 //! The lock is a hash `{holder: count, "#token": token}` with a TTL; three Lua scripts
 //! (`lua/`), each loaded once (`LazyLock<Script>`, EVALSHA with reload on NOSCRIPT):
 //! 1. `lock.lua`: no hash → create it with count 1, `PEXPIRE`, `INCR` the key's token
@@ -23,8 +21,8 @@
 //!    the key's channel.
 //! 3. `renew.lua`: `PEXPIRE` only if our holder is still in the hash.
 //!
-//! Renewal every lease/3 is the shared watchdog in [`crate::Locker`] (Redisson's
-//! "watchdog"). Waiting is pub/sub: each process keeps **one** pattern subscription
+//! Renewal every lease/3 is the shared watchdog in [`crate::lock::Locker`] (Redisson's
+//! "watchdog"). Waiting ([`RedisLock::acquire`]) is pub/sub: each process keeps **one** pattern subscription
 //! to every lock's release channel, made when the lock connects. A waiter registers
 //! for its key *before* its attempt; a release wakes one local waiter, which tries
 //! again. If the notification never comes (subscription down, a holder that expired
@@ -48,49 +46,11 @@
 //! - **Clocks**: Redis expires keys by its own clock; a jump of the server's clock
 //!   ends leases early. The holder's deadline runs on its monotonic clock from before
 //!   the request, so the holder gives up first.
-//!
-//! # Under faults
-//! `./scripts/chaos` runs this lock in the `stock-app` service under load on two
-//! instances, with the ledger as the judge (the figures of one run are in the README,
-//! "Faults and fencing"):
-//! - **holder frozen (SIGSTOP) past its lease**: fencing off, lost updates; fenced, the
-//!   stale write is refused (`lock_lost`), nothing lost; the next holder sells one lease
-//!   after the freeze.
-//! - **holder killed**: nothing lost; the lock comes back after the key's TTL.
-//! - **Redis restarted empty while the holder works**: fencing off, lost updates (the
-//!   lock vanished, a second holder sold at once). Fenced, nothing lost, but the
-//!   **token counter went back** with the data: the new holders' tokens are older than
-//!   the last claim, so requests are refused until the counter catches up. Safe,
-//!   briefly unavailable: persist the counter (`appendonly yes`, `appendfsync always`)
-//!   or take tokens from the database.
-//! - **partitioned from Redis** (its database path up): fencing off, lost updates;
-//!   fenced, refused, nothing lost.
-//! - **ambiguous COMMIT** (MariaDB killed as COMMIT is sent): no double deduction after
-//!   retrying every unknown outcome with its request_id.
-//!
-//! # When not to use it
-//! When a second holder for a few seconds would be a disaster and you cannot fence the
-//! resource: no lease lock is enough then. For a single counter in a database, let the
-//! database do it (`atomic-sql`).
-//!
-//! # Example
-//! ```no_run
-//! # async fn example() -> Result<(), locks::LockError> {
-//! use locks::{HolderId, LockOptions, Locker, redis::RedisLock};
-//! use std::time::Duration;
-//!
-//! let locker = Locker::new(RedisLock::connect("redis://127.0.0.1:6379").await?);
-//! let holder = HolderId::new("order-17")?;
-//! let outer = locker.acquire("stock:42", &holder, &LockOptions::default(), Duration::from_secs(5)).await?;
-//! let inner = locker.acquire("stock:42", &holder, &LockOptions::default(), Duration::from_secs(5)).await?;
-//! assert_eq!(outer.token(), inner.token()); // re-entered: same token
-//! inner.release().await?;
-//! outer.release().await?; // count 0: deleted, and the next waiter is woken
-//! # Ok(())
-//! # }
-//! ```
+//! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its
+//!   lease, holder killed, Redis restarted empty, holder partitioned from Redis, an
+//!   ambiguous COMMIT); the README's "Faults and fencing" has what one run showed.
 
-use crate::{Attempt, Capabilities, Expiry, Fencing, HolderId, LockBackend, LockError, Waiter};
+use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use futures::StreamExt;
 use redis::Script;
@@ -100,14 +60,11 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 static LOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/lock.lua")));
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/renew.lua")));
-static SIMPLE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/simple_unlock.lua")));
-static SIMPLE_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/simple_renew.lua")));
 
 /// Every lock's release channel starts with this; the process subscribes to the pattern.
 const CHANNEL_PREFIX: &str = "lock-released:";
@@ -128,18 +85,6 @@ fn backend(e: impl std::fmt::Display) -> LockError {
 
 fn lease_ms(lease: Duration) -> u64 {
     (lease.as_millis() as u64).max(1)
-}
-
-async fn connection(url: &str) -> Result<(redis::Client, ConnectionManager), LockError> {
-    let client = redis::Client::open(url).map_err(backend)?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(Duration::from_secs(2)))
-        .set_number_of_retries(2);
-    let conn = ConnectionManager::new_with_config(client.clone(), config)
-        .await
-        .map_err(backend)?;
-    Ok((client, conn))
 }
 
 /// Local waiters by key. A release announced on Redis wakes one of them.
@@ -222,7 +167,14 @@ impl RedisLock {
     /// Connects, and opens the process's release subscription (waiting up to 2 s for
     /// it to be confirmed, so that no release after `connect` returns is missed).
     pub async fn connect(url: &str) -> Result<RedisLock, LockError> {
-        let (client, conn) = connection(url).await?;
+        let client = redis::Client::open(url).map_err(backend)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(2);
+        let conn = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(backend)?;
         let wakeups = Arc::new(Wakeups::default());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let subscription = tokio::spawn(subscribe(client, wakeups.clone(), ready_tx));
@@ -248,21 +200,15 @@ impl Drop for RedisLock {
     }
 }
 
-#[async_trait]
-impl LockBackend for RedisLock {
-    fn name(&self) -> &'static str {
-        "redis"
-    }
+/// One attempt's outcome: the token, or busy with the holder's remaining lease.
+enum Attempt {
+    Acquired(u64),
+    Busy(Option<Duration>),
+}
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            expiry: Expiry::Lease,
-            fencing: Fencing::Monotonic,
-            reentrant: true,
-        }
-    }
-
-    async fn try_lock(
+impl RedisLock {
+    /// One attempt (`lock.lua`): the token, or the holder's remaining lease.
+    async fn attempt(
         &self,
         key: &str,
         holder: &HolderId,
@@ -276,16 +222,62 @@ impl LockBackend for RedisLock {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(backend)?;
-        Ok(if acquired == 1 {
-            Attempt::Acquired {
-                token: Some(value as u64),
-            }
-        } else {
-            Attempt::Busy {
-                // PTTL: -1 no expiry (not ours to judge), -2 gone since (retry soon).
-                retry_after: (value >= 0).then(|| Duration::from_millis(value as u64)),
-            }
+        Ok(match acquired {
+            1 => Attempt::Acquired(value as u64),
+            // PTTL: -1 no expiry (not ours to judge), -2 gone since (retry soon).
+            _ => Attempt::Busy((value >= 0).then(|| Duration::from_millis(value as u64))),
         })
+    }
+}
+
+#[async_trait]
+impl LockBackend for RedisLock {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    /// Attempts, and between attempts sleeps until a release of `key` is announced
+    /// (pub/sub) or, if none comes, until the holder's lease (its `PTTL`) ends.
+    ///
+    /// # Errors
+    /// [`LockError::Backend`]: Redis failed or did not answer within 2 s.
+    ///
+    /// # Cancellation safety
+    /// Dropped while `lock.lua` is in flight, the lock may have been taken (or
+    /// re-entered: one more level on the holder's count) with nobody to release it:
+    /// it stays until its lease ends. Dropped while waiting, nothing is left.
+    async fn acquire(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Option<Acquired>, LockError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            // Registered before the attempt: a release right after it still wakes us.
+            let mut released = std::pin::pin!(self.wakeups.register(key).notified_owned());
+            released.as_mut().enable();
+            let since = Instant::now();
+            let pttl = match self.attempt(key, holder, lease).await? {
+                Attempt::Acquired(token) => {
+                    return Ok(Some(Acquired {
+                        token: Some(token),
+                        since,
+                    }));
+                }
+                Attempt::Busy(pttl) => pttl,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            // A release wakes us earlier; the PTTL is the fallback when none comes.
+            let fallback = pttl
+                .unwrap_or(Duration::from_millis(50))
+                .max(Duration::from_millis(1));
+            let _ = tokio::time::timeout(fallback.min(deadline - now), released).await;
+        }
     }
 
     async fn renew(
@@ -293,7 +285,8 @@ impl LockBackend for RedisLock {
         key: &str,
         holder: &HolderId,
         lease: Duration,
-    ) -> Result<bool, LockError> {
+    ) -> Result<Option<Instant>, LockError> {
+        let since = Instant::now();
         let renewed: i64 = RENEW
             .key(key)
             .arg(holder.as_str())
@@ -301,9 +294,12 @@ impl LockBackend for RedisLock {
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(backend)?;
-        Ok(renewed == 1)
+        Ok((renewed == 1).then_some(since))
     }
 
+    /// # Errors
+    /// [`LockError::NotHolder`] when `holder` does not hold it; [`LockError::Backend`]
+    /// when Redis failed (the lease then ends the lock).
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
         let left: i64 = UNLOCK
             .key(key)
@@ -316,98 +312,5 @@ impl LockBackend for RedisLock {
             return Err(LockError::not_holder(key, holder));
         }
         Ok(())
-    }
-
-    fn waiter(&self, key: &str) -> Waiter {
-        let mut released = Box::pin(self.wakeups.register(key).notified_owned());
-        // Enabled now, before the attempt: a release from here on is kept for us.
-        released.as_mut().enable();
-        Waiter::on(released)
-    }
-
-    fn retry_pause(&self, retry_after: Option<Duration>) -> Duration {
-        // A release wakes us earlier; the PTTL is the fallback when none comes.
-        retry_after
-            .unwrap_or(Duration::from_millis(50))
-            .max(Duration::from_millis(1))
-    }
-}
-
-/// The minimal lock: `SET key holder NX PX lease`, compare-and-delete to release.
-/// Not reentrant, no fencing token, waiters poll.
-pub struct SimpleRedisLock {
-    conn: ConnectionManager,
-}
-
-impl SimpleRedisLock {
-    pub async fn connect(url: &str) -> Result<SimpleRedisLock, LockError> {
-        let (_, conn) = connection(url).await?;
-        Ok(SimpleRedisLock { conn })
-    }
-}
-
-#[async_trait]
-impl LockBackend for SimpleRedisLock {
-    fn name(&self) -> &'static str {
-        "redis-simple"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            expiry: Expiry::Lease,
-            fencing: Fencing::None,
-            reentrant: false,
-        }
-    }
-
-    async fn try_lock(
-        &self,
-        key: &str,
-        holder: &HolderId,
-        lease: Duration,
-    ) -> Result<Attempt, LockError> {
-        let set: Option<String> = redis::cmd("SET")
-            .arg(key)
-            .arg(holder.as_str())
-            .arg("NX")
-            .arg("PX")
-            .arg(lease_ms(lease))
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
-        Ok(match set {
-            Some(_) => Attempt::Acquired { token: None },
-            None => Attempt::Busy { retry_after: None },
-        })
-    }
-
-    async fn renew(
-        &self,
-        key: &str,
-        holder: &HolderId,
-        lease: Duration,
-    ) -> Result<bool, LockError> {
-        let renewed: i64 = SIMPLE_RENEW
-            .key(key)
-            .arg(holder.as_str())
-            .arg(lease_ms(lease))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
-        Ok(renewed == 1)
-    }
-
-    async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
-        let deleted: i64 = SIMPLE_UNLOCK
-            .key(key)
-            .arg(holder.as_str())
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
-        if deleted == 1 {
-            Ok(())
-        } else {
-            Err(LockError::not_holder(key, holder))
-        }
     }
 }

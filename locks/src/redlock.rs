@@ -1,6 +1,14 @@
 //! RedLock: one lock over N independent Redis masters (5 by default), held while a
 //! majority agrees.
 //!
+//! # Copying this file
+//! Take `src/lock.rs` (the core), this file and `lua/simple_unlock.lua`,
+//! `lua/simple_renew.lua` into your crate, with `mod lock; mod redlock;` at its root.
+//! Crates: `redis` (features `tokio-comp`, `script`, `connection-manager`),
+//! `futures`, `tokio`, `async-trait`, `thiserror`, `tracing`, `uuid` (`v4`), `rand`.
+//! `./scripts/copy-check redlock DIR` builds such a copy and runs it on real servers.
+//! Example: `examples/redlock.rs` (`cargo run -p locks --example redlock`).
+//!
 //! # Algorithm (antirez, "Distributed locks with Redis")
 //! 1. Note the time on a monotonic clock, *before* the first request.
 //! 2. On **all** N nodes **concurrently**: `SET key value NX PX lease`, each with a
@@ -13,7 +21,8 @@
 //!    valid: `validity = lease − elapsed − drift > 0`, with `drift = 1% of lease +
 //!    2 ms` for the clocks of the servers running at slightly different rates.
 //! 4. Otherwise: release on **every** node (also the ones that did not answer: their
-//!    SET may have landed after the timeout), and retry after a random delay.
+//!    SET may have landed after the timeout), and retry after a random delay
+//!    ([`RedLock::acquire`]), so that competing clients do not split the nodes again.
 //! 5. Extend (the watchdog, every lease/3): compare-and-`PEXPIRE` on all nodes; held
 //!    only if a majority extended it in time. A majority answering "not yours" ends
 //!    the lock.
@@ -47,45 +56,11 @@
 //!   not help with the servers' clocks.
 //! - Every operation costs N round trips in parallel: latency is the slowest node of
 //!   the majority.
-//!
-//! # Under faults
-//! `./scripts/chaos` runs this lock in the `stock-app` service under load on two
-//! instances, with the ledger as the judge (the figures of one run are in the README,
-//! "Faults and fencing"):
-//! - **holder frozen (SIGSTOP) past its lease**: fencing off, lost updates: a majority
-//!   of five independent nodes does not help a holder that does not know its time is
-//!   up. Fenced by the owner tag, the stale write is refused, nothing lost.
-//! - **holder killed**: nothing lost; the lock comes back after the lease.
-//! - **2 of 5 nodes frozen**: safe and available, but each acquisition now needs all
-//!   three survivors, and competing buyers split votes (long gaps without a sale).
-//! - **3 of 5 nodes frozen**: no majority, no lock, nothing written (`backend_unavailable`
-//!   "quorum unreachable"); sales resume as soon as the nodes are back.
-//! - **partitioned from all five nodes** (its database path up): fencing off, lost
-//!   updates; fenced, refused, nothing lost.
-//!
-//! # When not to use it
-//! For correctness-critical exclusion without a fence on the resource (use a
-//! consensus system: ZooKeeper, etcd); or when a single Redis is good enough for an
-//! efficiency lock (then [`crate::redis::RedisLock`] is simpler and cheaper).
-//!
-//! # Example
-//! ```no_run
-//! # async fn example() -> Result<(), locks::LockError> {
-//! use locks::{HolderId, LockOptions, Locker, redlock::RedLock};
-//! use std::time::Duration;
-//!
-//! let urls: Vec<String> = (6379..6384).map(|p| format!("redis://127.0.0.1:{p}")).collect();
-//! let locker = Locker::new(RedLock::new(&urls)?);
-//! let guard = locker
-//!     .acquire("redlock:stock:42", &HolderId::random(), &LockOptions::default(), Duration::from_secs(5))
-//!     .await?;
-//! assert_eq!(guard.token(), None); // no fencing token: use the holder id as an owner tag
-//! guard.release().await?;
-//! # Ok(())
-//! # }
-//! ```
+//! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its
+//!   lease, holder killed, 2 or 3 of 5 nodes frozen, holder partitioned from all
+//!   nodes); the README's "Faults and fencing" has what one run showed.
 
-use crate::{Attempt, Capabilities, Expiry, Fencing, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -150,6 +125,12 @@ impl RedLock {
     pub fn with_node_timeout(mut self, timeout: Duration) -> RedLock {
         self.node_timeout = timeout;
         self
+    }
+
+    /// How much of a lease the holder must not count on, for the servers' clocks
+    /// running at slightly different rates: 1% of the lease + 2 ms.
+    fn drift(lease: Duration) -> Duration {
+        lease / 100 + Duration::from_millis(2)
     }
 
     /// Nodes needed: N/2 + 1.
@@ -231,32 +212,14 @@ impl RedLock {
         let deleted = results.iter().flatten().filter(|d| **d == 1).count();
         (deleted, answered)
     }
-}
 
-#[async_trait]
-impl LockBackend for RedLock {
-    fn name(&self) -> &'static str {
-        "redlock"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            expiry: Expiry::Lease,
-            fencing: Fencing::None,
-            reentrant: false,
-        }
-    }
-
-    fn drift(&self, lease: Duration) -> Duration {
-        lease / 100 + Duration::from_millis(2)
-    }
-
-    async fn try_lock(
+    /// One attempt on all nodes: `Some(since)` when a majority granted it in time.
+    async fn attempt(
         &self,
         key: &str,
         holder: &HolderId,
         lease: Duration,
-    ) -> Result<Attempt, LockError> {
+    ) -> Result<Option<Instant>, LockError> {
         // A fresh random value per attempt: the clean-up of a failed attempt deletes
         // only what this attempt set, never a lock the same holder already has.
         let value = format!("{holder}:{}", uuid::Uuid::new_v4().simple());
@@ -289,11 +252,12 @@ impl LockBackend for RedLock {
         let elapsed = started.elapsed();
         let answered = results.iter().flatten().count();
         let acquired = results.iter().flatten().filter(|r| r.is_some()).count();
-        let valid = lease > elapsed + self.drift(lease);
-        if acquired >= quorum && valid {
+        let drift = RedLock::drift(lease);
+        if acquired >= quorum && lease > elapsed + drift {
             let mut values = self.values.lock().expect("redlock values poisoned");
             values.insert((key.to_string(), holder.to_string()), value);
-            return Ok(Attempt::Acquired { token: None });
+            // The lease counts from before the first SET, less the drift allowance.
+            return Ok(Some(started.checked_sub(drift).unwrap_or(started)));
         }
         // Not ours: undo everywhere, the silent nodes too (their SET may land late).
         // Nothing to judge: wait only for a majority of answers, so the retry's SETs
@@ -314,7 +278,46 @@ impl LockBackend for RedLock {
                  minus drift; released everywhere"
             )));
         }
-        Ok(Attempt::Busy { retry_after: None })
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl LockBackend for RedLock {
+    fn name(&self) -> &'static str {
+        "redlock"
+    }
+
+    /// Attempts on all nodes until a majority grants it in time or `wait` is over,
+    /// a random 1-20 ms apart (so competing clients do not retry in lock-step).
+    ///
+    /// # Errors
+    /// [`LockError::Backend`]: fewer than a majority of nodes answered within the
+    /// node timeout ("quorum unreachable"), or the majority came too late for the lease.
+    ///
+    /// # Cancellation safety
+    /// The per-node `SET`s run as tasks of their own: dropped mid-attempt, they still
+    /// land, and the keys stay until their lease ends (nobody releases them). Dropped
+    /// during a pause, nothing is left.
+    async fn acquire(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Option<Acquired>, LockError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(since) = self.attempt(key, holder, lease).await? {
+                return Ok(Some(Acquired { token: None, since }));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let pause = Duration::from_micros(rand::random_range(1_000..=20_000));
+            tokio::time::sleep(pause.min(deadline - now)).await;
+        }
     }
 
     async fn renew(
@@ -322,9 +325,9 @@ impl LockBackend for RedLock {
         key: &str,
         holder: &HolderId,
         lease: Duration,
-    ) -> Result<bool, LockError> {
+    ) -> Result<Option<Instant>, LockError> {
         let Some(value) = self.value_of(key, holder) else {
-            return Ok(false);
+            return Ok(None);
         };
         let ms = (lease.as_millis() as u64).max(1);
         let (n, quorum) = (self.nodes.len(), self.quorum());
@@ -350,11 +353,12 @@ impl LockBackend for RedLock {
             .await;
         let answered = results.iter().flatten().count();
         let extended = results.iter().flatten().filter(|r| **r == 1).count();
-        if extended >= quorum && lease > started.elapsed() + self.drift(lease) {
-            Ok(true)
+        let drift = RedLock::drift(lease);
+        if extended >= quorum && lease > started.elapsed() + drift {
+            Ok(Some(started.checked_sub(drift).unwrap_or(started)))
         } else if answered - extended > n - quorum {
             // A majority says it is not ours any more: the lock has ended.
-            Ok(false)
+            Ok(None)
         } else {
             Err(LockError::Backend(format!(
                 "redlock: extension reached only {extended} of {n} nodes"
@@ -362,6 +366,9 @@ impl LockBackend for RedLock {
         }
     }
 
+    /// # Errors
+    /// [`LockError::NotHolder`] unless a majority still had our value;
+    /// [`LockError::Backend`] when too few nodes answered (the lease ends the rest).
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
         let value = self
             .values
@@ -389,11 +396,5 @@ impl LockBackend for RedLock {
                 "release reached only {answered} of {n} nodes ({deleted} still ours)"
             )))
         }
-    }
-
-    fn retry_pause(&self, _retry_after: Option<Duration>) -> Duration {
-        // A random delay, so that competing clients do not retry in lock-step and
-        // split the nodes between them again.
-        Duration::from_micros(rand::random_range(1_000..=20_000))
     }
 }

@@ -17,13 +17,15 @@ fn connect_string() -> String {
     std::env::var("ZK_CONNECT").expect("ZK_CONNECT: run under ./scripts/test")
 }
 
-async fn lock() -> (Locker, Arc<ZooKeeperLock>) {
-    let backend = Arc::new(
-        ZooKeeperLock::connect(&connect_string(), ROOT, Duration::from_secs(4))
-            .await
-            .unwrap(),
-    );
-    (Locker::from_arc(backend.clone()), backend)
+async fn lock() -> Locker {
+    let connect = connect_string();
+    let backend = ZooKeeperLock::connect(&connect, ROOT, Duration::from_secs(4));
+    Locker::new(backend.await.unwrap())
+}
+
+/// The persistent parent of `key`'s lock nodes.
+fn parent(key: &str) -> String {
+    format!("{ROOT}/{key}")
 }
 
 fn key(name: &str) -> String {
@@ -97,9 +99,9 @@ async fn four_letter(command: &str) -> String {
 /// they arrived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_acquire_in_arrival_order() {
-    let (locker, backend) = lock().await;
+    let locker = lock().await;
     let key = key("fifo");
-    let parent = backend.parent(&key);
+    let parent = parent(&key);
     let holder = acquire(&locker, &key).await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -135,9 +137,9 @@ async fn waiters_acquire_in_arrival_order() {
 /// from the server itself with the `wchp` four-letter command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_waiter_watches_only_its_predecessor() {
-    let (locker, backend) = lock().await;
+    let locker = lock().await;
     let key = key("herd");
-    let parent = backend.parent(&key);
+    let parent = parent(&key);
     let holder = acquire(&locker, &key).await;
     let mut tasks = Vec::new();
     for _ in 0..20 {
@@ -226,11 +228,11 @@ async fn a_partitioned_holder_gives_up_before_its_session_expires() {
     .await
     .unwrap();
     let holder_locker = Locker::new(holder_backend);
-    let (waiter_locker, waiter_backend) = lock().await;
+    let waiter_locker = lock().await;
     let key = key("partition");
     let holder = acquire(&holder_locker, &key).await;
     let waiter = queued_waiter(waiter_locker, &key);
-    wait_for_children(&waiter_backend.parent(&key), 2).await;
+    wait_for_children(&parent(&key), 2).await;
 
     let cut = Instant::now();
     proxy.set(testbed::proxy::ProxyMode::Blackhole);
@@ -259,12 +261,12 @@ async fn a_partitioned_holder_gives_up_before_its_session_expires() {
 /// gone and fires the signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_session_node_fires_the_signal_and_lets_the_next_in() {
-    let (holder_locker, holder_backend) = lock().await;
-    let (waiter_locker, _) = lock().await;
+    let holder_locker = lock().await;
+    let waiter_locker = lock().await;
     let key = key("expiry");
     let holder = acquire(&holder_locker, &key).await;
     let waiter = queued_waiter(waiter_locker, &key);
-    let parent = holder_backend.parent(&key);
+    let parent = parent(&key);
     wait_for_children(&parent, 2).await;
     // What session expiry does to the holder's node: ZooKeeper deletes it.
     let admin = zk::Client::connect(&connect_string()).await.unwrap();
@@ -288,9 +290,9 @@ async fn a_deleted_session_node_fires_the_signal_and_lets_the_next_in() {
 /// no node behind (found by its `_c_<uuid>` marker when the create's answer never came).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquisitions_leave_no_node() {
-    let (locker, backend) = lock().await;
+    let locker = lock().await;
     let key = key("cancel");
-    let parent = backend.parent(&key);
+    let parent = parent(&key);
     let holder = acquire(&locker, &key).await;
 
     // Mid-wait: the waiter's node exists, then the waiter is dropped.
