@@ -5,10 +5,10 @@
 //! # Copying this file
 //! Take `src/lock.rs` (the core), this file and `lua/lock.lua`, `lua/unlock.lua`,
 //! `lua/renew.lua` into your crate, with `mod lock; mod redis;` at its root. Crates:
-//! `redis` (features `tokio-comp`, `script`, `connection-manager`), `futures`,
-//! `tokio`, `async-trait`, `thiserror`, `tracing`, `uuid` (`v4`).
-//! `./scripts/copy-check redis DIR` builds such a copy and runs it on a real server.
-//! Example: `examples/redis.rs` (`cargo run -p locks --example redis`).
+//! `redis` (features `tokio-comp`, `script`, `connection-manager`), `futures`, `tokio`
+//! (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`, `uuid`
+//! (features `v4`). `./scripts/copy-check redis DIR` builds such a copy and runs it on
+//! a real server. Example: `cargo run -p locks --example redis`.
 //!
 //! # Algorithm
 //! The lock is a hash `{holder: count, "#token": token}` with a TTL; three Lua scripts

@@ -5,7 +5,8 @@
 //! Take `src/lock.rs` (the core), this file and `lua/simple_unlock.lua`,
 //! `lua/simple_renew.lua` into your crate, with `mod lock; mod redis_simple;` at its
 //! root. Crates: `redis` (features `tokio-comp`, `script`, `connection-manager`),
-//! `tokio`, `async-trait`, `thiserror`, `tracing`, `uuid` (`v4`), `rand`.
+//! `tokio` (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`,
+//! `uuid` (features `v4`), `rand`.
 //!
 //! # Algorithm
 //! 1. Acquire: `SET stock:42 <holder> NX PX 10000`. `NX`: only if nobody holds it;

@@ -4,10 +4,10 @@
 //! # Copying this file
 //! Take `src/lock.rs` (the core), this file and `lua/simple_unlock.lua`,
 //! `lua/simple_renew.lua` into your crate, with `mod lock; mod redlock;` at its root.
-//! Crates: `redis` (features `tokio-comp`, `script`, `connection-manager`),
-//! `futures`, `tokio`, `async-trait`, `thiserror`, `tracing`, `uuid` (`v4`), `rand`.
-//! `./scripts/copy-check redlock DIR` builds such a copy and runs it on real servers.
-//! Example: `examples/redlock.rs` (`cargo run -p locks --example redlock`).
+//! Crates: `redis` (features `tokio-comp`, `script`, `connection-manager`), `futures`,
+//! `tokio` (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`,
+//! `uuid` (features `v4`), `rand`. `./scripts/copy-check redlock DIR` builds such a
+//! copy and runs it on real servers. Example: `cargo run -p locks --example redlock`.
 //!
 //! # Algorithm (antirez, "Distributed locks with Redis")
 //! 1. Note the time on a monotonic clock, *before* the first request.
