@@ -1,0 +1,106 @@
+//! `loadtest chaos`: faults under load in two instances, every cell judged from the ledger.
+
+use super::write_reports;
+use anyhow::bail;
+use loadtest::report::Report;
+use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct ChaosArgs {
+    /// Only these scenarios (comma-separated ids or numbers, e.g. `1,pause-past-lease`;
+    /// default: all).
+    #[arg(long = "scenario", value_delimiter = ',')]
+    pub scenarios: Vec<String>,
+    /// Only these strategies (comma-separated; default: every one of the matrix).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Also the extra cells: the controls (`unsafe`, `local-mutex`) frozen and the
+    /// unfenced locks killed, more strategies through the ambiguous commit.
+    #[arg(long)]
+    pub all: bool,
+    /// Short leases and windows (what the test suite runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// The lock lease of both instances (`--lock-lease-ms`).
+    #[arg(long)]
+    pub lease_ms: Option<u64>,
+    /// The ZooKeeper session timeout of both instances (at least 1000: 2 x tickTime).
+    #[arg(long)]
+    pub zk_session_ms: Option<u64>,
+    /// The stock-app binary (default: next to this one).
+    #[arg(long)]
+    pub app_bin: Option<PathBuf>,
+    /// Write the JSON report here (default reports/chaos.json; the HTML next to it).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
+    use loadtest::chaos::{Scenario, Timing};
+    let mut scenarios = Vec::new();
+    for wanted in &args.scenarios {
+        let matching: Vec<Scenario> = Scenario::ALL
+            .into_iter()
+            .filter(|s| s.id() == wanted || s.number().to_string() == *wanted)
+            .collect();
+        if matching.is_empty() {
+            let known: Vec<&str> = Scenario::ALL.iter().map(|s| s.id()).collect();
+            bail!(
+                "unknown scenario {wanted:?}; known: 1-8 or {}",
+                known.join(", ")
+            );
+        }
+        scenarios.extend(matching);
+    }
+    let mut timing = if args.quick {
+        Timing::quick()
+    } else {
+        Timing::standard()
+    };
+    if let Some(lease) = args.lease_ms {
+        timing.lease_ms = lease;
+    }
+    if let Some(session) = args.zk_session_ms {
+        timing.zk_session_ms = session.max(1000);
+    }
+    let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
+    let faults =
+        loadtest::chaos::run(app_bin, timing, &scenarios, &args.strategies, args.all).await?;
+    loadtest::chaos::print_table(&faults);
+    let mut report = Report::new(
+        json!({
+            "command": "chaos", "scenarios": args.scenarios, "strategies": args.strategies,
+            "all": args.all, "quick": args.quick,
+        }),
+        Vec::new(),
+    );
+    report.faults = Some(faults);
+    let html_path = write_reports(&report, args.json.as_deref(), "chaos")?;
+    println!("report: {}", html_path.display());
+    let faults = report.faults.as_ref().expect("set above");
+    let unexpected: Vec<String> = faults
+        .cells
+        .iter()
+        .filter(|c| !c.as_expected)
+        .map(|c| {
+            format!(
+                "{} / {} ({})",
+                c.scenario.id(),
+                c.strategy,
+                c.verdict.as_str()
+            )
+        })
+        .collect();
+    println!(
+        "chaos: {} cells in {:.0} s; {} as expected",
+        faults.cells.len(),
+        faults.seconds,
+        faults.cells.len() - unexpected.len()
+    );
+    if unexpected.is_empty() {
+        Ok(())
+    } else {
+        bail!("unexpected: {}", unexpected.join(", "))
+    }
+}

@@ -1,0 +1,244 @@
+//! `loadtest demo` (what `./scripts/demo` runs): start everything, run each strategy on one hot product, compare.
+
+use super::{
+    ADMIN_TOKEN, LoadArgs, first_product, parameters, plan, server_versions, start_instance,
+    write_reports,
+};
+use anyhow::bail;
+use loadtest::Runner;
+use loadtest::lab::Instance;
+use loadtest::report::{Expect, InstanceInfo, Report, Row, print_table};
+use sqlx::mysql::MySqlPoolOptions;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+use testbed::{Stack, StackConfig};
+
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    /// The hold between read and write (`stock-app --hold-ms`) of the second section,
+    /// which makes the unsafe strategies fail visibly.
+    #[arg(long, default_value_t = 5)]
+    pub hold_ms: u64,
+    /// The stock-app binary (default: next to this one).
+    #[arg(long)]
+    pub app_bin: Option<PathBuf>,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    eprintln!("demo: starting MariaDB, 5 Redis and ZooKeeper ...");
+    let stack = Stack::start(&StackConfig::default())?;
+    let env: BTreeMap<_, _> = stack.env().into_iter().collect();
+    let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.load.concurrency)
+        .build()?;
+    // Two instances as they would run behind a load balancer, and two more started
+    // with --hold-ms for the section that shows what breaks.
+    let mut plain = Vec::new();
+    let mut held = Vec::new();
+    for i in 1..=2 {
+        plain.push(start_instance(&client, &app_bin, &env, &format!("stock-app-{i}"), 0).await?);
+    }
+    for i in 1..=2 {
+        held.push(
+            start_instance(
+                &client,
+                &app_bin,
+                &env,
+                &format!("stock-app-held-{i}"),
+                args.hold_ms,
+            )
+            .await?,
+        );
+    }
+    eprintln!(
+        "demo: servers and 4 stock-app instances up in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let db = MySqlPoolOptions::new()
+        .max_connections(2)
+        .connect(&env["DATABASE_URL"])
+        .await?;
+    let mut rows: Vec<Row> = Vec::new();
+    for (section, (instances, hold)) in [(&plain, 0), (&held, args.hold_ms)].into_iter().enumerate()
+    {
+        let runner = Runner {
+            client: client.clone(),
+            db: db.clone(),
+            bases: instances.iter().map(|i| i.base.clone()).collect(),
+            admin_token: ADMIN_TOKEN.into(),
+        };
+        let name = if hold == 0 { "throughput" } else { "held" };
+        for (i, (strategy, safe)) in runner.strategies().await?.into_iter().enumerate() {
+            if !args.load.strategies.is_empty() && !args.load.strategies.contains(&strategy) {
+                continue;
+            }
+            // Two instances: only strategies safe across instances must hold; the
+            // controls must oversell when held.
+            let expect = match (safe, hold > 0) {
+                (true, _) => Expect::Safe,
+                (false, true) => Expect::Oversells,
+                (false, false) => Expect::Either,
+            };
+            let mut plan = plan(
+                name,
+                &strategy,
+                first_product(section, i),
+                &args.load,
+                expect,
+            );
+            plan.server_hold_ms = hold;
+            eprintln!(
+                "demo: {strategy}{}: {} requests at concurrency {} over 2 instances ...",
+                if hold > 0 {
+                    format!(" (hold {hold} ms)")
+                } else {
+                    String::new()
+                },
+                plan.requests,
+                plan.concurrency
+            );
+            rows.push(runner.run(&plan).await?);
+        }
+    }
+    // The baseline: the atomic-sql transaction over sqlx, no HTTP, same concurrency.
+    if args.load.strategies.is_empty() || args.load.strategies.iter().any(|s| s == "baseline") {
+        eprintln!("demo: baseline (atomic-sql over sqlx, no HTTP) ...");
+        rows.push(baseline_row(&client, &plain[0].base, &env["DATABASE_URL"], &args.load).await?);
+    }
+    // Optimistic CAS at low and high concurrency, for the contention claim.
+    let mut contention = None;
+    if args.load.strategies.is_empty() || args.load.strategies.iter().any(|s| s == "optimistic") {
+        let runner = Runner {
+            client: client.clone(),
+            db: db.clone(),
+            bases: plain.iter().map(|i| i.base.clone()).collect(),
+            admin_token: ADMIN_TOKEN.into(),
+        };
+        let mut measured = Vec::new();
+        for (i, concurrency) in [4usize, 64].into_iter().enumerate() {
+            eprintln!("demo: optimistic at concurrency {concurrency} (contention) ...");
+            let mut plan = plan(
+                "contention",
+                "optimistic",
+                first_product(2, i),
+                &args.load,
+                Expect::Safe,
+            );
+            plan.concurrency = concurrency;
+            plan.requests = args.load.requests / 2;
+            let row = runner.run(&plan).await?;
+            measured.push((concurrency, row.attempts_per_success));
+            rows.push(row);
+        }
+        contention = Some((measured[0], measured[1]));
+    }
+    let servers = server_versions(&db, &env).await;
+    db.close().await;
+
+    let throughput: Vec<&Row> = rows.iter().filter(|r| r.section == "throughput").collect();
+    let broken: Vec<&Row> = rows.iter().filter(|r| r.section == "held").collect();
+    print_table(
+        &format!(
+            "Throughput: {} requests per strategy, concurrency {}, spread over 2 instances, {} product(s) with stock {}",
+            args.load.requests, args.load.concurrency, args.load.products, args.load.stock
+        ),
+        &throughput,
+    );
+    print_table(
+        &format!(
+            "What breaks: the same, on 2 instances started with --hold-ms {h} (every deduction waits {h} ms between read and write)",
+            h = args.hold_ms
+        ),
+        &broken,
+    );
+    let contention_rows: Vec<&Row> = rows.iter().filter(|r| r.section == "contention").collect();
+    if !contention_rows.is_empty() {
+        print_table(
+            "Optimistic CAS under contention (same product, 2 instances)",
+            &contention_rows,
+        );
+    }
+    let instances: Vec<InstanceInfo> = plain
+        .iter()
+        .chain(held.iter())
+        .map(Instance::info)
+        .collect();
+    for instance in plain.iter_mut().chain(held.iter_mut()) {
+        instance.process.kill();
+    }
+    drop(stack);
+
+    let mut report = Report::new(parameters(&args.load, 2, args.hold_ms), rows);
+    report.claims = loadtest::claims::check(&report.results, contention);
+    report.instances = instances;
+    report.machine.servers = servers;
+    println!();
+    for claim in &report.claims {
+        println!(
+            "claim: {} -> {} ({})",
+            claim.claim, claim.verdict, claim.evidence
+        );
+    }
+    for instance in &report.instances {
+        println!(
+            "instance {}: peak RSS {:.1} MiB",
+            instance.name,
+            instance.peak_rss_kib as f64 / 1024.0
+        );
+    }
+    let html_path = write_reports(&report, args.load.json.as_deref(), "demo")?;
+    let verdict = report.all_as_expected();
+    if verdict {
+        println!(
+            "verdict: every strategy behaved as expected: the safe ones never oversold, \
+             and the controls oversold when held {} ms between read and write (checked from the ledger)",
+            args.hold_ms
+        );
+        println!("report: {}", html_path.display());
+        Ok(())
+    } else {
+        println!("report: {}", html_path.display());
+        let unexpected: Vec<String> = report
+            .results
+            .iter()
+            .filter(|r| !r.as_expected)
+            .map(|r| format!("{} ({})", r.strategy, r.section))
+            .collect();
+        bail!("unexpected outcome: {}", unexpected.join(", "))
+    }
+}
+
+/// The baseline row: the atomic-sql transaction over sqlx, no HTTP.
+pub async fn baseline_row(
+    client: &reqwest::Client,
+    base: &str,
+    database_url: &str,
+    load: &LoadArgs,
+) -> anyhow::Result<Row> {
+    let product = first_product(3, 0);
+    loadtest::engine::restock(client, base, ADMIN_TOKEN, product, load.stock).await?;
+    let db = MySqlPoolOptions::new()
+        .max_connections(load.concurrency.clamp(1, 64) as u32)
+        .connect(database_url)
+        .await?;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let fired = loadtest::baseline::fire(
+        &db,
+        product,
+        load.requests,
+        load.concurrency,
+        &format!("base-{id}"),
+    )
+    .await;
+    let verdict = loadtest::verify::verify(&db, &[product], &fired.acknowledged, 0).await?;
+    db.close().await;
+    let mut plan = plan("throughput", "baseline", product, load, Expect::Safe);
+    plan.products = vec![product];
+    Ok(Row::new(&plan, 0, &fired, verdict))
+}

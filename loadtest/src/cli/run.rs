@@ -1,0 +1,77 @@
+//! `loadtest run`: load running services, strategy by strategy, verified from the database.
+
+use super::{LoadArgs, first_product, parameters, plan, write_json};
+use anyhow::bail;
+use loadtest::Runner;
+use loadtest::report::{Expect, Report, print_table};
+use sqlx::mysql::MySqlPoolOptions;
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Service base URLs (repeat or comma-separate); requests go round-robin.
+    #[arg(long = "url", required = true, value_delimiter = ',')]
+    pub urls: Vec<String>,
+    /// The services' database, read directly for the verdict.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: String,
+    /// The services' admin token (to restock).
+    #[arg(long, env = "ADMIN_TOKEN")]
+    pub admin_token: String,
+    /// Per-request hold between read and write (a test hook: the services must run
+    /// with --enable-test-hooks).
+    #[arg(long)]
+    pub hold_ms: Option<u64>,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let db = MySqlPoolOptions::new()
+        .max_connections(2)
+        .connect(&args.database_url)
+        .await?;
+    let runner = Runner {
+        client: reqwest::Client::builder()
+            .pool_max_idle_per_host(args.load.concurrency)
+            .build()?,
+        db,
+        bases: args.urls.clone(),
+        admin_token: args.admin_token.clone(),
+    };
+    let mut rows = Vec::new();
+    for (i, (name, safe)) in runner.strategies().await?.into_iter().enumerate() {
+        if !args.load.strategies.is_empty() && !args.load.strategies.contains(&name) {
+            continue;
+        }
+        let expect = if safe { Expect::Safe } else { Expect::Either };
+        let mut plan = plan("run", &name, first_product(0, i), &args.load, expect);
+        plan.request_hold_ms = args.hold_ms;
+        eprintln!(
+            "loadtest: {name}: {} requests at concurrency {} ...",
+            plan.requests, plan.concurrency
+        );
+        rows.push(runner.run(&plan).await?);
+    }
+    runner.db.close().await;
+    print_table(
+        &format!(
+            "{} requests per strategy over {} instance(s)",
+            args.load.requests,
+            args.urls.len()
+        ),
+        &rows.iter().collect::<Vec<_>>(),
+    );
+    let report = Report::new(
+        parameters(&args.load, args.urls.len(), args.hold_ms.unwrap_or(0)),
+        rows,
+    );
+    if let Some(path) = &args.load.json {
+        write_json(path, &report)?;
+        println!("json: {}", path.display());
+    }
+    if report.all_as_expected() {
+        Ok(())
+    } else {
+        bail!("a strategy did something unexpected (see the table)")
+    }
+}

@@ -1,0 +1,136 @@
+//! `loadtest sweep`: every strategy across concurrencies and product layouts, drawn as lines.
+
+use super::{ADMIN_TOKEN, server_versions, start_instance, write_reports};
+use anyhow::bail;
+use loadtest::Runner;
+use loadtest::lab::Instance;
+use loadtest::report::Report;
+use serde_json::json;
+use sqlx::mysql::MySqlPoolOptions;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+use testbed::{Stack, StackConfig};
+
+#[derive(clap::Args)]
+pub struct SweepArgs {
+    /// Only these strategies (comma-separated; default: every one the service lists).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// The concurrencies (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = loadtest::sweep::CONCURRENCIES)]
+    pub concurrency: Vec<usize>,
+    /// The product layouts: how many products the load is spread over (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = loadtest::sweep::PRODUCTS)]
+    pub products: Vec<usize>,
+    /// Multiply every cell's request count (`max(1000, 8 x concurrency)`) by this.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// The stock-app binary (default: next to this one).
+    #[arg(long)]
+    pub app_bin: Option<PathBuf>,
+    /// Write the JSON report here (default reports/sweep.json; the HTML next to it).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
+    use loadtest::sweep::{Sweep, SweepInfo};
+    // `is_nan` too: NaN compares false with everything.
+    if args.scale.is_nan()
+        || args.scale <= 0.0
+        || args.concurrency.contains(&0)
+        || args.products.contains(&0)
+    {
+        bail!("--scale, --concurrency and --products must be positive");
+    }
+    let started = Instant::now();
+    eprintln!("sweep: starting MariaDB, 5 Redis, ZooKeeper and 2 stock-app instances ...");
+    let stack = Stack::start(&StackConfig::default())?;
+    let env: BTreeMap<_, _> = stack.env().into_iter().collect();
+    let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
+    let widest = args.concurrency.iter().copied().max().unwrap_or(1);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(widest)
+        .build()?;
+    let mut instances = Vec::new();
+    for i in 1..=2 {
+        instances
+            .push(start_instance(&client, &app_bin, &env, &format!("stock-app-{i}"), 0).await?);
+    }
+    let db = MySqlPoolOptions::new()
+        .max_connections(2)
+        .connect(&env["DATABASE_URL"])
+        .await?;
+    let runner = Runner {
+        client,
+        db: db.clone(),
+        bases: instances.iter().map(|i| i.base.clone()).collect(),
+        admin_token: ADMIN_TOKEN.into(),
+    };
+    let mut strategies = runner.strategies().await?;
+    if !args.strategies.is_empty() {
+        for wanted in &args.strategies {
+            if !strategies.iter().any(|(name, _)| name == wanted) {
+                let known: Vec<&str> = strategies.iter().map(|(n, _)| n.as_str()).collect();
+                bail!("unknown strategy {wanted:?}; known: {}", known.join(", "));
+            }
+        }
+        strategies.retain(|(name, _)| args.strategies.contains(name));
+    }
+    let sweep = Sweep {
+        strategies,
+        concurrencies: args.concurrency.clone(),
+        products: args.products.clone(),
+        scale: args.scale,
+    };
+    eprintln!(
+        "sweep: {} cells, {} requests, over 2 instances ...",
+        sweep.cells(),
+        sweep.total_requests()
+    );
+    // Product ids of its own for every cell (up to 1000 products per cell).
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64 % 100_000);
+    let rows = sweep
+        .run(&runner, |cell| base * 10_000_000 + cell as i64 * 1_000 + 1)
+        .await?;
+    let servers = server_versions(&db, &env).await;
+    db.close().await;
+    let info = SweepInfo {
+        concurrencies: sweep.concurrencies.clone(),
+        products: sweep.products.clone(),
+        requests_rule: format!(
+            "max(1000, 8 x concurrency) x {} requests per cell; stock = requests (never sold out)",
+            sweep.scale
+        ),
+        scale: sweep.scale,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    loadtest::sweep::print_tables(&info, &rows);
+    let mut report = Report::new(
+        json!({
+            "command": "sweep", "strategies": args.strategies, "concurrency": args.concurrency,
+            "products": args.products, "scale": args.scale, "instances": 2,
+        }),
+        rows,
+    );
+    report.machine.servers = servers;
+    report.instances = instances.iter().map(Instance::info).collect();
+    report.sweep = Some(info);
+    let html_path = write_reports(&report, args.json.as_deref(), "sweep")?;
+    println!("report: {}", html_path.display());
+    println!(
+        "sweep: {} cells in {:.0} s",
+        report.results.len(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(instances);
+    drop(stack);
+    if report.all_as_expected() {
+        Ok(())
+    } else {
+        bail!("a strategy did something unexpected (see the report)")
+    }
+}
