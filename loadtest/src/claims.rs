@@ -4,8 +4,10 @@
 //! than [`NOISE`] (this machine is noisy: two runs of the same strategy differ by up to
 //! ~10%); within it, the verdict is "inconclusive", never a coin flip.
 
-use crate::report::Row;
+use crate::html::escape;
+use crate::report::{Part, Row};
 use serde::Serialize;
+use std::fmt::Write;
 
 /// Relative difference below which two measurements count as equal.
 pub const NOISE: f64 = 0.10;
@@ -136,4 +138,37 @@ pub fn check(rows: &[Row], contention: Option<((usize, f64), (usize, f64))>) -> 
         ));
     }
     claims
+}
+
+/// The claims' part of the report: the list under `claims` (schema version 1 has the
+/// key in every report: an empty list where no claim was checked), a table for the page.
+pub fn part(claims: &[Claim]) -> Part {
+    let mut html = String::new();
+    if !claims.is_empty() {
+        html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>verdict</th><th>evidence</th></tr>");
+        for c in claims {
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
+                escape(&c.claim),
+                escape(&c.source),
+                escape(&c.evidence),
+                v = escape(&c.verdict)
+            );
+        }
+        let _ = write!(
+            html,
+            "</table><p>A comparison within ±{:.0}% is inconclusive: this machine is noisy.</p>",
+            NOISE * 100.0
+        );
+    }
+    Part {
+        key: "claims",
+        json: serde_json::to_value(claims).expect("plain data"),
+        html,
+        title: None,
+        sections: Vec::new(),
+        strategies: Vec::new(),
+        as_expected: true,
+    }
 }

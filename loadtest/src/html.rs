@@ -1,7 +1,6 @@
 //! The HTML report: one self-contained file (inline SVG charts drawn with `plotters`,
 //! inline CSS, no script, no CDN) that opens offline.
 
-use crate::chaos::{cell_name, fmt_opt_ms};
 use crate::report::{Report, Row};
 use plotters::prelude::*;
 use std::fmt::Write;
@@ -26,7 +25,7 @@ fn register_font() -> bool {
     })
 }
 
-fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -89,7 +88,7 @@ fn bar_chart(title: &str, unit: &str, rows: &[&Row], value: impl Fn(&Row) -> f64
     svg
 }
 
-fn table(rows: &[&Row]) -> String {
+pub fn table(rows: &[&Row]) -> String {
     let mut html = String::from(
         "<table><tr><th>strategy</th><th>concurrency</th><th>req/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th>\
          <th>sold</th><th>left</th><th>409</th><th>503 busy</th><th>other</th><th>tries/sale</th>\
@@ -168,20 +167,10 @@ fn explain(name: &str) -> &'static str {
 /// Renders the whole report.
 pub fn render(report: &Report) -> String {
     let mut html = String::new();
-    let (title, what) = match (&report.faults, &report.sweep) {
-        (_, Some(_)) => (
-            "stock-locks: how cost grows with load",
-            "One run of <code>loadtest sweep</code>",
-        ),
-        (Some(_), _) if report.results.is_empty() => (
-            "stock-locks: faults and fencing",
-            "One run of <code>loadtest chaos</code>",
-        ),
-        _ => (
-            "stock-locks: every strategy side by side",
-            "One run of <code>./scripts/demo</code>",
-        ),
-    };
+    let (title, what) = report.parts.iter().find_map(|p| p.title).unwrap_or((
+        "stock-locks: every strategy side by side",
+        "One run of <code>./scripts/demo</code>",
+    ));
     let _ = write!(
         html,
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title><style>\
@@ -215,10 +204,12 @@ pub fn render(report: &Report) -> String {
             sections.push(&r.section);
         }
     }
-    if let Some(sweep) = &report.sweep {
-        html.push_str(&sweep_section(sweep, &report.results));
-        sections.retain(|s| !s.starts_with("sweep: "));
-    }
+    sections.retain(|s| {
+        !report
+            .parts
+            .iter()
+            .any(|p| p.sections.iter().any(|own| own == s))
+    });
     for section in sections {
         let rows: Vec<&Row> = report
             .results
@@ -261,26 +252,8 @@ pub fn render(report: &Report) -> String {
             }
         }
     }
-    if let Some(faults) = &report.faults {
-        html.push_str(&faults_section(faults));
-    }
-    if !report.claims.is_empty() {
-        html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>verdict</th><th>evidence</th></tr>");
-        for c in &report.claims {
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
-                escape(&c.claim),
-                escape(&c.source),
-                escape(&c.evidence),
-                v = escape(&c.verdict)
-            );
-        }
-        let _ = write!(
-            html,
-            "</table><p>A comparison within ±{:.0}% is inconclusive: this machine is noisy.</p>",
-            crate::claims::NOISE * 100.0
-        );
+    for part in &report.parts {
+        html.push_str(&part.html);
     }
     if !report.instances.is_empty() {
         html.push_str(
@@ -298,12 +271,11 @@ pub fn render(report: &Report) -> String {
     }
     html.push_str("<h2>The strategies</h2>");
     let mut seen: Vec<String> = Vec::new();
-    let names = report.results.iter().map(|r| &r.strategy).chain(
-        report
-            .faults
-            .iter()
-            .flat_map(|f| f.cells.iter().map(|c| &c.strategy)),
-    );
+    let names = report
+        .results
+        .iter()
+        .map(|r| &r.strategy)
+        .chain(report.parts.iter().flat_map(|p| &p.strategies));
     for name in names {
         if seen.contains(name) {
             continue;
@@ -325,7 +297,7 @@ pub fn render(report: &Report) -> String {
 }
 
 /// One colour per strategy (by its place in [`ORDER`]), the same in every chart.
-fn strategy_color(name: &str) -> RGBColor {
+pub fn strategy_color(name: &str) -> RGBColor {
     const PALETTE: [(u8, u8, u8); 10] = [
         (127, 127, 127),
         (188, 189, 34),
@@ -345,7 +317,7 @@ fn strategy_color(name: &str) -> RGBColor {
 
 /// A line chart over the sweep's concurrencies (evenly spaced: they grow by 4×), one
 /// line per series; `log` draws the y axis logarithmic (latencies span decades).
-fn line_chart(
+pub fn line_chart(
     title: &str,
     unit: &str,
     concurrencies: &[usize],
@@ -420,160 +392,8 @@ fn line_chart(
     svg
 }
 
-/// `loadtest sweep`: per layout, a table and two line charts (throughput, p99), then
-/// optimistic's transactions per sale on both layouts.
-pub fn sweep_section(info: &crate::sweep::SweepInfo, rows: &[Row]) -> String {
-    let mut html = String::new();
-    let _ = write!(
-        html,
-        "<h2>Scaling sweep</h2><p>Every strategy at each concurrency (requests in flight, closed loop, \
-         spread over 2 instances), first on one hot product, then spread over more. \
-         Stock never runs out, so an answer that is not a sale is the strategy refusing \
-         (<code>busy</code>, <code>lock_lost</code>): the charts count sales per second, \
-         p99 is over all answers. \
-         {} ({:.0} s in all). Read the lines for their shape: a strategy that serializes on \
-         one row or one lock stops gaining throughput early and pays for more buyers in \
-         p99 (queueing); spreading the load over many products lets the row- and \
-         key-level strategies scale again, until the 2 cores are the limit.</p>",
-        escape(&info.requests_rule),
-        info.seconds
-    );
-    let strategies = crate::sweep::strategies(rows);
-    html.push_str("<p>");
-    for s in &strategies {
-        let c = strategy_color(s);
-        let _ = write!(
-            html,
-            "<span style=\"display:inline-block;margin-right:14px\"><span style=\"display:inline-block;width:14px;height:14px;\
-             vertical-align:middle;background:rgb({},{},{})\"></span> {}</span>",
-            c.0,
-            c.1,
-            c.2,
-            escape(s)
-        );
-    }
-    html.push_str("</p>");
-    let cell =
-        |section: &str, strategy: &str, c: usize| crate::sweep::cell(rows, section, strategy, c);
-    for &products in &info.products {
-        let section = crate::sweep::section(products);
-        let _ = write!(html, "<h3>{}</h3>", escape(&section));
-        let series = |value: &dyn Fn(&Row) -> f64| -> Vec<(String, RGBColor, Vec<Option<f64>>)> {
-            strategies
-                .iter()
-                .map(|s| {
-                    let points = info
-                        .concurrencies
-                        .iter()
-                        .map(|&c| cell(&section, s, c).map(value))
-                        .collect();
-                    (s.to_string(), strategy_color(s), points)
-                })
-                .collect()
-        };
-        html.push_str(&line_chart(
-            "Sales per second (200 answers)",
-            "sales/s",
-            &info.concurrencies,
-            &series(&crate::sweep::sales_per_second),
-            false,
-        ));
-        html.push_str(&line_chart(
-            "Latency p99 (ms, log scale)",
-            "ms",
-            &info.concurrencies,
-            &series(&|r| r.latency_ms.p99),
-            true,
-        ));
-        html.push_str("<table><tr><th>strategy</th>");
-        for c in &info.concurrencies {
-            let _ = write!(html, "<th>{c}: sales/s</th><th>p99 ms</th>");
-        }
-        html.push_str("<th>verdicts</th></tr>");
-        for s in &strategies {
-            let _ = write!(html, "<tr><td>{}</td>", escape(s));
-            let mut clean = true;
-            for &c in &info.concurrencies {
-                match cell(&section, s, c) {
-                    Some(r) => {
-                        clean &= r.verdict.is_clean();
-                        // A strategy that refuses (busy, lock_lost) answers fast and
-                        // sells little: say how much of its answers were sales.
-                        let sold = crate::sweep::sold_percent(r);
-                        let refused = if sold < 99.0 {
-                            format!(" <small>({sold:.0}% sold)</small>")
-                        } else {
-                            String::new()
-                        };
-                        let _ = write!(
-                            html,
-                            "<td>{:.0}{refused}</td><td>{:.1}</td>",
-                            crate::sweep::sales_per_second(r),
-                            r.latency_ms.p99
-                        );
-                    }
-                    None => html.push_str("<td></td><td></td>"),
-                }
-            }
-            let _ = write!(
-                html,
-                "<td class=\"{}\">{}</td></tr>",
-                if clean { "ok" } else { "bad" },
-                if clean { "clean" } else { "oversold" }
-            );
-        }
-        html.push_str("</table>");
-    }
-    let optimistic: Vec<(String, RGBColor, Vec<Option<f64>>)> = info
-        .products
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            let section = crate::sweep::section(p);
-            let points: Vec<Option<f64>> = info
-                .concurrencies
-                .iter()
-                .map(|&c| cell(&section, "optimistic", c).map(|r| r.attempts_per_success))
-                .collect();
-            let color = if i == 0 {
-                RGBColor(214, 39, 40)
-            } else {
-                RGBColor(31, 119, 180)
-            };
-            (section, color, points)
-        })
-        .filter(|(_, _, points)| points.iter().any(Option::is_some))
-        .collect();
-    if !optimistic.is_empty() {
-        html.push_str(
-            "<h3>Optimistic CAS: transactions per sale</h3><p>Every failed compare-and-set is \
-             a transaction thrown away. On one hot row the count grows with the buyers; \
-             spread over many rows conflicts are rare. ",
-        );
-        for (name, color, _) in &optimistic {
-            let _ = write!(
-                html,
-                "<span style=\"color:rgb({},{},{})\">&#9632;</span> {} ",
-                color.0,
-                color.1,
-                color.2,
-                escape(name)
-            );
-        }
-        html.push_str("</p>");
-        html.push_str(&line_chart(
-            "optimistic: transactions per sale",
-            "tries/sale",
-            &info.concurrencies,
-            &optimistic,
-            false,
-        ));
-    }
-    html
-}
-
-/// The strategies in teaching order, for the columns of the fault grid.
-const ORDER: [&str; 10] = [
+/// The strategies in teaching order: chart colours, the fault grid's columns.
+pub const ORDER: [&str; 10] = [
     "unsafe",
     "local-mutex",
     "atomic-sql",
@@ -585,147 +405,3 @@ const ORDER: [&str; 10] = [
     "redlock",
     "zookeeper",
 ];
-
-/// A cell's short label for the grid (the colour says the verdict): the number
-/// behind it, prefixed with the fencing mode (`on:` / `off:`) where it has one.
-fn cell_label(c: &crate::chaos::Cell) -> String {
-    use crate::chaos::CellVerdict::*;
-    let detail = match c.verdict {
-        Lost if c.double_deducted > 0 => format!("{} double", c.double_deducted),
-        Lost => format!("{} lost", c.lost_updates),
-        Refused => format!("{} refused", c.refused),
-        Unavailable => format!("no sale {:.0} ms", c.blocked_ms.unwrap_or(c.fault_ms)),
-        Safe => match c.blocked_ms {
-            Some(b) if b >= 50.0 => format!("safe, waited {b:.0} ms"),
-            _ => "safe".to_string(),
-        },
-    };
-    match c.fencing {
-        Some(true) => format!("on: {detail}"),
-        Some(false) => format!("off: {detail}"),
-        None => detail,
-    }
-}
-
-fn verdict_class(v: crate::chaos::CellVerdict) -> &'static str {
-    use crate::chaos::CellVerdict::*;
-    match v {
-        Safe => "safe",
-        Refused => "refused",
-        Unavailable => "unavailable",
-        Lost => "lost",
-    }
-}
-
-/// The "Faults" section: the grid, the lesson, and one sentence per cell.
-pub fn faults_section(f: &crate::chaos::ChaosReport) -> String {
-    let mut html = String::new();
-    let columns: Vec<&str> = ORDER
-        .iter()
-        .copied()
-        .filter(|s| f.cells.iter().any(|c| c.strategy == *s))
-        .collect();
-    let _ = write!(
-        html,
-        "<h2 id=\"faults\">Faults: who stays safe when holders pause, servers crash and sessions expire</h2>\
-         <p>Each cell ran under concurrent load (one product; one buyer on instance A, {w} on instance B, each with a request always in flight) while the fault was made \
-         deterministically: a failpoint handshake first tells the runner a request of instance A is exactly between its read \
-         and its write, holding its lock; only then is A frozen, killed or cut off. Leases {lease} ms, ZooKeeper sessions \
-         {session} ms, ZooKeeper {nodes} node(s); the whole grid took {secs:.0} s.</p>\
-         <p><span class=\"v safe\" style=\"display:inline\">safe</span> no loss, sales went on \
-         <span class=\"v refused\" style=\"display:inline\">refused</span> no loss, some requests answered <code>lock_lost</code> \
-         <span class=\"v unavailable\" style=\"display:inline\">unavailable</span> no loss, no sale while the fault lasted \
-         <span class=\"v lost\" style=\"display:inline\">lost updates</span> the stock is wrong. \
-         A red outline marks a cell that did not give its expected verdict.</p>",
-        w = f.timing.workers,
-        lease = f.timing.lease_ms,
-        session = f.timing.zk_session_ms,
-        nodes = f.zk_nodes,
-        secs = f.seconds,
-    );
-    html.push_str("<table class=\"grid\"><tr><th>scenario</th>");
-    for col in &columns {
-        let _ = write!(html, "<th>{}</th>", escape(col));
-    }
-    html.push_str("</tr>");
-    for s in &f.scenarios {
-        let _ = write!(
-            html,
-            "<tr><td><b>{}.</b> {}</td>",
-            s.number,
-            escape(s.title)
-        );
-        for col in &columns {
-            html.push_str("<td>");
-            for c in f
-                .cells
-                .iter()
-                .filter(|c| c.scenario.id() == s.id && c.strategy == *col)
-            {
-                let _ = write!(
-                    html,
-                    "<span class=\"v {}{}\" title=\"{}\">{}</span>",
-                    verdict_class(c.verdict),
-                    if c.as_expected { "" } else { " surprise" },
-                    escape(&c.why),
-                    escape(&cell_label(c))
-                );
-            }
-            html.push_str("</td>");
-        }
-        html.push_str("</tr>");
-    }
-    html.push_str("</table>");
-    html.push_str(
-        "<div class=\"lesson\"><p><b>The fencing lesson.</b> A lease lock cannot stop a holder that stops: a GC pause, \
-         a SIGSTOP, a partition. When it wakes it does not know its lease ran out, and a write computed from what it read \
-         before erases the sales the next holder made (the red cells, fencing off). No lock fixes this by being a better \
-         lock: RedLock's majority and ZooKeeper's consensus lose updates here exactly like one Redis. What fixes it is a \
-         check made by the resource: the write carries the lock's token and the database refuses a token older than the \
-         newest it has seen (the blue cells, fencing on). That check is a compare-and-set, so it is safe even with no lock \
-         at all (<code>fence-only</code>); what the lock adds is efficiency: it queues buyers so that almost none are \
-         refused. Strategies that let the database lock (<code>atomic-sql</code>, <code>pessimistic</code>) or compare \
-         (<code>optimistic</code>) never needed a fence: a frozen holder only makes the others wait.</p></div>",
-    );
-    for s in &f.scenarios {
-        let _ = write!(
-            html,
-            "<h3 id=\"fault-{id}\">{n}. {title}</h3><p>{how}</p><table class=\"why\"><tr><th>strategy</th><th>verdict</th>\
-             <th>sold</th><th>refused</th><th>busy</th><th>failed</th><th>lost</th><th>double</th><th>blocked ms</th><th>max gap ms</th>\
-             <th>recovery ms</th><th>why</th></tr>",
-            id = s.id,
-            n = s.number,
-            title = escape(s.title),
-            how = escape(s.how),
-        );
-        for c in f.cells.iter().filter(|c| c.scenario.id() == s.id) {
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td class=\"{}{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
-                escape(&cell_name(&c.strategy, c.fencing)),
-                verdict_class(c.verdict),
-                if c.as_expected { "" } else { " surprise" },
-                c.verdict.as_str(),
-                c.succeeded,
-                c.refused,
-                c.busy,
-                c.failed,
-                c.lost_updates,
-                c.double_deducted,
-                fmt_opt_ms(c.blocked_ms),
-                c.longest_gap_ms,
-                fmt_opt_ms(c.recovery_ms),
-                escape(&c.why),
-            );
-        }
-        html.push_str("</table>");
-    }
-    html.push_str(
-        "<p><b>blocked</b>: from the fault to the first sale of a request sent after it; <b>max gap</b>: the longest time \
-         without a sale; <b>recovery</b>: from the heal to the next sale; <b>failed</b>: transport errors, \
-         <code>backend_unavailable</code>, <code>outcome_unknown</code> (requests to a frozen, dead or cut-off instance). \
-         Unknown outcomes were retried with the same <code>request_id</code> after the run.</p>",
-    );
-    html
-}

@@ -28,9 +28,11 @@ pub mod report;
 pub mod sweep;
 pub mod verify;
 
+use engine::Fired;
 use engine::{Load, fire, restock};
-use report::{Expect, Row};
+use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
+use verify::Verdict;
 
 /// Runs strategies against running services, one at a time, each on fresh stock.
 pub struct Runner {
@@ -144,5 +146,40 @@ impl Runner {
                 ))
             })
             .collect())
+    }
+}
+
+impl Row {
+    /// A row from a plan, what the clients saw on `instances` instances, and the verdict.
+    pub fn new(plan: &Plan, instances: usize, fired: &Fired, verdict: Verdict) -> Row {
+        let expect = plan.expect;
+        let oversold = !verdict.is_clean();
+        let as_expected = verdict.missing_acknowledged == 0
+            && match expect {
+                Expect::Safe => !oversold,
+                Expect::Oversells => oversold,
+                Expect::Either => true,
+            };
+        Row {
+            section: plan.section.clone(),
+            strategy: plan.strategy.clone(),
+            instances,
+            hold_ms: plan.request_hold_ms.unwrap_or(plan.server_hold_ms),
+            requests: fired.outcomes.values().sum::<u64>() as usize,
+            concurrency: plan.concurrency,
+            seconds: fired.elapsed.as_secs_f64(),
+            throughput_rps: fired.throughput(),
+            latency_ms: Latency {
+                p50: fired.latency_ms(50.0),
+                p90: fired.latency_ms(90.0),
+                p99: fired.latency_ms(99.0),
+                max: fired.latency_ms(100.0),
+            },
+            responses: fired.outcomes.clone(),
+            attempts_per_success: fired.attempts_per_success(),
+            verdict,
+            expect,
+            as_expected,
+        }
     }
 }

@@ -1,10 +1,10 @@
 //! Results: one [`Row`] per strategy and section, printed as a table and written as
-//! JSON (schema in the README, `"version": 1`).
+//! JSON (schema in the README, `"version": 1`). A leaf: it knows no subcommand. What
+//! one adds beyond rows (the demo's claims, the chaos grid, the sweep's shape) comes
+//! in as a [`Part`]: JSON under its key, HTML for the page, made by the subcommand.
 
-use crate::Plan;
-use crate::engine::Fired;
 use crate::verify::Verdict;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 /// The JSON schema version; bump it on any incompatible change.
@@ -53,39 +53,6 @@ pub struct Row {
 }
 
 impl Row {
-    /// A row from a plan, what the clients saw on `instances` instances, and the verdict.
-    pub fn new(plan: &Plan, instances: usize, fired: &Fired, verdict: Verdict) -> Row {
-        let expect = plan.expect;
-        let oversold = !verdict.is_clean();
-        let as_expected = verdict.missing_acknowledged == 0
-            && match expect {
-                Expect::Safe => !oversold,
-                Expect::Oversells => oversold,
-                Expect::Either => true,
-            };
-        Row {
-            section: plan.section.clone(),
-            strategy: plan.strategy.clone(),
-            instances,
-            hold_ms: plan.request_hold_ms.unwrap_or(plan.server_hold_ms),
-            requests: fired.outcomes.values().sum::<u64>() as usize,
-            concurrency: plan.concurrency,
-            seconds: fired.elapsed.as_secs_f64(),
-            throughput_rps: fired.throughput(),
-            latency_ms: Latency {
-                p50: fired.latency_ms(50.0),
-                p90: fired.latency_ms(90.0),
-                p99: fired.latency_ms(99.0),
-                max: fired.latency_ms(100.0),
-            },
-            responses: fired.outcomes.clone(),
-            attempts_per_success: fired.attempts_per_success(),
-            verdict,
-            expect,
-            as_expected,
-        }
-    }
-
     pub fn verdict_text(&self) -> &'static str {
         let oversold = !self.verdict.is_clean();
         match (self.expect, oversold, self.as_expected) {
@@ -123,16 +90,32 @@ pub struct Report {
     pub machine: Machine,
     pub parameters: serde_json::Value,
     pub results: Vec<Row>,
-    /// The seeds' claims checked against this run.
-    pub claims: Vec<crate::claims::Claim>,
     /// The service instances the run started, with their peak memory.
     pub instances: Vec<InstanceInfo>,
-    /// `loadtest chaos` only: the fault grid.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub faults: Option<crate::chaos::ChaosReport>,
-    /// `loadtest sweep` only: the sweep's shape (its cells are in `results`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<crate::sweep::SweepInfo>,
+    /// What the subcommand added, each under its key (`claims`, `faults`, `sweep`).
+    #[serde(flatten, serialize_with = "parts_json")]
+    pub parts: Vec<Part>,
+}
+
+/// A part of the report one subcommand adds. The report stores `json` under `key`
+/// and puts `html` into the page after the rows' sections; nothing more.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub key: &'static str,
+    pub json: serde_json::Value,
+    pub html: String,
+    /// The page's title and subtitle when this part is what the run is about.
+    pub title: Option<(&'static str, &'static str)>,
+    /// Row sections the part's HTML shows itself (the page skips them).
+    pub sections: Vec<String>,
+    /// Strategies it mentions beyond the rows' (explained at the end of the page).
+    pub strategies: Vec<String>,
+    /// Whether everything in it came out as expected.
+    pub as_expected: bool,
+}
+
+fn parts_json<S: Serializer>(parts: &[Part], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(parts.iter().map(|p| (p.key, &p.json)))
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -163,16 +146,13 @@ impl Report {
             },
             parameters,
             results,
-            claims: Vec::new(),
             instances: Vec::new(),
-            faults: None,
-            sweep: None,
+            parts: Vec::new(),
         }
     }
 
     pub fn all_as_expected(&self) -> bool {
-        self.results.iter().all(|r| r.as_expected)
-            && self.faults.as_ref().is_none_or(|f| f.all_as_expected())
+        self.results.iter().all(|r| r.as_expected) && self.parts.iter().all(|p| p.as_expected)
     }
 }
 

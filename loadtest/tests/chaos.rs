@@ -119,13 +119,15 @@ async fn fence_without_a_lock_is_safe_and_refuses() {
 
     // The chaos JSON report validates against the documented schema.
     let mut report = loadtest::report::Report::new(serde_json::json!({}), Vec::new());
-    report.faults = Some(ChaosReport {
+    report.parts.push(loadtest::claims::part(&[]));
+    let faults = ChaosReport {
         timing: Timing::quick(),
         zk_nodes: 1,
         cells: vec![cell],
         scenarios: Vec::new(),
         seconds: 1.0,
-    });
+    };
+    report.parts.push(faults.part());
     support::assert_matches_schema(&report, "chaos report");
     assert!(loadtest::html::render(&report).contains("Faults: who stays safe"));
 }

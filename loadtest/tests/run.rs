@@ -93,7 +93,8 @@ async fn the_checker_finds_what_the_database_says() {
 
     // The JSON report validates against its documented schema (loadtest/report.schema.json).
     let mut report = loadtest::report::Report::new(json!({"requests": 60}), vec![clean, red]);
-    report.claims = loadtest::claims::check(&report.results, Some(((4, 1.1), (64, 3.0))));
+    let claims = loadtest::claims::check(&report.results, Some(((4, 1.1), (64, 3.0))));
+    report.parts.push(loadtest::claims::part(&claims));
     support::assert_matches_schema(&report, "report");
     // And the HTML renders every row and claim.
     let html = loadtest::html::render(&report);
@@ -153,13 +154,15 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
     }
 
     let mut report = loadtest::report::Report::new(json!({"command": "sweep"}), rows);
-    report.sweep = Some(SweepInfo {
+    let info = SweepInfo {
         concurrencies: sweep.concurrencies.clone(),
         products: sweep.products.clone(),
         requests_rule: "test".into(),
         scale: sweep.scale,
         seconds: 1.0,
-    });
+    };
+    report.parts.push(loadtest::claims::part(&[]));
+    report.parts.push(info.part(&report.results));
     let html = loadtest::html::render(&report);
     assert!(html.contains("Scaling sweep"));
     // Throughput and p99 per layout, plus optimistic's tries per sale.

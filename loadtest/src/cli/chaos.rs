@@ -75,10 +75,10 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         }),
         Vec::new(),
     );
-    report.faults = Some(faults);
+    report.parts.push(loadtest::claims::part(&[]));
+    report.parts.push(faults.part());
     let html_path = write_reports(&report, args.json.as_deref(), "chaos")?;
     println!("report: {}", html_path.display());
-    let faults = report.faults.as_ref().expect("set above");
     let unexpected: Vec<String> = faults
         .cells
         .iter()

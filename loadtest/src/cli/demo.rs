@@ -175,11 +175,12 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     drop(stack);
 
     let mut report = Report::new(parameters(&args.load, 2, args.hold_ms), rows);
-    report.claims = loadtest::claims::check(&report.results, contention);
+    let claims = loadtest::claims::check(&report.results, contention);
+    report.parts.push(loadtest::claims::part(&claims));
     report.instances = instances;
     report.machine.servers = servers;
     println!();
-    for claim in &report.claims {
+    for claim in &claims {
         println!(
             "claim: {} -> {} ({})",
             claim.claim, claim.verdict, claim.evidence

@@ -1,0 +1,221 @@
+//! The judge: a cell's verdict from the ledger and the samples, and why.
+
+use super::*;
+
+pub(super) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The cell's numbers, verdict and sentence.
+pub(super) fn judge(
+    spec: &CellSpec,
+    samples: &[Sample],
+    window: &Window,
+    verdict: &verify::Verdict,
+    retried: u64,
+    duplicates: u64,
+    timing: &Timing,
+) -> Cell {
+    let live: Vec<&Sample> = samples.iter().filter(|s| !s.retried).collect();
+    let count = |f: &dyn Fn(&str) -> bool| live.iter().filter(|s| f(&s.outcome)).count() as u64;
+    let succeeded = count(&|o| o == "200");
+    let sold_out = count(&|o| o == "409");
+    let refused = count(&|o| o == "503 lock_lost");
+    let busy = count(&|o| o == "503 busy");
+    let requests = live.len() as u64;
+    let failed = requests - succeeded - sold_out - refused - busy;
+    // The timeline of sales, as the buyers saw them (retries after the run excluded).
+    let sales: Vec<&Sample> = live
+        .iter()
+        .copied()
+        .filter(|s| s.outcome == "200")
+        .collect();
+    let end = live.last().map_or(Duration::ZERO, |s| s.at);
+    let longest_gap = sales
+        .windows(2)
+        .map(|w| w[1].at.saturating_sub(w[0].at))
+        .chain(sales.last().map(|last| end.saturating_sub(last.at)))
+        .max()
+        .unwrap_or(end);
+    // A request already in flight when the fault came may finish under a lock taken
+    // before it: the fault's effect is on the requests sent after it.
+    let blocked = sales
+        .iter()
+        .find(|s| s.sent >= window.fault)
+        .map(|s| ms(s.at - window.fault));
+    let recovery = sales
+        .iter()
+        .find(|s| s.at > window.healed)
+        .map(|s| ms(s.at - window.healed));
+    let during_fault = sales
+        .iter()
+        .any(|s| s.sent >= window.fault && s.at < window.healed);
+    let (lost, double) = if verdict.lost_updates >= 0 {
+        (verdict.lost_updates, 0)
+    } else {
+        (0, -verdict.lost_updates)
+    };
+    let fault_ms = ms(window.healed - window.fault);
+    let cell_verdict =
+        if lost > 0 || verdict.beyond_stock > 0 || double > 0 || verdict.missing_acknowledged > 0 {
+            CellVerdict::Lost
+        } else if fault_ms > 0.0 && !during_fault {
+            CellVerdict::Unavailable
+        } else if refused > 0 {
+            CellVerdict::Refused
+        } else {
+            CellVerdict::Safe
+        };
+    let mut cell = Cell {
+        scenario: spec.scenario,
+        scenario_number: spec.scenario.number(),
+        strategy: spec.strategy.to_string(),
+        fencing: spec.fencing,
+        requests,
+        succeeded,
+        sold_out,
+        refused,
+        busy,
+        failed,
+        retried_unknown: retried,
+        retried_duplicates: duplicates,
+        sold: verdict.sold,
+        lost_updates: lost,
+        beyond_stock: verdict.beyond_stock,
+        double_deducted: double,
+        missing_acknowledged: verdict.missing_acknowledged,
+        fault_ms,
+        blocked_ms: blocked,
+        longest_gap_ms: ms(longest_gap),
+        recovery_ms: recovery,
+        verdict: cell_verdict,
+        expected: spec.expect.to_vec(),
+        as_expected: spec.expect.contains(&cell_verdict),
+        why: String::new(),
+    };
+    cell.why = why(&cell, timing);
+    cell
+}
+
+/// `fenced`, `unfenced`, or empty for a strategy with no fencing switch.
+pub fn fencing_label(fencing: Option<bool>) -> &'static str {
+    match fencing {
+        Some(true) => "fenced",
+        Some(false) => "unfenced",
+        None => "",
+    }
+}
+
+/// `redis-lock (fenced)`, `atomic-sql`: a cell's strategy and fencing mode.
+pub fn cell_name(strategy: &str, fencing: Option<bool>) -> String {
+    match fencing_label(fencing) {
+        "" => strategy.to_string(),
+        label => format!("{strategy} ({label})"),
+    }
+}
+
+/// Whole milliseconds, or `-` when there are none (no sale after the fault).
+pub fn fmt_opt_ms(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.0}"))
+}
+
+pub(super) fn fmt_ms(v: Option<f64>) -> String {
+    v.map_or("never (within the run)".to_string(), |v| {
+        format!("{v:.0} ms")
+    })
+}
+
+/// One sentence on why a cell came out as it did, from its own numbers.
+pub(super) fn why(c: &Cell, timing: &Timing) -> String {
+    use CellVerdict::*;
+    let blocked = fmt_ms(c.blocked_ms);
+    let lease = timing.lease_ms;
+    let session = timing.zk_session_ms;
+    let holder_survives = if c.strategy == "zookeeper" {
+        format!("its session ({session} ms)")
+    } else {
+        format!("its lease ({lease} ms)")
+    };
+    match (c.scenario, c.verdict) {
+        (_, Lost) if c.double_deducted > 0 => format!(
+            "{} units left the stock with no ledger row: a deduction was applied twice.",
+            c.double_deducted
+        ),
+        (_, Lost) if c.missing_acknowledged > 0 => format!(
+            "{} acknowledged sales have no ledger row.",
+            c.missing_acknowledged
+        ),
+        (Scenario::PausePastLease, Lost) if LOCKS.contains(&c.strategy.as_str()) => format!(
+            "Unfenced, the lock is trusted: after {holder_survives} ran out B's buyers took the lock and sold; the frozen holder woke and wrote the quantity it had computed before, while B held the lock: {} sale(s) vanished from the stock (B's, or its own when B's next write landed on top of it).",
+            c.lost_updates
+        ),
+        (Scenario::PausePastLease, Lost) => format!(
+            "No lock across instances: B sold while A's request was frozen between read and write, and A's stale write erased {} sales.",
+            c.lost_updates
+        ),
+        (Scenario::PausePastLease, Refused) => format!(
+            "B's next holder claimed the product with a newer token after {holder_survives} ran out (first sale {blocked} after the freeze); the frozen holder's write was refused ({} x lock_lost): the fence, not the lock, kept the stock right.",
+            c.refused
+        ),
+        (Scenario::PausePastLease, Unavailable) => format!(
+            "Safe: the frozen request held the row lock, so every other buyer waited for it; no sale for {blocked}, as long as the freeze."
+        ),
+        (Scenario::PausePastLease, Safe) => format!(
+            "Nothing was held while frozen: B kept selling (first sale {blocked} after the freeze), and the frozen request's compare-and-set failed when it woke and was retried."
+        ),
+        (Scenario::FenceOnly, Refused) => format!(
+            "No lock, still no loss: every write is guarded by the newest claim. The price: {} of {} requests were refused (lock_lost) because a newer ticket overtook them, with or without a fault. A lock strategy with fencing is this plus a queue in front.",
+            c.refused, c.requests
+        ),
+        (Scenario::HolderKilled, _) => format!(
+            "A dead holder never writes, so nothing can be lost; B's buyers waited {blocked} for the lock to come back ({}).",
+            match c.strategy.as_str() {
+                "zookeeper" => format!("the session timeout, {session} ms"),
+                "mysql-lock" | "redis-lock" | "redlock" => format!("the lease, {lease} ms"),
+                _ => "MariaDB rolled back the dead client's transaction when its connection closed"
+                    .to_string(),
+            }
+        ),
+        (Scenario::RedisRestart, Lost) => format!(
+            "Redis came back empty: the lock was gone while its holder worked, B took it at once and sold, and the unfenced holder's stale write erased {} sales.",
+            c.lost_updates
+        ),
+        (Scenario::RedisRestart, Refused) => format!(
+            "Redis came back empty, the token counter too: B's new tokens were older than the last claim, so B was refused ({} x lock_lost) until the counter caught up, {blocked} after the restart. Safe, but unavailable for a while: persist the counter (appendonly + fsync) or take tokens from the database.",
+            c.refused
+        ),
+        (Scenario::RedlockMinorityPaused, _) => format!(
+            "A majority (3 of 5) still answered: sales went on (longest gap {:.0} ms), nothing lost.",
+            c.longest_gap_ms
+        ),
+        (Scenario::RedlockMajorityPaused, Unavailable) => format!(
+            "No majority: every acquisition failed ({} busy or unavailable), nothing was written; sales came back {} after the nodes were continued.",
+            c.busy + c.failed,
+            fmt_ms(c.recovery_ms)
+        ),
+        (Scenario::ZkLeaderKilled, _) => format!(
+            "The ensemble elected a new leader; sessions moved to the survivors. Longest gap without a sale {:.0} ms, nothing lost.",
+            c.longest_gap_ms
+        ),
+        (Scenario::LockPartition, Lost) => format!(
+            "Cut off from the lock service but not from the database, the unfenced holder could not renew, lost the lock to B, and still wrote its stale value: {} sales erased.",
+            c.lost_updates
+        ),
+        (Scenario::LockPartition, Refused) => format!(
+            "The partitioned holder lost the lock to B ({blocked} to B's first sale); its write was refused ({} x lock_lost) because B's claim was newer, or because it knew its lock was lost before COMMIT.",
+            c.refused
+        ),
+        (Scenario::AmbiguousCommit, _) => format!(
+            "{} requests had an unknown outcome; retried with the same request_id after the restart, {} turned out committed and were answered as duplicates: 0 double deductions. No sale for {:.0} ms.",
+            c.retried_unknown, c.retried_duplicates, c.longest_gap_ms
+        ),
+        (_, v) => format!(
+            "{}: {} sold, {} refused, {} busy, {} failed; first sale {blocked} after the fault.",
+            v.as_str(),
+            c.succeeded,
+            c.refused,
+            c.busy,
+            c.failed
+        ),
+    }
+}

@@ -1,0 +1,353 @@
+//! The lab: private servers, two instances, and the faults made on them.
+
+use super::*;
+
+/// Private servers and two `stock-app` instances with test hooks.
+pub struct Lab {
+    pub stack: Stack,
+    /// Instance A's way to the five Redis, then to each ZooKeeper node.
+    pub(super) redis_proxies: Vec<Proxy>,
+    pub(super) zk_proxies: Vec<Proxy>,
+    /// A (through the proxies) and B (direct).
+    pub instances: Vec<Instance>,
+    pub db: MySqlPool,
+    pub(super) client: reqwest::Client,
+    pub(super) timing: Timing,
+    pub(super) next_product: i64,
+}
+
+impl Lab {
+    /// Starts MariaDB, five Redis, ZooKeeper (`zk_nodes` nodes), the proxies and the
+    /// two instances. Call it from a long-lived thread (servers die with the thread
+    /// that spawned them): the main thread, or a test's.
+    pub async fn start(app_bin: PathBuf, timing: Timing, zk_nodes: usize) -> anyhow::Result<Lab> {
+        let stack = Stack::start(&StackConfig {
+            zookeeper_nodes: zk_nodes,
+            ..StackConfig::default()
+        })?;
+        let redis_proxies = stack
+            .redis
+            .iter()
+            .map(|r| Proxy::start(r.port()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let zk = stack.zookeeper.as_ref().context("no ZooKeeper")?;
+        let zk_proxies = zk
+            .nodes()
+            .iter()
+            .map(|n| Proxy::start(n.client_port()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let env: std::collections::BTreeMap<_, _> = stack.env().into_iter().collect();
+        // Idle connections are dropped before actix's keep-alive (5 s) would close
+        // them: after a freeze longer than that, the server closes every idle
+        // connection the moment it wakes, and a request sent on one of them would fail
+        // in transit (a spurious unknown outcome, a failed hook call).
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .pool_idle_timeout(Duration::from_secs(2))
+            .build()?;
+        let proxied_redis: Vec<String> = redis_proxies
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{}", p.port()))
+            .collect();
+        let proxied_zk: Vec<String> = zk_proxies
+            .iter()
+            .map(|p| format!("127.0.0.1:{}", p.port()))
+            .collect();
+        let args = |redis: String, zk: String| -> Vec<String> {
+            [
+                "--database-url",
+                &env["DATABASE_URL"],
+                "--redis-urls",
+                &redis,
+                "--zk-connect",
+                &zk,
+                "--admin-token",
+                ADMIN_TOKEN,
+                "--enable-test-hooks",
+                "--lock-lease-ms",
+                &timing.lease_ms.to_string(),
+                "--zk-session-timeout-ms",
+                &timing.zk_session_ms.to_string(),
+                // Buyers behind a frozen row lock wait rather than time out.
+                "--lock-wait-timeout-secs",
+                "20",
+                "--lock-wait-ms",
+                "3000",
+                "--db-acquire-timeout-ms",
+                "3000",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        };
+        let a = Instance::start(
+            &client,
+            &app_bin,
+            "stock-app-a",
+            &args(proxied_redis.join(","), proxied_zk.join(",")),
+        )
+        .await?;
+        let b = Instance::start(
+            &client,
+            &app_bin,
+            "stock-app-b",
+            &args(env["REDIS_URLS"].clone(), env["ZK_CONNECT"].clone()),
+        )
+        .await?;
+        let db = MySqlPoolOptions::new()
+            .max_connections(2)
+            .connect(&env["DATABASE_URL"])
+            .await?;
+        Ok(Lab {
+            stack,
+            redis_proxies,
+            zk_proxies,
+            instances: vec![a, b],
+            db,
+            client,
+            timing,
+            next_product: 1,
+        })
+    }
+
+    /// Runs one cell, start to verdict. Leaves the lab ready for the next cell.
+    pub async fn run_cell(&mut self, spec: &CellSpec) -> anyhow::Result<Cell> {
+        let product = self.next_product;
+        self.next_product += 1;
+        self.ensure_up().await?;
+        let b = self.instances[1].base.clone();
+        restock(&self.client, &b, ADMIN_TOKEN, product, STOCK).await?;
+        let load = Load::start(
+            &self.client,
+            &self.instances,
+            spec,
+            product,
+            self.timing.workers,
+        );
+        tokio::time::sleep(Duration::from_millis(self.timing.warm_ms)).await;
+        let window = self.inject(spec, &load).await?;
+        tokio::time::sleep(Duration::from_millis(self.timing.after_ms)).await;
+        let mut samples = load.stop().await;
+        let (retried, duplicates) = self.retry_unknown(spec, product, &mut samples).await;
+        let acknowledged: Vec<String> = samples
+            .iter()
+            .filter(|s| s.outcome == "200")
+            .map(|s| s.request_id.clone())
+            .collect();
+        let verdict = verify::verify(&self.db, &[product], &acknowledged, 0).await?;
+        Ok(judge(
+            spec,
+            &samples,
+            &window,
+            &verdict,
+            retried,
+            duplicates,
+            &self.timing,
+        ))
+    }
+
+    /// Instance A is respawned when a cell killed it; every server is running.
+    pub(super) async fn ensure_up(&mut self) -> anyhow::Result<()> {
+        self.set_proxies(ProxyMode::Pass);
+        for instance in &mut self.instances {
+            let _ = instance.process.resume();
+            if !instance.process.is_running() {
+                instance.respawn(&self.client).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every connection of instance A to Redis and ZooKeeper.
+    pub(super) fn set_proxies(&self, mode: ProxyMode) {
+        for proxy in self.redis_proxies.iter().chain(&self.zk_proxies) {
+            proxy.set(mode);
+        }
+    }
+
+    /// Calls A's or B's hooks endpoint.
+    pub(super) async fn hook(
+        &self,
+        instance: usize,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+    ) -> anyhow::Result<Value> {
+        let url = format!("{}/hooks/{path}", self.instances[instance].base);
+        let response = self
+            .client
+            .request(method, &url)
+            .json(&body)
+            .send()
+            .await
+            .with_context(|| url.clone())?;
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            bail!("{url}: {status} {answer}");
+        }
+        Ok(answer)
+    }
+
+    /// Pauses the next request of A at `failpoint` and returns once one is there.
+    pub(super) async fn pause_a_at(&self, failpoint: &str) -> anyhow::Result<()> {
+        self.hook(
+            0,
+            reqwest::Method::PUT,
+            failpoint,
+            json!({"mode": "pause", "count": 1}),
+        )
+        .await?;
+        self.hook(
+            0,
+            reqwest::Method::GET,
+            &format!("{failpoint}/paused?at_least=1&timeout_ms=20000"),
+            Value::Null,
+        )
+        .await
+        .context("no request of instance A reached the failpoint")?;
+        Ok(())
+    }
+
+    pub(super) async fn release_a(&self, failpoint: &str) -> anyhow::Result<()> {
+        self.hook(
+            0,
+            reqwest::Method::POST,
+            &format!("{failpoint}/release"),
+            Value::Null,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Makes the fault of `spec.scenario` happen; returns when it healed.
+    pub(super) async fn inject(&mut self, spec: &CellSpec, load: &Load) -> anyhow::Result<Window> {
+        let freeze = self.timing.freeze(spec.strategy);
+        let window = match spec.scenario {
+            Scenario::PausePastLease | Scenario::FenceOnly => {
+                self.pause_a_at("after_read").await?;
+                let a = &self.instances[0];
+                a.process.pause()?;
+                let fault = load.now();
+                tokio::time::sleep(freeze).await;
+                a.process.resume()?;
+                self.release_a("after_read").await?;
+                Window::new(fault, load.now())
+            }
+            Scenario::HolderKilled => {
+                self.pause_a_at("after_read").await?;
+                self.instances[0].process.kill();
+                let fault = load.now();
+                // Not healed (A stays dead until the next cell): give the lock time
+                // to come back before the after-window starts.
+                tokio::time::sleep(freeze).await;
+                Window::new(fault, fault)
+            }
+            Scenario::RedisRestart => {
+                self.pause_a_at("after_read").await?;
+                self.stack.redis[0].restart()?;
+                let fault = load.now();
+                tokio::time::sleep(freeze).await;
+                self.release_a("after_read").await?;
+                Window::new(fault, load.now())
+            }
+            Scenario::RedlockMinorityPaused | Scenario::RedlockMajorityPaused => {
+                let n = if spec.scenario == Scenario::RedlockMinorityPaused {
+                    2
+                } else {
+                    3
+                };
+                // The last n: the first node also serves redis-lock, kept out of it.
+                let paused: Vec<usize> = (5 - n..5).collect();
+                for &i in &paused {
+                    self.stack.redis[i].process_ref().pause()?;
+                }
+                let fault = load.now();
+                tokio::time::sleep(freeze).await;
+                for &i in &paused {
+                    self.stack.redis[i].process_ref().resume()?;
+                }
+                Window::new(fault, load.now())
+            }
+            Scenario::ZkLeaderKilled => {
+                let zk = self.stack.zookeeper.as_mut().context("no ZooKeeper")?;
+                let leader = zk
+                    .nodes()
+                    .iter()
+                    .position(|n| n.mode().as_deref() == Some("leader"))
+                    .context("no ZooKeeper leader (the scenario needs an ensemble)")?;
+                zk.nodes_mut()[leader].process().kill();
+                let fault = load.now();
+                tokio::time::sleep(freeze).await;
+                zk.nodes_mut()[leader].restart()?;
+                Window::new(fault, load.now())
+            }
+            Scenario::LockPartition => {
+                self.pause_a_at("after_read").await?;
+                self.set_proxies(ProxyMode::Blackhole);
+                let fault = load.now();
+                tokio::time::sleep(freeze).await;
+                // The partitioned holder goes on and writes, while still partitioned.
+                self.release_a("after_read").await?;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                // Heal: break the silent connections so clients reconnect at once.
+                self.set_proxies(ProxyMode::Reset);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                self.set_proxies(ProxyMode::Pass);
+                Window::new(fault, load.now())
+            }
+            Scenario::AmbiguousCommit => {
+                self.pause_a_at("before_commit").await?;
+                self.release_a("before_commit").await?;
+                let db = self.stack.mariadb.as_mut().context("no MariaDB")?;
+                db.process().kill();
+                let fault = load.now();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                db.restart()?;
+                Window::new(fault, load.now())
+            }
+        };
+        Ok(window)
+    }
+
+    /// Retries every request whose outcome the client does not know, with the same
+    /// request_id and body, until the service gives a definite answer. Returns (how
+    /// many were retried, how many turned out to have committed).
+    pub(super) async fn retry_unknown(
+        &self,
+        spec: &CellSpec,
+        product: i64,
+        samples: &mut [Sample],
+    ) -> (u64, u64) {
+        let (mut retried, mut duplicates) = (0, 0);
+        let url = format!("{}/deduct/{}", self.instances[1].base, spec.strategy);
+        for sample in samples.iter_mut().filter(|s| is_unknown(&s.outcome)) {
+            retried += 1;
+            sample.retried = true;
+            let body = deduct_body(&sample.request_id, product, spec.fencing);
+            for _ in 0..100 {
+                let reply = post_deduct(&self.client, &url, &body).await;
+                let again = matches!(
+                    reply.outcome.as_str(),
+                    "503 outcome_unknown" | "503 backend_unavailable" | "transport" | "unreachable"
+                );
+                if !again {
+                    duplicates += u64::from(reply.duplicate);
+                    sample.outcome = reply.outcome;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        (retried, duplicates)
+    }
+
+    /// Stops everything (also done on drop).
+    pub async fn stop(mut self) {
+        self.db.close().await;
+        for instance in &mut self.instances {
+            let _ = instance.process.resume();
+            instance.process.kill();
+        }
+    }
+}

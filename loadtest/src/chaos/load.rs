@@ -1,0 +1,123 @@
+//! The load a cell runs under: buyers on both instances, every answer sampled.
+
+use super::*;
+
+/// When the fault began and ended, in load time.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Window {
+    pub(super) fault: Duration,
+    pub(super) healed: Duration,
+}
+
+impl Window {
+    pub(super) fn new(fault: Duration, healed: Duration) -> Window {
+        Window { fault, healed }
+    }
+}
+
+/// One answer, as the load saw it.
+#[derive(Debug, Clone)]
+pub(super) struct Sample {
+    /// When the request was sent, since the load started.
+    pub(super) sent: Duration,
+    /// When the answer came, since the load started.
+    pub(super) at: Duration,
+    /// Answered only by the retry after the run (its outcome had been unknown): not
+    /// on the timeline.
+    pub(super) retried: bool,
+    pub(super) outcome: String,
+    pub(super) request_id: String,
+}
+
+/// A single-unit deduction of `product`, with the per-request fencing switch when the
+/// strategy has one.
+pub(super) fn deduct_body(request_id: &str, product: i64, fencing: Option<bool>) -> Value {
+    let mut body = json!({"request_id": request_id, "product_id": product});
+    if let Some(fencing) = fencing {
+        body["fencing"] = json!(fencing);
+    }
+    body
+}
+
+/// The background load of a cell: workers pinned to instances, each with one
+/// request in flight, until stopped.
+pub(super) struct Load {
+    pub(super) started: Instant,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) workers: Vec<tokio::task::JoinHandle<Vec<Sample>>>,
+}
+
+impl Load {
+    pub(super) fn start(
+        client: &reqwest::Client,
+        instances: &[Instance],
+        spec: &CellSpec,
+        product: i64,
+        per_instance: usize,
+    ) -> Load {
+        let started = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let mut workers = Vec::new();
+        for (i, instance) in instances.iter().enumerate() {
+            // A runs one buyer: the one whose request the fault catches. More would
+            // be caught too, mid-transaction (a frozen process freezes all its
+            // requests), and the cell would measure whichever lock they held.
+            let workers_here = if i == 0 { 1 } else { per_instance };
+            for w in 0..workers_here {
+                let client = client.clone();
+                let url = format!("{}/deduct/{}", instance.base, spec.strategy);
+                let stop = stop.clone();
+                let fencing = spec.fencing;
+                let prefix = format!("chaos-{}-{i}-{w}", &run[..12]);
+                workers.push(tokio::spawn(async move {
+                    let mut samples = Vec::new();
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        n += 1;
+                        let request_id = format!("{prefix}-{n}");
+                        let body = deduct_body(&request_id, product, fencing);
+                        let sent = started.elapsed();
+                        let outcome = post_deduct(&client, &url, &body).await.outcome;
+                        let at = started.elapsed();
+                        let failed = outcome == "transport" || outcome == "unreachable";
+                        samples.push(Sample {
+                            sent,
+                            at,
+                            retried: false,
+                            outcome,
+                            request_id,
+                        });
+                        if failed {
+                            // A dead or frozen instance: do not spin.
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                    samples
+                }));
+            }
+        }
+        Load {
+            started,
+            stop,
+            workers,
+        }
+    }
+
+    pub(super) fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Stops the workers after their request in flight and returns every answer.
+    pub(super) async fn stop(self) -> Vec<Sample> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut samples = Vec::new();
+        for worker in self.workers {
+            if let Ok(mut s) = worker.await {
+                samples.append(&mut s);
+            }
+        }
+        samples.sort_by_key(|s| s.at);
+        samples
+    }
+}

@@ -1,0 +1,315 @@
+//! The chaos runner: named fault scenarios under concurrent load, with the ledger as
+//! the judge.
+//!
+//! A [`Lab`] owns private servers (MariaDB, five Redis, ZooKeeper: one node or a
+//! three-node ensemble) and two `stock-app` instances started with test hooks and
+//! short leases. Instance **A** reaches Redis and ZooKeeper through proxies (so its
+//! lock traffic can be partitioned while its database path stays up); instance **B**
+//! connects directly. Each [`Cell`] (one scenario, one strategy, fencing on or off)
+//! runs on a product of its own:
+//!
+//! 1. restock; start the load: one buyer on A (the one the fault catches) and a few
+//!    on B, each pinned to its instance (so requests to a frozen instance do not
+//!    starve the other), sending single-unit deductions in a loop;
+//! 2. inject the fault deterministically: a failpoint `pause` handshake tells the
+//!    runner a request of A is exactly between its read and its write (holding its
+//!    lock), and only then is A frozen (SIGSTOP), killed, or partitioned;
+//! 3. heal, let the load run on, stop it, retry every request whose outcome was
+//!    unknown with the same `request_id`;
+//! 4. read the verdict from the database: lost updates, units sold beyond stock,
+//!    double deductions, acknowledged sales missing from the ledger; and from the
+//!    clients' timeline: the longest gap without a sale, how long sales stopped after
+//!    the fault, how long they took to come back after the heal.
+//!
+//! A cell's verdict is `lost` (red: the stock is wrong), `unavailable` (no sale during
+//! the fault), `refused` (safe, and some requests were answered `lock_lost`) or `safe`.
+//! Each cell states the verdicts it is expected to give; the run fails on a surprise.
+
+use crate::engine::{is_unknown, post_deduct, restock};
+use crate::lab::Instance;
+use crate::verify;
+use anyhow::{Context, bail};
+use serde::Serialize;
+use serde_json::{Value, json};
+use sqlx::MySqlPool;
+use sqlx::mysql::MySqlPoolOptions;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use testbed::proxy::{Proxy, ProxyMode};
+use testbed::{Stack, StackConfig};
+
+const ADMIN_TOKEN: &str = "chaos-admin-token";
+/// Units per product: far more than a cell sells, so lost updates (not sell-outs)
+/// are what the ledger shows.
+const STOCK: i64 = 100_000;
+
+mod html;
+mod judge;
+mod lab;
+mod load;
+mod scenarios;
+
+use judge::*;
+pub use judge::{cell_name, fencing_label, fmt_opt_ms};
+pub use lab::Lab;
+use load::*;
+use scenarios::*;
+pub use scenarios::{CellSpec, CellVerdict, Scenario, matrix};
+
+/// How long things take in a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timing {
+    /// `--lock-lease-ms` of both instances.
+    pub lease_ms: u64,
+    /// `--zk-session-timeout-ms` of both instances.
+    pub zk_session_ms: u64,
+    /// Load before the fault.
+    pub warm_ms: u64,
+    /// Load after the heal.
+    pub after_ms: u64,
+    /// Buyers on instance B, each with one request in flight (A runs one).
+    pub workers: usize,
+}
+
+impl Timing {
+    /// The defaults of `loadtest chaos`.
+    pub fn standard() -> Timing {
+        Timing {
+            lease_ms: 1000,
+            zk_session_ms: 2000,
+            warm_ms: 800,
+            after_ms: 1500,
+            workers: 3,
+        }
+    }
+
+    /// Short leases and windows, for the test suite.
+    pub fn quick() -> Timing {
+        Timing {
+            lease_ms: 400,
+            zk_session_ms: 1000,
+            warm_ms: 400,
+            after_ms: 800,
+            workers: 2,
+        }
+    }
+
+    /// How long a holder stays frozen or partitioned: 3x what its lock survives.
+    fn freeze(&self, strategy: &str) -> Duration {
+        let survives = if strategy == "zookeeper" {
+            self.lease_ms.max(self.zk_session_ms)
+        } else {
+            self.lease_ms
+        };
+        Duration::from_millis(3 * survives)
+    }
+}
+
+/// One cell's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub scenario: Scenario,
+    pub scenario_number: u8,
+    pub strategy: String,
+    /// `null`: the strategy has no fencing switch.
+    pub fencing: Option<bool>,
+    pub requests: u64,
+    pub succeeded: u64,
+    pub sold_out: u64,
+    /// `503 lock_lost`: refused by the fence (or a lock known lost before COMMIT).
+    pub refused: u64,
+    /// `503 busy`: no lock within the wait, or retries exhausted.
+    pub busy: u64,
+    /// Everything else: `503 backend_unavailable`, `503 outcome_unknown`, 5xx,
+    /// transport errors (requests to a frozen or dead instance).
+    pub failed: u64,
+    /// Requests whose outcome was unknown, retried with the same request_id.
+    pub retried_unknown: u64,
+    /// Of those, how many the service answered as duplicates (they had committed).
+    pub retried_duplicates: u64,
+    /// Units in the ledger (sold this epoch).
+    pub sold: i64,
+    pub lost_updates: i64,
+    pub beyond_stock: i64,
+    /// Units taken from stock with no ledger row: a deduction applied twice.
+    pub double_deducted: i64,
+    pub missing_acknowledged: u64,
+    /// How long the fault lasted (0 for a kill that is not healed).
+    pub fault_ms: f64,
+    /// From the fault to the next sale.
+    pub blocked_ms: Option<f64>,
+    /// The longest time without a sale during the run.
+    pub longest_gap_ms: f64,
+    /// From the heal to the next sale.
+    pub recovery_ms: Option<f64>,
+    pub verdict: CellVerdict,
+    pub expected: Vec<CellVerdict>,
+    pub as_expected: bool,
+    /// One sentence: why this cell came out as it did.
+    pub why: String,
+}
+
+/// The chaos part of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChaosReport {
+    pub timing: Timing,
+    pub zk_nodes: usize,
+    pub cells: Vec<Cell>,
+    pub scenarios: Vec<ScenarioInfo>,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioInfo {
+    pub id: &'static str,
+    pub number: u8,
+    pub title: &'static str,
+    pub how: &'static str,
+}
+
+impl ChaosReport {
+    /// The grid's part of the report: under `faults`, with its HTML section.
+    pub fn part(&self) -> crate::report::Part {
+        crate::report::Part {
+            key: "faults",
+            json: serde_json::to_value(self).expect("plain data"),
+            html: html::faults_section(self),
+            title: Some((
+                "stock-locks: faults and fencing",
+                "One run of <code>loadtest chaos</code>",
+            )),
+            sections: Vec::new(),
+            strategies: self.cells.iter().map(|c| c.strategy.clone()).collect(),
+            as_expected: self.all_as_expected(),
+        }
+    }
+
+    pub fn all_as_expected(&self) -> bool {
+        self.cells.iter().all(|c| c.as_expected)
+    }
+}
+
+/// Runs the cells of `scenarios` (every one when empty) and of `strategies` (every
+/// one when empty); `all` adds the extra cells.
+pub async fn run(
+    app_bin: PathBuf,
+    timing: Timing,
+    scenarios: &[Scenario],
+    strategies: &[String],
+    all: bool,
+) -> anyhow::Result<ChaosReport> {
+    let started = Instant::now();
+    let cells: Vec<CellSpec> = matrix()
+        .into_iter()
+        .filter(|c| all || !c.extra)
+        .filter(|c| scenarios.is_empty() || scenarios.contains(&c.scenario))
+        .filter(|c| strategies.is_empty() || strategies.iter().any(|s| s == c.strategy))
+        .collect();
+    if cells.is_empty() {
+        bail!("no cell matches the chosen scenarios and strategies");
+    }
+    let zk_nodes = if cells.iter().any(|c| c.scenario.needs_ensemble()) {
+        3
+    } else {
+        1
+    };
+    eprintln!(
+        "chaos: starting MariaDB, 5 Redis, ZooKeeper ({zk_nodes} node(s)) and 2 stock-app instances ..."
+    );
+    let mut lab = Lab::start(app_bin, timing.clone(), zk_nodes).await?;
+    let mut results = Vec::new();
+    for spec in &cells {
+        eprintln!(
+            "chaos: {} {} / {} ...",
+            spec.scenario.number(),
+            spec.scenario.id(),
+            cell_name(spec.strategy, spec.fencing),
+        );
+        let cell = lab
+            .run_cell(spec)
+            .await
+            .with_context(|| format!("{} / {}", spec.scenario.id(), spec.strategy))?;
+        eprintln!(
+            "chaos:   -> {}{}: {}",
+            cell.verdict.as_str(),
+            if cell.as_expected {
+                ""
+            } else {
+                " (UNEXPECTED)"
+            },
+            cell.why
+        );
+        results.push(cell);
+    }
+    lab.stop().await;
+    let mut scenarios_seen: Vec<Scenario> = Vec::new();
+    for c in &results {
+        if !scenarios_seen.contains(&c.scenario) {
+            scenarios_seen.push(c.scenario);
+        }
+    }
+    Ok(ChaosReport {
+        timing,
+        zk_nodes,
+        cells: results,
+        scenarios: scenarios_seen
+            .into_iter()
+            .map(|s| ScenarioInfo {
+                id: s.id(),
+                number: s.number(),
+                title: s.title(),
+                how: s.how(),
+            })
+            .collect(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Prints the grid as a table.
+pub fn print_table(report: &ChaosReport) {
+    println!();
+    println!(
+        "{:<2} {:<22} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  verdict",
+        "#",
+        "scenario",
+        "strategy",
+        "fencing",
+        "sold",
+        "refused",
+        "busy",
+        "failed",
+        "lost",
+        "double",
+        "blocked",
+        "max gap",
+        "recover",
+    );
+    for c in &report.cells {
+        println!(
+            "{:<2} {:<22} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {}{}",
+            c.scenario_number,
+            c.scenario.id(),
+            c.strategy,
+            match fencing_label(c.fencing) {
+                "" => "-",
+                label => label,
+            },
+            c.succeeded,
+            c.refused,
+            c.busy,
+            c.failed,
+            c.lost_updates,
+            c.double_deducted,
+            fmt_opt_ms(c.blocked_ms),
+            c.longest_gap_ms,
+            fmt_opt_ms(c.recovery_ms),
+            c.verdict.as_str(),
+            if c.as_expected { "" } else { "  UNEXPECTED" },
+        );
+    }
+    println!(
+        "sold = successful requests; lost = ledger - stock change (sales erased by a stale write); double = stock change - ledger; blocked = ms from the fault to the next sale; recover = ms from the heal to the next sale"
+    );
+}

@@ -1,0 +1,316 @@
+//! The fault scenarios, the verdicts a cell can get, and the matrix of cells.
+
+use super::*;
+
+/// The fault scenarios, numbered as in issue 7.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// 1. A's request pauses after its read (holding the lock), then A is frozen for
+    ///    3× the lease (or session timeout).
+    PausePastLease,
+    /// 2. The same freeze against `fence-only`: a fence with no lock.
+    FenceOnly,
+    /// 3. A's request pauses after its read, then A is killed with SIGKILL.
+    HolderKilled,
+    /// 4. A's request pauses after its read, then the Redis node of `redis-lock` is
+    ///    restarted empty (no persistence).
+    RedisRestart,
+    /// 5. RedLock with 2 of its 5 nodes frozen.
+    RedlockMinorityPaused,
+    /// 5. RedLock with 3 of its 5 nodes frozen.
+    RedlockMajorityPaused,
+    /// 6. The ZooKeeper leader killed (three-node ensemble).
+    ZkLeaderKilled,
+    /// 7. A's request pauses after its read, then A's lock-service connections are
+    ///    blackholed (its database path stays up); released after 3× the lease.
+    LockPartition,
+    /// 8. A's request pauses before COMMIT; it is let go and MariaDB is killed at
+    ///    once; after the restart every unknown outcome is retried with its request_id.
+    AmbiguousCommit,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 9] = [
+        Scenario::PausePastLease,
+        Scenario::FenceOnly,
+        Scenario::HolderKilled,
+        Scenario::RedisRestart,
+        Scenario::RedlockMinorityPaused,
+        Scenario::RedlockMajorityPaused,
+        Scenario::ZkLeaderKilled,
+        Scenario::LockPartition,
+        Scenario::AmbiguousCommit,
+    ];
+
+    /// The name used on the command line and in the JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            Scenario::PausePastLease => "pause-past-lease",
+            Scenario::FenceOnly => "fence-only",
+            Scenario::HolderKilled => "holder-killed",
+            Scenario::RedisRestart => "redis-restart",
+            Scenario::RedlockMinorityPaused => "redlock-2-of-5-paused",
+            Scenario::RedlockMajorityPaused => "redlock-3-of-5-paused",
+            Scenario::ZkLeaderKilled => "zk-leader-killed",
+            Scenario::LockPartition => "lock-partition",
+            Scenario::AmbiguousCommit => "ambiguous-commit",
+        }
+    }
+
+    pub fn number(self) -> u8 {
+        match self {
+            Scenario::PausePastLease => 1,
+            Scenario::FenceOnly => 2,
+            Scenario::HolderKilled => 3,
+            Scenario::RedisRestart => 4,
+            Scenario::RedlockMinorityPaused | Scenario::RedlockMajorityPaused => 5,
+            Scenario::ZkLeaderKilled => 6,
+            Scenario::LockPartition => 7,
+            Scenario::AmbiguousCommit => 8,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Scenario::PausePastLease => "Holder frozen past its lease",
+            Scenario::FenceOnly => "Fence only, no lock (same freeze)",
+            Scenario::HolderKilled => "Holder killed (kill -9) mid-section",
+            Scenario::RedisRestart => "Redis restarted empty while a holder is paused",
+            Scenario::RedlockMinorityPaused => "RedLock: 2 of 5 nodes frozen",
+            Scenario::RedlockMajorityPaused => "RedLock: 3 of 5 nodes frozen",
+            Scenario::ZkLeaderKilled => "ZooKeeper leader killed (3-node ensemble)",
+            Scenario::LockPartition => "Lock service partitioned from the holder",
+            Scenario::AmbiguousCommit => "Ambiguous commit: MariaDB killed as COMMIT is sent",
+        }
+    }
+
+    /// How the fault is made, in one sentence.
+    pub fn how(self) -> &'static str {
+        match self {
+            Scenario::PausePastLease => {
+                "A request on instance A pauses between its read and its write (failpoint handshake), then A is SIGSTOPped for 3x the lease (ZooKeeper: 3x the session timeout), then continued."
+            }
+            Scenario::FenceOnly => {
+                "As scenario 1, against fence-only: a ticket from a database sequence, a claim, a guarded write, and no lock at all."
+            }
+            Scenario::HolderKilled => {
+                "A request on instance A pauses between its read and its write, then A is killed with SIGKILL; B's buyers wait for the lock to come back."
+            }
+            Scenario::RedisRestart => {
+                "A request on instance A pauses between its read and its write, then the Redis node of redis-lock is restarted without persistence (the lock and its token counter are gone); A is let go after 3x the lease."
+            }
+            Scenario::RedlockMinorityPaused => {
+                "Two of the five RedLock nodes are SIGSTOPped for 3x the lease, then continued."
+            }
+            Scenario::RedlockMajorityPaused => {
+                "Three of the five RedLock nodes are SIGSTOPped for 3x the lease, then continued."
+            }
+            Scenario::ZkLeaderKilled => {
+                "The leader of the three-node ensemble is killed with SIGKILL, and restarted after 3x the lease."
+            }
+            Scenario::LockPartition => {
+                "A request on instance A pauses between its read and its write, then every connection of A to Redis and ZooKeeper is blackholed (its database path stays up); the request is let go after 3x the lease (ZooKeeper: the session timeout), then the partition heals."
+            }
+            Scenario::AmbiguousCommit => {
+                "A request on instance A pauses just before COMMIT; it is let go and MariaDB is killed at once (the COMMIT may or may not land), restarted, and every request whose outcome was unknown is retried with the same request_id."
+            }
+        }
+    }
+
+    pub(super) fn needs_ensemble(self) -> bool {
+        self == Scenario::ZkLeaderKilled
+    }
+}
+
+/// A cell's verdict, from the ledger and the clients' timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellVerdict {
+    /// No loss, no refusal, sales went on.
+    Safe,
+    /// No loss; some requests were refused (`503 lock_lost`).
+    Refused,
+    /// No loss; no sale at all while the fault lasted.
+    Unavailable,
+    /// Lost updates, units sold beyond stock, double deductions or acknowledged sales
+    /// missing from the ledger.
+    Lost,
+}
+
+impl CellVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellVerdict::Safe => "safe",
+            CellVerdict::Refused => "refused",
+            CellVerdict::Unavailable => "unavailable",
+            CellVerdict::Lost => "lost updates",
+        }
+    }
+}
+
+/// What a cell is expected to show.
+pub(super) const NO_LOSS: &[CellVerdict] = &[
+    CellVerdict::Safe,
+    CellVerdict::Refused,
+    CellVerdict::Unavailable,
+];
+
+/// One cell of the matrix: a scenario, a strategy, fencing on or off (`None`: the
+/// strategy has no fencing switch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellSpec {
+    pub scenario: Scenario,
+    pub strategy: &'static str,
+    pub fencing: Option<bool>,
+    pub expect: &'static [CellVerdict],
+    /// Only with `--all`.
+    pub extra: bool,
+}
+
+pub(super) const LOCKS: [&str; 4] = ["mysql-lock", "redis-lock", "redlock", "zookeeper"];
+
+/// The whole matrix, default cells first; `extra` ones run only with `--all`.
+pub fn matrix() -> Vec<CellSpec> {
+    use CellVerdict::*;
+    let cell = |scenario, strategy, fencing, expect| CellSpec {
+        scenario,
+        strategy,
+        fencing,
+        expect,
+        extra: false,
+    };
+    let extra = |scenario, strategy, fencing, expect| CellSpec {
+        scenario,
+        strategy,
+        fencing,
+        expect,
+        extra: true,
+    };
+    let mut cells = Vec::new();
+    // 1. Frozen past the lease: unfenced locks lose updates, fenced ones refuse.
+    for lock in LOCKS {
+        cells.push(cell(
+            Scenario::PausePastLease,
+            lock,
+            Some(false),
+            &[Lost][..],
+        ));
+        cells.push(cell(
+            Scenario::PausePastLease,
+            lock,
+            Some(true),
+            &[Refused][..],
+        ));
+    }
+    // The row lock is held by the frozen request: everyone else waits.
+    cells.push(cell(
+        Scenario::PausePastLease,
+        "atomic-sql",
+        None,
+        &[Unavailable][..],
+    ));
+    cells.push(cell(
+        Scenario::PausePastLease,
+        "pessimistic",
+        None,
+        &[Unavailable][..],
+    ));
+    // Holds nothing: the frozen request's compare-and-set fails when it wakes.
+    cells.push(cell(
+        Scenario::PausePastLease,
+        "optimistic",
+        None,
+        &[Safe][..],
+    ));
+    cells.push(extra(Scenario::PausePastLease, "unsafe", None, &[Lost][..]));
+    cells.push(extra(
+        Scenario::PausePastLease,
+        "local-mutex",
+        None,
+        &[Lost][..],
+    ));
+    // 2. The fence alone.
+    cells.push(cell(
+        Scenario::FenceOnly,
+        "fence-only",
+        None,
+        &[Refused][..],
+    ));
+    // 3. Killed holders never write: nothing lost anywhere; measure the wait.
+    for lock in LOCKS {
+        cells.push(cell(Scenario::HolderKilled, lock, Some(true), NO_LOSS));
+    }
+    for strategy in ["atomic-sql", "pessimistic", "optimistic"] {
+        cells.push(cell(Scenario::HolderKilled, strategy, None, NO_LOSS));
+    }
+    for lock in LOCKS {
+        cells.push(extra(Scenario::HolderKilled, lock, Some(false), NO_LOSS));
+    }
+    // 4. Redis forgets the lock and the token counter.
+    cells.push(cell(
+        Scenario::RedisRestart,
+        "redis-lock",
+        Some(false),
+        &[Lost][..],
+    ));
+    cells.push(cell(
+        Scenario::RedisRestart,
+        "redis-lock",
+        Some(true),
+        &[Refused][..],
+    ));
+    // 5. RedLock's quorum.
+    cells.push(cell(
+        Scenario::RedlockMinorityPaused,
+        "redlock",
+        Some(true),
+        &[Safe, Refused][..],
+    ));
+    cells.push(cell(
+        Scenario::RedlockMajorityPaused,
+        "redlock",
+        Some(true),
+        &[Unavailable][..],
+    ));
+    // 6. Consensus survives its leader.
+    cells.push(cell(
+        Scenario::ZkLeaderKilled,
+        "zookeeper",
+        Some(true),
+        NO_LOSS,
+    ));
+    // 7. Partitioned from the lock service, not from the database.
+    for lock in ["redis-lock", "redlock", "zookeeper"] {
+        cells.push(cell(
+            Scenario::LockPartition,
+            lock,
+            Some(false),
+            &[Lost][..],
+        ));
+        cells.push(cell(
+            Scenario::LockPartition,
+            lock,
+            Some(true),
+            &[Refused][..],
+        ));
+    }
+    // 8. The orders row makes a retry after an unknown outcome a no-op.
+    for strategy in ["atomic-sql", "pessimistic", "redis-lock"] {
+        cells.push(cell(
+            Scenario::AmbiguousCommit,
+            strategy,
+            (strategy == "redis-lock").then_some(true),
+            &[Safe, Unavailable][..],
+        ));
+    }
+    for strategy in ["optimistic", "mysql-lock", "zookeeper", "fence-only"] {
+        cells.push(extra(
+            Scenario::AmbiguousCommit,
+            strategy,
+            LOCKS.contains(&strategy).then_some(true),
+            &[Safe, Unavailable, Refused][..],
+        ));
+    }
+    cells
+}
