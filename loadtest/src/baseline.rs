@@ -3,7 +3,7 @@
 //! and `atomic-sql` is what the service itself costs (HTTP, JSON, idempotency check,
 //! orders row).
 
-use crate::engine::{Answer, Fired};
+use crate::engine::{Answer, Fired, Outcome};
 use futures::StreamExt;
 use sqlx::MySqlPool;
 use std::time::Instant;
@@ -47,12 +47,12 @@ pub async fn fire(
             let request_id = format!("{id_prefix}-{i}");
             let sent = Instant::now();
             let (outcome, attempts) = match deduct(db, product_id, &request_id).await {
-                Ok(true) => ("200", 1),
-                Ok(false) => ("409", 0),
-                Err(_) => ("5xx", 0),
+                Ok(true) => (Outcome::Sold, 1),
+                Ok(false) => (Outcome::SoldOut, 0),
+                Err(_) => (Outcome::ServerError, 0),
             };
             Answer {
-                outcome: outcome.to_string(),
+                outcome,
                 request_id,
                 attempts,
                 micros: sent.elapsed().as_micros() as u64,

@@ -12,13 +12,47 @@ use std::fmt::Write;
 /// Relative difference below which two measurements count as equal.
 pub const NOISE: f64 = 0.10;
 
+/// What a run says about a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimVerdict {
+    Confirmed,
+    Refuted,
+    /// Within the noise margin, or not every comparison agrees.
+    Inconclusive,
+}
+
+impl ClaimVerdict {
+    /// `confirmed` if `holds`, else `refuted`.
+    fn from(holds: bool) -> ClaimVerdict {
+        if holds {
+            ClaimVerdict::Confirmed
+        } else {
+            ClaimVerdict::Refuted
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimVerdict::Confirmed => "confirmed",
+            ClaimVerdict::Refuted => "refuted",
+            ClaimVerdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+impl std::fmt::Display for ClaimVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Claim {
     pub claim: String,
     /// Where the claim comes from.
     pub source: String,
-    /// `confirmed`, `refuted` or `inconclusive`.
-    pub verdict: String,
+    pub verdict: ClaimVerdict,
     /// The numbers behind the verdict.
     pub evidence: String,
 }
@@ -35,21 +69,21 @@ fn larger(a: f64, b: f64) -> Option<bool> {
     }
 }
 
-fn all(verdicts: &[Option<bool>]) -> &'static str {
+fn all(verdicts: &[Option<bool>]) -> ClaimVerdict {
     if verdicts.contains(&Some(false)) {
-        "refuted"
+        ClaimVerdict::Refuted
     } else if verdicts.iter().all(|v| *v == Some(true)) {
-        "confirmed"
+        ClaimVerdict::Confirmed
     } else {
-        "inconclusive"
+        ClaimVerdict::Inconclusive
     }
 }
 
-fn claim(claim: &str, source: &str, verdict: &str, evidence: String) -> Claim {
+fn claim(claim: &str, source: &str, verdict: ClaimVerdict, evidence: String) -> Claim {
     Claim {
         claim: claim.into(),
         source: source.into(),
-        verdict: verdict.into(),
+        verdict,
         evidence,
     }
 }
@@ -111,11 +145,7 @@ pub fn check(rows: &[Row], contention: Option<((usize, f64), (usize, f64))>) -> 
         claims.push(claim(
             "An in-process lock oversells with two instances",
             "seed 000 (local lock)",
-            if row.verdict.is_clean() {
-                "refuted"
-            } else {
-                "confirmed"
-            },
+            ClaimVerdict::from(!row.verdict.is_clean()),
             format!(
                 "local-mutex on 2 instances: {} lost updates, {} sold beyond stock",
                 row.verdict.lost_updates, row.verdict.beyond_stock
@@ -126,11 +156,7 @@ pub fn check(rows: &[Row], contention: Option<((usize, f64), (usize, f64))>) -> 
         claims.push(claim(
             "Without a lock, stock is oversold",
             "seed 004 (the lost-update story)",
-            if row.verdict.is_clean() {
-                "refuted"
-            } else {
-                "confirmed"
-            },
+            ClaimVerdict::from(!row.verdict.is_clean()),
             format!(
                 "unsafe: {} sold of {}, {} lost updates",
                 row.verdict.sold, row.verdict.initial, row.verdict.lost_updates
@@ -153,7 +179,7 @@ pub fn part(claims: &[Claim]) -> Part {
                 escape(&c.claim),
                 escape(&c.source),
                 escape(&c.evidence),
-                v = escape(&c.verdict)
+                v = c.verdict
             );
         }
         let _ = write!(

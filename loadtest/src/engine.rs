@@ -63,22 +63,20 @@ impl Fired {
             elapsed,
         };
         for answer in answers {
-            *fired.outcomes.entry(answer.outcome.clone()).or_default() += 1;
+            *fired.outcomes.entry(answer.outcome.key()).or_default() += 1;
             let _ = fired.latency_us.record(answer.micros.max(1));
-            match answer.outcome.as_str() {
-                "200" => {
-                    fired.acknowledged.push(answer.request_id);
-                    fired.attempts += answer.attempts;
-                }
-                outcome if is_unknown(outcome) => fired.unknown.push(answer.request_id),
-                _ => {}
+            if answer.outcome == Outcome::Sold {
+                fired.acknowledged.push(answer.request_id);
+                fired.attempts += answer.attempts;
+            } else if answer.outcome.is_unknown() {
+                fired.unknown.push(answer.request_id);
             }
         }
         fired
     }
 
-    pub fn count(&self, outcome: &str) -> u64 {
-        self.outcomes.get(outcome).copied().unwrap_or(0)
+    pub fn count(&self, outcome: &Outcome) -> u64 {
+        self.outcomes.get(&outcome.key()).copied().unwrap_or(0)
     }
 
     pub fn throughput(&self) -> f64 {
@@ -92,7 +90,7 @@ impl Fired {
     }
 
     pub fn attempts_per_success(&self) -> f64 {
-        let ok = self.count("200");
+        let ok = self.count(&Outcome::Sold);
         if ok == 0 {
             0.0
         } else {
@@ -101,10 +99,68 @@ impl Fired {
     }
 }
 
+/// How one deduction was answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// 200: sold (or the stored answer to an earlier request with the same id).
+    Sold,
+    /// 409: not enough stock.
+    SoldOut,
+    /// 503 with the service's error code: `busy`, `lock_lost`, `outcome_unknown`,
+    /// `backend_unavailable`.
+    Unavailable(String),
+    /// Another 4xx.
+    ClientError,
+    /// A 5xx other than 503.
+    ServerError,
+    /// Never sent (connection refused): certainly not applied.
+    Unreachable,
+    /// Sent, no answer: it may or may not have been applied.
+    Transport,
+}
+
+impl Outcome {
+    /// 503 `busy`: the lock or the retries ran out; nothing was done.
+    pub fn busy() -> Outcome {
+        Outcome::Unavailable("busy".into())
+    }
+
+    /// 503 `lock_lost`: the fence refused a holder that had lost its lock.
+    pub fn lock_lost() -> Outcome {
+        Outcome::Unavailable("lock_lost".into())
+    }
+
+    /// Its key in a report's `responses`: `200`, `409`, `503 <code>`, `4xx`, `5xx`,
+    /// `unreachable`, `transport`.
+    pub fn key(&self) -> String {
+        match self {
+            Outcome::Sold => "200".into(),
+            Outcome::SoldOut => "409".into(),
+            Outcome::Unavailable(code) => format!("503 {code}"),
+            Outcome::ClientError => "4xx".into(),
+            Outcome::ServerError => "5xx".into(),
+            Outcome::Unreachable => "unreachable".into(),
+            Outcome::Transport => "transport".into(),
+        }
+    }
+
+    /// Whether it leaves the client not knowing if the deduction was applied (sent, no
+    /// answer; or the service's own `outcome_unknown`): retry it with the same
+    /// request_id to find out.
+    pub fn is_unknown(&self) -> bool {
+        matches!(self, Outcome::Transport)
+            || matches!(self, Outcome::Unavailable(code) if code == "outcome_unknown")
+    }
+
+    /// Whether the request failed on its way (never reached the service, or no answer).
+    pub fn is_transport_failure(&self) -> bool {
+        matches!(self, Outcome::Transport | Outcome::Unreachable)
+    }
+}
+
 /// The classification of one answer.
 pub struct Answer {
-    /// `200`, `409`, `503 <code>`, `4xx`, `5xx` or `transport`.
-    pub outcome: String,
+    pub outcome: Outcome,
     pub request_id: String,
     /// Transactions the service ran (the 200 body's `attempts`).
     pub attempts: u64,
@@ -151,19 +207,10 @@ async fn send(client: &reqwest::Client, load: &Load, i: usize) -> Answer {
     }
 }
 
-/// Whether an outcome leaves the client not knowing if the deduction was applied
-/// (sent, no answer; or the service's own `outcome_unknown`): retry it with the same
-/// request_id to find out.
-pub fn is_unknown(outcome: &str) -> bool {
-    matches!(outcome, "transport" | "503 outcome_unknown")
-}
-
 /// One deduction's answer, classified.
 #[derive(Debug, Clone)]
 pub struct Reply {
-    /// `200`, `409`, `503 <code>`, `4xx`, `5xx`, `unreachable` (never sent) or
-    /// `transport` (sent, no answer).
-    pub outcome: String,
+    pub outcome: Outcome,
     /// The 200 body's `attempts` (0 otherwise).
     pub attempts: u64,
     /// A 200 that is the stored answer to an earlier request with the same id.
@@ -172,7 +219,7 @@ pub struct Reply {
 
 /// Sends one deduction and classifies the answer.
 pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> Reply {
-    let reply = |outcome: String, attempts, duplicate| Reply {
+    let reply = |outcome: Outcome, attempts, duplicate| Reply {
         outcome,
         attempts,
         duplicate,
@@ -183,24 +230,22 @@ pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> R
             let answer: Value = response.json().await.unwrap_or(Value::Null);
             match status {
                 200 => reply(
-                    "200".into(),
+                    Outcome::Sold,
                     answer["attempts"].as_u64().unwrap_or(1),
                     answer["duplicate"] == Value::Bool(true),
                 ),
-                409 => reply("409".into(), 0, false),
-                503 => reply(
-                    format!("503 {}", answer["error"].as_str().unwrap_or("?")),
-                    0,
-                    false,
-                ),
-                400..=499 => reply("4xx".into(), 0, false),
-                _ => reply("5xx".into(), 0, false),
+                409 => reply(Outcome::SoldOut, 0, false),
+                503 => {
+                    let code = answer["error"].as_str().unwrap_or("?").to_string();
+                    reply(Outcome::Unavailable(code), 0, false)
+                }
+                400..=499 => reply(Outcome::ClientError, 0, false),
+                _ => reply(Outcome::ServerError, 0, false),
             }
         }
         // Never sent (connection refused): certainly not applied.
-        Err(e) if e.is_connect() => reply("unreachable".into(), 0, false),
-        // Sent, no answer: it may or may not have been applied.
-        Err(_) => reply("transport".into(), 0, false),
+        Err(e) if e.is_connect() => reply(Outcome::Unreachable, 0, false),
+        Err(_) => reply(Outcome::Transport, 0, false),
     }
 }
 

@@ -17,18 +17,18 @@ pub(super) fn judge(
     timing: &Timing,
 ) -> Cell {
     let live: Vec<&Sample> = samples.iter().filter(|s| !s.retried).collect();
-    let count = |f: &dyn Fn(&str) -> bool| live.iter().filter(|s| f(&s.outcome)).count() as u64;
-    let succeeded = count(&|o| o == "200");
-    let sold_out = count(&|o| o == "409");
-    let refused = count(&|o| o == "503 lock_lost");
-    let busy = count(&|o| o == "503 busy");
+    let count = |outcome: Outcome| live.iter().filter(|s| s.outcome == outcome).count() as u64;
+    let succeeded = count(Outcome::Sold);
+    let sold_out = count(Outcome::SoldOut);
+    let refused = count(Outcome::lock_lost());
+    let busy = count(Outcome::busy());
     let requests = live.len() as u64;
     let failed = requests - succeeded - sold_out - refused - busy;
     // The timeline of sales, as the buyers saw them (retries after the run excluded).
     let sales: Vec<&Sample> = live
         .iter()
         .copied()
-        .filter(|s| s.outcome == "200")
+        .filter(|s| s.outcome == Outcome::Sold)
         .collect();
     let end = live.last().map_or(Duration::ZERO, |s| s.at);
     let longest_gap = sales

@@ -131,7 +131,7 @@ impl Lab {
         let (retried, duplicates) = self.retry_unknown(spec, product, &mut samples).await;
         let acknowledged: Vec<String> = samples
             .iter()
-            .filter(|s| s.outcome == "200")
+            .filter(|s| s.outcome == Outcome::Sold)
             .map(|s| s.request_id.clone())
             .collect();
         let verdict = verify::verify(&self.db, &[product], &acknowledged, 0).await?;
@@ -321,16 +321,16 @@ impl Lab {
     ) -> (u64, u64) {
         let (mut retried, mut duplicates) = (0, 0);
         let url = format!("{}/deduct/{}", self.instances[1].base, spec.strategy);
-        for sample in samples.iter_mut().filter(|s| is_unknown(&s.outcome)) {
+        for sample in samples.iter_mut().filter(|s| s.outcome.is_unknown()) {
             retried += 1;
             sample.retried = true;
             let body = deduct_body(&sample.request_id, product, spec.fencing);
             for _ in 0..100 {
                 let reply = post_deduct(&self.client, &url, &body).await;
-                let again = matches!(
-                    reply.outcome.as_str(),
-                    "503 outcome_unknown" | "503 backend_unavailable" | "transport" | "unreachable"
-                );
+                // Still not known, or the service cannot tell yet: ask again.
+                let again = reply.outcome.is_unknown()
+                    || reply.outcome.is_transport_failure()
+                    || reply.outcome == Outcome::Unavailable("backend_unavailable".into());
                 if !again {
                     duplicates += u64::from(reply.duplicate);
                     sample.outcome = reply.outcome;

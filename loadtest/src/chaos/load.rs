@@ -25,7 +25,7 @@ pub(super) struct Sample {
     /// Answered only by the retry after the run (its outcome had been unknown): not
     /// on the timeline.
     pub(super) retried: bool,
-    pub(super) outcome: String,
+    pub(super) outcome: Outcome,
     pub(super) request_id: String,
 }
 
@@ -80,7 +80,7 @@ impl Load {
                         let sent = started.elapsed();
                         let outcome = post_deduct(&client, &url, &body).await.outcome;
                         let at = started.elapsed();
-                        let failed = outcome == "transport" || outcome == "unreachable";
+                        let failed = outcome.is_transport_failure();
                         samples.push(Sample {
                             sent,
                             at,

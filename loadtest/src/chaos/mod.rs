@@ -25,7 +25,7 @@
 //! the fault), `refused` (safe, and some requests were answered `lock_lost`) or `safe`.
 //! Each cell states the verdicts it is expected to give; the run fails on a surprise.
 
-use crate::engine::{is_unknown, post_deduct, restock};
+use crate::engine::{Outcome, post_deduct, restock};
 use crate::lab::Instance;
 use crate::verify;
 use anyhow::{Context, bail};
