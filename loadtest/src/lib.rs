@@ -2,21 +2,24 @@
 //! database whether anything oversold.
 //!
 //! # Layout
-//! - [`engine`]: firing a load (closed or open loop), classifying answers, latency in
-//!   an HdrHistogram.
+//! - [`engine`]: firing a load (closed or open loop), classifying answers
+//!   ([`engine::Outcome`]), latency in an HdrHistogram.
 //! - [`verify`]: the verdict from the database: lost updates, units sold beyond stock,
 //!   acknowledged sales missing from the ledger.
-//! - [`report`]: rows, the table, the JSON report (schema version 1).
-//! - [`html`]: the self-contained HTML report with inline SVG charts.
-//! - [`chaos`]: fault scenarios under load (`loadtest chaos`), judged by the ledger.
+//! - [`report`]: rows, the table, the JSON report (schema version 1). A leaf: what a
+//!   subcommand adds beyond rows comes as a [`report::Part`] it builds itself.
+//! - [`html`]: the self-contained HTML page, tables and SVG charts.
+//! - [`chaos`]: fault scenarios under load (`loadtest chaos`), judged by the ledger;
+//!   split by role: scenarios, lab, load, judge, and its part of the report.
 //! - [`sweep`]: every strategy across concurrency 1-256, one hot product vs 100
 //!   (`loadtest sweep`), drawn as lines.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
 //! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
 //! - [`baseline`]: the atomic-sql transaction over sqlx, no HTTP: the service's overhead.
 //! - [`Runner`]: one strategy's run, start to verdict.
-//! - the binary: `loadtest run` against running services, `loadtest demo` (what
-//!   `./scripts/demo` runs) which starts everything itself.
+//! - the binary: `main.rs` parses the command line; each subcommand lives in
+//!   `src/cli/` (`run` against running services; `demo`, what `./scripts/demo` runs;
+//!   `sweep`; `chaos`), which start everything themselves.
 
 pub mod baseline;
 pub mod chaos;
