@@ -4,57 +4,18 @@
 //! than [`NOISE`] (this machine is noisy: two runs of the same strategy differ by up to
 //! ~10%); within it, the verdict is "inconclusive", never a coin flip.
 
-use crate::html::escape;
-use crate::report::{Part, Row};
-use serde::Serialize;
-use std::fmt::Write;
+use crate::report::{Claim, ClaimVerdict, Row};
 
 /// Relative difference below which two measurements count as equal.
 pub const NOISE: f64 = 0.10;
 
-/// What a run says about a claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClaimVerdict {
-    Confirmed,
-    Refuted,
-    /// Within the noise margin, or not every comparison agrees.
-    Inconclusive,
-}
-
-impl ClaimVerdict {
-    /// `confirmed` if `holds`, else `refuted`.
-    fn from(holds: bool) -> ClaimVerdict {
-        if holds {
-            ClaimVerdict::Confirmed
-        } else {
-            ClaimVerdict::Refuted
-        }
+/// `confirmed` if the claim holds in the run, else `refuted`.
+fn holds(holds: bool) -> ClaimVerdict {
+    if holds {
+        ClaimVerdict::Confirmed
+    } else {
+        ClaimVerdict::Refuted
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimVerdict::Confirmed => "confirmed",
-            ClaimVerdict::Refuted => "refuted",
-            ClaimVerdict::Inconclusive => "inconclusive",
-        }
-    }
-}
-
-impl std::fmt::Display for ClaimVerdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Claim {
-    pub claim: String,
-    /// Where the claim comes from.
-    pub source: String,
-    pub verdict: ClaimVerdict,
-    /// The numbers behind the verdict.
-    pub evidence: String,
 }
 
 /// `Some(true)` if `a` is larger than `b` by more than the noise margin, `Some(false)` if
@@ -145,7 +106,7 @@ pub fn check(rows: &[Row], contention: Option<((usize, f64), (usize, f64))>) -> 
         claims.push(claim(
             "An in-process lock oversells with two instances",
             "seed 000 (local lock)",
-            ClaimVerdict::from(!row.verdict.is_clean()),
+            holds(!row.verdict.is_clean()),
             format!(
                 "local-mutex on 2 instances: {} lost updates, {} sold beyond stock",
                 row.verdict.lost_updates, row.verdict.beyond_stock
@@ -156,7 +117,7 @@ pub fn check(rows: &[Row], contention: Option<((usize, f64), (usize, f64))>) -> 
         claims.push(claim(
             "Without a lock, stock is oversold",
             "seed 004 (the lost-update story)",
-            ClaimVerdict::from(!row.verdict.is_clean()),
+            holds(!row.verdict.is_clean()),
             format!(
                 "unsafe: {} sold of {}, {} lost updates",
                 row.verdict.sold, row.verdict.initial, row.verdict.lost_updates
@@ -164,37 +125,4 @@ pub fn check(rows: &[Row], contention: Option<((usize, f64), (usize, f64))>) -> 
         ));
     }
     claims
-}
-
-/// The claims' part of the report: the list under `claims` (schema version 1 has the
-/// key in every report: an empty list where no claim was checked), a table for the page.
-pub fn part(claims: &[Claim]) -> Part {
-    let mut html = String::new();
-    if !claims.is_empty() {
-        html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>verdict</th><th>evidence</th></tr>");
-        for c in claims {
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
-                escape(&c.claim),
-                escape(&c.source),
-                escape(&c.evidence),
-                v = c.verdict
-            );
-        }
-        let _ = write!(
-            html,
-            "</table><p>A comparison within ±{:.0}% is inconclusive: this machine is noisy.</p>",
-            NOISE * 100.0
-        );
-    }
-    Part {
-        key: "claims",
-        json: serde_json::to_value(claims).expect("plain data"),
-        html,
-        title: None,
-        sections: Vec::new(),
-        strategies: Vec::new(),
-        as_expected: true,
-    }
 }

@@ -255,6 +255,24 @@ pub fn render(report: &Report) -> String {
     for part in &report.parts {
         html.push_str(&part.html);
     }
+    if !report.claims.is_empty() {
+        html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>verdict</th><th>evidence</th></tr>");
+        for c in &report.claims {
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
+                escape(&c.claim),
+                escape(&c.source),
+                escape(&c.evidence),
+                v = c.verdict
+            );
+        }
+        let _ = write!(
+            html,
+            "</table><p>A comparison within ±{:.0}% is inconclusive: this machine is noisy.</p>",
+            crate::claims::NOISE * 100.0
+        );
+    }
     if !report.instances.is_empty() {
         html.push_str(
             "<h2>Service instances</h2><table><tr><th>instance</th><th>peak RSS (MiB)</th></tr>",

@@ -1,7 +1,7 @@
 //! Results: one [`Row`] per strategy and section, printed as a table and written as
 //! JSON (schema in the README, `"version": 1`). A leaf: it knows no subcommand. What
-//! one adds beyond rows (the demo's claims, the chaos grid, the sweep's shape) comes
-//! in as a [`Part`]: JSON under its key, HTML for the page, made by the subcommand.
+//! one adds beyond rows and claims (the chaos grid, the sweep's shape) comes in as a
+//! [`Part`]: JSON under its key, HTML for the page, made by the subcommand.
 
 use crate::verify::Verdict;
 use serde::{Serialize, Serializer};
@@ -90,11 +90,50 @@ pub struct Report {
     pub machine: Machine,
     pub parameters: serde_json::Value,
     pub results: Vec<Row>,
+    /// The seeds' claims checked against this run (the demo's; empty otherwise).
+    pub claims: Vec<Claim>,
     /// The service instances the run started, with their peak memory.
     pub instances: Vec<InstanceInfo>,
-    /// What the subcommand added, each under its key (`claims`, `faults`, `sweep`).
+    /// What the subcommand added, each under its key (`faults`, `sweep`).
     #[serde(flatten, serialize_with = "parts_json")]
     pub parts: Vec<Part>,
+}
+
+/// What a run says about a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimVerdict {
+    Confirmed,
+    Refuted,
+    /// Within the noise margin, or not every comparison agrees.
+    Inconclusive,
+}
+
+impl ClaimVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimVerdict::Confirmed => "confirmed",
+            ClaimVerdict::Refuted => "refuted",
+            ClaimVerdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+impl std::fmt::Display for ClaimVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One of the write-ups' claims, checked against a run (`claims::check`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Claim {
+    pub claim: String,
+    /// Where the claim comes from.
+    pub source: String,
+    pub verdict: ClaimVerdict,
+    /// The numbers behind the verdict.
+    pub evidence: String,
 }
 
 /// A part of the report one subcommand adds. The report stores `json` under `key`
@@ -146,6 +185,7 @@ impl Report {
             },
             parameters,
             results,
+            claims: Vec::new(),
             instances: Vec::new(),
             parts: Vec::new(),
         }

@@ -119,7 +119,6 @@ async fn fence_without_a_lock_is_safe_and_refuses() {
 
     // The chaos JSON report validates against the documented schema.
     let mut report = loadtest::report::Report::new(serde_json::json!({}), Vec::new());
-    report.parts.push(loadtest::claims::part(&[]));
     let faults = ChaosReport {
         timing: Timing::quick(),
         zk_nodes: 1,

@@ -93,8 +93,7 @@ async fn the_checker_finds_what_the_database_says() {
 
     // The JSON report validates against its documented schema (loadtest/report.schema.json).
     let mut report = loadtest::report::Report::new(json!({"requests": 60}), vec![clean, red]);
-    let claims = loadtest::claims::check(&report.results, Some(((4, 1.1), (64, 3.0))));
-    report.parts.push(loadtest::claims::part(&claims));
+    report.claims = loadtest::claims::check(&report.results, Some(((4, 1.1), (64, 3.0))));
     support::assert_matches_schema(&report, "report");
     // And the HTML renders every row and claim.
     let html = loadtest::html::render(&report);
@@ -161,7 +160,6 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         scale: sweep.scale,
         seconds: 1.0,
     };
-    report.parts.push(loadtest::claims::part(&[]));
     report.parts.push(info.part(&report.results));
     let html = loadtest::html::render(&report);
     assert!(html.contains("Scaling sweep"));

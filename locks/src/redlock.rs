@@ -127,10 +127,12 @@ impl RedLock {
         self
     }
 
-    /// How much of a lease the holder must not count on, for the servers' clocks
-    /// running at slightly different rates: 1% of the lease + 2 ms.
-    fn drift(lease: Duration) -> Duration {
-        lease / 100 + Duration::from_millis(2)
+    /// Where a lease begun at `started` (our clock) counts from, if still valid:
+    /// `lease − elapsed − drift > 0`, drift = 1% of the lease + 2 ms for the servers'
+    /// clocks running at slightly different rates; it counts from `started − drift`.
+    fn valid_since(started: Instant, lease: Duration) -> Option<Instant> {
+        let drift = lease / 100 + Duration::from_millis(2);
+        (lease > started.elapsed() + drift).then(|| started.checked_sub(drift).unwrap_or(started))
     }
 
     /// Nodes needed: N/2 + 1.
@@ -252,12 +254,12 @@ impl RedLock {
         let elapsed = started.elapsed();
         let answered = results.iter().flatten().count();
         let acquired = results.iter().flatten().filter(|r| r.is_some()).count();
-        let drift = RedLock::drift(lease);
-        if acquired >= quorum && lease > elapsed + drift {
+        if acquired >= quorum
+            && let Some(since) = RedLock::valid_since(started, lease)
+        {
             let mut values = self.values.lock().expect("redlock values poisoned");
             values.insert((key.to_string(), holder.to_string()), value);
-            // The lease counts from before the first SET, less the drift allowance.
-            return Ok(Some(started.checked_sub(drift).unwrap_or(started)));
+            return Ok(Some(since));
         }
         // Not ours: undo everywhere, the silent nodes too (their SET may land late).
         // Nothing to judge: wait only for a majority of answers, so the retry's SETs
@@ -353,9 +355,10 @@ impl LockBackend for RedLock {
             .await;
         let answered = results.iter().flatten().count();
         let extended = results.iter().flatten().filter(|r| **r == 1).count();
-        let drift = RedLock::drift(lease);
-        if extended >= quorum && lease > started.elapsed() + drift {
-            Ok(Some(started.checked_sub(drift).unwrap_or(started)))
+        if extended >= quorum
+            && let Some(since) = RedLock::valid_since(started, lease)
+        {
+            Ok(Some(since))
         } else if answered - extended > n - quorum {
             // A majority says it is not ours any more: the lock has ended.
             Ok(None)

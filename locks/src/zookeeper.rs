@@ -147,18 +147,16 @@ impl LockBackend for ZooKeeperLock {
             return Ok(Some(Acquired { token, since }));
         }
         let deadline = Instant::now() + wait;
-        let (client, parent) = (self.client(), format!("{}/{key}", self.root));
-        let marker = format!("_c_{}-", uuid::Uuid::new_v4());
-        let (c, p, m) = (client.clone(), parent.clone(), marker.clone());
         let mut pending = Pending {
-            client: c,
-            parent: p,
-            marker: m,
+            client: self.client(),
+            parent: format!("{}/{key}", self.root),
+            marker: format!("_c_{}-", uuid::Uuid::new_v4()),
             path: None,
             armed: true,
         };
+        let (client, parent, marker) = (&pending.client, &pending.parent, &pending.marker);
         // Step 1.
-        let (path, czxid) = match create_node(&client, &parent, &marker).await {
+        let (path, czxid) = match create_node(client, parent, marker).await {
             Ok(created) => created,
             Err(e) => {
                 self.renew_session_if_expired(&e).await;
@@ -169,14 +167,14 @@ impl LockBackend for ZooKeeperLock {
         let ours = path.rsplit('/').next().expect("a child path").to_string();
         loop {
             // Step 2.
-            let children = retry_on_connection_loss(|| client.list_children(&parent))
+            let children = retry_on_connection_loss(|| client.list_children(parent))
                 .await
                 .map_err(backend)?;
             // Belt and braces: a second node with our marker can only be an orphan of
             // this attempt (a create we believed lost); it would block the queue.
             let orphans = children
                 .iter()
-                .filter(|c| c.starts_with(&marker) && **c != ours);
+                .filter(|c| c.starts_with(marker.as_str()) && **c != ours);
             for orphan in orphans {
                 let _ = client.delete(&format!("{parent}/{orphan}"), None).await;
             }
@@ -209,6 +207,7 @@ impl LockBackend for ZooKeeperLock {
             let recheck = (Instant::now() + self.session_timeout / 4).min(deadline);
             let woken = tokio::time::timeout_at(recheck, watcher.changed()).await;
             if woken.is_err() && Instant::now() >= deadline {
+                let (client, parent, marker) = (client.clone(), parent.clone(), marker.clone());
                 pending.armed = false; // deleted now, not in the background:
                 cleanup(client, parent, marker, pending.path.take()).await;
                 return Ok(None);

@@ -75,7 +75,6 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         }),
         Vec::new(),
     );
-    report.parts.push(loadtest::claims::part(&[]));
     report.parts.push(faults.part());
     let html_path = write_reports(&report, args.json.as_deref(), "chaos")?;
     println!("report: {}", html_path.display());

@@ -175,12 +175,11 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     drop(stack);
 
     let mut report = Report::new(parameters(&args.load, 2, args.hold_ms), rows);
-    let claims = loadtest::claims::check(&report.results, contention);
-    report.parts.push(loadtest::claims::part(&claims));
+    report.claims = loadtest::claims::check(&report.results, contention);
     report.instances = instances;
     report.machine.servers = servers;
     println!();
-    for claim in &claims {
+    for claim in &report.claims {
         println!(
             "claim: {} -> {} ({})",
             claim.claim, claim.verdict, claim.evidence

@@ -61,11 +61,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ),
         &rows.iter().collect::<Vec<_>>(),
     );
-    let mut report = Report::new(
+    let report = Report::new(
         parameters(&args.load, args.urls.len(), args.hold_ms.unwrap_or(0)),
         rows,
     );
-    report.parts.push(loadtest::claims::part(&[]));
     if let Some(path) = &args.load.json {
         write_json(path, &report)?;
         println!("json: {}", path.display());

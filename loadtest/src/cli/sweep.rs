@@ -118,7 +118,6 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     );
     report.machine.servers = servers;
     report.instances = instances.iter().map(Instance::info).collect();
-    report.parts.push(loadtest::claims::part(&[]));
     report.parts.push(info.part(&report.results));
     let html_path = write_reports(&report, args.json.as_deref(), "sweep")?;
     println!("report: {}", html_path.display());
