@@ -58,6 +58,16 @@ pub struct Settings {
     #[arg(long, env = "OPTIMISTIC_MAX_ATTEMPTS", default_value_t = 10)]
     pub optimistic_max_attempts: u32,
 
+    /// `batched`: how long a product's batch task waits for more buyers before it
+    /// takes its queue, in microseconds. 0: it takes what is there at once (under load
+    /// a batch is then whatever arrived while the previous one ran).
+    #[arg(long, env = "BATCH_WINDOW_US", default_value_t = 0)]
+    pub batch_window_us: u64,
+
+    /// `batched`: the most requests one transaction carries.
+    #[arg(long, env = "BATCH_MAX", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch_max: u32,
+
     /// Hold every deduction this many milliseconds between its read and its write (a
     /// slow business step). Not a test hook: works without --enable-test-hooks; the
     /// demo uses it to make the controls fail visibly.
@@ -127,6 +137,8 @@ impl Settings {
             lock_wait_timeout_secs: 5,
             pessimistic_max_attempts: 5,
             optimistic_max_attempts: 10,
+            batch_window_us: 0,
+            batch_max: 256,
             hold_ms: 0,
             lock_lease_ms: 10_000,
             lock_wait_ms: 5_000,

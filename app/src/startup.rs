@@ -12,6 +12,7 @@ use anyhow::Context;
 use sqlx::MySqlPool;
 use sqlx::mysql::MySqlPoolOptions;
 use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What every handler shares. Built once, **outside** `HttpServer::new`'s factory:
@@ -22,7 +23,7 @@ pub struct AppState {
     pub settings: Settings,
     pub strategies: Strategies,
     pub in_flight: InFlight,
-    pub hooks: Hooks,
+    pub hooks: Arc<Hooks>,
 }
 
 /// A built service, bound to its port, not yet serving.
@@ -65,7 +66,7 @@ impl Application {
             strategies: strategies::all(&settings),
             pool,
             in_flight: InFlight::default(),
-            hooks: Hooks::new(settings.enable_test_hooks, settings.hold_ms),
+            hooks: Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms)),
             settings,
         });
         let shared = state.clone();

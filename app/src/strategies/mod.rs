@@ -35,12 +35,15 @@
 //! - [`optimistic`]: `optimistic`, compare-and-set on a version column, retried.
 //! - [`fence_only`]: `fence-only`, a ticket, a claim and a guarded write with no lock:
 //!   the fence alone (safe; overtaken requests are refused).
+//! - [`batched`]: `batched`, the buyers of one product queue briefly and share one
+//!   transaction (request coalescing).
 //! - [`locked`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`: the algorithm of
 //!   a distributed lock around `unsafe`'s read-check-write, with fenced writes.
 //! - [`distributed`]: the wiring of those four: which backend, which key, how it
 //!   connects, and how each one fails.
 
 pub mod atomic_sql;
+pub mod batched;
 pub mod distributed;
 pub mod fence_only;
 pub mod fencing;
@@ -83,8 +86,8 @@ pub struct Deduction<'a> {
     pub order: &'a Order,
     /// The test-hook knobs of this request (all default without `--enable-test-hooks`).
     pub knobs: &'a RequestHooks,
-    /// The failpoints and the server-wide hold.
-    pub hooks: &'a Hooks,
+    /// The failpoints and the server-wide hold (an `Arc`: a batch task keeps it).
+    pub hooks: &'a Arc<Hooks>,
     /// The strategy's name, stored with the order and its ledger rows.
     pub strategy: &'static str,
     /// What the request asks for, hashed ([`Order::fingerprint`]): a retry must match.
@@ -152,6 +155,9 @@ pub struct Deducted {
     /// This is the stored answer to an earlier request with the same request_id.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub duplicate: bool,
+    /// Sales committed in the same transaction as this one (`batched`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
 }
 
 /// Every strategy this build serves. Called once, outside the HTTP server's
@@ -169,6 +175,11 @@ pub fn all(settings: &Settings) -> Strategies {
         max_attempts: settings.optimistic_max_attempts,
     }));
     strategies.add(Arc::new(fence_only::FenceOnly));
+    strategies.add(Arc::new(batched::Batched::new(batched::BatchSettings {
+        window: std::time::Duration::from_micros(settings.batch_window_us),
+        max_batch: settings.batch_max as usize,
+        max_attempts: settings.pessimistic_max_attempts,
+    })));
     for locked in distributed::all(settings) {
         strategies.add(Arc::new(locked));
     }

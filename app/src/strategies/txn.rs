@@ -131,6 +131,7 @@ pub async fn record(
         attempts,
         fence_token,
         lock_lost_after_commit: false,
+        batch_size: None,
         duplicate: false,
     };
     let body = serde_json::to_string(&answer).map_err(anyhow::Error::new)?;

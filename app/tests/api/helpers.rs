@@ -102,6 +102,8 @@ macro_rules! each_strategy {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn fence_only() { super::$name("fence-only").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn batched() { super::$name("batched").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn mysql_lock() { super::$name("mysql-lock").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn redis_lock() { super::$name("redis-lock").await }

@@ -6,6 +6,7 @@ mod controls;
 mod curator;
 mod deadlock;
 mod faults;
+mod flash_sale;
 mod helpers;
 mod hooks;
 mod idempotency;

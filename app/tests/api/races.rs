@@ -13,7 +13,7 @@ const STOCK: i64 = 50;
 
 /// Fires `BUYERS` single-unit deductions of product 1 at once, spread round-robin
 /// over `apps`, then checks what the database says against what the clients heard.
-async fn race(strategy: &str, apps: &[&TestApp]) {
+pub async fn race(strategy: &str, apps: &[&TestApp]) -> Vec<(StatusCode, Value)> {
     let app = apps[0];
     app.stock(1, STOCK).await;
     let calls = (0..BUYERS).map(|i| {
@@ -96,15 +96,16 @@ async fn race(strategy: &str, apps: &[&TestApp]) {
             "{strategy}: {counts:?}"
         ),
     }
+    answers
 }
 
-async fn one_instance(strategy: &str) {
+pub async fn one_instance(strategy: &str) {
     let app = spawn_app().await;
     race(strategy, &[&app]).await;
     app.stop().await;
 }
 
-async fn two_instances(strategy: &str) {
+pub async fn two_instances(strategy: &str) {
     let database = fresh_database().await;
     let first = spawn_app_on(&database).await;
     let second = spawn_app_on(&database).await;
@@ -159,7 +160,7 @@ async fn local_mutex_one_instance() {
 /// 100 concurrent two-item orders over the same two products, half of them listing
 /// the products in the opposite order: no deadlock (rows are taken in product order),
 /// no 500, every order all-or-nothing, and the ledger agrees with the stock.
-async fn multi_item_orders_are_all_or_nothing(strategy: &str) {
+pub async fn multi_item_orders_are_all_or_nothing(strategy: &str) {
     let app = spawn_app().await;
     // 100 orders want 1 of product 10 and 2 of product 20: product 20 runs out
     // after 40 orders although product 10 could serve 60.

@@ -22,13 +22,16 @@ const COUNTED: usize = 100;
 /// `atomic-sql` and `pessimistic` is 4, not 3: BEGIN, the statement that refuses,
 /// ROLLBACK, and the one read a refusal makes to find a stored answer (a retry of a
 /// request that succeeded before the stock ran out gets that answer, not a 409).
-const LIMITS: [(&str, f64, f64); 10] = [
+const LIMITS: [(&str, f64, f64); 11] = [
     ("unsafe", 6.0, 2.0),
     ("local-mutex", 6.0, 2.0),
     ("atomic-sql", 5.0, 4.0),
     ("pessimistic", 6.0, 4.0),
     ("optimistic", 6.0, 2.0),
     ("fence-only", 8.0, 4.0),
+    // Per batch; a sequential request is a batch of one. Under load one batch carries
+    // many sales (the flash-sale report counts statements per sale).
+    ("batched", 6.0, 4.0),
     ("mysql-lock", 9.0, 5.0),
     ("redis-lock", 7.0, 3.0),
     ("redlock", 7.0, 3.0),

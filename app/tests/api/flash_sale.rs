@@ -1,0 +1,278 @@
+//! The flash-sale strategies: `batched` (request coalescing). Safety under a race on
+//! one and two instances, judged from the ledger; what a batch does with arrival
+//! order, with a member that already committed, and when its transaction fails.
+
+use crate::helpers::{TestApp, fresh_database, spawn_app, spawn_app_on};
+use crate::races::{self, race};
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The largest `batch_size` among the successful answers.
+fn largest_batch(answers: &[(StatusCode, Value)]) -> u64 {
+    answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::OK)
+        .map(|(_, body)| {
+            body["batch_size"]
+                .as_u64()
+                .expect("batched answers say their batch size")
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `batched`, 200 buyers for 50 units on one instance: exactly 50 sold, 150 refused,
+/// the ledger agrees, and the buyers really shared transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_one_instance() {
+    let app = spawn_app().await;
+    let answers = race("batched", &[&app]).await;
+    assert!(
+        largest_batch(&answers) > 1,
+        "some buyers shared a transaction"
+    );
+    app.stop().await;
+}
+
+/// `batched` over two instances: their batches queue on the same row lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_two_instances() {
+    let database = fresh_database().await;
+    let first = spawn_app_on(&database).await;
+    let second = spawn_app_on(&database).await;
+    let answers = race("batched", &[&first, &second]).await;
+    assert!(
+        largest_batch(&answers) > 1,
+        "some buyers shared a transaction"
+    );
+    first.stop().await;
+    second.stop().await;
+}
+
+/// Multi-item orders with `batched`: each is a batch of its own, all or nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_multi_item() {
+    races::multi_item_orders_are_all_or_nothing("batched").await;
+}
+
+/// Sends a `batched` deduction in the background.
+fn buy(
+    app: &TestApp,
+    request_id: &str,
+    quantity: i64,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let client = app.client.clone();
+    let url = app.url("/deduct/batched");
+    let body = json!({"product_id": 1, "quantity": quantity, "request_id": request_id});
+    tokio::spawn(async move {
+        let response = client.post(url).json(&body).send().await.unwrap();
+        (response.status(), response.json().await.unwrap())
+    })
+}
+
+/// Holds the product's batch task at `after_read` (its first batch: `first`), lets
+/// `then` join the queue in that order, and returns the running requests. The next
+/// batch will carry exactly `then`.
+async fn queue_behind_a_paused_batch(
+    app: &TestApp,
+    first: &str,
+    then: &[(&str, i64)],
+    pauses: u32,
+) -> (
+    tokio::task::JoinHandle<(StatusCode, Value)>,
+    Vec<tokio::task::JoinHandle<(StatusCode, Value)>>,
+) {
+    app.set_failpoint("after_read", json!({"mode": "pause", "count": pauses}))
+        .await;
+    let first = buy(app, first, 1);
+    app.wait_paused("after_read", 1).await;
+    let mut queued = Vec::new();
+    for (id, quantity) in then {
+        queued.push(buy(app, id, *quantity));
+        // Arrival order is the order of these sends.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    (first, queued)
+}
+
+/// Units go in arrival order within a batch: a request that no longer fits is
+/// refused, and a later, smaller one still gets the last unit, in the same
+/// transaction as the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_allocates_in_arrival_order() {
+    let app = spawn_app().await;
+    app.stock(1, 5).await;
+    let (first, queued) =
+        queue_behind_a_paused_batch(&app, "a", &[("b", 3), ("c", 3), ("d", 1)], 1).await;
+    app.release("after_read").await;
+    let (status, body) = first.await.unwrap();
+    assert_eq!(
+        (status, body["batch_size"].as_u64()),
+        (StatusCode::OK, Some(1))
+    );
+    let answers: Vec<(StatusCode, Value)> = join_all(queued)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let statuses: Vec<StatusCode> = answers.iter().map(|a| a.0).collect();
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::CONFLICT, StatusCode::OK],
+        "{answers:?}"
+    );
+    assert_eq!(answers[0].1["items"][0]["remaining"], 1);
+    assert_eq!(answers[0].1["batch_size"], 2);
+    assert_eq!(answers[1].1["error"], "insufficient_stock");
+    assert_eq!(answers[2].1["items"][0]["remaining"], 0);
+    assert_eq!(answers[2].1["batch_size"], 2);
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_sum, state.lost_updates()),
+        (0, 5, 0)
+    );
+    app.stop().await;
+}
+
+/// A batch member whose request id committed before (a client's retry) makes the
+/// batch's orders INSERT hit the primary key: the batch rolls back, that member gets
+/// its stored answer, and the others sell in the batch's second transaction. Nothing
+/// is deducted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_member_is_answered_from_orders_and_the_rest_sell() {
+    let app = spawn_app().await;
+    app.stock(1, 10).await;
+    let (status, earlier) = buy(&app, "x", 1).await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let (first, queued) =
+        queue_behind_a_paused_batch(&app, "a", &[("c", 1), ("x", 1), ("d", 1)], 1).await;
+    app.release("after_read").await;
+    assert_eq!(first.await.unwrap().0, StatusCode::OK);
+    let answers: Vec<(StatusCode, Value)> = join_all(queued)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert!(answers.iter().all(|a| a.0 == StatusCode::OK), "{answers:?}");
+    let (c, x, d) = (&answers[0].1, &answers[1].1, &answers[2].1);
+    assert_eq!(x["duplicate"], true);
+    assert_eq!(x["items"], earlier["items"], "the stored answer");
+    for sold in [c, d] {
+        assert_eq!(
+            (sold["attempts"].as_u64(), sold["batch_size"].as_u64()),
+            (Some(2), Some(2)),
+            "{sold}"
+        );
+    }
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_rows, state.lost_updates()),
+        (6, 4, 0)
+    );
+    app.stop().await;
+}
+
+/// Kills the database connection of the product's second batch while it is paused
+/// at `failpoint`, then lets it go on. Returns the answers of its three members.
+async fn kill_the_second_batch(app: &TestApp, failpoint: &str) -> Vec<(StatusCode, Value)> {
+    app.stock(1, 10).await;
+    app.set_failpoint(failpoint, json!({"mode": "pause", "count": 2}))
+        .await;
+    let first = buy(app, "a", 1);
+    app.wait_paused(failpoint, 1).await;
+    let mut queued = Vec::new();
+    for id in ["b", "c", "d"] {
+        queued.push(buy(app, id, 1));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.release(failpoint).await;
+    assert_eq!(first.await.unwrap().0, StatusCode::OK);
+    // The second batch (b, c, d) is now paused at the failpoint, inside its
+    // transaction: the only open transaction on this database.
+    for _ in 0..100 {
+        let state: Value = app.get("/hooks").await.json().await.unwrap();
+        if state["failpoints"][failpoint]["hits"] == 2
+            && state["failpoints"][failpoint]["paused"] == 1
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let connection: i64 = sqlx::query_scalar(
+        r#"
+        SELECT p.ID FROM information_schema.PROCESSLIST p
+        JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID
+        WHERE p.DB = DATABASE()
+        "#,
+    )
+    .fetch_one(&app.db)
+    .await
+    .expect("the paused batch's transaction");
+    sqlx::query(&format!("KILL CONNECTION {connection}"))
+        .execute(&app.db)
+        .await
+        .unwrap();
+    app.release(failpoint).await;
+    join_all(queued)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A batch whose transaction fails (its connection killed before it wrote) answers
+/// every member with the same error and changes nothing; the members may retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_answers_every_member_and_changes_nothing() {
+    let app = spawn_app().await;
+    let answers = kill_the_second_batch(&app, "after_read").await;
+    for (status, body) in &answers {
+        assert_eq!(
+            (*status, &body["error"]),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!("backend_unavailable")
+            ),
+            "{answers:?}"
+        );
+    }
+    let state = app.db_state(1).await;
+    assert_eq!((state.remaining, state.ledger_rows), (9, 1), "only a sold");
+    assert_eq!(app.row_counts().await, (1, 1));
+    for id in ["b", "c", "d"] {
+        assert_eq!(buy(&app, id, 1).await.unwrap().0, StatusCode::OK);
+    }
+    assert_eq!(app.db_state(1).await.remaining, 6);
+    app.stop().await;
+}
+
+/// A batch whose COMMIT gets no reply answers `outcome_unknown` to each member; a
+/// retry with the same request_id resolves it, and nothing is deducted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ambiguous_batch_commit_is_resolved_by_request_id() {
+    let app = spawn_app().await;
+    let answers = kill_the_second_batch(&app, "before_commit").await;
+    for (status, body) in answers {
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["error"], "outcome_unknown", "{body}");
+    }
+    for id in ["b", "c", "d"] {
+        let response = app
+            .deduct("batched", &json!({"product_id": 1, "request_id": id}))
+            .await;
+        assert_eq!(response.status(), StatusCode::OK, "the retry of {id}");
+    }
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_rows, state.lost_updates()),
+        (6, 4, 0)
+    );
+    let again = app
+        .deduct("batched", &json!({"product_id": 1, "request_id": "b"}))
+        .await;
+    let body: Value = again.json().await.unwrap();
+    assert_eq!(body["duplicate"], true);
+    app.stop().await;
+}
