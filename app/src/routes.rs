@@ -391,7 +391,8 @@ async fn get_stock(
     }
 }
 
-/// `PUT /stock/{product_id}` `{"quantity": N}` (admin): create, or restock into a new epoch.
+/// `PUT /stock/{product_id}` `{"quantity": N, "buckets": K}` (admin): create, or
+/// restock into a new epoch; `buckets` (optional) splits the units for `bucketed`.
 async fn put_stock(
     _admin: Admin,
     state: web::Data<AppState>,
@@ -403,21 +404,41 @@ async fn put_stock(
     let invalid =
         |detail: &str| ApiError::new(AppError::InvalidRequest(detail.to_string()), id.0.clone());
     let Value::Object(fields) = &*body else {
-        return Err(invalid("the body must be a JSON object: {\"quantity\": N}"));
+        return Err(invalid(
+            "the body must be a JSON object: {\"quantity\": N} or {\"quantity\": N, \"buckets\": K}",
+        ));
     };
-    if let Some(unknown) = fields.keys().find(|k| *k != "quantity") {
+    if let Some(unknown) = fields.keys().find(|k| *k != "quantity" && *k != "buckets") {
         return Err(invalid(&format!(
-            "unknown field `{unknown}`; allowed: quantity"
+            "unknown field `{unknown}`; allowed: quantity, buckets"
         )));
     }
     let quantity = match fields.get("quantity").and_then(Value::as_i64) {
         Some(q) if (0..=i64::from(i32::MAX)).contains(&q) => q as i32,
         _ => return Err(invalid("quantity must be an integer from 0 to 2147483647")),
     };
-    let view = stock::restock(&state.pool, product_id, quantity)
+    let buckets = match fields.get("buckets") {
+        None => 0,
+        Some(v) => match v.as_u64() {
+            Some(k) if k <= u64::from(stock::MAX_BUCKETS) => k as u16,
+            _ => {
+                return Err(invalid(&format!(
+                    "buckets must be an integer from 0 (not split) to {}",
+                    stock::MAX_BUCKETS
+                )));
+            }
+        },
+    };
+    let view = stock::restock(&state.pool, product_id, quantity, buckets)
         .await
         .map_err(|e| ApiError::new(e.into(), id.0.clone()))?;
-    tracing::info!(product_id, quantity, epoch = view.epoch, "restocked");
+    tracing::info!(
+        product_id,
+        quantity,
+        buckets,
+        epoch = view.epoch,
+        "restocked"
+    );
     Ok(HttpResponse::Ok().json(view))
 }
 

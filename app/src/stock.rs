@@ -1,14 +1,18 @@
-//! The admin's SQL: restock a product, and read it with what its ledger says was
-//! sold (`PUT` and `GET /stock/{product_id}`). The deductions' SQL lives in each
-//! strategy's file.
+//! The admin's SQL: restock a product (optionally split into buckets), and read it
+//! with what its ledger says was sold (`PUT` and `GET /stock/{product_id}`). The
+//! deductions' SQL lives in each strategy's file.
 
 use serde::Serialize;
 use sqlx::MySqlPool;
 
-/// A product's stock row, plus what its ledger says was sold this epoch.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+/// The most buckets a product may be split into.
+pub const MAX_BUCKETS: u16 = 1024;
+
+/// A product's stock, plus what its ledger says was sold this epoch.
+#[derive(Debug, Clone, Serialize)]
 pub struct StockView {
     pub product_id: i64,
+    /// Units left to sell: the `stock` row plus the product's buckets.
     pub quantity: i32,
     pub version: i64,
     pub epoch: i32,
@@ -16,12 +20,26 @@ pub struct StockView {
     /// Ledger sum for the current epoch. Equals `initial_quantity - quantity` unless
     /// updates were lost (the unsafe strategies).
     pub sold: i64,
+    /// Units left in each bucket, when the product is split (`bucketed`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<i32>,
 }
 
 /// Creates the product or restocks it: sets quantity and initial_quantity, starts a
 /// new epoch (so the ledger of the previous one stays apart) and bumps the version
 /// (so an optimistic writer that read the old row fails its compare-and-set).
-pub async fn restock(pool: &MySqlPool, product_id: i64, quantity: i32) -> sqlx::Result<StockView> {
+///
+/// With `buckets` = K > 0 the units go into K rows of `stock_bucket` (sizes differ by
+/// at most one) and the `stock` row keeps 0: only `bucketed` sells them. Without, the
+/// product's buckets are removed. One transaction.
+pub async fn restock(
+    pool: &MySqlPool,
+    product_id: i64,
+    quantity: i32,
+    buckets: u16,
+) -> sqlx::Result<StockView> {
+    let mut tx = pool.begin().await?;
+    let in_row = if buckets == 0 { quantity } else { 0 };
     sqlx::query(
         r#"
         INSERT INTO stock (product_id, quantity, version, epoch, initial_quantity)
@@ -34,28 +52,61 @@ pub async fn restock(pool: &MySqlPool, product_id: i64, quantity: i32) -> sqlx::
         "#,
     )
     .bind(product_id)
+    .bind(in_row)
     .bind(quantity)
-    .bind(quantity)
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    sqlx::query("DELETE FROM stock_bucket WHERE product_id = ?")
+        .bind(product_id)
+        .execute(&mut *tx)
+        .await?;
+    if buckets > 0 {
+        let k = i32::from(buckets);
+        let mut split =
+            sqlx::QueryBuilder::new("INSERT INTO stock_bucket (product_id, bucket, quantity) ");
+        split.push_values(0..k, |mut row, b| {
+            let share = quantity / k + i32::from(b < quantity % k);
+            row.push_bind(product_id).push_bind(b).push_bind(share);
+        });
+        split.build().execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
     Ok(find(pool, product_id)
         .await?
         .expect("the row was just written"))
 }
 
-/// The product's row and this epoch's ledger sum, or `None` if it was never stocked.
+/// The product's stock and this epoch's ledger sum, or `None` if it was never stocked.
 pub async fn find(pool: &MySqlPool, product_id: i64) -> sqlx::Result<Option<StockView>> {
-    sqlx::query_as(
+    let row: Option<(i32, i64, i32, i32, i64)> = sqlx::query_as(
         r#"
-        SELECT s.product_id, s.quantity, s.version, s.epoch, s.initial_quantity,
+        SELECT s.quantity, s.version, s.epoch, s.initial_quantity,
                CAST(COALESCE((SELECT SUM(l.quantity) FROM ledger l
                               WHERE l.product_id = s.product_id AND l.epoch = s.epoch), 0)
-                    AS SIGNED) AS sold
+                    AS SIGNED)
         FROM stock s
         WHERE s.product_id = ?
         "#,
     )
     .bind(product_id)
     .fetch_optional(pool)
-    .await
+    .await?;
+    let Some((in_row, version, epoch, initial_quantity, sold)) = row else {
+        return Ok(None);
+    };
+    let buckets: Vec<i32> = sqlx::query_scalar(
+        "SELECT quantity FROM stock_bucket WHERE product_id = ? ORDER BY bucket",
+    )
+    .bind(product_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(Some(StockView {
+        product_id,
+        quantity: in_row + buckets.iter().sum::<i32>(),
+        version,
+        epoch,
+        initial_quantity,
+        sold,
+        buckets,
+    }))
 }

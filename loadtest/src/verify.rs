@@ -41,9 +41,12 @@ pub async fn verify(
         ..Verdict::default()
     };
     for &product in products {
-        let (initial, remaining, sold): (i32, i32, i64) = sqlx::query_as(
+        // What is left counts a split product's buckets (`bucketed`).
+        let (initial, remaining, sold): (i32, i64, i64) = sqlx::query_as(
             r#"
-            SELECT s.initial_quantity, s.quantity,
+            SELECT s.initial_quantity,
+                   CAST(s.quantity + COALESCE((SELECT SUM(b.quantity) FROM stock_bucket b
+                                               WHERE b.product_id = s.product_id), 0) AS SIGNED),
                    CAST(COALESCE((SELECT SUM(l.quantity) FROM ledger l
                                   WHERE l.product_id = s.product_id AND l.epoch = s.epoch), 0) AS SIGNED)
             FROM stock s WHERE s.product_id = ?
@@ -52,7 +55,7 @@ pub async fn verify(
         .bind(product)
         .fetch_one(db)
         .await?;
-        let (initial, remaining) = (i64::from(initial), i64::from(remaining));
+        let initial = i64::from(initial);
         verdict.initial += initial;
         verdict.remaining += remaining;
         verdict.sold += sold;

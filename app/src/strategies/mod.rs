@@ -37,6 +37,7 @@
 //!   the fence alone (safe; overtaken requests are refused).
 //! - [`batched`]: `batched`, the buyers of one product queue briefly and share one
 //!   transaction (request coalescing).
+//! - [`bucketed`]: `bucketed`, the hot row split into K bucket rows at restock.
 //! - [`locked`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`: the algorithm of
 //!   a distributed lock around `unsafe`'s read-check-write, with fenced writes.
 //! - [`distributed`]: the wiring of those four: which backend, which key, how it
@@ -44,6 +45,7 @@
 
 pub mod atomic_sql;
 pub mod batched;
+pub mod bucketed;
 pub mod distributed;
 pub mod fence_only;
 pub mod fencing;
@@ -180,6 +182,9 @@ pub fn all(settings: &Settings) -> Strategies {
         max_batch: settings.batch_max as usize,
         max_attempts: settings.pessimistic_max_attempts,
     })));
+    strategies.add(Arc::new(bucketed::Bucketed::new(
+        settings.pessimistic_max_attempts,
+    )));
     for locked in distributed::all(settings) {
         strategies.add(Arc::new(locked));
     }

@@ -1,9 +1,11 @@
-//! The flash-sale strategies: `batched` (request coalescing). Safety under a race on
-//! one and two instances, judged from the ledger; what a batch does with arrival
-//! order, with a member that already committed, and when its transaction fails.
+//! The flash-sale strategies: `batched` (request coalescing) and `bucketed` (the hot
+//! row split). Safety under a race on one and two instances, judged from the ledger;
+//! what a batch does with arrival order, with a member that already committed, and
+//! when its transaction fails; how buckets serve multi-unit requests and sell out
+//! exactly.
 
 use crate::helpers::{TestApp, fresh_database, spawn_app, spawn_app_on};
-use crate::races::{self, race};
+use crate::races::{self, race, race_split};
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -91,8 +93,9 @@ async fn queue_behind_a_paused_batch(
     let mut queued = Vec::new();
     for (id, quantity) in then {
         queued.push(buy(app, id, *quantity));
-        // Arrival order is the order of these sends.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Arrival order is the order of these sends (a generous gap: the suite runs
+        // many tests at once on two cores).
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     (first, queued)
 }
@@ -186,7 +189,8 @@ async fn kill_the_second_batch(app: &TestApp, failpoint: &str) -> Vec<(StatusCod
     for id in ["b", "c", "d"] {
         queued.push(buy(app, id, 1));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Time for all three to join the queue behind the paused batch.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     app.release(failpoint).await;
     assert_eq!(first.await.unwrap().0, StatusCode::OK);
     // The second batch (b, c, d) is now paused at the failpoint, inside its
@@ -274,5 +278,173 @@ async fn an_ambiguous_batch_commit_is_resolved_by_request_id() {
         .await;
     let body: Value = again.json().await.unwrap();
     assert_eq!(body["duplicate"], true);
+    app.stop().await;
+}
+
+/// `bucketed`, 200 buyers for 50 units split over 8 buckets, one instance: exactly
+/// 50 sold (buckets drain unevenly; step 2 finds the last units), 150 refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucketed_one_instance() {
+    let app = spawn_app().await;
+    race_split("bucketed", &[&app], 8).await;
+    let view: Value = app.get("/stock/1").await.json().await.unwrap();
+    assert_eq!(view["quantity"], 0);
+    assert_eq!(view["buckets"], json!([0, 0, 0, 0, 0, 0, 0, 0]));
+    app.stop().await;
+}
+
+/// `bucketed` over two instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucketed_two_instances() {
+    let database = fresh_database().await;
+    let first = spawn_app_on(&database).await;
+    let second = spawn_app_on(&database).await;
+    race_split("bucketed", &[&first, &second], 8).await;
+    first.stop().await;
+    second.stop().await;
+}
+
+/// Multi-item orders with `bucketed` (each product gathered, in product order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucketed_multi_item() {
+    races::multi_item_orders_are_all_or_nothing("bucketed").await;
+}
+
+/// A restock splits the units evenly; a request bigger than any one bucket is
+/// gathered from several; the last units sell however they are spread; a request
+/// is refused only when all the buckets together hold too few.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buckets_serve_multi_unit_requests_and_sell_out_exactly() {
+    let app = spawn_app().await;
+    app.stock_split(1, 10, 4).await;
+    let view: Value = app.get("/stock/1").await.json().await.unwrap();
+    assert_eq!(
+        (view["quantity"].clone(), view["buckets"].clone()),
+        (json!(10), json!([3, 3, 2, 2]))
+    );
+
+    let sell = |id: &'static str, quantity: i64| {
+        let app = &app;
+        async move {
+            let body = json!({"product_id": 1, "quantity": quantity, "request_id": id});
+            let response = app.deduct("bucketed", &body).await;
+            (response.status(), response.json::<Value>().await.unwrap())
+        }
+    };
+    // 7 > 3, the fullest bucket: gathered from three buckets.
+    assert_eq!(sell("seven", 7).await.0, StatusCode::OK);
+    let view: Value = app.get("/stock/1").await.json().await.unwrap();
+    assert_eq!(view["quantity"], 3);
+    // 4 > 3 left in all: refused, and the refusal says what is left.
+    let (status, body) = sell("four", 4).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("insufficient_stock"))
+    );
+    assert!(
+        body["detail"].as_str().unwrap().contains("3 available"),
+        "{body}"
+    );
+    // The last three, one by one, wherever they are.
+    for id in ["a", "b", "c"] {
+        assert_eq!(sell(id, 1).await.0, StatusCode::OK, "{id}");
+    }
+    assert_eq!(sell("d", 1).await.0, StatusCode::CONFLICT);
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_sum, state.lost_updates()),
+        (0, 10, 0)
+    );
+    app.stop().await;
+}
+
+/// 120 buyers of 1 to 3 units at once over 6 buckets of 100 units in all: no unit
+/// lost or sold twice, and nobody refused while enough units remained (the final
+/// stock is below the smallest refused request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucketed_multi_unit_race_refuses_only_when_short() {
+    let app = spawn_app().await;
+    app.stock_split(1, 100, 6).await;
+    let calls = (0..120).map(|i| {
+        let app = &app;
+        let quantity = i % 3 + 1;
+        async move {
+            let body =
+                json!({"product_id": 1, "quantity": quantity, "request_id": format!("m-{i}")});
+            let response = app.deduct("bucketed", &body).await;
+            (response.status(), quantity)
+        }
+    });
+    let answers = join_all(calls).await;
+    let sold: i64 = answers
+        .iter()
+        .filter(|a| a.0 == StatusCode::OK)
+        .map(|a| a.1)
+        .sum();
+    let smallest_refused = answers
+        .iter()
+        .filter(|a| a.0 == StatusCode::CONFLICT)
+        .map(|a| a.1)
+        .min()
+        .unwrap_or(i64::MAX);
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.0 == StatusCode::OK || a.0 == StatusCode::CONFLICT),
+        "only 200 and 409"
+    );
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.ledger_sum, state.lost_updates()),
+        (sold, 0),
+        "{state:?}"
+    );
+    assert_eq!(state.remaining, 100 - sold);
+    assert!(
+        state.remaining < smallest_refused,
+        "{} left, yet a request for {smallest_refused} was refused",
+        state.remaining
+    );
+    app.stop().await;
+}
+
+/// A restock without `buckets` removes the split; an out-of-range `buckets` is a
+/// 400 that changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restock_splits_and_unsplits() {
+    let app = spawn_app().await;
+    app.stock_split(1, 5, 2).await;
+    app.stock(1, 7).await;
+    let view: Value = app.get("/stock/1").await.json().await.unwrap();
+    assert_eq!(view["quantity"], 7);
+    assert!(view.get("buckets").is_none(), "{view}");
+    for bad in [json!(-1), json!(1025), json!("4"), json!(1.5)] {
+        let response = app
+            .client
+            .put(app.url("/stock/1"))
+            .bearer_auth(crate::helpers::ADMIN_TOKEN)
+            .json(&json!({"quantity": 9, "buckets": bad}))
+            .send()
+            .await
+            .unwrap();
+        let body =
+            crate::helpers::assert_error(response, StatusCode::BAD_REQUEST, "invalid_request")
+                .await;
+        assert!(
+            body["detail"].as_str().unwrap().contains("buckets"),
+            "{body}"
+        );
+    }
+    let view: Value = app.get("/stock/1").await.json().await.unwrap();
+    assert_eq!(
+        (view["quantity"].clone(), view["epoch"].clone()),
+        (json!(7), json!(2))
+    );
+    // Split, the other strategies do not see the units: they refuse, nothing sold twice.
+    app.stock_split(1, 4, 2).await;
+    let response = app.deduct("atomic-sql", &json!({"product_id": 1})).await;
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+    let response = app.deduct("bucketed", &json!({"product_id": 1})).await;
+    assert_eq!(response.status(), StatusCode::OK);
     app.stop().await;
 }

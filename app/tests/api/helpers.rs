@@ -104,6 +104,8 @@ macro_rules! each_strategy {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn batched() { super::$name("batched").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn bucketed() { super::$name("bucketed").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn mysql_lock() { super::$name("mysql-lock").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn redis_lock() { super::$name("redis-lock").await }
@@ -159,6 +161,19 @@ impl TestApp {
             .send()
             .await
             .expect("request sent")
+    }
+
+    /// Restocks a product split into `buckets` rows (`bucketed`), asserting it worked.
+    pub async fn stock_split(&self, product_id: i64, quantity: i64, buckets: u16) {
+        let response = self
+            .client
+            .put(self.url(&format!("/stock/{product_id}")))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({ "quantity": quantity, "buckets": buckets }))
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(response.status(), StatusCode::OK, "restock {product_id}");
     }
 
     /// Creates or restocks a product, asserting it worked.
@@ -278,9 +293,11 @@ impl DbState {
 }
 
 pub async fn db_state(db: &MySqlPool, product_id: i64) -> DbState {
-    let (initial, remaining, ledger_sum, ledger_rows): (i32, i32, i64, i64) = sqlx::query_as(
+    let (initial, remaining, ledger_sum, ledger_rows): (i32, i64, i64, i64) = sqlx::query_as(
         r#"
-        SELECT s.initial_quantity, s.quantity,
+        SELECT s.initial_quantity,
+               CAST(s.quantity + COALESCE((SELECT SUM(b.quantity) FROM stock_bucket b
+                                           WHERE b.product_id = s.product_id), 0) AS SIGNED),
                CAST(COALESCE(SUM(l.quantity), 0) AS SIGNED), COUNT(l.request_id)
         FROM stock s
         LEFT JOIN ledger l ON l.product_id = s.product_id AND l.epoch = s.epoch
@@ -294,7 +311,7 @@ pub async fn db_state(db: &MySqlPool, product_id: i64) -> DbState {
     .expect("read the product");
     DbState {
         initial: initial.into(),
-        remaining: remaining.into(),
+        remaining,
         ledger_sum,
         ledger_rows,
     }

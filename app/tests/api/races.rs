@@ -14,8 +14,17 @@ const STOCK: i64 = 50;
 /// Fires `BUYERS` single-unit deductions of product 1 at once, spread round-robin
 /// over `apps`, then checks what the database says against what the clients heard.
 pub async fn race(strategy: &str, apps: &[&TestApp]) -> Vec<(StatusCode, Value)> {
+    race_split(strategy, apps, 0).await
+}
+
+/// [`race`] on a product split into `buckets` rows (0: not split).
+pub async fn race_split(
+    strategy: &str,
+    apps: &[&TestApp],
+    buckets: u16,
+) -> Vec<(StatusCode, Value)> {
     let app = apps[0];
-    app.stock(1, STOCK).await;
+    app.stock_split(1, STOCK, buckets).await;
     let calls = (0..BUYERS).map(|i| {
         let app = apps[i % apps.len()];
         async move {
