@@ -325,11 +325,12 @@ pub async fn restock(
     admin_token: &str,
     product_id: i64,
     stock: i64,
+    buckets: u16,
 ) -> anyhow::Result<()> {
     let response = client
         .put(format!("{base}/stock/{product_id}"))
         .bearer_auth(admin_token)
-        .json(&json!({ "quantity": stock }))
+        .json(&json!({ "quantity": stock, "buckets": buckets }))
         .send()
         .await?;
     if !response.status().is_success() {

@@ -37,6 +37,16 @@ use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
 use verify::Verdict;
 
+/// Buckets per product for `bucketed` unless told otherwise: enough for the
+/// database connections of two instances to work on different rows.
+pub const BUCKETS: u16 = 32;
+
+/// How many buckets `strategy`'s products are split into at restock: `buckets` for
+/// `bucketed`, none (0) for every other strategy, which sells only the product row.
+pub fn buckets_for(strategy: &str, buckets: u16) -> u16 {
+    if strategy == "bucketed" { buckets } else { 0 }
+}
+
 /// Runs strategies against running services, one at a time, each on fresh stock.
 pub struct Runner {
     pub client: reqwest::Client,
@@ -53,6 +63,8 @@ pub struct Plan {
     /// The products to restock and deduct.
     pub products: Vec<i64>,
     pub stock: i64,
+    /// Buckets each product is split into at restock (`bucketed`; 0: not split).
+    pub buckets: u16,
     pub requests: usize,
     pub concurrency: usize,
     pub rate: Option<f64>,
@@ -80,6 +92,7 @@ impl Runner {
                 &self.admin_token,
                 warm_product,
                 plan.warmup as i64,
+                plan.buckets,
             )
             .await?;
             let warm = Load {
@@ -103,6 +116,7 @@ impl Runner {
                 &self.admin_token,
                 product,
                 plan.stock,
+                plan.buckets,
             )
             .await?;
         }

@@ -16,7 +16,7 @@
 
 use crate::html::{escape, line_chart, strategy_color};
 use crate::report::{Expect, Part, Row};
-use crate::{Plan, Runner};
+use crate::{BUCKETS, Plan, Runner, buckets_for};
 use plotters::style::RGBColor;
 use serde::Serialize;
 use std::fmt::Write;
@@ -98,6 +98,7 @@ impl Sweep {
                         products: (0..products as i64).map(|i| first + i).collect(),
                         // Never sold out: every request can be a deduction.
                         stock: requests as i64,
+                        buckets: buckets_for(strategy, BUCKETS),
                         requests,
                         concurrency,
                         rate: None,

@@ -222,7 +222,7 @@ pub async fn baseline_row(
     load: &LoadArgs,
 ) -> anyhow::Result<Row> {
     let product = first_product(3, 0);
-    loadtest::engine::restock(client, base, ADMIN_TOKEN, product, load.stock).await?;
+    loadtest::engine::restock(client, base, ADMIN_TOKEN, product, load.stock, 0).await?;
     let db = MySqlPoolOptions::new()
         .max_connections(load.concurrency.clamp(1, 64) as u32)
         .connect(database_url)
