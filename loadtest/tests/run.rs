@@ -41,6 +41,7 @@ fn plan(strategy: &str, expect: Expect) -> Plan {
         strategy: strategy.into(),
         products: vec![1],
         stock: 20,
+        buckets: loadtest::buckets_for(strategy, 4),
         requests: 60,
         concurrency: 8,
         rate: None,
