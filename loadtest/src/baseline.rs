@@ -56,6 +56,9 @@ pub async fn fire(
                 request_id,
                 attempts,
                 micros: sent.elapsed().as_micros() as u64,
+                instance: 0,
+                sent_us: sent.duration_since(started).as_micros() as u64,
+                batch_size: None,
             }
         })
         .buffer_unordered(concurrency.max(1))

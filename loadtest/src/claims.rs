@@ -20,7 +20,7 @@ fn holds(holds: bool) -> ClaimVerdict {
 
 /// `Some(true)` if `a` is larger than `b` by more than the noise margin, `Some(false)` if
 /// smaller by more than it, `None` within it.
-fn larger(a: f64, b: f64) -> Option<bool> {
+pub fn larger(a: f64, b: f64) -> Option<bool> {
     if a > b * (1.0 + NOISE) {
         Some(true)
     } else if a < b * (1.0 - NOISE) {
@@ -30,7 +30,9 @@ fn larger(a: f64, b: f64) -> Option<bool> {
     }
 }
 
-fn all(verdicts: &[Option<bool>]) -> ClaimVerdict {
+/// Confirmed when every comparison holds beyond the noise, refuted when one fails
+/// beyond it, inconclusive otherwise.
+pub fn all(verdicts: &[Option<bool>]) -> ClaimVerdict {
     if verdicts.contains(&Some(false)) {
         ClaimVerdict::Refuted
     } else if verdicts.iter().all(|v| *v == Some(true)) {
@@ -40,7 +42,7 @@ fn all(verdicts: &[Option<bool>]) -> ClaimVerdict {
     }
 }
 
-fn claim(claim: &str, source: &str, verdict: ClaimVerdict, evidence: String) -> Claim {
+pub fn claim(claim: &str, source: &str, verdict: ClaimVerdict, evidence: String) -> Claim {
     Claim {
         claim: claim.into(),
         source: source.into(),

@@ -48,6 +48,13 @@ pub struct Fired {
     pub unknown: Vec<String>,
     /// Sum of `attempts` over the 200 answers.
     pub attempts: u64,
+    /// Transactions the sales rode in: each sale counts 1/`batch_size` (`batched`
+    /// says how many sales shared its transaction; any other sale counts 1).
+    pub transactions: f64,
+    /// First come, first served, per instance: requests answered 409 although a
+    /// request sent later to the same instance got a unit (0 when every sale went
+    /// to the earliest buyers).
+    pub overtaken: Vec<u64>,
     pub elapsed: Duration,
 }
 
@@ -60,6 +67,8 @@ impl Fired {
             acknowledged: Vec::new(),
             unknown: Vec::new(),
             attempts: 0,
+            transactions: 0.0,
+            overtaken: overtaken(&answers),
             elapsed,
         };
         for answer in answers {
@@ -68,6 +77,7 @@ impl Fired {
             if answer.outcome == Outcome::Sold {
                 fired.acknowledged.push(answer.request_id);
                 fired.attempts += answer.attempts;
+                fired.transactions += 1.0 / answer.batch_size.unwrap_or(1).max(1) as f64;
             } else if answer.outcome.is_unknown() {
                 fired.unknown.push(answer.request_id);
             }
@@ -87,6 +97,16 @@ impl Fired {
     /// A latency percentile in milliseconds.
     pub fn latency_ms(&self, percentile: f64) -> f64 {
         self.latency_us.value_at_quantile(percentile / 100.0) as f64 / 1000.0
+    }
+
+    /// Sales per transaction (1 unless sales shared transactions).
+    pub fn sales_per_transaction(&self) -> f64 {
+        let ok = self.count(&Outcome::Sold) as f64;
+        if self.transactions > 0.0 {
+            ok / self.transactions
+        } else {
+            0.0
+        }
     }
 
     pub fn attempts_per_success(&self) -> f64 {
@@ -165,6 +185,30 @@ pub struct Answer {
     /// Transactions the service ran (the 200 body's `attempts`).
     pub attempts: u64,
     pub micros: u64,
+    /// The instance it went to (its index in the load's bases).
+    pub instance: usize,
+    /// When it was sent, in microseconds since the load started.
+    pub sent_us: u64,
+    /// The 200 body's `batch_size` (sales in its transaction), if it said.
+    pub batch_size: Option<u64>,
+}
+
+/// Per instance: the requests refused (409) that were sent before some request that
+/// got a unit on the same instance.
+fn overtaken(answers: &[Answer]) -> Vec<u64> {
+    let instances = answers.iter().map(|a| a.instance + 1).max().unwrap_or(0);
+    let mut last_sale = vec![None; instances];
+    for a in answers.iter().filter(|a| a.outcome == Outcome::Sold) {
+        let last = &mut last_sale[a.instance];
+        *last = Some(last.map_or(a.sent_us, |t: u64| t.max(a.sent_us)));
+    }
+    let mut overtaken = vec![0; instances];
+    for a in answers.iter().filter(|a| a.outcome == Outcome::SoldOut) {
+        if last_sale[a.instance].is_some_and(|t| a.sent_us < t) {
+            overtaken[a.instance] += 1;
+        }
+    }
+    overtaken
 }
 
 fn body(load: &Load, i: usize) -> (String, Value) {
@@ -190,12 +234,9 @@ fn body(load: &Load, i: usize) -> (String, Value) {
     (request_id, body)
 }
 
-async fn send(client: &reqwest::Client, load: &Load, i: usize) -> Answer {
-    let url = format!(
-        "{}/deduct/{}",
-        load.bases[i % load.bases.len()],
-        load.strategy
-    );
+async fn send(client: &reqwest::Client, load: &Load, i: usize, started: Instant) -> Answer {
+    let instance = i % load.bases.len();
+    let url = format!("{}/deduct/{}", load.bases[instance], load.strategy);
     let (request_id, body) = body(load, i);
     let sent = Instant::now();
     let reply = post_deduct(client, &url, &body).await;
@@ -204,6 +245,9 @@ async fn send(client: &reqwest::Client, load: &Load, i: usize) -> Answer {
         request_id,
         attempts: reply.attempts,
         micros: sent.elapsed().as_micros() as u64,
+        instance,
+        sent_us: sent.duration_since(started).as_micros() as u64,
+        batch_size: reply.batch_size,
     }
 }
 
@@ -215,6 +259,8 @@ pub struct Reply {
     pub attempts: u64,
     /// A 200 that is the stored answer to an earlier request with the same id.
     pub duplicate: bool,
+    /// The 200 body's `batch_size`, if it has one.
+    pub batch_size: Option<u64>,
 }
 
 /// Sends one deduction and classifies the answer.
@@ -223,17 +269,21 @@ pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> R
         outcome,
         attempts,
         duplicate,
+        batch_size: None,
     };
     match client.post(url).json(body).send().await {
         Ok(response) => {
             let status = response.status().as_u16();
             let answer: Value = response.json().await.unwrap_or(Value::Null);
             match status {
-                200 => reply(
-                    Outcome::Sold,
-                    answer["attempts"].as_u64().unwrap_or(1),
-                    answer["duplicate"] == Value::Bool(true),
-                ),
+                200 => Reply {
+                    batch_size: answer["batch_size"].as_u64(),
+                    ..reply(
+                        Outcome::Sold,
+                        answer["attempts"].as_u64().unwrap_or(1),
+                        answer["duplicate"] == Value::Bool(true),
+                    )
+                },
                 409 => reply(Outcome::SoldOut, 0, false),
                 503 => {
                     let code = answer["error"].as_str().unwrap_or("?").to_string();
@@ -283,7 +333,7 @@ async fn fire_quietly(
         None => {
             futures::stream::iter(0..load.requests)
                 .map(|i| async move {
-                    let answer = send(client, load, i).await;
+                    let answer = send(client, load, i, started).await;
                     bar.inc(1);
                     answer
                 })
@@ -301,7 +351,7 @@ async fn fire_quietly(
                 let permit = gate.clone().acquire_owned().await.expect("open semaphore");
                 let (client, load) = (client.clone(), load.clone());
                 running.push(tokio::spawn(async move {
-                    let answer = send(&client, &load, i).await;
+                    let answer = send(&client, &load, i, started).await;
                     drop(permit);
                     answer
                 }));

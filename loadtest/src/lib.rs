@@ -13,6 +13,8 @@
 //!   split by role: scenarios, lab, load, judge, and its part of the report.
 //! - [`sweep`]: every strategy across concurrency 1-256, one hot product vs 100
 //!   (`loadtest sweep`), drawn as lines.
+//! - [`flash`]: the flash sale (one hot product at high concurrency, a sell-out,
+//!   `bucketed` by number of buckets), with what limits each strategy.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
 //! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
 //! - [`baseline`]: the atomic-sql transaction over sqlx, no HTTP: the service's overhead.
@@ -25,6 +27,7 @@ pub mod baseline;
 pub mod chaos;
 pub mod claims;
 pub mod engine;
+pub mod flash;
 pub mod html;
 pub mod lab;
 pub mod report;
@@ -82,6 +85,11 @@ impl Runner {
     /// Restocks the plan's products (a new epoch each), warms up, fires the load,
     /// then verifies from the database.
     pub async fn run(&self, plan: &Plan) -> anyhow::Result<Row> {
+        Ok(self.run_fired(plan).await?.0)
+    }
+
+    /// [`Runner::run`], also returning what the clients saw request by request.
+    pub async fn run_fired(&self, plan: &Plan) -> anyhow::Result<(Row, Fired)> {
         let id = uuid::Uuid::new_v4().simple().to_string();
         if plan.warmup > 0 {
             // Warm-up on a product of its own, not counted.
@@ -141,7 +149,7 @@ impl Runner {
             fired.unknown.len(),
         )
         .await?;
-        Ok(Row::new(plan, self.bases.len(), &fired, verdict))
+        Ok((Row::new(plan, self.bases.len(), &fired, verdict), fired))
     }
 
     /// The strategies the first instance serves, with whether each is safe across

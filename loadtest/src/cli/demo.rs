@@ -6,6 +6,7 @@ use super::{
 };
 use anyhow::bail;
 use loadtest::Runner;
+use loadtest::flash::FlashOptions;
 use loadtest::lab::Instance;
 use loadtest::report::{Expect, InstanceInfo, Report, Row, print_table};
 use sqlx::mysql::MySqlPoolOptions;
@@ -23,6 +24,20 @@ pub struct DemoArgs {
     /// The stock-app binary (default: next to this one).
     #[arg(long)]
     pub app_bin: Option<PathBuf>,
+    /// Skip the flash-sale section (one hot product at high concurrency, a sell-out,
+    /// bucketed by number of buckets).
+    #[arg(long)]
+    pub no_flash_sale: bool,
+    /// Flash sale: requests per strategy (the sell-out has its own: 20,000 buyers).
+    #[arg(long, default_value_t = 8000)]
+    pub flash_requests: usize,
+    /// Flash sale: requests in flight at once, over both instances.
+    #[arg(long, default_value_t = 256)]
+    pub flash_concurrency: usize,
+    /// Flash sale: open loop instead, starting this many requests per second (at most
+    /// --flash-concurrency in flight).
+    #[arg(long)]
+    pub flash_rate: Option<f64>,
     #[command(flatten)]
     pub load: LoadArgs,
 }
@@ -33,8 +48,9 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let stack = Stack::start(&StackConfig::default())?;
     let env: BTreeMap<_, _> = stack.env().into_iter().collect();
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
+    // Keep every connection of the busiest section open between requests.
     let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.load.concurrency)
+        .pool_max_idle_per_host(args.load.concurrency.max(args.flash_concurrency))
         .build()?;
     // Two instances as they would run behind a load balancer, and two more started
     // with --hold-ms for the section that shows what breaks.
@@ -138,6 +154,44 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         }
         contention = Some((measured[0], measured[1]));
     }
+    // The flash sale: one hot product at high concurrency.
+    let mut flash = None;
+    if !args.no_flash_sale {
+        let runner = Runner {
+            client: client.clone(),
+            db: db.clone(),
+            bases: plain.iter().map(|i| i.base.clone()).collect(),
+            admin_token: ADMIN_TOKEN.into(),
+        };
+        let strategies: Vec<(String, bool)> = runner
+            .strategies()
+            .await?
+            .into_iter()
+            .filter(|(s, _)| args.load.strategies.is_empty() || args.load.strategies.contains(s))
+            .collect();
+        let mut processes: Vec<(String, u32)> = plain
+            .iter()
+            .map(|i| (i.process.name().to_string(), i.process.pid()))
+            .collect();
+        processes.extend(
+            stack
+                .pids()
+                .into_iter()
+                .filter(|(name, _)| name == "mariadb" || name == "redis-1"),
+        );
+        let options = FlashOptions {
+            requests: args.flash_requests,
+            concurrency: args.flash_concurrency,
+            rate: args.flash_rate,
+            ..FlashOptions::default()
+        };
+        let sale = loadtest::flash::run(&runner, &strategies, options, &processes, |n| {
+            first_product(4, n)
+        })
+        .await?;
+        rows.extend(sale.rows.iter().cloned());
+        flash = Some(sale);
+    }
     let servers = server_versions(&db, &env).await;
     db.close().await;
 
@@ -164,6 +218,49 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             &contention_rows,
         );
     }
+    if let Some(sale) = &flash {
+        let flash_rows: Vec<&Row> = rows.iter().filter(|r| r.section == "flash-sale").collect();
+        print_table(
+            &format!(
+                "Flash sale: one hot product, {} requests per strategy at concurrency {} over 2 instances (stock never the limit)",
+                args.flash_requests, args.flash_concurrency
+            ),
+            &flash_rows,
+        );
+        for l in &sale.limits {
+            let cpu: Vec<String> = l
+                .cpu_percent
+                .iter()
+                .map(|(name, p)| format!("{name} {p:.0}%"))
+                .collect();
+            println!(
+                "  {:<12} {:>7.0} sales/s{}, {:.2} statements/sale, {:.1} sales/transaction; CPU: {}",
+                l.strategy,
+                l.sales_per_second,
+                l.times_atomic_sql
+                    .map_or(String::new(), |x| format!(" ({x:.1}x atomic-sql)")),
+                l.statements_per_sale,
+                l.sales_per_transaction,
+                cpu.join(", ")
+            );
+        }
+        for s in &sale.sell_outs {
+            println!(
+                "sell-out {:<12} stock {} / {} buyers: {} sold, {} refused, {} other, overtaken per instance {:?}: {}",
+                s.strategy,
+                s.stock,
+                s.buyers,
+                s.sold,
+                s.refused,
+                s.other,
+                s.overtaken,
+                if s.exact { "exact" } else { "NOT EXACT" }
+            );
+        }
+        for (k, r) in &sale.buckets {
+            println!("bucketed with {k:>3} bucket(s): {r:.0} sales/s");
+        }
+    }
     let instances: Vec<InstanceInfo> = plain
         .iter()
         .chain(held.iter())
@@ -176,6 +273,10 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
 
     let mut report = Report::new(parameters(&args.load, 2, args.hold_ms), rows);
     report.claims = loadtest::claims::check(&report.results, contention);
+    if let Some(sale) = &flash {
+        report.claims.extend(sale.claims());
+        report.parts.push(sale.part());
+    }
     report.instances = instances;
     report.machine.servers = servers;
     println!();
@@ -209,6 +310,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .iter()
             .filter(|r| !r.as_expected)
             .map(|r| format!("{} ({})", r.strategy, r.section))
+            .chain(
+                report
+                    .parts
+                    .iter()
+                    .filter(|p| !p.as_expected)
+                    .map(|p| p.key.to_string()),
+            )
             .collect();
         bail!("unexpected outcome: {}", unexpected.join(", "))
     }

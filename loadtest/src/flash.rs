@@ -1,0 +1,493 @@
+//! The flash sale: one hot product, thousands of buyers at once (`loadtest demo`'s
+//! last section).
+//!
+//! Three runs, all on two instances:
+//! - **Throughput**: every strategy that is safe across instances, one product whose
+//!   stock is never the limit, at high concurrency. Besides sales/s and latency it
+//!   measures what limits each strategy: statements per sale (MariaDB's `Questions`
+//!   before and after), sales per transaction (`batched` answers say their batch
+//!   size), and the CPU each process used (instances, servers, this load generator).
+//! - **Sell-out**: stock 1000, 20,000 buyers, for the flash-sale strategies and
+//!   `atomic-sql`: exactly the stock sold, everyone else 409, nobody twice; and first
+//!   come, first served measured per instance (refused requests that were sent before
+//!   a request that got a unit).
+//! - **Buckets**: `bucketed` with 1, 4 and the default number of buckets, for the
+//!   claim that splitting the row scales.
+//!
+//! Verdicts come from the ledger, as everywhere; the claims from this run's numbers.
+
+use crate::claims::{NOISE, all, claim, larger};
+use crate::engine::Fired;
+use crate::html::{bar_chart, escape};
+use crate::report::{Claim, Expect, Part, Row};
+use crate::{BUCKETS, Plan, Runner};
+use serde::Serialize;
+use sqlx::MySqlPool;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Instant;
+
+/// The strategies made for a hot product (and `atomic-sql`, the row-lock reference):
+/// the sell-out runs them.
+pub const FLASH_STRATEGIES: [&str; 4] = ["atomic-sql", "batched", "bucketed", "redis-stock"];
+
+/// The bucket counts of the buckets run (the default is the throughput run's).
+pub const BUCKET_SCAN: [u16; 2] = [1, 4];
+
+/// How the flash sale is run.
+#[derive(Debug, Clone)]
+pub struct FlashOptions {
+    /// Requests per strategy in the throughput and buckets runs.
+    pub requests: usize,
+    /// Requests in flight at once, over both instances.
+    pub concurrency: usize,
+    /// Open loop instead: requests started per second.
+    pub rate: Option<f64>,
+    /// The sell-out's stock and buyers.
+    pub sell_out_stock: i64,
+    pub sell_out_buyers: usize,
+}
+
+impl Default for FlashOptions {
+    fn default() -> Self {
+        FlashOptions {
+            requests: 8000,
+            concurrency: 256,
+            rate: None,
+            sell_out_stock: 1000,
+            sell_out_buyers: 20_000,
+        }
+    }
+}
+
+/// What limits one strategy's throughput run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Limits {
+    pub strategy: String,
+    pub sales_per_second: f64,
+    /// Sales per second over `atomic-sql`'s in the same run.
+    pub times_atomic_sql: Option<f64>,
+    /// Statements MariaDB ran per sale (`Questions`, the whole server).
+    pub statements_per_sale: f64,
+    pub sales_per_transaction: f64,
+    /// Percent of one core each process used during the run.
+    pub cpu_percent: BTreeMap<String, f64>,
+}
+
+/// One sell-out run, beyond its row.
+#[derive(Debug, Clone, Serialize)]
+pub struct SellOut {
+    pub strategy: String,
+    pub stock: i64,
+    pub buyers: usize,
+    pub sold: i64,
+    pub refused: u64,
+    /// Answers other than 200 and 409.
+    pub other: u64,
+    /// Per instance: refused requests sent before a request that got a unit.
+    pub overtaken: Vec<u64>,
+    /// Exactly the stock sold, everyone else 409, the ledger clean.
+    pub exact: bool,
+}
+
+/// The processes whose CPU the run watches, by name.
+pub type Processes = Vec<(String, u32)>;
+
+/// CPU seconds a process has used so far (user + system, from /proc).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3, utime
+    // and stime fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 / hz)
+}
+
+async fn questions(db: &MySqlPool) -> sqlx::Result<i64> {
+    let (_, value): (String, String) = sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Questions'")
+        .fetch_one(db)
+        .await?;
+    Ok(value.parse().unwrap_or(0))
+}
+
+/// Runs `plan` and measures statements per sale and each process's CPU around it.
+async fn measured(
+    runner: &Runner,
+    plan: &Plan,
+    processes: &Processes,
+) -> anyhow::Result<(Row, Fired, Limits)> {
+    let watched: Vec<(String, u32)> = processes
+        .iter()
+        .cloned()
+        .chain([("loadtest".to_string(), std::process::id())])
+        .collect();
+    let before: Vec<Option<f64>> = watched.iter().map(|(_, pid)| cpu_seconds(*pid)).collect();
+    let asked = questions(&runner.db).await?;
+    let started = Instant::now();
+    let (row, fired) = runner.run_fired(plan).await?;
+    let seconds = started.elapsed().as_secs_f64().max(1e-9);
+    let statements = (questions(&runner.db).await? - asked) as f64;
+    let sold = row.verdict.sold.max(1) as f64;
+    let cpu_percent = watched
+        .iter()
+        .zip(before)
+        .filter_map(|((name, pid), before)| {
+            let used = cpu_seconds(*pid)? - before?;
+            Some((name.clone(), 100.0 * used / seconds))
+        })
+        .collect();
+    let limits = Limits {
+        strategy: plan.strategy.clone(),
+        sales_per_second: sales_per_second(&row),
+        times_atomic_sql: None,
+        statements_per_sale: statements / sold,
+        sales_per_transaction: fired.sales_per_transaction(),
+        cpu_percent,
+    };
+    Ok((row, fired, limits))
+}
+
+fn sales_per_second(row: &Row) -> f64 {
+    row.verdict.sold as f64 / row.seconds.max(1e-9)
+}
+
+/// A plan for the flash sale's runs.
+fn flash_plan(
+    section: &str,
+    strategy: &str,
+    product: i64,
+    stock: i64,
+    requests: usize,
+    options: &FlashOptions,
+) -> Plan {
+    Plan {
+        section: section.into(),
+        strategy: strategy.into(),
+        products: vec![product],
+        stock,
+        buckets: crate::buckets_for(strategy, BUCKETS),
+        requests,
+        concurrency: options.concurrency,
+        rate: options.rate,
+        quantity: 1,
+        multi_item_share: 0.0,
+        request_hold_ms: None,
+        server_hold_ms: 0,
+        // One round on a product of its own: connections open, buckets known.
+        warmup: options.concurrency,
+        expect: Expect::Safe,
+    }
+}
+
+/// Everything the flash sale measured.
+pub struct FlashSale {
+    pub rows: Vec<Row>,
+    pub limits: Vec<Limits>,
+    pub sell_outs: Vec<SellOut>,
+    /// `bucketed`'s sales per second by number of buckets.
+    pub buckets: Vec<(u16, f64)>,
+    pub options: FlashOptions,
+}
+
+/// Runs the flash sale: `strategies` are the ones the service lists, with whether
+/// each is safe across instances; `first_product` gives each run fresh products.
+pub async fn run(
+    runner: &Runner,
+    strategies: &[(String, bool)],
+    options: FlashOptions,
+    processes: &Processes,
+    first_product: impl Fn(usize) -> i64,
+) -> anyhow::Result<FlashSale> {
+    let mut sale = FlashSale {
+        rows: Vec::new(),
+        limits: Vec::new(),
+        sell_outs: Vec::new(),
+        buckets: Vec::new(),
+        options: options.clone(),
+    };
+    let mut n = 0;
+    let mut next = || {
+        n += 1;
+        first_product(n)
+    };
+    for (strategy, _) in strategies.iter().filter(|(_, safe)| *safe) {
+        eprintln!(
+            "flash sale: {strategy}: {} requests at concurrency {} over {} instances ...",
+            options.requests,
+            options.concurrency,
+            runner.bases.len()
+        );
+        let stock = options.requests as i64; // never the limit
+        let plan = flash_plan(
+            "flash-sale",
+            strategy,
+            next(),
+            stock,
+            options.requests,
+            &options,
+        );
+        let (row, _, limits) = measured(runner, &plan, processes).await?;
+        if strategy == "bucketed" {
+            sale.buckets.push((BUCKETS, limits.sales_per_second));
+        }
+        sale.rows.push(row);
+        sale.limits.push(limits);
+    }
+    let reference = sale
+        .limits
+        .iter()
+        .find(|l| l.strategy == "atomic-sql")
+        .map(|l| l.sales_per_second);
+    for limits in &mut sale.limits {
+        limits.times_atomic_sql = reference.map(|r| limits.sales_per_second / r.max(1e-9));
+    }
+
+    let listed = |name: &str| strategies.iter().any(|(s, _)| s == name);
+    for strategy in FLASH_STRATEGIES.into_iter().filter(|s| listed(s)) {
+        eprintln!(
+            "flash sale: {strategy} sells out: stock {}, {} buyers ...",
+            options.sell_out_stock, options.sell_out_buyers
+        );
+        let plan = flash_plan(
+            "sell-out",
+            strategy,
+            next(),
+            options.sell_out_stock,
+            options.sell_out_buyers,
+            &options,
+        );
+        let (row, fired) = runner.run_fired(&plan).await?;
+        let refused = row.responses.get("409").copied().unwrap_or(0);
+        let answered: u64 = row.responses.values().sum();
+        let sold_answers = row.responses.get("200").copied().unwrap_or(0);
+        let other = answered - refused - sold_answers;
+        let exact = row.verdict.is_clean()
+            && row.verdict.sold == options.sell_out_stock
+            && sold_answers as i64 == options.sell_out_stock
+            && other == 0;
+        sale.sell_outs.push(SellOut {
+            strategy: strategy.into(),
+            stock: options.sell_out_stock,
+            buyers: options.sell_out_buyers,
+            sold: row.verdict.sold,
+            refused,
+            other,
+            overtaken: fired.overtaken.clone(),
+            exact,
+        });
+        sale.rows.push(row);
+    }
+
+    if listed("bucketed") {
+        for buckets in BUCKET_SCAN {
+            eprintln!("flash sale: bucketed with {buckets} bucket(s) ...");
+            let mut plan = flash_plan(
+                "buckets",
+                "bucketed",
+                next(),
+                options.requests as i64,
+                options.requests,
+                &options,
+            );
+            plan.buckets = buckets;
+            let row = runner.run(&plan).await?;
+            sale.buckets.push((buckets, sales_per_second(&row)));
+            sale.rows.push(row);
+        }
+        sale.buckets.sort_by_key(|b| b.0);
+    }
+    Ok(sale)
+}
+
+impl FlashSale {
+    /// The claims this run can check.
+    pub fn claims(&self) -> Vec<Claim> {
+        let rate = |name: &str| {
+            self.limits
+                .iter()
+                .find(|l| l.strategy == name)
+                .map(|l| (l.sales_per_second, l.statements_per_sale))
+        };
+        let mut claims = Vec::new();
+        if let Some((batched, batched_statements)) = rate("batched") {
+            let row_locks: Vec<(&str, f64)> = ["atomic-sql", "pessimistic"]
+                .iter()
+                .filter_map(|s| rate(s).map(|r| (*s, r.0)))
+                .collect();
+            if !row_locks.is_empty() {
+                let verdicts: Vec<Option<bool>> =
+                    row_locks.iter().map(|(_, r)| larger(batched, *r)).collect();
+                let listed: Vec<String> = row_locks
+                    .iter()
+                    .map(|(s, r)| format!("{s} {r:.0}"))
+                    .collect();
+                claims.push(claim(
+                    "Batching beats row locking on a hot product",
+                    "issue 14 (request coalescing)",
+                    all(&verdicts),
+                    format!(
+                        "batched {batched:.0} sales/s ({batched_statements:.2} statements per sale); {}",
+                        listed.join(", ")
+                    ),
+                ));
+            }
+        }
+        if self.buckets.len() >= 2 {
+            let steps: Vec<Option<bool>> = self
+                .buckets
+                .windows(2)
+                .map(|w| larger(w[1].1, w[0].1))
+                .collect();
+            let listed: Vec<String> = self
+                .buckets
+                .iter()
+                .map(|(k, r)| format!("{k}: {r:.0}"))
+                .collect();
+            claims.push(claim(
+                "Splitting the row scales with the number of buckets",
+                "issue 14 (bucketed stock)",
+                all(&steps),
+                format!("bucketed sales/s by buckets: {}", listed.join(", ")),
+            ));
+        }
+        claims
+    }
+
+    /// Whether every run came out as it must: the rows' verdicts, and every sell-out
+    /// exact.
+    pub fn as_expected(&self) -> bool {
+        self.rows.iter().all(|r| r.as_expected) && self.sell_outs.iter().all(|s| s.exact)
+    }
+
+    /// The report's part: JSON under `flash_sale`, and its HTML.
+    pub fn part(&self) -> Part {
+        Part {
+            key: "flash_sale",
+            json: serde_json::json!({
+                "requests": self.options.requests,
+                "concurrency": self.options.concurrency,
+                "rate": self.options.rate,
+                "buckets_default": BUCKETS,
+                "throughput": self.limits,
+                "sell_out": self.sell_outs,
+                "buckets": self.buckets.iter().map(|(k, r)| serde_json::json!({"buckets": k, "sales_per_second": r})).collect::<Vec<_>>(),
+            }),
+            html: self.html(),
+            title: None,
+            sections: vec!["flash-sale".into(), "sell-out".into(), "buckets".into()],
+            strategies: Vec::new(),
+            as_expected: self.as_expected(),
+        }
+    }
+
+    fn html(&self) -> String {
+        let o = &self.options;
+        let mut html = format!(
+            "<h2>Flash sale: one hot product</h2><p>Every strategy safe across instances on one product whose stock is \
+             never the limit: {} requests at {} over 2 instances. Every other strategy passes one row lock (or one lock \
+             key) per sale; <code>batched</code> carries many sales per transaction, <code>bucketed</code> spreads them \
+             over {BUCKETS} rows. <b>Statements per sale</b> is MariaDB's own count (<code>Questions</code>) over the run; \
+             <b>CPU</b> is percent of one core per process: where the machine's time went.</p>",
+            o.requests,
+            o.rate
+                .map_or(format!("concurrency {}", o.concurrency), |r| format!(
+                    "{r:.0} requests/s (open loop, at most {} in flight)",
+                    o.concurrency
+                )),
+        );
+        let rows: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| r.section == "flash-sale")
+            .collect();
+        html.push_str(
+            "<table><tr><th>strategy</th><th>sales/s</th><th>× atomic-sql</th><th>p50 ms</th><th>p99 ms</th><th>refused</th>\
+             <th>statements/sale</th><th>sales/transaction</th><th>CPU % (one core = 100)</th><th>verdict</th></tr>",
+        );
+        for (row, limits) in rows.iter().zip(&self.limits) {
+            let refused: u64 = row
+                .responses
+                .iter()
+                .filter(|(k, _)| *k != "200")
+                .map(|(_, n)| n)
+                .sum();
+            let cpu: Vec<String> = limits
+                .cpu_percent
+                .iter()
+                .filter(|(_, p)| **p >= 1.0)
+                .map(|(name, p)| format!("{} {p:.0}", escape(name)))
+                .collect();
+            let class = if row.verdict.is_clean() { "ok" } else { "bad" };
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{:.0}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{refused}</td><td>{:.2}</td><td>{:.1}</td>\
+                 <td>{}</td><td class=\"{class}\">{}</td></tr>",
+                escape(&row.strategy),
+                limits.sales_per_second,
+                limits
+                    .times_atomic_sql
+                    .map_or("".into(), |x| format!("{x:.1}")),
+                row.latency_ms.p50,
+                row.latency_ms.p99,
+                limits.statements_per_sale,
+                limits.sales_per_transaction,
+                cpu.join(", "),
+                escape(row.verdict_text()),
+            );
+        }
+        html.push_str("</table>");
+        html.push_str(&bar_chart(
+            "Flash sale: sales per second, one hot product",
+            "sales/s",
+            &rows,
+            sales_per_second,
+        ));
+
+        let _ = write!(
+            html,
+            "<h3>Sell-out: stock {}, {} buyers</h3><p>Exactly the stock must be sold, everyone else told 409, nobody \
+             twice (the ledger decides). <b>Overtaken</b>: per instance, buyers refused although a buyer who sent \
+             later to the same instance got a unit (first come, first served would make it 0).</p>\
+             <table><tr><th>strategy</th><th>sold</th><th>409</th><th>other</th><th>overtaken (per instance)</th><th>sales/s</th><th>p99 ms</th><th>exact</th></tr>",
+            o.sell_out_stock, o.sell_out_buyers
+        );
+        let sell_rows = self.rows.iter().filter(|r| r.section == "sell-out");
+        for (s, row) in self.sell_outs.iter().zip(sell_rows) {
+            let overtaken: Vec<String> = s.overtaken.iter().map(u64::to_string).collect();
+            let class = if s.exact { "ok" } else { "bad" };
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td class=\"{class}\">{}</td></tr>",
+                escape(&s.strategy),
+                s.sold,
+                s.refused,
+                s.other,
+                overtaken.join(" / "),
+                row.throughput_rps,
+                row.latency_ms.p99,
+                if s.exact { "exact" } else { "NOT EXACT" },
+            );
+        }
+        html.push_str("</table>");
+
+        if !self.buckets.is_empty() {
+            html.push_str(
+                "<h3>bucketed by number of buckets</h3><p>The same load; the product split into K rows at restock.</p>\
+                 <table><tr><th>buckets</th><th>sales/s</th></tr>",
+            );
+            for (k, r) in &self.buckets {
+                let _ = write!(html, "<tr><td>{k}</td><td>{r:.0}</td></tr>");
+            }
+            html.push_str("</table>");
+        }
+        let _ = write!(
+            html,
+            "<p>A comparison within ±{:.0}% is inconclusive in the claims below.</p>",
+            NOISE * 100.0
+        );
+        html
+    }
+}
