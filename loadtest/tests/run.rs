@@ -23,16 +23,22 @@ async fn service() -> (String, String) {
         .unwrap();
     conn.close().await.unwrap();
     let database_url = format!("{server}/{name}");
+    (service_on(&database_url).await, database_url)
+}
+
+/// A service on `database_url` (a second one on the same database is a second
+/// instance); returns its base URL.
+async fn service_on(database_url: &str) -> String {
     let app = Application::build(Settings {
         admin_token: Some(TOKEN.into()),
         enable_test_hooks: true,
-        ..Settings::for_database(&database_url)
+        ..Settings::for_database(database_url)
     })
     .await
     .unwrap();
     let url = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());
-    (url, database_url)
+    url
 }
 
 fn plan(strategy: &str, expect: Expect) -> Plan {
@@ -171,4 +177,92 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         "a line per strategy per chart"
     );
     support::assert_matches_schema(&report, "sweep report");
+}
+
+/// The flash sale on two instances, scaled down: every run clean, each sell-out
+/// exact (the stock sold, everyone else 409) with first-come-first-served counted per
+/// instance, what limits each strategy measured, its two claims checked, and a report
+/// part that validates against the schema and renders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
+    use loadtest::flash::{FlashOptions, run};
+    let (first, database_url) = service().await;
+    let second = service_on(&database_url).await;
+    let runner = Runner {
+        client: reqwest::Client::new(),
+        db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        bases: vec![first, second],
+        admin_token: TOKEN.into(),
+    };
+    let strategies: Vec<(String, bool)> = ["unsafe", "atomic-sql", "batched", "bucketed"]
+        .iter()
+        .map(|s| (s.to_string(), *s != "unsafe"))
+        .collect();
+    let options = FlashOptions {
+        requests: 300,
+        concurrency: 32,
+        rate: None,
+        sell_out_stock: 40,
+        sell_out_buyers: 300,
+    };
+    let sale = run(&runner, &strategies, options, &Vec::new(), |n| {
+        1 + n as i64 * 10_000
+    })
+    .await
+    .unwrap();
+
+    // Safe strategies only (unsafe is not), then three sell-outs, then two bucket counts.
+    let sections: Vec<&str> = sale.rows.iter().map(|r| r.section.as_str()).collect();
+    assert_eq!(
+        sections,
+        [
+            "flash-sale",
+            "flash-sale",
+            "flash-sale",
+            "sell-out",
+            "sell-out",
+            "sell-out",
+            "buckets",
+            "buckets"
+        ]
+    );
+    assert!(
+        sale.rows
+            .iter()
+            .all(|r| r.verdict.is_clean() && r.as_expected)
+    );
+    for s in &sale.sell_outs {
+        assert!(s.exact, "{s:?}");
+        assert_eq!((s.sold, s.refused, s.other), (40, 260, 0), "{s:?}");
+        assert_eq!(s.overtaken.len(), 2, "one count per instance");
+    }
+    let batched = sale
+        .limits
+        .iter()
+        .find(|l| l.strategy == "batched")
+        .unwrap();
+    assert!(batched.sales_per_transaction >= 1.0 && batched.statements_per_sale > 0.0);
+    assert!(batched.cpu_percent.contains_key("loadtest"));
+    assert_eq!(
+        sale.limits
+            .iter()
+            .find(|l| l.strategy == "atomic-sql")
+            .unwrap()
+            .times_atomic_sql,
+        Some(1.0)
+    );
+    let claims = sale.claims();
+    assert_eq!(claims.len(), 2, "{claims:?}");
+    assert_eq!(
+        sale.buckets.iter().map(|b| b.0).collect::<Vec<_>>(),
+        [1, 4, loadtest::BUCKETS]
+    );
+
+    let mut report = loadtest::report::Report::new(json!({}), sale.rows.clone());
+    report.claims = claims;
+    report.parts.push(sale.part());
+    support::assert_matches_schema(&report, "report");
+    let html = loadtest::html::render(&report);
+    assert!(html.contains("Flash sale: one hot product") && html.contains("Sell-out"));
+    assert!(html.contains("Batching beats row locking on a hot product"));
 }
