@@ -116,7 +116,8 @@ impl Lab {
         self.next_product += 1;
         self.ensure_up().await?;
         let b = self.instances[1].base.clone();
-        restock(&self.client, &b, ADMIN_TOKEN, product, STOCK, 0).await?;
+        let buckets = crate::buckets_for(spec.strategy, crate::BUCKETS);
+        restock(&self.client, &b, ADMIN_TOKEN, product, STOCK, buckets).await?;
         let load = Load::start(
             &self.client,
             &self.instances,

@@ -241,7 +241,16 @@ pub fn matrix() -> Vec<CellSpec> {
     for lock in LOCKS {
         cells.push(cell(Scenario::HolderKilled, lock, Some(true), NO_LOSS));
     }
-    for strategy in ["atomic-sql", "pessimistic", "optimistic"] {
+    // For `batched` the paused request is a whole batch (holding the row lock): the
+    // kill breaks every member's connection mid-transaction; none was answered, so
+    // none may be in the ledger as a loss or twice.
+    for strategy in [
+        "atomic-sql",
+        "pessimistic",
+        "optimistic",
+        "batched",
+        "bucketed",
+    ] {
         cells.push(cell(Scenario::HolderKilled, strategy, None, NO_LOSS));
     }
     for lock in LOCKS {
@@ -296,7 +305,14 @@ pub fn matrix() -> Vec<CellSpec> {
         ));
     }
     // 8. The orders row makes a retry after an unknown outcome a no-op.
-    for strategy in ["atomic-sql", "pessimistic", "redis-lock"] {
+    // `batched`: a whole batch's COMMIT is the ambiguous one; each member retries.
+    for strategy in [
+        "atomic-sql",
+        "pessimistic",
+        "redis-lock",
+        "batched",
+        "bucketed",
+    ] {
         cells.push(cell(
             Scenario::AmbiguousCommit,
             strategy,
