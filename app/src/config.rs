@@ -68,6 +68,25 @@ pub struct Settings {
     #[arg(long, env = "BATCH_MAX", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub batch_max: u32,
 
+    /// `redis-stock`: where its keys live in Redis (`<prefix>p:<id>` counters,
+    /// `<prefix>sales` the stream, ...). Instances that share a database share it.
+    #[arg(long, env = "REDIS_STOCK_PREFIX", default_value = "stock-locks:rs:")]
+    pub redis_stock_prefix: String,
+
+    /// `redis-stock`: how long Redis remembers a sold request id (a retry within it is
+    /// answered from Redis; later, the persister finds it in `orders`), in seconds.
+    #[arg(long, env = "REDIS_STOCK_ID_TTL_SECS", default_value_t = 86_400)]
+    pub redis_stock_id_ttl_secs: u64,
+
+    /// `redis-stock`: the most stream entries one persister transaction carries.
+    #[arg(long, env = "REDIS_STOCK_BATCH", default_value_t = 500)]
+    pub redis_stock_batch: usize,
+
+    /// `redis-stock`: how long an entry may sit unacknowledged with one persister
+    /// (it may have crashed) before another claims it, in milliseconds.
+    #[arg(long, env = "REDIS_STOCK_CLAIM_MS", default_value_t = 5_000)]
+    pub redis_stock_claim_ms: u64,
+
     /// Hold every deduction this many milliseconds between its read and its write (a
     /// slow business step). Not a test hook: works without --enable-test-hooks; the
     /// demo uses it to make the controls fail visibly.
@@ -122,6 +141,17 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// `redis-stock`'s settings: the first Redis, its keys, its persister.
+    pub fn redis_stock(&self) -> crate::strategies::redis_stock::RedisStockSettings {
+        crate::strategies::redis_stock::RedisStockSettings {
+            url: self.redis_urls.first().cloned(),
+            keys: crate::strategies::redis_stock::Keys::new(&self.redis_stock_prefix),
+            id_ttl_secs: self.redis_stock_id_ttl_secs,
+            batch: self.redis_stock_batch.max(1),
+            claim_after: std::time::Duration::from_millis(self.redis_stock_claim_ms),
+        }
+    }
+
     /// Settings for a service on `database_url`, listening on a free loopback port,
     /// everything else at its default (environment variables are not read).
     pub fn for_database(database_url: &str) -> Settings {
@@ -139,6 +169,10 @@ impl Settings {
             optimistic_max_attempts: 10,
             batch_window_us: 0,
             batch_max: 256,
+            redis_stock_prefix: "stock-locks:rs:".into(),
+            redis_stock_id_ttl_secs: 86_400,
+            redis_stock_batch: 500,
+            redis_stock_claim_ms: 5_000,
             hold_ms: 0,
             lock_lease_ms: 10_000,
             lock_wait_ms: 5_000,

@@ -12,7 +12,8 @@
 //!   once its claims are made);
 //! - `after_read`: the stock has been read (or, for `atomic-sql`, conditionally
 //!   updated), the write has not happened;
-//! - `before_commit`: everything is written, COMMIT has not been sent.
+//! - `before_commit`: everything is written, COMMIT has not been sent (for
+//!   `redis-stock`, whose requests commit nothing: its persister's COMMIT).
 //!
 //! Each is `off`, `sleep` (`ms`), or `pause`: the request blocks there until it is
 //! released. A mode may be limited to the next `count` requests that reach it, which is

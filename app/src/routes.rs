@@ -384,11 +384,24 @@ async fn get_stock(
     id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
     let product_id = parse_product_id(&path, &id.0)?;
-    match stock::find(&state.pool, product_id).await {
-        Ok(Some(view)) => Ok(HttpResponse::Ok().json(view)),
-        Ok(None) => Err(ApiError::new(AppError::UnknownProduct(product_id), id.0)),
-        Err(e) => Err(ApiError::new(e.into(), id.0)),
+    let mut view = match stock::find(&state.pool, product_id).await {
+        Ok(Some(view)) => view,
+        Ok(None) => return Err(ApiError::new(AppError::UnknownProduct(product_id), id.0)),
+        Err(e) => return Err(ApiError::new(e.into(), id.0)),
+    };
+    // `redis-stock`: what Redis sold that the database has not recorded yet.
+    if let Some(redis_stock) = &state.strategies.redis_stock
+        && !state.settings.redis_urls.is_empty()
+    {
+        match redis_stock.counter(product_id).await {
+            Ok(counter) => {
+                view.pending = Some(counter.as_ref().map_or(0, |c| c.pending));
+                view.redis = counter;
+            }
+            Err(e) => tracing::warn!(product_id, error = %e, "redis-stock counter unreadable"),
+        }
     }
+    Ok(HttpResponse::Ok().json(view))
 }
 
 /// `PUT /stock/{product_id}` `{"quantity": N, "buckets": K}` (admin): create, or
@@ -439,6 +452,12 @@ async fn put_stock(
         epoch = view.epoch,
         "restocked"
     );
+    // `redis-stock`'s counter starts the new epoch from the database at its next sale.
+    if let Some(redis_stock) = &state.strategies.redis_stock
+        && !state.settings.redis_urls.is_empty()
+    {
+        redis_stock.forget(product_id).await;
+    }
     Ok(HttpResponse::Ok().json(view))
 }
 

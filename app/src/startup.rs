@@ -31,6 +31,8 @@ pub struct Application {
     port: u16,
     server: Server,
     state: web::Data<AppState>,
+    /// `redis-stock`'s persister, when Redis is configured.
+    persister: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Application {
@@ -84,10 +86,20 @@ impl Application {
         if let Some(workers) = state.settings.workers {
             server = server.workers(workers);
         }
+        // `redis-stock`'s persister: its own task and Redis connection (it blocks on
+        // the stream), started without waiting for Redis.
+        let persister = state.settings.redis_urls.first().map(|_| {
+            tokio::spawn(strategies::redis_stock::persist_forever(
+                state.settings.redis_stock(),
+                state.pool.clone(),
+                state.hooks.clone(),
+            ))
+        });
         Ok(Application {
             port,
             server: server.run(),
             state,
+            persister,
         })
     }
 
@@ -110,6 +122,9 @@ impl Application {
     /// then closes the database pool so the server sees clean disconnects.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
+        if let Some(persister) = self.persister {
+            persister.abort();
+        }
         self.state.pool.close().await;
         result
     }

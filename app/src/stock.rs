@@ -23,6 +23,14 @@ pub struct StockView {
     /// Units left in each bucket, when the product is split (`bucketed`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buckets: Vec<i32>,
+    /// `redis-stock`: units Redis sold (and acknowledged to buyers) that the database
+    /// has not recorded yet; 0 when drained. Absent without Redis or when Redis did
+    /// not answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<i64>,
+    /// `redis-stock`: the product's counter in Redis, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<crate::strategies::redis_stock::Counter>,
 }
 
 /// Creates the product or restocks it: sets quantity and initial_quantity, starts a
@@ -108,5 +116,7 @@ pub async fn find(pool: &MySqlPool, product_id: i64) -> sqlx::Result<Option<Stoc
         initial_quantity,
         sold,
         buckets,
+        pending: None,
+        redis: None,
     }))
 }

@@ -441,6 +441,7 @@ async fn transact(
                 lock_lost_after_commit: false,
                 duplicate: false,
                 batch_size: Some(sold.len() as u32),
+                stream_entry: None,
             };
             (i, answer)
         })

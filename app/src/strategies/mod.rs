@@ -38,6 +38,8 @@
 //! - [`batched`]: `batched`, the buyers of one product queue briefly and share one
 //!   transaction (request coalescing).
 //! - [`bucketed`]: `bucketed`, the hot row split into K bucket rows at restock.
+//! - [`redis_stock`]: `redis-stock`, a Redis counter sells; a persister writes the
+//!   sales into the database in batches.
 //! - [`locked`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`: the algorithm of
 //!   a distributed lock around `unsafe`'s read-check-write, with fenced writes.
 //! - [`distributed`]: the wiring of those four: which backend, which key, how it
@@ -54,6 +56,7 @@ pub mod local_mutex;
 pub mod locked;
 pub mod optimistic;
 pub mod pessimistic;
+pub mod redis_stock;
 pub mod txn;
 pub mod unsafe_control;
 
@@ -112,6 +115,9 @@ pub trait Strategy: Send + Sync + 'static {
 #[derive(Clone, Default)]
 pub struct Strategies {
     list: Vec<Arc<dyn Strategy>>,
+    /// `redis-stock` again, for what the service does besides deducting (its
+    /// counters in `GET /stock`, resetting one on a restock).
+    pub redis_stock: Option<Arc<redis_stock::RedisStock>>,
 }
 
 impl Strategies {
@@ -160,6 +166,9 @@ pub struct Deducted {
     /// Sales committed in the same transaction as this one (`batched`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_size: Option<u32>,
+    /// The Redis stream entry that carries this sale to the database (`redis-stock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_entry: Option<String>,
 }
 
 /// Every strategy this build serves. Called once, outside the HTTP server's
@@ -185,6 +194,9 @@ pub fn all(settings: &Settings) -> Strategies {
     strategies.add(Arc::new(bucketed::Bucketed::new(
         settings.pessimistic_max_attempts,
     )));
+    let redis_stock = Arc::new(redis_stock::RedisStock::new(settings.redis_stock()));
+    strategies.add(redis_stock.clone());
+    strategies.redis_stock = Some(redis_stock);
     for locked in distributed::all(settings) {
         strategies.add(Arc::new(locked));
     }

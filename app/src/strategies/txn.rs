@@ -132,6 +132,7 @@ pub async fn record(
         fence_token,
         lock_lost_after_commit: false,
         batch_size: None,
+        stream_entry: None,
         duplicate: false,
     };
     let body = serde_json::to_string(&answer).map_err(anyhow::Error::new)?;

@@ -1,15 +1,16 @@
-//! The flash-sale strategies: `batched` (request coalescing) and `bucketed` (the hot
-//! row split). Safety under a race on one and two instances, judged from the ledger;
+//! The flash-sale strategies: `batched` (request coalescing), `bucketed` (the hot
+//! row split) and `redis-stock` (a Redis counter in front, a persister behind). Safety under a race on one and two instances, judged from the ledger;
 //! what a batch does with arrival order, with a member that already committed, and
 //! when its transaction fails; how buckets serve multi-unit requests and sell out
 //! exactly.
 
-use crate::helpers::{TestApp, fresh_database, spawn_app, spawn_app_on};
+use crate::helpers::{TestApp, fresh_database, spawn_app, spawn_app_on, spawn_with, test_settings};
 use crate::races::{self, race, race_split};
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
+use stock_app::Settings;
 
 /// The largest `batch_size` among the successful answers.
 fn largest_batch(answers: &[(StatusCode, Value)]) -> u64 {
@@ -446,5 +447,163 @@ async fn restock_splits_and_unsplits() {
     assert_eq!(response.status(), StatusCode::CONFLICT);
     let response = app.deduct("bucketed", &json!({"product_id": 1})).await;
     assert_eq!(response.status(), StatusCode::OK);
+    app.stop().await;
+}
+
+/// `redis-stock`, 200 buyers for 50 units on one instance: Redis sells exactly 50,
+/// and once the persister drained, the ledger and the stock row agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stock_one_instance() {
+    let app = spawn_app().await;
+    let answers = race("redis-stock", &[&app]).await;
+    assert!(
+        answers
+            .iter()
+            .filter(|(s, _)| *s == StatusCode::OK)
+            .all(|(_, body)| body["stream_entry"].is_string()),
+        "every sale names its stream entry"
+    );
+    app.stop().await;
+}
+
+/// `redis-stock` over two instances: one counter, two persisters in one group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stock_two_instances() {
+    let database = fresh_database().await;
+    let first = spawn_app_on(&database).await;
+    let second = spawn_app_on(&database).await;
+    race("redis-stock", &[&first, &second]).await;
+    first.stop().await;
+    second.stop().await;
+}
+
+/// Multi-item orders with `redis-stock`: the script checks every item first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stock_multi_item() {
+    races::multi_item_orders_are_all_or_nothing("redis-stock").await;
+}
+
+async fn stock_view(app: &TestApp) -> Value {
+    app.get("/stock/1").await.json().await.unwrap()
+}
+
+/// `GET /stock` says what Redis sold that the database has not recorded yet: with the
+/// persister held before its COMMIT, three sales are pending and the stock row still
+/// says 10; once it commits, pending is 0 and the row says 7.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_counts_sales_not_yet_in_the_database() {
+    let app = spawn_app().await;
+    app.stock(1, 10).await;
+    app.set_failpoint("before_commit", json!({"mode": "pause"}))
+        .await;
+    for id in ["a", "b", "c"] {
+        assert_eq!(buy_from(&app, "redis-stock", id).await, StatusCode::OK);
+    }
+    app.wait_paused("before_commit", 1).await;
+    let view = stock_view(&app).await;
+    assert_eq!(view["pending"], 3, "{view}");
+    assert_eq!(view["redis"]["stock"], 7, "{view}");
+    let (in_row,): (i32,) = sqlx::query_as("SELECT quantity FROM stock WHERE product_id = 1")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(in_row, 10, "nothing in the database yet");
+    app.set_failpoint("before_commit", json!({"mode": "off"}))
+        .await;
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_rows, state.lost_updates()),
+        (7, 3, 0)
+    );
+    let view = stock_view(&app).await;
+    assert_eq!(
+        (view["pending"].clone(), view["quantity"].clone()),
+        (json!(0), json!(7))
+    );
+    app.stop().await;
+}
+
+async fn buy_from(app: &TestApp, strategy: &str, request_id: &str) -> StatusCode {
+    app.deduct(
+        strategy,
+        &json!({"product_id": 1, "request_id": request_id}),
+    )
+    .await
+    .status()
+}
+
+/// A persister stopped between its writes and its COMMIT (its instance stopped) never
+/// acknowledged its entries: another instance's persister claims them once they sat
+/// idle past `--redis-stock-claim-ms`, and writes each exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_persisters_entries_are_claimed_by_another() {
+    let database = fresh_database().await;
+    let settings = || Settings {
+        redis_stock_claim_ms: 300,
+        ..test_settings(&database)
+    };
+    let first = spawn_with(settings()).await;
+    first.stock(1, 10).await;
+    first
+        .set_failpoint("before_commit", json!({"mode": "pause"}))
+        .await;
+    for id in ["a", "b"] {
+        assert_eq!(buy_from(&first, "redis-stock", id).await, StatusCode::OK);
+    }
+    first.wait_paused("before_commit", 1).await;
+    first.stop().await;
+    let second = spawn_with(settings()).await;
+    let state = second.db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_rows, state.lost_updates()),
+        (8, 2, 0)
+    );
+    assert_eq!(second.row_counts().await, (2, 2));
+    second.stop().await;
+}
+
+/// A retry after its request key expired is sold again by Redis; the persister finds
+/// the request id in `orders`, records nothing twice, and gives the units back to the
+/// counter, so Redis and the database agree again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_request_key_expired_is_caught_by_the_database() {
+    let database = fresh_database().await;
+    let app = spawn_with(Settings {
+        redis_stock_id_ttl_secs: 1,
+        ..test_settings(&database)
+    })
+    .await;
+    app.stock(1, 10).await;
+    assert_eq!(buy_from(&app, "redis-stock", "x").await, StatusCode::OK);
+    app.drained().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(buy_from(&app, "redis-stock", "x").await, StatusCode::OK);
+    let state = app.db_state(1).await;
+    assert_eq!((state.remaining, state.ledger_rows), (9, 1), "{state:?}");
+    let view = stock_view(&app).await;
+    assert_eq!(view["redis"]["stock"], 9, "the unit went back: {view}");
+    assert_eq!(view["pending"], 0);
+    app.stop().await;
+}
+
+/// A restock forgets the counter; the next sale starts it from the database's new
+/// epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restock_restarts_the_counter_from_the_database() {
+    let app = spawn_app().await;
+    app.stock(1, 10).await;
+    for id in ["a", "b"] {
+        assert_eq!(buy_from(&app, "redis-stock", id).await, StatusCode::OK);
+    }
+    app.drained().await;
+    app.stock(1, 5).await;
+    assert_eq!(buy_from(&app, "redis-stock", "c").await, StatusCode::OK);
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.initial, state.remaining, state.ledger_rows),
+        (5, 4, 1)
+    );
+    let view = stock_view(&app).await;
+    assert_eq!(view["redis"], json!({"stock": 4, "pending": 0, "epoch": 2}));
     app.stop().await;
 }

@@ -41,6 +41,8 @@ pub struct TestApp {
     pub db: MySqlPool,
     pub client: reqwest::Client,
     handle: actix_web::dev::ServerHandle,
+    /// `redis-stock`'s Redis and key prefix, to wait for its persister.
+    redis: Option<(String, String)>,
 }
 
 /// A service on a fresh database, with the admin token set.
@@ -72,6 +74,9 @@ pub fn test_settings(database_url: &str) -> Settings {
             "/stock-locks-test/{}",
             database_url.rsplit('/').next().unwrap_or("db")
         ),
+        // redis-stock's keys of the test's own, so parallel tests never persist each
+        // other's sales.
+        redis_stock_prefix: format!("t:{}:rs:", database_url.rsplit('/').next().unwrap_or("db")),
         // The shared testbed's Redis (the first serves redis-lock).
         redis_urls: std::env::var("REDIS_URLS")
             .map(|v| v.split(',').map(str::to_string).collect())
@@ -106,6 +111,8 @@ macro_rules! each_strategy {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn bucketed() { super::$name("bucketed").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn redis_stock() { super::$name("redis-stock").await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn mysql_lock() { super::$name("mysql-lock").await }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn redis_lock() { super::$name("redis-lock").await }
@@ -123,6 +130,10 @@ pub async fn spawn_with(settings: Settings) -> TestApp {
         stock_app::telemetry::init("debug,sqlx=warn");
     }
     let database_url = settings.database_url.clone();
+    let redis = settings
+        .redis_urls
+        .first()
+        .map(|url| (url.clone(), settings.redis_stock_prefix.clone()));
     let app = Application::build(settings).await.expect("build the app");
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();
@@ -137,6 +148,7 @@ pub async fn spawn_with(settings: Settings) -> TestApp {
         db,
         client: reqwest::Client::new(),
         handle,
+        redis,
     }
 }
 
@@ -207,13 +219,43 @@ impl TestApp {
             .expect("request sent")
     }
 
-    /// What the database says about a product, read directly.
+    /// Waits until `redis-stock`'s persister has written every sale Redis made into
+    /// the database (its stream is empty: entries go when acknowledged after COMMIT);
+    /// panics after 15 s.
+    pub async fn drained(&self) {
+        let Some((url, prefix)) = &self.redis else {
+            return;
+        };
+        let client = redis::Client::open(url.as_str()).expect("a Redis URL");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to Redis");
+        let stream = format!("{prefix}sales");
+        for _ in 0..300 {
+            let left: i64 = redis::cmd("XLEN")
+                .arg(&stream)
+                .query_async(&mut conn)
+                .await
+                .expect("XLEN");
+            if left == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("redis-stock's persister did not drain {stream} within 15 s");
+    }
+
+    /// What the database says about a product, read directly (after `redis-stock`'s
+    /// persister drained).
     pub async fn db_state(&self, product_id: i64) -> DbState {
+        self.drained().await;
         db_state(&self.db, product_id).await
     }
 
-    /// How many orders and ledger rows exist in all.
+    /// How many orders and ledger rows exist in all (after `redis-stock` drained).
     pub async fn row_counts(&self) -> (i64, i64) {
+        self.drained().await;
         let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders")
             .fetch_one(&self.db)
             .await

@@ -1,0 +1,44 @@
+-- redis-stock: sell an order from the Redis counters, all or nothing, in one atomic step.
+--
+-- KEYS[1]  the request's key (its fingerprint and sale, once sold)
+-- KEYS[2]  the sales stream
+-- KEYS[3]  the "reconciling after a Redis restart" flag
+-- KEYS[4..] one counter hash per item, in product order: {stock, pending, epoch}
+-- ARGV[1]  request id       ARGV[2] fingerprint       ARGV[3] seconds the request key lives
+-- ARGV[4..] per item: product id, quantity (same order as KEYS[4..])
+--
+-- Returns one of
+--   {"dup", stored}            this request id already sold: stored = fingerprint "\n" entry "\n" items
+--   {"recovering"}             a reconciliation is running: sell nothing now
+--   {"init", i}                item i's counter does not exist yet: initialise it from the database
+--   {"short", i, available}    item i has fewer units than asked
+--   {"ok", entry, items}       sold: entry = the stream entry id, items = "p:q:left:epoch,..."
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  return {'dup', stored}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'recovering'}
+end
+local n = #KEYS - 3
+for i = 1, n do
+  local stock = redis.call('HGET', KEYS[i + 3], 'stock')
+  if not stock then
+    return {'init', i}
+  end
+  if tonumber(stock) < tonumber(ARGV[3 + 2 * i]) then
+    return {'short', i, stock}
+  end
+end
+local items = {}
+for i = 1, n do
+  local key, product, quantity = KEYS[i + 3], ARGV[2 + 2 * i], tonumber(ARGV[3 + 2 * i])
+  local left = redis.call('HINCRBY', key, 'stock', -quantity)
+  redis.call('HINCRBY', key, 'pending', quantity)
+  local epoch = redis.call('HGET', key, 'epoch')
+  items[i] = product .. ':' .. quantity .. ':' .. left .. ':' .. epoch
+end
+local sale = table.concat(items, ',')
+local entry = redis.call('XADD', KEYS[2], '*', 'request_id', ARGV[1], 'hash', ARGV[2], 'items', sale)
+redis.call('SET', KEYS[1], ARGV[2] .. '\n' .. entry .. '\n' .. sale, 'EX', ARGV[3])
+return {'ok', entry, sale}
