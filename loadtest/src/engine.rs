@@ -56,6 +56,10 @@ pub struct Fired {
     /// to the earliest buyers).
     pub overtaken: Vec<u64>,
     pub elapsed: Duration,
+    /// `redis-stock`: units sold, acknowledged and not yet in the database when the
+    /// last answer came, and how long the persisters took to record them.
+    pub pending_at_end: i64,
+    pub drain: Duration,
 }
 
 impl Fired {
@@ -70,6 +74,8 @@ impl Fired {
             transactions: 0.0,
             overtaken: overtaken(&answers),
             elapsed,
+            pending_at_end: 0,
+            drain: Duration::ZERO,
         };
         for answer in answers {
             *fired.outcomes.entry(answer.outcome.key()).or_default() += 1;
@@ -369,6 +375,39 @@ async fn fire_quietly(
 }
 
 /// Restocks a product through the admin API (a new epoch).
+/// Waits until no product of `products` has sales pending in Redis (`GET /stock`'s
+/// `pending`: `redis-stock`'s sales not yet in the database), up to `timeout`.
+/// Returns the units pending at the first look and how long the drain took.
+pub async fn drained(
+    client: &reqwest::Client,
+    base: &str,
+    products: &[i64],
+    timeout: Duration,
+) -> anyhow::Result<(i64, Duration)> {
+    let started = Instant::now();
+    let mut first = None;
+    loop {
+        let mut pending = 0;
+        for product in products {
+            let view: Value = client
+                .get(format!("{base}/stock/{product}"))
+                .send()
+                .await?
+                .json()
+                .await?;
+            pending += view["pending"].as_i64().unwrap_or(0);
+        }
+        first.get_or_insert(pending);
+        if pending == 0 {
+            return Ok((first.unwrap_or(0), started.elapsed()));
+        }
+        if started.elapsed() > timeout {
+            anyhow::bail!("{pending} units still pending in Redis after {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub async fn restock(
     client: &reqwest::Client,
     base: &str,

@@ -40,6 +40,9 @@ use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
 use verify::Verdict;
 
+/// The longest a run waits for `redis-stock`'s persisters before its verdict.
+pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Buckets per product for `bucketed` unless told otherwise: enough for the
 /// database connections of two instances to work on different rows.
 pub const BUCKETS: u16 = 32;
@@ -140,7 +143,13 @@ impl Runner {
             hold_ms: plan.request_hold_ms,
             id_prefix: format!("lt-{id}"),
         };
-        let fired = fire(&self.client, &load).await;
+        let mut fired = fire(&self.client, &load).await;
+        // `redis-stock` answers before the database has the sale: the verdict waits
+        // for its persisters.
+        let (pending, drain) =
+            engine::drained(&self.client, &self.bases[0], &plan.products, DRAIN_TIMEOUT).await?;
+        fired.pending_at_end = pending;
+        fired.drain = drain;
         // The verdict is read only now, after every request has finished.
         let verdict = verify::verify(
             &self.db,
