@@ -55,7 +55,7 @@ pub mod zookeeper;
 
 pub use mariadb::MariaDb;
 pub use process::ServerProcess;
-pub use redis::Redis;
+pub use redis::{Persistence, Redis};
 pub use stack::{Stack, StackConfig};
 pub use zookeeper::ZooKeeper;
 

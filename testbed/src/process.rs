@@ -239,6 +239,16 @@ impl ServerProcess {
         }
     }
 
+    /// Replaces the arguments the next [`ServerProcess::respawn`] runs with.
+    pub fn set_args(&mut self, args: Vec<String>) {
+        self.args = args;
+    }
+
+    /// The arguments it runs with.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
     /// Kills the server (if it runs) and starts the same command again, with the same
     /// data directory and port. The caller waits for readiness (it knows the protocol).
     /// Call it from a long-lived thread (see [`ServerProcess::spawn`]).

@@ -1,4 +1,5 @@
-//! One independent `redis-server`, no persistence.
+//! One independent `redis-server`, no persistence unless asked for
+//! ([`Redis::set_persistence`]).
 
 use crate::process::{ServerDir, ServerProcess, find_binary, tcp_exchange, with_port_retry};
 use crate::{READY_TIMEOUT, Result};
@@ -66,8 +67,62 @@ impl Redis {
         &self.process
     }
 
-    /// Kills the server (SIGKILL) and starts it again on the same port. Nothing is
-    /// persisted, so it comes back **empty**: every key, lock and counter is gone.
+    /// Switches persistence now (`CONFIG SET`) and for every later restart (the
+    /// command line). With an append-only file it waits until the file holds the
+    /// whole dataset (the background rewrite `appendonly yes` starts is done), so a
+    /// kill -9 from then on loses at most what the fsync policy allows.
+    pub fn set_persistence(&mut self, persistence: Persistence) -> Result<()> {
+        let (appendonly, fsync) = match persistence {
+            Persistence::None => ("no", "everysec"),
+            Persistence::AofEverySec => ("yes", "everysec"),
+            Persistence::AofAlways => ("yes", "always"),
+        };
+        let port = self.port;
+        for (name, value) in [("appendfsync", fsync), ("appendonly", appendonly)] {
+            let command = format!("CONFIG SET {name} {value}\r\n");
+            let answer = tcp_exchange(port, command.as_bytes(), b"\r\n").unwrap_or_default();
+            if !answer.starts_with(b"+OK") {
+                return Err(crate::Error::Command {
+                    what: format!("redis CONFIG SET {name} {value}"),
+                    output: String::from_utf8_lossy(&answer).into_owned(),
+                });
+            }
+        }
+        let mut args: Vec<String> = self.process.args().to_vec();
+        for (flag, value) in [("--appendonly", appendonly), ("--appendfsync", fsync)] {
+            match args.iter().position(|a| a == flag) {
+                Some(i) => args[i + 1] = value.to_string(),
+                None => args.extend([flag.to_string(), value.to_string()]),
+            }
+        }
+        self.process.set_args(args);
+        if persistence != Persistence::None {
+            let deadline = std::time::Instant::now() + READY_TIMEOUT;
+            loop {
+                let info = tcp_exchange(port, b"INFO persistence\r\n", b"aof_last_cow_size")
+                    .map(|a| String::from_utf8_lossy(&a).into_owned())
+                    .unwrap_or_default();
+                let done = info.contains("aof_enabled:1")
+                    && info.contains("aof_rewrite_in_progress:0")
+                    && info.contains("aof_rewrite_scheduled:0");
+                if done {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(crate::Error::Command {
+                        what: "redis BGREWRITEAOF after CONFIG SET appendonly yes".into(),
+                        output: info,
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        Ok(())
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port. Without
+    /// persistence (the default) it comes back **empty**: every key, lock and counter
+    /// is gone; with an append-only file it loads what the file holds.
     pub fn restart(&mut self) -> Result<()> {
         self.process.respawn()?;
         let port = self.port;
@@ -78,6 +133,18 @@ impl Redis {
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
+}
+
+/// What a Redis keeps on disk, and so what a kill -9 can lose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// Nothing: a restart comes back empty (the testbed's default).
+    None,
+    /// An append-only file, fsynced once a second: up to about a second of
+    /// acknowledged writes can be lost.
+    AofEverySec,
+    /// An append-only file, fsynced before every reply: nothing acknowledged is lost.
+    AofAlways,
 }
 
 fn ping(port: u16) -> bool {

@@ -141,6 +141,18 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "{} units left the stock with no ledger row: a deduction was applied twice.",
             c.double_deducted
         ),
+        (
+            Scenario::RedisKilledEverySec
+            | Scenario::RedisKilledAlways
+            | Scenario::RedisKilledNoPersistence,
+            v,
+        ) => format!(
+            "{} of {} acknowledged sales are missing from the ledger after the restart ({}): what Redis acknowledged and had not kept (not yet in its file, or no file at all) before the persisters recorded it. The counters were reconciled from the database; no sale for {:.0} ms.",
+            c.missing_acknowledged,
+            c.succeeded,
+            if v == Lost { "lost" } else { "nothing lost" },
+            c.longest_gap_ms
+        ),
         (_, Lost) if c.missing_acknowledged > 0 => format!(
             "{} acknowledged sales have no ledger row.",
             c.missing_acknowledged
@@ -166,6 +178,10 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
         (Scenario::FenceOnly, Refused) => format!(
             "No lock, still no loss: every write is guarded by the newest claim. The price: {} of {} requests were refused (lock_lost) because a newer ticket overtook them, with or without a fault. A lock strategy with fencing is this plus a queue in front.",
             c.refused, c.requests
+        ),
+        (Scenario::HolderKilled, _) if c.strategy == "redis-stock" => format!(
+            "Redis kept selling while A's persister was stopped before its COMMIT and then killed: its entries stayed unacknowledged, B's persister claimed them after about a lease ({lease} ms) and recorded each once: {} sold, nothing lost or doubled.",
+            c.sold
         ),
         (Scenario::HolderKilled, _) => format!(
             "A dead holder never writes, so nothing can be lost; B's buyers waited {blocked} for the lock to come back ({}).",

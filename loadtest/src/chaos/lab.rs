@@ -75,6 +75,9 @@ impl Lab {
                 "3000",
                 "--db-acquire-timeout-ms",
                 "3000",
+                // A dead persister's entries are claimed after about a lease.
+                "--redis-stock-claim-ms",
+                &timing.lease_ms.to_string(),
             ]
             .iter()
             .map(|s| s.to_string())
@@ -130,6 +133,14 @@ impl Lab {
         tokio::time::sleep(Duration::from_millis(self.timing.after_ms)).await;
         let mut samples = load.stop().await;
         let (retried, duplicates) = self.retry_unknown(spec, product, &mut samples).await;
+        // redis-stock: the verdict waits for the persisters to record what Redis sold
+        // (a sale Redis lost is not pending: it shows as missing).
+        let b = &self.instances[1].base;
+        if let Err(e) =
+            crate::engine::drained(&self.client, b, &[product], crate::DRAIN_TIMEOUT).await
+        {
+            eprintln!("chaos: {} not drained: {e}", spec.strategy);
+        }
         let acknowledged: Vec<String> = samples
             .iter()
             .filter(|s| s.outcome == Outcome::Sold)
@@ -236,7 +247,14 @@ impl Lab {
                 Window::new(fault, load.now())
             }
             Scenario::HolderKilled => {
-                self.pause_a_at("after_read").await?;
+                // redis-stock's requests hold nothing: its persister is what dies
+                // between its writes and its COMMIT.
+                let failpoint = if spec.strategy == "redis-stock" {
+                    "before_commit"
+                } else {
+                    "after_read"
+                };
+                self.pause_a_at(failpoint).await?;
                 self.instances[0].process.kill();
                 let fault = load.now();
                 // Not healed (A stays dead until the next cell): give the lock time
@@ -295,6 +313,26 @@ impl Lab {
                 self.set_proxies(ProxyMode::Reset);
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 self.set_proxies(ProxyMode::Pass);
+                Window::new(fault, load.now())
+            }
+            Scenario::RedisKilledEverySec
+            | Scenario::RedisKilledAlways
+            | Scenario::RedisKilledNoPersistence => {
+                let persistence = match spec.scenario {
+                    Scenario::RedisKilledAlways => Persistence::AofAlways,
+                    Scenario::RedisKilledEverySec => Persistence::AofEverySec,
+                    _ => Persistence::None,
+                };
+                let redis = &mut self.stack.redis[0];
+                redis.set_persistence(persistence)?;
+                // Sales go on, written to the file, before the crash.
+                tokio::time::sleep(Duration::from_millis(self.timing.warm_ms)).await;
+                redis.process().kill();
+                let fault = load.now();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                redis.restart()?;
+                // Back to the testbed's default for the cells after this one.
+                redis.set_persistence(Persistence::None)?;
                 Window::new(fault, load.now())
             }
             Scenario::AmbiguousCommit => {

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use testbed::proxy::{Proxy, ProxyMode};
-use testbed::{Stack, StackConfig};
+use testbed::{Persistence, Stack, StackConfig};
 
 const ADMIN_TOKEN: &str = "chaos-admin-token";
 /// Units per product: far more than a cell sells, so lost updates (not sell-outs)

@@ -17,8 +17,10 @@ pub enum Scenario {
     ///    restarted empty (no persistence).
     RedisRestart,
     /// 5. RedLock with 2 of its 5 nodes frozen.
+    #[serde(rename = "redlock-2-of-5-paused")]
     RedlockMinorityPaused,
     /// 5. RedLock with 3 of its 5 nodes frozen.
+    #[serde(rename = "redlock-3-of-5-paused")]
     RedlockMajorityPaused,
     /// 6. The ZooKeeper leader killed (three-node ensemble).
     ZkLeaderKilled,
@@ -28,10 +30,19 @@ pub enum Scenario {
     /// 8. A's request pauses before COMMIT; it is let go and MariaDB is killed at
     ///    once; after the restart every unknown outcome is retried with its request_id.
     AmbiguousCommit,
+    /// 9. The Redis of `redis-stock` killed (kill -9) under load and restarted from
+    ///    its append-only file, fsynced once a second.
+    #[serde(rename = "redis-killed-everysec")]
+    RedisKilledEverySec,
+    /// 9. The same, fsynced before every reply.
+    RedisKilledAlways,
+    /// 9. The same with no persistence at all (the testbed's default): it comes back
+    ///    empty.
+    RedisKilledNoPersistence,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::PausePastLease,
         Scenario::FenceOnly,
         Scenario::HolderKilled,
@@ -41,6 +52,9 @@ impl Scenario {
         Scenario::ZkLeaderKilled,
         Scenario::LockPartition,
         Scenario::AmbiguousCommit,
+        Scenario::RedisKilledEverySec,
+        Scenario::RedisKilledAlways,
+        Scenario::RedisKilledNoPersistence,
     ];
 
     /// The name used on the command line and in the JSON.
@@ -55,6 +69,9 @@ impl Scenario {
             Scenario::ZkLeaderKilled => "zk-leader-killed",
             Scenario::LockPartition => "lock-partition",
             Scenario::AmbiguousCommit => "ambiguous-commit",
+            Scenario::RedisKilledEverySec => "redis-killed-everysec",
+            Scenario::RedisKilledAlways => "redis-killed-always",
+            Scenario::RedisKilledNoPersistence => "redis-killed-no-persistence",
         }
     }
 
@@ -68,6 +85,9 @@ impl Scenario {
             Scenario::ZkLeaderKilled => 6,
             Scenario::LockPartition => 7,
             Scenario::AmbiguousCommit => 8,
+            Scenario::RedisKilledEverySec
+            | Scenario::RedisKilledAlways
+            | Scenario::RedisKilledNoPersistence => 9,
         }
     }
 
@@ -82,6 +102,9 @@ impl Scenario {
             Scenario::ZkLeaderKilled => "ZooKeeper leader killed (3-node ensemble)",
             Scenario::LockPartition => "Lock service partitioned from the holder",
             Scenario::AmbiguousCommit => "Ambiguous commit: MariaDB killed as COMMIT is sent",
+            Scenario::RedisKilledEverySec => "Redis killed, append-only file fsynced every second",
+            Scenario::RedisKilledAlways => "Redis killed, append-only file fsynced on every write",
+            Scenario::RedisKilledNoPersistence => "Redis killed, no persistence",
         }
     }
 
@@ -113,7 +136,16 @@ impl Scenario {
                 "A request on instance A pauses between its read and its write, then every connection of A to Redis and ZooKeeper is blackholed (its database path stays up); the request is let go after 3x the lease (ZooKeeper: the session timeout), then the partition heals."
             }
             Scenario::AmbiguousCommit => {
-                "A request on instance A pauses just before COMMIT; it is let go and MariaDB is killed at once (the COMMIT may or may not land), restarted, and every request whose outcome was unknown is retried with the same request_id."
+                "A request on instance A pauses just before COMMIT; it is let go and MariaDB is killed at once (the COMMIT may or may not land), restarted, and every request whose outcome was unknown is retried with the same request_id. For redis-stock the COMMIT is its persister's."
+            }
+            Scenario::RedisKilledEverySec => {
+                "The Redis that sells for redis-stock writes an append-only file fsynced once a second (appendonly yes, appendfsync everysec); under load it is killed with SIGKILL and restarted from the file; the persisters reconcile the counters. Acknowledged sales missing from the ledger afterwards are what it lost."
+            }
+            Scenario::RedisKilledAlways => {
+                "As above with appendfsync always: Redis answers only after the fsync."
+            }
+            Scenario::RedisKilledNoPersistence => {
+                "As above with no persistence (appendonly no, no snapshots): Redis comes back empty, and the counters start again from the database."
             }
         }
     }
@@ -304,14 +336,38 @@ pub fn matrix() -> Vec<CellSpec> {
             &[Refused][..],
         ));
     }
+    // redis-stock's "holder" is its persister, paused before its COMMIT: another
+    // instance's persister claims its entries.
+    cells.push(cell(Scenario::HolderKilled, "redis-stock", None, NO_LOSS));
+    // 9. What a Redis crash loses: measured with everysec, nothing with always.
+    cells.push(cell(
+        Scenario::RedisKilledEverySec,
+        "redis-stock",
+        None,
+        &[Safe, Refused, Unavailable, Lost][..],
+    ));
+    cells.push(cell(
+        Scenario::RedisKilledAlways,
+        "redis-stock",
+        None,
+        NO_LOSS,
+    ));
+    cells.push(cell(
+        Scenario::RedisKilledNoPersistence,
+        "redis-stock",
+        None,
+        &[Safe, Refused, Unavailable, Lost][..],
+    ));
     // 8. The orders row makes a retry after an unknown outcome a no-op.
     // `batched`: a whole batch's COMMIT is the ambiguous one; each member retries.
+    // `redis-stock`: its persister's COMMIT; the re-delivered entries are set aside.
     for strategy in [
         "atomic-sql",
         "pessimistic",
         "redis-lock",
         "batched",
         "bucketed",
+        "redis-stock",
     ] {
         cells.push(cell(
             Scenario::AmbiguousCommit,
@@ -329,4 +385,21 @@ pub fn matrix() -> Vec<CellSpec> {
         ));
     }
     cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command line's id and the JSON's name are the same string.
+    #[test]
+    fn ids_are_the_json_names() {
+        for scenario in Scenario::ALL {
+            assert_eq!(
+                serde_json::to_value(scenario).unwrap(),
+                scenario.id(),
+                "{scenario:?}"
+            );
+        }
+    }
 }
