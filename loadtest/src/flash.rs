@@ -428,7 +428,8 @@ impl FlashSale {
             "<h2>Flash sale: one hot product</h2><p>Every strategy safe across instances on one product whose stock is \
              never the limit: {} requests at {} over 2 instances (<code>fence-only</code>, a control that refuses every \
              overtaken request, is left out). Every other strategy passes one row lock (or one lock key) per sale; <code>batched</code> carries many sales per transaction, <code>bucketed</code> spreads them \
-             over {BUCKETS} rows. <b>Statements per sale</b> is MariaDB's own count (<code>Questions</code>) over the run; \
+             over {BUCKETS} rows, <code>redis-stock</code> sells from a Redis counter and records the sales afterwards \
+             (<b>pending at the end</b>: sales answered but not yet in the database when the last buyer was answered). <b>Statements per sale</b> is MariaDB's own count (<code>Questions</code>) over the run; \
              <b>CPU</b> is percent of one core per process: where the machine's time went.</p>",
             o.requests,
             o.rate

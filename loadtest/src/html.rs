@@ -166,6 +166,9 @@ fn explain(name: &str) -> &'static str {
         "bucketed" => {
             "The hot row split into K bucket rows at restock: a conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request. K buyers proceed at once; the database's CPU becomes the limit."
         }
+        "redis-stock" => {
+            "Redis in front, the database as the record: one Lua script checks the request id, decrements the product's counter and appends the sale to a stream; a persister in each instance writes the stream into MariaDB in batches and acknowledges after COMMIT. Answers before the sale is durable: GET /stock shows what is pending, and what a Redis crash loses depends on Redis's persistence."
+        }
         "baseline" => {
             "The atomic-sql transaction driven directly over sqlx, no HTTP: the gap to atomic-sql is the service's own overhead."
         }

@@ -59,6 +59,11 @@
 //! # Orders with several items
 //! Supported, all or nothing: the script checks every item before it changes any.
 //!
+//! # Test hooks
+//! `before_commit` is the persister's (a request commits nothing). There is no step
+//! between read and write to hold: `--hold-ms` does not apply, and a request's
+//! `hold_ms` is a 400.
+//!
 //! # When to use it
 //! The hottest sales (tickets, limited drops) where answering fast matters more than
 //! having every sale on disk before the buyer hears about it, with Redis persistence
@@ -333,6 +338,12 @@ impl Strategy for RedisStock {
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+        if d.knobs.hold_ms.is_some() {
+            return Err(AppError::InvalidRequest(
+                "hold_ms does not apply to redis-stock: its sale is one Lua script, with no step between read and write to hold"
+                    .into(),
+            ));
+        }
         let mut conn = self.conn().await?;
         let keys = &self.settings.keys;
         let order = d.order;

@@ -607,3 +607,26 @@ async fn a_restock_restarts_the_counter_from_the_database() {
     assert_eq!(view["redis"], json!({"stock": 4, "pending": 0, "epoch": 2}));
     app.stop().await;
 }
+
+/// `redis-stock` has no step between read and write: a request's `hold_ms` is a 400
+/// naming why, and nothing is sold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stock_refuses_a_hold_it_cannot_honour() {
+    let app = spawn_app().await;
+    app.stock(1, 10).await;
+    let response = app
+        .deduct("redis-stock", &json!({"product_id": 1, "hold_ms": 5}))
+        .await;
+    let body =
+        crate::helpers::assert_error(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("hold_ms"),
+        "{body}"
+    );
+    let view = stock_view(&app).await;
+    assert_eq!(
+        (view["quantity"].clone(), view["pending"].clone()),
+        (json!(10), json!(0))
+    );
+    app.stop().await;
+}
