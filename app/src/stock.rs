@@ -86,9 +86,13 @@ pub async fn restock(
 
 /// The product's stock and this epoch's ledger sum, or `None` if it was never stocked.
 pub async fn find(pool: &MySqlPool, product_id: i64) -> sqlx::Result<Option<StockView>> {
-    let row: Option<(i32, i64, i32, i32, i64)> = sqlx::query_as(
+    // What is left and what was sold come from one statement (one snapshot): read
+    // apart, sales committing in between would make them disagree.
+    let row: Option<(i64, i64, i32, i32, i64)> = sqlx::query_as(
         r#"
-        SELECT s.quantity, s.version, s.epoch, s.initial_quantity,
+        SELECT CAST(s.quantity + COALESCE((SELECT SUM(b.quantity) FROM stock_bucket b
+                                           WHERE b.product_id = s.product_id), 0) AS SIGNED),
+               s.version, s.epoch, s.initial_quantity,
                CAST(COALESCE((SELECT SUM(l.quantity) FROM ledger l
                               WHERE l.product_id = s.product_id AND l.epoch = s.epoch), 0)
                     AS SIGNED)
@@ -99,9 +103,10 @@ pub async fn find(pool: &MySqlPool, product_id: i64) -> sqlx::Result<Option<Stoc
     .bind(product_id)
     .fetch_optional(pool)
     .await?;
-    let Some((in_row, version, epoch, initial_quantity, sold)) = row else {
+    let Some((quantity, version, epoch, initial_quantity, sold)) = row else {
         return Ok(None);
     };
+    // The split, for the curious (a moment later than the total above).
     let buckets: Vec<i32> = sqlx::query_scalar(
         "SELECT quantity FROM stock_bucket WHERE product_id = ? ORDER BY bucket",
     )
@@ -110,7 +115,7 @@ pub async fn find(pool: &MySqlPool, product_id: i64) -> sqlx::Result<Option<Stoc
     .await?;
     Ok(Some(StockView {
         product_id,
-        quantity: in_row + buckets.iter().sum::<i32>(),
+        quantity: quantity as i32,
         version,
         epoch,
         initial_quantity,
