@@ -26,6 +26,28 @@ pub struct AppState {
     pub hooks: Arc<Hooks>,
 }
 
+/// Applies the migrations under a lock of our own. sqlx takes `GET_LOCK(name, -1)` and
+/// ignores the answer; MariaDB answers NULL to a negative timeout (no lock at all), so
+/// two instances starting at once on a fresh database both applied the migrations and
+/// one died on a duplicate `_sqlx_migrations` row (5 times in 5 tries). A named lock
+/// with a real timeout, on the connection the migrator then uses, serializes them.
+async fn migrate(pool: &MySqlPool) -> anyhow::Result<()> {
+    let mut conn = pool.acquire().await.context("connecting to migrate")?;
+    let locked: Option<i64> =
+        sqlx::query_scalar("SELECT GET_LOCK(CONCAT('stock-locks:migrate:', DATABASE()), 60)")
+            .fetch_one(&mut *conn)
+            .await
+            .context("taking the migration lock")?;
+    if locked != Some(1) {
+        anyhow::bail!("another instance held the migration lock for 60 s");
+    }
+    let applied = sqlx::migrate!("../migrations").run(&mut *conn).await;
+    let _ = sqlx::query("SELECT RELEASE_LOCK(CONCAT('stock-locks:migrate:', DATABASE()))")
+        .execute(&mut *conn)
+        .await;
+    applied.context("applying the migrations")
+}
+
 /// A built service, bound to its port, not yet serving.
 pub struct Application {
     port: u16,
@@ -57,10 +79,7 @@ impl Application {
             .connect(&settings.database_url)
             .await
             .context("connecting to DATABASE_URL")?;
-        sqlx::migrate!("../migrations")
-            .run(&pool)
-            .await
-            .context("applying the migrations")?;
+        migrate(&pool).await?;
         let listener = TcpListener::bind(&settings.bind)
             .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
