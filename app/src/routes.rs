@@ -395,9 +395,8 @@ async fn get_stock(
         Err(e) => return Err(ApiError::new(e.into(), id.0)),
     };
     // `redis-stock`: what Redis sold that the database has not recorded yet.
-    if let Some(redis_stock) = &state.strategies.redis_stock
-        && !state.settings.redis_urls.is_empty()
-    {
+    let redis_stock = &state.strategies.redis_stock;
+    if redis_stock.configured() {
         match redis_stock.counter(product_id).await {
             Ok(counter) => {
                 view.pending = Some(counter.as_ref().map_or(0, |c| c.pending));
@@ -458,11 +457,7 @@ async fn put_stock(
         "restocked"
     );
     // `redis-stock`'s counter starts the new epoch from the database at its next sale.
-    if let Some(redis_stock) = &state.strategies.redis_stock
-        && !state.settings.redis_urls.is_empty()
-    {
-        redis_stock.forget(product_id).await;
-    }
+    state.strategies.redis_stock.forget(product_id).await;
     Ok(HttpResponse::Ok().json(view))
 }
 

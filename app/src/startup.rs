@@ -53,8 +53,8 @@ pub struct Application {
     port: u16,
     server: Server,
     state: web::Data<AppState>,
-    /// `redis-stock`'s persister, when Redis is configured.
-    persister: Option<tokio::task::JoinHandle<()>>,
+    /// `redis-stock`'s persister (it returns at once without a Redis).
+    persister: tokio::task::JoinHandle<()>,
 }
 
 impl Application {
@@ -107,13 +107,11 @@ impl Application {
         }
         // `redis-stock`'s persister: its own task and Redis connection (it blocks on
         // the stream), started without waiting for Redis.
-        let persister = state.settings.redis_urls.first().map(|_| {
-            tokio::spawn(strategies::redis_stock::persist_forever(
-                state.settings.redis_stock(),
-                state.pool.clone(),
-                state.hooks.clone(),
-            ))
-        });
+        let persister = tokio::spawn(strategies::redis_stock::persist_forever(
+            state.settings.redis_stock(),
+            state.pool.clone(),
+            state.hooks.clone(),
+        ));
         Ok(Application {
             port,
             server: server.run(),
@@ -141,9 +139,7 @@ impl Application {
     /// then closes the database pool so the server sees clean disconnects.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
-        if let Some(persister) = self.persister {
-            persister.abort();
-        }
+        self.persister.abort();
         self.state.pool.close().await;
         result
     }

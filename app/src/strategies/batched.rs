@@ -78,7 +78,7 @@
 //! it is confirmed. It needs no other server. It does not help a catalogue of many
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
-use super::txn::{backoff, retry_on_lock_conflict};
+use super::txn::{self, backoff, retry_on_lock_conflict};
 use super::{Deducted, Deduction, ItemResult, Strategy, StrategyInfo};
 use crate::error::{AppError, mysql_error_number};
 use crate::hooks::{Hooks, RequestHooks};
@@ -276,8 +276,8 @@ enum Failed {
 impl From<sqlx::Error> for Failed {
     fn from(e: sqlx::Error) -> Failed {
         match retry_on_lock_conflict(e) {
-            super::txn::TxError::Retry(reason) => Failed::Conflict(reason),
-            super::txn::TxError::Fail(e) => Failed::Error(e),
+            txn::TxError::Retry(reason) => Failed::Conflict(reason),
+            txn::TxError::Fail(e) => Failed::Error(e),
         }
     }
 }
@@ -314,23 +314,26 @@ async fn settle(
             Err(failed) => failed,
         };
         match failed {
-            Failed::Duplicate => match committed(pool, &batch).await {
-                // Answered from `orders` by the idempotency layer; the rest go again.
-                Ok(done) if !done.is_empty() => {
-                    for i in live {
-                        if done.contains(&buyers[i].order.request_id) {
-                            answers[i] = Some(Err(AppError::AlreadyDone(
-                                buyers[i].order.request_id.clone(),
-                            )));
+            Failed::Duplicate => {
+                match txn::recorded(pool, batch.iter().map(|b| b.order.request_id.as_str())).await {
+                    // Answered from `orders` by the idempotency layer; the rest go again.
+                    Ok(done) if !done.is_empty() => {
+                        for i in live {
+                            if done.contains_key(&buyers[i].order.request_id) {
+                                answers[i] = Some(Err(AppError::AlreadyDone(
+                                    buyers[i].order.request_id.clone(),
+                                )));
+                            }
                         }
                     }
+                    Ok(_) => {
+                        let e =
+                            anyhow::anyhow!("duplicate key in orders, but no request id is there");
+                        fail(&mut answers, &live, AppError::Unexpected(e));
+                    }
+                    Err(e) => fail(&mut answers, &live, e.into()),
                 }
-                Ok(_) => {
-                    let e = anyhow::anyhow!("duplicate key in orders, but no request id is there");
-                    fail(&mut answers, &live, AppError::Unexpected(e));
-                }
-                Err(e) => fail(&mut answers, &live, e.into()),
-            },
+            }
             Failed::Conflict(reason) if attempt < max_attempts.max(1) => {
                 tracing::debug!(attempt, %reason, "retrying the batch");
                 tokio::time::sleep(backoff(attempt)).await;
@@ -446,43 +449,25 @@ async fn transact(
             (i, answer)
         })
         .collect();
-    let mut orders: QueryBuilder<MySql> =
-        QueryBuilder::new("INSERT INTO orders (request_id, request_hash, strategy, response) ");
-    let bodies: Vec<String> = answers
+    let records: Vec<txn::Record> = answers
         .iter()
-        .map(|(_, answer)| serde_json::to_string(answer).expect("a response serializes"))
+        .map(|(i, answer)| txn::Record {
+            answer,
+            fingerprint: &batch[*i].fingerprint,
+            epochs: answer
+                .items
+                .iter()
+                .map(|item| epoch[&item.product_id])
+                .collect(),
+        })
         .collect();
-    orders.push_values(
-        answers.iter().zip(&bodies),
-        |mut row, ((i, answer), body)| {
-            row.push_bind(&answer.request_id)
-                .push_bind(&batch[*i].fingerprint)
-                .push_bind(INFO.name)
-                .push_bind(body);
-        },
-    );
-    if let Err(e) = orders.build().execute(&mut *tx).await {
+    if let Err(e) = txn::record_many(&mut tx, INFO.name, &records).await {
         tx.rollback().await?;
         return Err(match mysql_error_number(&e) {
             Some(1062) => Failed::Duplicate,
             _ => e.into(),
         });
     }
-    let mut ledger: QueryBuilder<MySql> = QueryBuilder::new(
-        "INSERT INTO ledger (request_id, product_id, quantity, epoch, strategy, fence_token) ",
-    );
-    let lines = answers
-        .iter()
-        .flat_map(|(i, answer)| batch[*i].order.items.iter().map(move |item| (answer, item)));
-    ledger.push_values(lines, |mut row, (answer, item)| {
-        row.push_bind(&answer.request_id)
-            .push_bind(item.product_id)
-            .push_bind(item.quantity)
-            .push_bind(epoch[&item.product_id])
-            .push_bind(INFO.name)
-            .push_bind(None::<u64>);
-    });
-    ledger.build().execute(&mut *tx).await?;
     for id in &products {
         if left[id] != start[id] {
             sqlx::query(
@@ -494,7 +479,7 @@ async fn transact(
             .await?;
         }
     }
-    super::txn::commit(tx, hooks).await.map_err(Failed::Error)?;
+    txn::commit(tx, hooks).await.map_err(Failed::Error)?;
 
     let mut answers = answers.into_iter();
     Ok(results
@@ -531,17 +516,4 @@ fn allocate(left: &mut HashMap<i64, i32>, order: &Order) -> Result<Vec<ItemResul
             }
         })
         .collect())
-}
-
-/// The request ids of `batch` that are already in `orders` (committed by a twin).
-async fn committed(pool: &MySqlPool, batch: &[&Buyer]) -> sqlx::Result<HashSet<String>> {
-    let mut query: QueryBuilder<MySql> =
-        QueryBuilder::new("SELECT CAST(request_id AS CHAR) FROM orders WHERE request_id IN (");
-    let mut ids = query.separated(", ");
-    for buyer in batch {
-        ids.push_bind(&buyer.order.request_id);
-    }
-    query.push(")");
-    let found: Vec<(String,)> = query.build_query_as().fetch_all(pool).await?;
-    Ok(found.into_iter().map(|(id,)| id).collect())
 }

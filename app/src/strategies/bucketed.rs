@@ -173,17 +173,7 @@ impl Strategy for Bucketed {
         }
         // Step 3: several items, or a request no single bucket could serve.
         txn::with_retries(self.max_attempts, async |attempt| {
-            let mut tx = d.pool.begin().await?;
-            match gather(&mut tx, d, attempt).await {
-                Ok(done) => {
-                    txn::commit(tx, d.hooks).await?;
-                    Ok(done)
-                }
-                Err(e) => {
-                    tx.rollback().await?;
-                    Err(e)
-                }
-            }
+            txn::transaction(d, async |tx| gather(tx, d, attempt).await).await
         })
         .await
     }

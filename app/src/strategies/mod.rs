@@ -112,12 +112,12 @@ pub trait Strategy: Send + Sync + 'static {
 
 /// The registry: every strategy this service serves, in the order they were added
 /// (the teaching order: the control first, the distributed locks last).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Strategies {
     list: Vec<Arc<dyn Strategy>>,
     /// `redis-stock` again, for what the service does besides deducting (its
     /// counters in `GET /stock`, resetting one on a restock).
-    pub redis_stock: Option<Arc<redis_stock::RedisStock>>,
+    pub redis_stock: Arc<redis_stock::RedisStock>,
 }
 
 impl Strategies {
@@ -175,7 +175,11 @@ pub struct Deducted {
 /// per-worker factory, so state inside a strategy (the local mutexes) is shared by
 /// every worker.
 pub fn all(settings: &Settings) -> Strategies {
-    let mut strategies = Strategies::default();
+    let redis_stock = Arc::new(redis_stock::RedisStock::new(settings.redis_stock()));
+    let mut strategies = Strategies {
+        list: Vec::new(),
+        redis_stock: redis_stock.clone(),
+    };
     strategies.add(Arc::new(unsafe_control::Unsafe));
     strategies.add(Arc::new(local_mutex::LocalMutex::default()));
     strategies.add(Arc::new(atomic_sql::AtomicSql));
@@ -194,9 +198,7 @@ pub fn all(settings: &Settings) -> Strategies {
     strategies.add(Arc::new(bucketed::Bucketed::new(
         settings.pessimistic_max_attempts,
     )));
-    let redis_stock = Arc::new(redis_stock::RedisStock::new(settings.redis_stock()));
-    strategies.add(redis_stock.clone());
-    strategies.redis_stock = Some(redis_stock);
+    strategies.add(redis_stock);
     for locked in distributed::all(settings) {
         strategies.add(Arc::new(locked));
     }

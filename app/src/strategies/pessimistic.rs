@@ -73,20 +73,10 @@ impl Strategy for Pessimistic {
         } else {
             d.order.by_product()
         };
+        // An explicit ROLLBACK on every way out (`txn::transaction`): after a lock
+        // wait timeout the transaction still holds its other row locks.
         txn::with_retries(self.max_attempts, async |attempt| {
-            let mut tx = d.pool.begin().await?;
-            match lock_check_write(&mut tx, d, &items, attempt).await {
-                Ok(done) => {
-                    txn::commit(tx, d.hooks).await?;
-                    Ok(done)
-                }
-                Err(e) => {
-                    // An explicit ROLLBACK on every way out: after a lock wait timeout
-                    // the transaction still holds its other row locks.
-                    tx.rollback().await?;
-                    Err(e)
-                }
-            }
+            txn::transaction(d, async |tx| lock_check_write(tx, d, &items, attempt).await).await
         })
         .await
     }

@@ -24,7 +24,8 @@
 //!    ([`redis_stock_ack.lua`](lua/redis_stock_ack.lua): `XACK`, `XDEL`, and
 //!    `pending -= q` exactly once per entry, since `XACK` says whether this call did
 //!    it). Entries a crashed consumer read and never acknowledged are claimed by
-//!    another after `--redis-stock-claim-ms` (`XAUTOCLAIM`).
+//!    another once idle `--redis-stock-claim-ms` (`XAUTOCLAIM`, tried every half of
+//!    that, not before every batch).
 //! 4. **Idempotently**: an entry whose request id is already in `orders` (its
 //!    persister died between COMMIT and acknowledgement, or a retry came after its
 //!    request key expired) makes the orders INSERT fail on the key; the batch rolls
@@ -70,6 +71,7 @@
 //! chosen for the loss you can accept (`always` for none, at the cost of an fsync per
 //! write). It needs a Redis, a persister that runs, and watching `pending`.
 
+use super::txn;
 use super::{Deducted, Deduction, ItemResult, Strategy, StrategyInfo};
 use crate::error::{AppError, mysql_error_number};
 use crate::hooks::{Failpoint, Hooks};
@@ -77,10 +79,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use redis::{AsyncCommands, Script, Value};
 use serde::Serialize;
-use sqlx::{MySql, MySqlPool, QueryBuilder};
+use sqlx::MySqlPool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
 static DEDUCT: LazyLock<Script> =
@@ -255,6 +257,11 @@ impl RedisStock {
         }
     }
 
+    /// Whether a Redis is configured (without one it answers 503 and has no counters).
+    pub fn configured(&self) -> bool {
+        self.settings.url.is_some()
+    }
+
     async fn conn(&self) -> Result<ConnectionManager, AppError> {
         let url = self
             .settings
@@ -296,8 +303,12 @@ impl RedisStock {
 
     /// After a restock: forget the product's counter, so the next sale starts the new
     /// epoch from the database (step 2). Best effort: with Redis away there is nothing
-    /// it could sell anyway, and a stale counter is caught by its epoch.
+    /// it could sell anyway, and a stale counter is caught by its epoch. Nothing to do
+    /// without a Redis.
     pub async fn forget(&self, product_id: i64) {
+        if !self.configured() {
+            return;
+        }
         let Ok(mut conn) = self.conn().await else {
             return;
         };
@@ -451,16 +462,27 @@ pub async fn persist_forever(settings: RedisStockSettings, pool: MySqlPool, hook
     loop {
         let result = async {
             let mut conn = connect(&url).await?;
+            ensure_group(&settings, &mut conn).await?;
+            // The housekeeping round trips (is this still the same Redis? did a
+            // persister die?) run on (re)connecting and then every half claim period,
+            // not before every batch. A restart breaks the connection, so it is also
+            // seen at once, through the error and the reconnect.
+            let every = settings.claim_after / 2;
+            let mut checked: Option<Instant> = None;
             loop {
-                // A new run_id: Redis restarted, and may have forgotten sales.
-                let now = server_run_id(&mut conn).await?;
-                if run_id.as_ref().is_some_and(|seen| *seen != now) {
-                    tracing::warn!("redis-stock: Redis restarted; reconciling the counters");
-                    reconcile(&settings, &pool, &hooks, &mut conn, &consumer).await?;
+                let due = checked.is_none_or(|t| t.elapsed() >= every);
+                if due {
+                    // A new run_id: Redis restarted, and may have forgotten sales.
+                    let now = server_run_id(&mut conn).await?;
+                    if run_id.as_ref().is_some_and(|seen| *seen != now) {
+                        tracing::warn!("redis-stock: Redis restarted; reconciling the counters");
+                        reconcile(&settings, &pool, &hooks, &mut conn, &consumer).await?;
+                    }
+                    run_id = Some(now);
+                    checked = Some(Instant::now());
                 }
-                run_id = Some(now);
-                let sales =
-                    next_batch(&settings, &mut conn, &consumer, settings.claim_after).await?;
+                let claim = due.then_some(settings.claim_after);
+                let sales = next_batch(&settings, &mut conn, &consumer, claim).await?;
                 if !sales.is_empty() {
                     persist_and_ack(&settings, &pool, &hooks, &mut conn, sales).await?;
                 }
@@ -489,34 +511,45 @@ async fn server_run_id(conn: &mut ConnectionManager) -> redis::RedisResult<Strin
         .to_string())
 }
 
-/// Entries to persist: first any a consumer has held unacknowledged for longer than
-/// `claim_after` (it crashed, or this is a drain), else new ones (waiting up to 100
-/// ms for them). Creates the stream and the group when missing (first start, or a
-/// Redis that came back empty).
+/// Creates the stream and the group when missing (first start, or a Redis that came
+/// back empty: reading then fails with NOGROUP, and the reconnect lands here).
+async fn ensure_group(
+    settings: &RedisStockSettings,
+    conn: &mut ConnectionManager,
+) -> redis::RedisResult<()> {
+    let created: redis::RedisResult<()> = conn
+        .xgroup_create_mkstream(settings.keys.stream(), GROUP, "0")
+        .await;
+    match created {
+        Err(e) if e.code() != Some("BUSYGROUP") => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Entries to persist: with `claim`, first any a consumer has held unacknowledged for
+/// longer than that (it crashed, or this is a drain); else, or if there were none,
+/// new ones (waiting up to 100 ms for them).
 async fn next_batch(
     settings: &RedisStockSettings,
     conn: &mut ConnectionManager,
     consumer: &str,
-    claim_after: Duration,
+    claim: Option<Duration>,
 ) -> anyhow::Result<Vec<Sale>> {
     let stream = settings.keys.stream();
-    let created: redis::RedisResult<()> = conn.xgroup_create_mkstream(&stream, GROUP, "0").await;
-    if let Err(e) = created
-        && e.code() != Some("BUSYGROUP")
-    {
-        return Err(e.into());
+    let mut entries = Vec::new();
+    if let Some(idle) = claim {
+        let claimed: redis::streams::StreamAutoClaimReply = conn
+            .xautoclaim_options(
+                &stream,
+                GROUP,
+                consumer,
+                idle.as_millis() as u64,
+                "0-0",
+                StreamAutoClaimOptions::default().count(settings.batch),
+            )
+            .await?;
+        entries = claimed.claimed;
     }
-    let claimed: redis::streams::StreamAutoClaimReply = conn
-        .xautoclaim_options(
-            &stream,
-            GROUP,
-            consumer,
-            claim_after.as_millis() as u64,
-            "0-0",
-            StreamAutoClaimOptions::default().count(settings.batch),
-        )
-        .await?;
-    let mut entries = claimed.claimed;
     if entries.is_empty() {
         let options = StreamReadOptions::default()
             .group(GROUP, consumer)
@@ -585,34 +618,17 @@ async fn persist_and_ack(
 /// Orders, ledger and stock for `sales`, one transaction.
 async fn write(pool: &MySqlPool, hooks: &Hooks, sales: &[Sale]) -> sqlx::Result<()> {
     let mut tx = pool.begin().await?;
-    let bodies: Vec<String> = sales
+    let answers: Vec<Deducted> = sales.iter().map(Sale::answer).collect();
+    let records: Vec<txn::Record> = sales
         .iter()
-        .map(|s| serde_json::to_string(&s.answer()).expect("a response serializes"))
+        .zip(&answers)
+        .map(|(sale, answer)| txn::Record {
+            answer,
+            fingerprint: &sale.fingerprint,
+            epochs: sale.lines.iter().map(|l| l.epoch).collect(),
+        })
         .collect();
-    let mut orders: QueryBuilder<MySql> =
-        QueryBuilder::new("INSERT INTO orders (request_id, request_hash, strategy, response) ");
-    orders.push_values(sales.iter().zip(&bodies), |mut row, (sale, body)| {
-        row.push_bind(&sale.request_id)
-            .push_bind(&sale.fingerprint)
-            .push_bind(INFO.name)
-            .push_bind(body);
-    });
-    orders.build().execute(&mut *tx).await?;
-    let mut ledger: QueryBuilder<MySql> = QueryBuilder::new(
-        "INSERT INTO ledger (request_id, product_id, quantity, epoch, strategy, fence_token) ",
-    );
-    let lines = sales
-        .iter()
-        .flat_map(|s| s.lines.iter().map(move |l| (&s.request_id, l)));
-    ledger.push_values(lines, |mut row, (request_id, line)| {
-        row.push_bind(request_id)
-            .push_bind(line.product_id)
-            .push_bind(line.quantity)
-            .push_bind(line.epoch)
-            .push_bind(INFO.name)
-            .push_bind(None::<u64>);
-    });
-    ledger.build().execute(&mut *tx).await?;
+    txn::record_many(&mut tx, INFO.name, &records).await?;
     // One UPDATE per product and epoch; a sale of an epoch since restocked is in the
     // ledger under its epoch and leaves the new stock alone (0 rows).
     let mut sold: BTreeMap<(i64, i32), i64> = BTreeMap::new();
@@ -639,16 +655,8 @@ async fn already_recorded(
     pool: &MySqlPool,
     sales: &[Sale],
 ) -> sqlx::Result<HashMap<String, Option<String>>> {
-    let mut query: QueryBuilder<MySql> = QueryBuilder::new(
-        "SELECT CAST(request_id AS CHAR), CAST(response AS CHAR) FROM orders WHERE request_id IN (",
-    );
-    let mut ids = query.separated(", ");
-    for sale in sales {
-        ids.push_bind(&sale.request_id);
-    }
-    query.push(")");
-    let rows: Vec<(String, String)> = query.build_query_as().fetch_all(pool).await?;
-    Ok(rows
+    let stored = txn::recorded(pool, sales.iter().map(|s| s.request_id.as_str())).await?;
+    Ok(stored
         .into_iter()
         .map(|(id, response)| {
             let entry = serde_json::from_str::<Deducted>(&response)
@@ -695,8 +703,9 @@ async fn reconcile(
 ) -> anyhow::Result<()> {
     let flag = settings.keys.reconciling();
     let _: () = conn.set_ex(&flag, 1, 60).await?;
+    ensure_group(settings, conn).await?;
     loop {
-        let sales = next_batch(settings, conn, consumer, Duration::ZERO).await?;
+        let sales = next_batch(settings, conn, consumer, Some(Duration::ZERO)).await?;
         if sales.is_empty() {
             break;
         }
