@@ -30,7 +30,7 @@
 //! | backend | file | expiry | reentrant | fencing token | waiting |
 //! |---|---|---|---|---|---|
 //! | MySQL lock table | [`mysql`] | lease (database clock), renewed | yes | row counter, survives release | jittered retry |
-//! | Redis hash lock | [`redis`] | lease (`PEXPIRE`), renewed | yes | `INCR` per key (lost if Redis loses it) | pub/sub, one subscription per process |
+//! | Redis hash lock | [`redis`] | lease (`PEXPIRE`), renewed | yes | `max(last + 1, TIME µs)` per key (ahead even after Redis loses it) | pub/sub, one subscription per process |
 //! | Redis `SET NX PX` | [`redis_simple`] | lease, renewed | no | none | jittered retry |
 //! | RedLock, 5 Redis | [`redlock`] | lease − drift, majority-renewed | no | none (owner tag) | random retry |
 //! | ZooKeeper | [`zookeeper`] | session (ephemeral node) | yes | czxid of the node | watch the predecessor, FIFO |

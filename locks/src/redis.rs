@@ -13,8 +13,8 @@
 //! # Algorithm
 //! The lock is a hash `{holder: count, "#token": token}` with a TTL; three Lua scripts
 //! (`lua/`), each loaded once (`LazyLock<Script>`, EVALSHA with reload on NOSCRIPT):
-//! 1. `lock.lua`: no hash → create it with count 1, `PEXPIRE`, `INCR` the key's token
-//!    counter and store the token: acquired. Our holder in the hash → count + 1,
+//! 1. `lock.lua`: no hash → create it with count 1, `PEXPIRE`, take the next token
+//!    (`max(last token + 1, TIME in µs)`, see below) and store it: acquired. Our holder in the hash → count + 1,
 //!    `PEXPIRE`, return the **stored** token: re-entered. Someone else → return its
 //!    `PTTL`.
 //! 2. `unlock.lua`: not our holder → refuse. Count − 1; at 0, `DEL` and `PUBLISH` on
@@ -31,18 +31,29 @@
 //! # Guarantees
 //! Mutual exclusion while Redis keeps its data and the holder runs within its lease;
 //! reentrancy per holder; only the holder releases; a token that grows with every
-//! new acquisition of a key.
+//! new acquisition of a key, also across Redis losing its data (unless its clock went
+//! back meanwhile).
 //!
 //! # How it fails
 //! - **Pause past the lease** (GC, SIGSTOP): the key expires, another holder takes it;
 //!   the paused one wakes and writes. Fence writes with the token.
 //! - **Redis restart without persistence, or failover to a replica that missed the
 //!   write** (replication is asynchronous): the lock is gone while its holder still
-//!   works, and a second holder acquires. Worse, the **token counter** can go back
-//!   too, so the new holder may get a token the resource has already seen: the fence
-//!   then refuses the *new* holder (safe, but unavailable until the counter catches
-//!   up). Persist with `appendonly yes` + `appendfsync always` if the counter matters,
-//!   or take tokens from the resource's database instead.
+//!   works, and a second holder acquires. Fence the writes with the token.
+//!
+//! # Tokens that survive Redis losing them
+//! A plain `INCR` counter goes back with the data: after a restart it starts at 1 again,
+//! every new holder's token is one the resource's fence has already outgrown, and every
+//! holder is refused until the counter climbs back (with tokens in the millions:
+//! forever). So a token is `max(last + 1, the Redis server's clock in µs)` (`TIME`
+//! inside the script): one per acquisition and increasing like a counter while Redis
+//! keeps its data; after a loss, the clock is already past every token handed out
+//! before (a lost increment is at most the clock at that moment). No extra round trip,
+//! nothing outside Redis. The clock only decides *liveness*: a server clock set back
+//! across a data loss makes the fence refuse holders until it has caught up again
+//! (safe); it can never let a stale holder through, because the resource compares
+//! tokens, not Redis. (ZooKeeper's zxid does the same with an election epoch in its
+//! high 32 bits.)
 //! - **Clocks**: Redis expires keys by its own clock; a jump of the server's clock
 //!   ends leases early. The holder's deadline runs on its monotonic clock from before
 //!   the request, so the holder gives up first.
@@ -73,7 +84,7 @@ fn channel(key: &str) -> String {
     format!("{CHANNEL_PREFIX}{key}")
 }
 
-/// The key's token counter. (In Redis Cluster, wrap the lock key in a hash tag,
+/// The key's last token. (In Redis Cluster, wrap the lock key in a hash tag,
 /// `{stock:42}`, so the lock and its counter live in the same slot.)
 fn token_key(key: &str) -> String {
     format!("{key}:fence")

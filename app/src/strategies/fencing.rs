@@ -31,7 +31,7 @@
 //! | backend | token | survives |
 //! |---|---|---|
 //! | `mysql` (lock table) | the lock row's `fence_token`, + 1 per new holder | everything the database survives (the row is never deleted) |
-//! | `redis` | `INCR` of the key's counter in the lock script | only what Redis keeps: a restart without persistence starts it again at 1 |
+//! | `redis` | `max(last + 1, Redis's clock in µs)` in the lock script | restarts and failovers that lose the last token (the clock is past it), unless Redis's clock went back meanwhile |
 //! | `zookeeper` | the lock node's czxid (global, increasing) | the ensemble |
 //! | `redlock` | none: its random value is an **owner tag** (`SET owner = :v`, last claim wins) | n/a |
 //! | `fence-only` | a ticket from the `fence_ticket` sequence | the database |
