@@ -35,7 +35,9 @@ pub enum AppError {
     #[error("no route for {0}")]
     NotFound(String),
     /// 404 for a failpoint name that does not exist.
-    #[error("unknown failpoint `{0}`; failpoints: after_lock, after_read, before_commit")]
+    #[error(
+        "unknown failpoint `{0}`; failpoints: after_lock, after_read, before_commit, before_lock, before_release"
+    )]
     UnknownFailpoint(String),
     /// 408: a test hook's wait ran out (e.g. fewer requests paused than awaited).
     #[error("{0}")]
@@ -55,6 +57,10 @@ pub enum AppError {
         requested: i64,
         available: Option<i64>,
     },
+    /// Not enough stock, found by the CHECK constraint instead of the statement's
+    /// guard (the `no-guard` mistake only). 409 (code `insufficient_stock`).
+    #[error("{0}")]
+    StockConstraint(String),
     /// The request_id was used before for a different request. 422.
     #[error("request_id `{0}` was already used for a different request")]
     RequestIdReused(String),
@@ -107,7 +113,7 @@ impl AppError {
             UnknownFailpoint(_) => (S::NOT_FOUND, "unknown_failpoint"),
             MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed"),
             HookTimeout(_) => (S::REQUEST_TIMEOUT, "hook_timeout"),
-            InsufficientStock { .. } => (S::CONFLICT, "insufficient_stock"),
+            InsufficientStock { .. } | StockConstraint(_) => (S::CONFLICT, "insufficient_stock"),
             RequestIdReused(_) => (S::UNPROCESSABLE_ENTITY, "request_id_reused"),
             Busy(_) => (S::SERVICE_UNAVAILABLE, "busy"),
             LockLost(_) => (S::SERVICE_UNAVAILABLE, "lock_lost"),

@@ -15,8 +15,12 @@
 //! - `before_commit`: everything is written, COMMIT has not been sent (for
 //!   `redis-stock`, whose requests commit nothing: its persister's COMMIT).
 //!
+//! Two more exist for the classic mistakes only ([`crate::strategies::mistakes`]):
+//! `before_lock` (a `lock-inside-transaction` request has begun and read, and is about
+//! to lock) and `before_release` (a `get-then-del` unlock has compared, not deleted).
+//!
 //! Each is `off`, `sleep` (`ms`), or `pause`: the request blocks there until it is
-//! released. A mode may be limited to the next `count` requests that reach it, which is
+//! released (`crash`, for the mistakes only: see [`Mode::Crash`]). A mode may be limited to the next `count` requests that reach it, which is
 //! how a test pauses request 1 and lets request 2 through:
 //!
 //! ```text
@@ -38,13 +42,18 @@
 //!   request waits until N requests reached the barrier of that name (first attempt
 //!   only), so that two opposite-order orders each hold one row and want the other;
 //! - `fencing`: `true` or `false`, overriding the server's `--fencing` for a lock
-//!   strategy (the chaos experiments compare both on one server).
+//!   strategy (the chaos experiments compare both on one server);
+//! - `mistake`: the name of a classic mistake, run instead of the strategy's own
+//!   algorithm (`redis-lock`: `lock-inside-transaction`, `release-before-commit`,
+//!   `setnx-then-expire`, `get-then-del`; `zookeeper`: `persistent-node`;
+//!   `atomic-sql`: `no-guard`; see [`crate::strategies::mistakes`]).
 //!
 //! The server flag `--hold-ms N` is not a hook: it holds every deduction between read
 //! and write, with or without `--enable-test-hooks` (the demo uses it to make the
 //! controls fail visibly).
 
 use crate::error::AppError;
+use crate::strategies::mistakes::Mistake;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -67,13 +76,17 @@ pub enum Failpoint {
     AfterLock,
     AfterRead,
     BeforeCommit,
+    BeforeLock,
+    BeforeRelease,
 }
 
 impl Failpoint {
-    pub const ALL: [Failpoint; 3] = [
+    pub const ALL: [Failpoint; 5] = [
         Failpoint::AfterLock,
         Failpoint::AfterRead,
         Failpoint::BeforeCommit,
+        Failpoint::BeforeLock,
+        Failpoint::BeforeRelease,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +94,8 @@ impl Failpoint {
             Failpoint::AfterLock => "after_lock",
             Failpoint::AfterRead => "after_read",
             Failpoint::BeforeCommit => "before_commit",
+            Failpoint::BeforeLock => "before_lock",
+            Failpoint::BeforeRelease => "before_release",
         }
     }
 
@@ -94,8 +109,15 @@ impl Failpoint {
 #[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Mode {
     Off,
-    Sleep { ms: u64 },
+    Sleep {
+        ms: u64,
+    },
     Pause,
+    /// The request ends here, as if its process had died: nothing after this point
+    /// runs (no release, no expiry, no delete) and it answers 500. Honoured where a
+    /// crash is the point, the mistakes' lock steps; elsewhere it counts as `off` (the
+    /// chaos runner kills processes for real).
+    Crash,
 }
 
 /// The body of `PUT /hooks/{failpoint}`.
@@ -145,11 +167,13 @@ pub struct RequestHooks {
     pub barrier: Option<(String, usize)>,
     /// Overrides the server's `--fencing` for this request (lock strategies).
     pub fencing: Option<bool>,
+    /// A classic mistake to make instead of the strategy's algorithm.
+    pub mistake: Option<Mistake>,
 }
 
 impl RequestHooks {
     /// The deduct-body fields that are test hooks.
-    pub const FIELDS: [&str; 4] = ["hold_ms", "unsorted", "barrier", "fencing"];
+    pub const FIELDS: [&str; 5] = ["hold_ms", "unsorted", "barrier", "fencing", "mistake"];
 
     /// Reads the hook fields of a deduct body. With hooks off, any of them is a 400
     /// naming the flag that turns them on.
@@ -203,11 +227,25 @@ impl RequestHooks {
             Some(Value::Bool(b)) => Some(*b),
             Some(_) => return Err(invalid("fencing must be true or false")),
         };
+        let mistake = match fields.get("mistake") {
+            None => None,
+            Some(v) => match v.as_str().and_then(Mistake::parse) {
+                Some(m) => Some(m),
+                None => {
+                    let names: Vec<&str> = Mistake::ALL.iter().map(|m| m.name()).collect();
+                    return Err(invalid(format!(
+                        "mistake must be one of: {}",
+                        names.join(", ")
+                    )));
+                }
+            },
+        };
         Ok(RequestHooks {
             hold_ms,
             unsorted,
             barrier,
             fencing,
+            mistake,
         })
     }
 }
@@ -313,9 +351,24 @@ impl Hooks {
 
     /// Passes failpoint `point`: counts the hit, then sleeps or pauses as set.
     pub async fn at(&self, point: Failpoint) {
-        if !self.enabled {
-            return;
+        if self.enabled {
+            self.pass(point).await;
         }
+    }
+
+    /// [`Hooks::at`], where the `crash` mode is honoured: `Err` (500) when it is set,
+    /// and the caller returns at once, leaving behind whatever it holds.
+    pub async fn at_or_crash(&self, point: Failpoint) -> Result<(), AppError> {
+        if self.enabled && self.pass(point).await == Mode::Crash {
+            return Err(AppError::Unexpected(anyhow::anyhow!(
+                "crashed at failpoint {} (test hook)",
+                point.name()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn pass(&self, point: Failpoint) -> Mode {
         let (mode, released) = self.change(|points| {
             let state = points.entry(point).or_default();
             state.hits += 1;
@@ -335,7 +388,7 @@ impl Hooks {
             (mode, state.released)
         });
         match mode {
-            Mode::Off => {}
+            Mode::Off | Mode::Crash => {}
             Mode::Sleep { ms } => tokio::time::sleep(Duration::from_millis(ms)).await,
             Mode::Pause => {
                 // Counted out again when the wait ends or the request is cancelled.
@@ -357,6 +410,7 @@ impl Hooks {
                 }
             }
         }
+        mode
     }
 
     /// Between a deduction's read and its write: the `after_read` failpoint, then the

@@ -494,7 +494,19 @@ async fn deduct(
         strategy: strategy.info().name,
         fingerprint: order.fingerprint(strategy.info().name),
     };
-    let result = idempotency::once(&state.in_flight, &d, strategy.deduct(&d)).await;
+    let result = match knobs.mistake {
+        None => idempotency::once(&state.in_flight, &d, strategy.deduct(&d)).await,
+        Some(mistake) if mistake.strategy() == d.strategy => {
+            let mistaken = state.strategies.mistakes.deduct(mistake, &d);
+            idempotency::once(&state.in_flight, &d, mistaken).await
+        }
+        Some(mistake) => Err(AppError::InvalidRequest(format!(
+            "mistake `{}` is made in `{}`, not in `{}`",
+            mistake.name(),
+            mistake.strategy(),
+            d.strategy
+        ))),
+    };
     match result {
         Ok(done) => {
             let outcome = if done.duplicate {

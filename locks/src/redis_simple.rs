@@ -19,6 +19,11 @@
 //!
 //! It is not reentrant (the same holder asking again is refused), has no fencing
 //! token, and waiters can only poll (a jittered 1-20 ms pause between attempts).
+//!
+//! The two mistakes of steps 1 and 2 are runnable in the service (test hooks),
+//! `app/src/strategies/mistakes.rs`: `setnx-then-expire` (a holder crashed between
+//! the two leaves a lock nobody ever gets again) and `get-then-del` (a holder whose
+//! lease ran out between the two deletes the next holder's lock; a third walks in).
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;

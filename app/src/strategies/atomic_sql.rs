@@ -24,7 +24,10 @@
 //! exclusive row lock until COMMIT. Two deductions of the same product therefore run
 //! one after the other, and the second evaluates `quantity >= :q` on the first one's
 //! result. The check and the write are one statement: there is no window between them
-//! for another request. The `CHECK (quantity >= 0)` on the table is a second net.
+//! for another request. The `CHECK (quantity >= 0)` on the table is a second net:
+//! without the `quantity >= ?` guard (the [`no-guard`](super::mistakes) mistake) the
+//! last unit still sells once, and the next buyer gets the constraint's error (4025)
+//! instead of a clean refusal.
 //!
 //! # Costs and limits
 //! - One hot row is a queue: throughput on a single product is bounded by how fast

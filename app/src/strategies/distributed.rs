@@ -10,8 +10,9 @@
 //!   database capacity, and a hot key is the slowest of the four.
 //! - **`redis-lock`** ([`locks::redis`]): as above with Redis's clock. A Redis restart
 //!   without persistence, or a failover to a replica that missed the lock, lets a
-//!   second holder in at once; the token counter restarts with the data, so fenced
-//!   holders are then *refused* until the counter passes the last claim.
+//!   second holder in at once (unfenced: lost updates). Its tokens come from Redis's
+//!   clock when the last one is lost, so fenced holders after the restart are not
+//!   refused by a fence that saw the old tokens.
 //! - **`redlock`** ([`locks::redlock`]): a majority of five must agree, so two nodes
 //!   may die; three frozen nodes make it unavailable. It has no token: it fences with
 //!   an owner tag, so a stale holder that claims late wins over a live one. A node

@@ -20,6 +20,10 @@
 //! 5. Release the locks, last first. A loss noticed only after COMMIT is reported as
 //!    `lock_lost_after_commit: true`.
 //!
+//! Lock before BEGIN, release after COMMIT: the two orders people get wrong are
+//! runnable as the mistakes `lock-inside-transaction` and `release-before-commit`
+//! ([`super::mistakes`]; each loses an update in its test).
+//!
 //! Steps 2-4 are [`fencing::read_check_write`], shared with `fence-only`. Statements
 //! sent to MariaDB, fenced: seven for a sale (claim, SELECT, BEGIN, guarded UPDATE, two
 //! INSERTs, COMMIT), three for a 409 (claim, SELECT, the refusal's read); `mysql-lock`

@@ -24,7 +24,8 @@
 //! The lock is always taken before BEGIN and released after COMMIT: under REPEATABLE
 //! READ a transaction that reads first and locks second may read a snapshot older
 //! than the previous holder's commit, and a lock released before COMMIT lets the next
-//! holder read what we are about to change.
+//! holder read what we are about to change. Both mistakes, and four more of the
+//! write-ups' classics, are runnable in [`mistakes`] (test hooks only).
 //!
 //! # Layout
 //! - [`unsafe_control`]: `unsafe`, plain read, check, write; no lock. Must oversell.
@@ -44,6 +45,8 @@
 //!   a distributed lock around `unsafe`'s read-check-write, with fenced writes.
 //! - [`distributed`]: the wiring of those four: which backend, which key, how it
 //!   connects, and how each one fails.
+//! - [`mistakes`]: the classic mistakes, made on purpose next to the strategies they
+//!   break (a request's `mistake` test hook).
 
 pub mod atomic_sql;
 pub mod batched;
@@ -54,6 +57,7 @@ pub mod fencing;
 pub mod idempotency;
 pub mod local_mutex;
 pub mod locked;
+pub mod mistakes;
 pub mod optimistic;
 pub mod pessimistic;
 pub mod redis_stock;
@@ -118,6 +122,9 @@ pub struct Strategies {
     /// `redis-stock` again, for what the service does besides deducting (its
     /// counters in `GET /stock`, resetting one on a restock).
     pub redis_stock: Arc<redis_stock::RedisStock>,
+    /// The classic mistakes (a request's `mistake` test hook runs one instead of
+    /// the strategy).
+    pub mistakes: Arc<mistakes::Mistakes>,
 }
 
 impl Strategies {
@@ -179,6 +186,7 @@ pub fn all(settings: &Settings) -> Strategies {
     let mut strategies = Strategies {
         list: Vec::new(),
         redis_stock: redis_stock.clone(),
+        mistakes: Arc::new(mistakes::Mistakes::new(settings)),
     };
     strategies.add(Arc::new(unsafe_control::Unsafe));
     strategies.add(Arc::new(local_mutex::LocalMutex::default()));

@@ -19,6 +19,7 @@ async fn hooks_are_off_by_default() {
         json!({"product_id": 1, "hold_ms": 10}),
         json!({"product_id": 1, "unsorted": true}),
         json!({"items": [{"product_id": 1}], "barrier": {"name": "b", "parties": 2}}),
+        json!({"product_id": 1, "mistake": "no-guard"}),
     ] {
         let error = assert_error(
             app.deduct("unsafe", &body).await,
@@ -59,7 +60,13 @@ async fn the_hooks_endpoint_sets_and_reports_failpoints() {
     let health: Value = app.get("/health").await.json().await.unwrap();
     assert_eq!(health["test_hooks"], true);
     let state: Value = app.get("/hooks").await.json().await.unwrap();
-    for point in ["after_lock", "after_read", "before_commit"] {
+    for point in [
+        "after_lock",
+        "after_read",
+        "before_commit",
+        "before_lock",
+        "before_release",
+    ] {
         assert_eq!(state["failpoints"][point]["mode"], "off", "{state}");
     }
     let unknown = app
