@@ -244,3 +244,35 @@ async fn redis_killed_loses_only_what_it_did_not_keep() {
     );
     lab.stop().await;
 }
+
+/// Scenario 10: the classic mistakes, each made by every request of its cell and made
+/// to bite by a handshake: the two transaction-order mistakes and GET-then-DEL lose
+/// updates, SETNX-then-EXPIRE and the PERSISTENT node leave a lock nobody gets again,
+/// and without its guard atomic SQL is stopped by the CHECK constraint. Each is the
+/// claim the report lists, confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_mistakes_fail_as_the_write_ups_say() {
+    let mut lab = lab().await;
+    let mut cells = Vec::new();
+    for spec in matrix().iter().filter(|c| c.scenario.number() == 10) {
+        cells.push(run(&mut lab, spec).await);
+    }
+    lab.stop().await;
+    assert_eq!(cells.len(), 6);
+    let report = ChaosReport {
+        timing: Timing::quick(),
+        zk_nodes: 1,
+        cells,
+        scenarios: Vec::new(),
+        seconds: 1.0,
+    };
+    let claims = report.claims();
+    assert_eq!(claims.len(), 6, "{claims:?}");
+    for claim in &claims {
+        assert_eq!(
+            claim.verdict,
+            loadtest::report::ClaimVerdict::Confirmed,
+            "{claim:?}"
+        );
+    }
+}

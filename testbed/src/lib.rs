@@ -25,6 +25,8 @@
 //!   a server.
 //! - [`mariadb`]: [`MariaDb`], a fresh datadir per instance.
 //! - [`redis`]: [`Redis`], one independent `redis-server` (no persistence).
+//! - [`sentinel`]: [`RedisHa`], a primary, a replica behind a proxy, and three
+//!   Sentinels: a real failover, with replication held back on purpose.
 //! - [`zookeeper`]: [`ZooKeeper`], standalone or a 3-node ensemble (`tickTime=500`).
 //! - [`stack`]: [`Stack`], the whole set a test run shares, and its environment
 //!   variables (`DATABASE_URL`, `REDIS_URLS`, `ZK_CONNECT`).
@@ -50,12 +52,14 @@ pub mod mariadb;
 pub mod process;
 pub mod proxy;
 pub mod redis;
+pub mod sentinel;
 pub mod stack;
 pub mod zookeeper;
 
 pub use mariadb::MariaDb;
 pub use process::ServerProcess;
 pub use redis::{Persistence, Redis};
+pub use sentinel::RedisHa;
 pub use stack::{Stack, StackConfig};
 pub use zookeeper::ZooKeeper;
 

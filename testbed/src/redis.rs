@@ -20,6 +20,11 @@ impl Redis {
 
     /// Starts a server, trying `port` first; returns it and how many ports were tried.
     pub fn start_preferring(name: &str, port: Option<u16>) -> Result<(Redis, usize)> {
+        Self::start_with(name, port, &[])
+    }
+
+    /// Starts a server with more command-line options (e.g. `--replicaof HOST PORT`).
+    pub fn start_with(name: &str, port: Option<u16>, extra: &[String]) -> Result<(Redis, usize)> {
         let binary = find_binary("redis-server", "redis-server")?;
         let dir = ServerDir::new(name)?;
         let ((process, port), attempts) = with_port_retry(port, |port| {
@@ -35,6 +40,7 @@ impl Redis {
                 "--dir".into(),
                 dir.path().display().to_string(),
             ];
+            let args = [args, extra.to_vec()].concat();
             let mut process =
                 ServerProcess::spawn(name, &binary, &args, dir.path().join("redis.log"))?;
             process.wait_ready(port, READY_TIMEOUT, || ping(port))?;
@@ -147,6 +153,6 @@ pub enum Persistence {
     AofAlways,
 }
 
-fn ping(port: u16) -> bool {
+pub(crate) fn ping(port: u16) -> bool {
     tcp_exchange(port, b"PING\r\n", b"\r\n").is_some_and(|a| a.starts_with(b"+PONG"))
 }

@@ -18,6 +18,26 @@ fn redis(port: u16, command: &str, timeout: Duration) -> Option<String> {
     (n > 0).then(|| String::from_utf8_lossy(&buf[..n]).trim().to_string())
 }
 
+/// A write and a `WAIT` on one connection (WAIT counts the replicas that acknowledged
+/// this connection's writes); the WAIT's answer.
+fn write_and_wait(port: u16, write: &str, wait: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(format!("{write}\r\n{wait}\r\n").as_bytes())
+        .ok()?;
+    let mut answer = String::new();
+    let mut buf = [0u8; 512];
+    while answer.matches("\r\n").count() < 2 {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        answer.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    answer.lines().nth(1).map(str::to_string)
+}
+
 /// A paused server answers nothing (but keeps its port); resumed, it answers again.
 #[test]
 fn pause_and_resume() {
@@ -154,5 +174,49 @@ fn proxy_modes() {
         redis(port, "PING", second),
         None,
         "new connections are reset"
+    );
+}
+
+/// A real failover that loses a write: with the replica's link blackholed, a key
+/// written to the primary never reaches the replica; the primary is killed, Sentinel
+/// promotes the replica, and the key is not there. (With the link up, it is.)
+#[test]
+fn sentinel_failover_loses_what_replication_held_back() {
+    let mut ha = testbed::RedisHa::start("ha-failover").unwrap();
+    let second = Duration::from_secs(1);
+    let (primary, replica) = (ha.primary.port(), ha.replica.port());
+    assert_eq!(ha.current_primary_port(), Some(primary));
+    assert_eq!(ha.sentinel_addrs().len(), 3);
+    // Replicated while the link is up (WAIT: one replica acknowledged it).
+    assert_eq!(
+        write_and_wait(primary, "SET before 1", "WAIT 1 2000").as_deref(),
+        Some(":1")
+    );
+    ha.replication.set(ProxyMode::Blackhole);
+    assert_eq!(
+        write_and_wait(primary, "SET during 1", "WAIT 1 300").as_deref(),
+        Some(":0"),
+        "nobody acknowledged the write made during the blackhole"
+    );
+
+    ha.primary.process().kill();
+    let started = Instant::now();
+    let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
+    println!("failover in {:?}", started.elapsed());
+    assert_eq!(promoted, replica);
+    assert_eq!(ha.current_primary_port(), Some(replica));
+    assert_eq!(
+        redis(replica, "EXISTS before", second).as_deref(),
+        Some(":1")
+    );
+    assert_eq!(
+        redis(replica, "EXISTS during", second).as_deref(),
+        Some(":0"),
+        "the write acknowledged during the blackhole is gone"
+    );
+    assert_eq!(
+        redis(replica, "SET after 1", second).as_deref(),
+        Some("+OK"),
+        "the new primary takes writes"
     );
 }

@@ -153,6 +153,30 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             if v == Lost { "lost" } else { "nothing lost" },
             c.longest_gap_ms
         ),
+        (Scenario::MistakeLockInsideTransaction, Lost) => format!(
+            "B's buyers began their transactions and read while A held the lock; REPEATABLE READ answered their reads under the lock from those snapshots, older than A's COMMIT, and their writes erased {} sales. Lock first, then BEGIN.",
+            c.lost_updates
+        ),
+        (Scenario::MistakeReleaseBeforeCommit, Lost) => format!(
+            "A released its lock before its COMMIT: B's buyer took the lock and read the stock without A's write, waited on A's row lock, and wrote over A's sale once A committed: {} sales erased. COMMIT first, then release.",
+            c.lost_updates
+        ),
+        (Scenario::MistakeSetnxThenExpire, Unavailable) => format!(
+            "A died between SETNX and EXPIRE: the key has no TTL, so nobody got the lock again ({} busy, no sale for the {:.0} ms after the kill, nor after). SET key value NX PX is one command.",
+            c.busy, c.fault_ms
+        ),
+        (Scenario::MistakeGetThenDel, Lost) => format!(
+            "A's GET saw its own lock; its lease ran out before its DEL, which then deleted the lock of B's buyer; another buyer took it while the first still worked, and {} sales were erased. Compare and delete in one script.",
+            c.lost_updates
+        ),
+        (Scenario::MistakePersistentNode, Unavailable) => format!(
+            "A died holding a PERSISTENT node: its session ended, the node stayed, and nobody got the lock again ({} busy, no sale for the {:.0} ms after the kill, nor after). An ephemeral node dies with its session.",
+            c.busy, c.fault_ms
+        ),
+        (Scenario::MistakeNoGuard, Safe) => format!(
+            "Without `quantity >= ?` the UPDATE tried to go below zero once the {} units were sold; the CHECK constraint refused it (error 4025) for {} buyers, so nothing was oversold: the constraint is the last net, and the buyers got its error instead of a clean 0-rows refusal.",
+            c.sold, c.sold_out
+        ),
         (_, Lost) if c.missing_acknowledged > 0 => format!(
             "{} acknowledged sales have no ledger row.",
             c.missing_acknowledged

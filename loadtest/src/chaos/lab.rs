@@ -120,7 +120,13 @@ impl Lab {
         self.ensure_up().await?;
         let b = self.instances[1].base.clone();
         let buckets = crate::buckets_for(spec.strategy, crate::BUCKETS);
-        restock(&self.client, &b, ADMIN_TOKEN, product, STOCK, buckets).await?;
+        // The guard's mistake shows only when the product sells out.
+        let stock = if spec.scenario == Scenario::MistakeNoGuard {
+            NO_GUARD_STOCK
+        } else {
+            STOCK
+        };
+        restock(&self.client, &b, ADMIN_TOKEN, product, stock, buckets).await?;
         let load = Load::start(
             &self.client,
             &self.instances,
@@ -203,27 +209,37 @@ impl Lab {
 
     /// Pauses the next request of A at `failpoint` and returns once one is there.
     pub(super) async fn pause_a_at(&self, failpoint: &str) -> anyhow::Result<()> {
+        self.pause_at(0, failpoint).await
+    }
+
+    /// Pauses the next request of `instance` (0: A, 1: B) at `failpoint`, and returns
+    /// once one is there.
+    pub(super) async fn pause_at(&self, instance: usize, failpoint: &str) -> anyhow::Result<()> {
         self.hook(
-            0,
+            instance,
             reqwest::Method::PUT,
             failpoint,
             json!({"mode": "pause", "count": 1}),
         )
         .await?;
         self.hook(
-            0,
+            instance,
             reqwest::Method::GET,
             &format!("{failpoint}/paused?at_least=1&timeout_ms=20000"),
             Value::Null,
         )
         .await
-        .context("no request of instance A reached the failpoint")?;
+        .with_context(|| format!("no request of instance {instance} reached {failpoint}"))?;
         Ok(())
     }
 
     pub(super) async fn release_a(&self, failpoint: &str) -> anyhow::Result<()> {
+        self.release_at(0, failpoint).await
+    }
+
+    pub(super) async fn release_at(&self, instance: usize, failpoint: &str) -> anyhow::Result<()> {
         self.hook(
-            0,
+            instance,
             reqwest::Method::POST,
             &format!("{failpoint}/release"),
             Value::Null,
@@ -335,6 +351,44 @@ impl Lab {
                 redis.set_persistence(Persistence::None)?;
                 Window::new(fault, load.now())
             }
+            Scenario::MistakeLockInsideTransaction | Scenario::MistakeReleaseBeforeCommit => {
+                // A holds the lock (or, released, its uncommitted write) for a while
+                // B's buyers go ahead: their reads are older than A's COMMIT.
+                let failpoint = if spec.scenario == Scenario::MistakeLockInsideTransaction {
+                    "after_read"
+                } else {
+                    "before_commit"
+                };
+                self.pause_a_at(failpoint).await?;
+                let fault = load.now();
+                tokio::time::sleep(MISTAKE_HOLD).await;
+                self.release_a(failpoint).await?;
+                Window::new(fault, load.now())
+            }
+            Scenario::MistakeSetnxThenExpire | Scenario::MistakePersistentNode => {
+                // Killed holding a lock that nothing ends.
+                self.pause_a_at("after_lock").await?;
+                self.instances[0].process.kill();
+                let fault = load.now();
+                tokio::time::sleep(freeze).await;
+                Window::new(fault, load.now())
+            }
+            Scenario::MistakeGetThenDel => {
+                self.pause_a_at("before_release").await?;
+                let fault = load.now();
+                // A's lease runs out; B's buyers take the lock.
+                tokio::time::sleep(Duration::from_millis(self.timing.lease_ms * 3 / 2)).await;
+                self.pause_at(1, "after_read").await?;
+                // A's DEL deletes the lock B's paused buyer holds; another takes it.
+                self.release_a("before_release").await?;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                self.release_at(1, "after_read").await?;
+                Window::new(fault, load.now())
+            }
+            Scenario::MistakeNoGuard => {
+                let now = load.now();
+                Window::new(now, now)
+            }
             Scenario::AmbiguousCommit => {
                 self.pause_a_at("before_commit").await?;
                 self.release_a("before_commit").await?;
@@ -363,7 +417,7 @@ impl Lab {
         for sample in samples.iter_mut().filter(|s| s.outcome.is_unknown()) {
             retried += 1;
             sample.retried = true;
-            let body = deduct_body(&sample.request_id, product, spec.fencing);
+            let body = deduct_body(&sample.request_id, product, spec);
             for _ in 0..100 {
                 let reply = post_deduct(&self.client, &url, &body).await;
                 // Still not known, or the service cannot tell yet: ask again.

@@ -30,11 +30,14 @@ pub(super) struct Sample {
 }
 
 /// A single-unit deduction of `product`, with the per-request fencing switch when the
-/// strategy has one.
-pub(super) fn deduct_body(request_id: &str, product: i64, fencing: Option<bool>) -> Value {
+/// strategy has one, and the scenario's classic mistake when it is one.
+pub(super) fn deduct_body(request_id: &str, product: i64, spec: &CellSpec) -> Value {
     let mut body = json!({"request_id": request_id, "product_id": product});
-    if let Some(fencing) = fencing {
+    if let Some(fencing) = spec.fencing {
         body["fencing"] = json!(fencing);
+    }
+    if let Some(mistake) = spec.scenario.mistake() {
+        body["mistake"] = json!(mistake);
     }
     body
 }
@@ -68,7 +71,7 @@ impl Load {
                 let client = client.clone();
                 let url = format!("{}/deduct/{}", instance.base, spec.strategy);
                 let stop = stop.clone();
-                let fencing = spec.fencing;
+                let spec = *spec;
                 let prefix = format!("chaos-{}-{i}-{w}", &run[..12]);
                 workers.push(tokio::spawn(async move {
                     let mut samples = Vec::new();
@@ -76,7 +79,7 @@ impl Load {
                     while !stop.load(Ordering::Relaxed) {
                         n += 1;
                         let request_id = format!("{prefix}-{n}");
-                        let body = deduct_body(&request_id, product, fencing);
+                        let body = deduct_body(&request_id, product, &spec);
                         let sent = started.elapsed();
                         let outcome = post_deduct(&client, &url, &body).await.outcome;
                         let at = started.elapsed();

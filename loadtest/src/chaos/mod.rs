@@ -44,6 +44,10 @@ const ADMIN_TOKEN: &str = "chaos-admin-token";
 /// Units per product: far more than a cell sells, so lost updates (not sell-outs)
 /// are what the ledger shows.
 const STOCK: i64 = 100_000;
+/// Units of the `no-guard` mistake's product: sold out early in the cell.
+const NO_GUARD_STOCK: i64 = 200;
+/// How long a mistake's holder is held where the mistake bites.
+const MISTAKE_HOLD: Duration = Duration::from_millis(300);
 
 mod html;
 mod judge;
@@ -189,6 +193,66 @@ impl ChaosReport {
     pub fn all_as_expected(&self) -> bool {
         self.cells.iter().all(|c| c.as_expected)
     }
+
+    /// The write-ups' claims this run's cells speak to (the classic mistakes), each
+    /// confirmed when its cell failed the way the claim says.
+    pub fn claims(&self) -> Vec<crate::report::Claim> {
+        use crate::claims::claim;
+        use crate::report::ClaimVerdict;
+        let mut claims = Vec::new();
+        for c in &self.cells {
+            let (text, source, holds) = match c.scenario {
+                Scenario::MistakeLockInsideTransaction => (
+                    "A lock taken inside the transaction reads a stale snapshot: lost updates",
+                    "seed 000 (local lock: lock and unlock outside the transaction, or MVCC reads snapshot data)",
+                    c.lost_updates > 0,
+                ),
+                Scenario::MistakeReleaseBeforeCommit => (
+                    "A lock released before COMMIT lets the next holder read old stock: lost updates",
+                    "seed 000 (lock and unlock outside the transaction)",
+                    c.lost_updates > 0,
+                ),
+                Scenario::MistakeSetnxThenExpire => (
+                    "SETNX then EXPIRE: a holder that dies between them leaves a lock that never expires",
+                    "seed 002 (SETNX + EXPIRE; SET key value NX PX is atomic)",
+                    c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
+                ),
+                Scenario::MistakeGetThenDel => (
+                    "Unlock by GET then DEL deletes another holder's lock",
+                    "seeds 002 (the non-atomic unlock), 003 (releasing someone else's lock)",
+                    c.lost_updates > 0,
+                ),
+                Scenario::MistakePersistentNode => (
+                    "A ZooKeeper lock on a PERSISTENT node deadlocks when its holder dies",
+                    "seed 001 (PERSISTENT: the id is never deleted after a crash)",
+                    c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
+                ),
+                Scenario::MistakeNoGuard => (
+                    "The database is the final guard: without the UPDATE's guard its CHECK constraint still stops overselling",
+                    "seed 003 (Redis in front, MySQL as the final guard)",
+                    c.beyond_stock == 0 && c.lost_updates == 0 && c.sold_out > 0,
+                ),
+                _ => continue,
+            };
+            let verdict = if holds {
+                ClaimVerdict::Confirmed
+            } else {
+                ClaimVerdict::Refuted
+            };
+            claims.push(claim(
+                text,
+                source,
+                verdict,
+                format!(
+                    "{} ({}): {}",
+                    cell_name(&c.strategy, c.fencing),
+                    c.scenario.id(),
+                    c.why
+                ),
+            ));
+        }
+        claims
+    }
 }
 
 /// Runs the cells of `scenarios` (every one when empty) and of `strategies` (every
@@ -271,7 +335,7 @@ pub async fn run(
 pub fn print_table(report: &ChaosReport) {
     println!();
     println!(
-        "{:<2} {:<22} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  verdict",
+        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  verdict",
         "#",
         "scenario",
         "strategy",
@@ -288,7 +352,7 @@ pub fn print_table(report: &ChaosReport) {
     );
     for c in &report.cells {
         println!(
-            "{:<2} {:<22} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {}{}",
+            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {}{}",
             c.scenario_number,
             c.scenario.id(),
             c.strategy,

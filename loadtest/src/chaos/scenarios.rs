@@ -39,10 +39,24 @@ pub enum Scenario {
     /// 9. The same with no persistence at all (the testbed's default): it comes back
     ///    empty.
     RedisKilledNoPersistence,
+    /// 10. The classic mistakes (the service's `mistake` test hook on every request
+    ///     of the cell), each made to bite by a handshake: lock taken inside the
+    ///     transaction (A holds the lock briefly while B's buyers begin and read).
+    MistakeLockInsideTransaction,
+    /// 10. Lock released before COMMIT (A paused between its release and COMMIT).
+    MistakeReleaseBeforeCommit,
+    /// 10. SETNX then EXPIRE, A killed between the two.
+    MistakeSetnxThenExpire,
+    /// 10. Unlock by GET then DEL, A's lease running out between the two.
+    MistakeGetThenDel,
+    /// 10. A ZooKeeper lock on a PERSISTENT node, its holder killed.
+    MistakePersistentNode,
+    /// 10. Atomic SQL without the `quantity >= ?` guard, selling out.
+    MistakeNoGuard,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 18] = [
         Scenario::PausePastLease,
         Scenario::FenceOnly,
         Scenario::HolderKilled,
@@ -55,6 +69,12 @@ impl Scenario {
         Scenario::RedisKilledEverySec,
         Scenario::RedisKilledAlways,
         Scenario::RedisKilledNoPersistence,
+        Scenario::MistakeLockInsideTransaction,
+        Scenario::MistakeReleaseBeforeCommit,
+        Scenario::MistakeSetnxThenExpire,
+        Scenario::MistakeGetThenDel,
+        Scenario::MistakePersistentNode,
+        Scenario::MistakeNoGuard,
     ];
 
     /// The name used on the command line and in the JSON.
@@ -72,7 +92,19 @@ impl Scenario {
             Scenario::RedisKilledEverySec => "redis-killed-everysec",
             Scenario::RedisKilledAlways => "redis-killed-always",
             Scenario::RedisKilledNoPersistence => "redis-killed-no-persistence",
+            Scenario::MistakeLockInsideTransaction => "mistake-lock-inside-transaction",
+            Scenario::MistakeReleaseBeforeCommit => "mistake-release-before-commit",
+            Scenario::MistakeSetnxThenExpire => "mistake-setnx-then-expire",
+            Scenario::MistakeGetThenDel => "mistake-get-then-del",
+            Scenario::MistakePersistentNode => "mistake-persistent-node",
+            Scenario::MistakeNoGuard => "mistake-no-guard",
         }
+    }
+
+    /// The service's name of the mistake every request of the cell makes (the
+    /// `mistake` test hook), for the scenarios of 10.
+    pub fn mistake(self) -> Option<&'static str> {
+        self.id().strip_prefix("mistake-")
     }
 
     pub fn number(self) -> u8 {
@@ -88,6 +120,12 @@ impl Scenario {
             Scenario::RedisKilledEverySec
             | Scenario::RedisKilledAlways
             | Scenario::RedisKilledNoPersistence => 9,
+            Scenario::MistakeLockInsideTransaction
+            | Scenario::MistakeReleaseBeforeCommit
+            | Scenario::MistakeSetnxThenExpire
+            | Scenario::MistakeGetThenDel
+            | Scenario::MistakePersistentNode
+            | Scenario::MistakeNoGuard => 10,
         }
     }
 
@@ -105,6 +143,12 @@ impl Scenario {
             Scenario::RedisKilledEverySec => "Redis killed, append-only file fsynced every second",
             Scenario::RedisKilledAlways => "Redis killed, append-only file fsynced on every write",
             Scenario::RedisKilledNoPersistence => "Redis killed, no persistence",
+            Scenario::MistakeLockInsideTransaction => "Mistake: lock taken inside the transaction",
+            Scenario::MistakeReleaseBeforeCommit => "Mistake: lock released before COMMIT",
+            Scenario::MistakeSetnxThenExpire => "Mistake: SETNX, then EXPIRE",
+            Scenario::MistakeGetThenDel => "Mistake: unlock by GET, then DEL",
+            Scenario::MistakePersistentNode => "Mistake: ZooKeeper lock on a PERSISTENT node",
+            Scenario::MistakeNoGuard => "Mistake: atomic SQL without `quantity >= ?`",
         }
     }
 
@@ -121,7 +165,7 @@ impl Scenario {
                 "A request on instance A pauses between its read and its write, then A is killed with SIGKILL; B's buyers wait for the lock to come back."
             }
             Scenario::RedisRestart => {
-                "A request on instance A pauses between its read and its write, then the Redis node of redis-lock is restarted without persistence (the lock and its token counter are gone); A is let go after 3x the lease."
+                "A request on instance A pauses between its read and its write, then the Redis node of redis-lock is restarted without persistence (the lock and its last token are gone); A is let go after 3x the lease."
             }
             Scenario::RedlockMinorityPaused => {
                 "Two of the five RedLock nodes are SIGSTOPped for 3x the lease, then continued."
@@ -146,6 +190,24 @@ impl Scenario {
             }
             Scenario::RedisKilledNoPersistence => {
                 "As above with no persistence (appendonly no, no snapshots): Redis comes back empty, and the counters start again from the database."
+            }
+            Scenario::MistakeLockInsideTransaction => {
+                "Every request begins its transaction and reads before it takes the redis-lock lock. A request of A holds the lock, paused between its read and its write, for 300 ms while B's buyers begin, read and queue; then it writes and commits."
+            }
+            Scenario::MistakeReleaseBeforeCommit => {
+                "Every request releases its redis-lock lock before its COMMIT. A request of A is paused for 300 ms between its release and its COMMIT (its write done, not visible), while B's buyers take the lock and read."
+            }
+            Scenario::MistakeSetnxThenExpire => {
+                "Every request locks with SETNX, then EXPIRE. A request of A pauses between the two and A is killed with SIGKILL; the load goes on for 3x the lease."
+            }
+            Scenario::MistakeGetThenDel => {
+                "Every request locks with SET NX PX and unlocks by GET, compare, DEL. A request of A pauses between its GET and its DEL until its lease ran out; a buyer of B takes the lock and pauses after its read; A's DEL goes ahead; 200 ms later B's paused buyer writes."
+            }
+            Scenario::MistakePersistentNode => {
+                "Every request locks by creating a PERSISTENT node in a ZooKeeper session of its own. A request of A pauses holding it and A is killed with SIGKILL; the load goes on for 3x the session timeout."
+            }
+            Scenario::MistakeNoGuard => {
+                "Every request runs UPDATE stock SET quantity = quantity - 1 with no quantity >= 1 guard, on a product with 200 units, until well after it sold out."
             }
         }
     }
@@ -384,12 +446,63 @@ pub fn matrix() -> Vec<CellSpec> {
             &[Safe, Unavailable, Refused][..],
         ));
     }
+    // 10. The classic mistakes: each must show its failure.
+    cells.push(cell(
+        Scenario::MistakeLockInsideTransaction,
+        "redis-lock",
+        None,
+        &[Lost][..],
+    ));
+    cells.push(cell(
+        Scenario::MistakeReleaseBeforeCommit,
+        "redis-lock",
+        None,
+        &[Lost][..],
+    ));
+    cells.push(cell(
+        Scenario::MistakeSetnxThenExpire,
+        "redis-lock",
+        None,
+        &[Unavailable][..],
+    ));
+    cells.push(cell(
+        Scenario::MistakeGetThenDel,
+        "redis-lock",
+        None,
+        &[Lost][..],
+    ));
+    cells.push(cell(
+        Scenario::MistakePersistentNode,
+        "zookeeper",
+        None,
+        &[Unavailable][..],
+    ));
+    // The CHECK constraint is the net: nothing oversold, the buyers get its error.
+    cells.push(cell(
+        Scenario::MistakeNoGuard,
+        "atomic-sql",
+        None,
+        &[Safe][..],
+    ));
     cells
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every scenario is one the report's JSON schema allows.
+    #[test]
+    fn the_schema_lists_every_scenario() {
+        let schema = include_str!("../../report.schema.json");
+        for scenario in Scenario::ALL {
+            assert!(
+                schema.contains(&format!("\"{}\"", scenario.id())),
+                "report.schema.json does not list {}",
+                scenario.id()
+            );
+        }
+    }
 
     /// The command line's id and the JSON's name are the same string.
     #[test]

@@ -47,7 +47,7 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         if matching.is_empty() {
             let known: Vec<&str> = Scenario::ALL.iter().map(|s| s.id()).collect();
             bail!(
-                "unknown scenario {wanted:?}; known: 1-8 or {}",
+                "unknown scenario {wanted:?}; known: 1-10 or {}",
                 known.join(", ")
             );
         }
@@ -75,6 +75,10 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         }),
         Vec::new(),
     );
+    report.claims = faults.claims();
+    for claim in &report.claims {
+        println!("claim: {} -> {}", claim.claim, claim.verdict);
+    }
     report.parts.push(faults.part());
     let html_path = write_reports(&report, args.json.as_deref(), "chaos")?;
     println!("report: {}", html_path.display());

@@ -1,0 +1,225 @@
+//! Redis with high availability: a primary, one replica, and three Sentinels that
+//! promote the replica when the primary dies ([`RedisHa`]).
+//!
+//! The replica reaches the primary **through a [`Proxy`]**, so a test can hold
+//! replication back deterministically: blackhole [`RedisHa::replication`] and every
+//! write the primary acknowledges from then on stays on the primary only (the replica
+//! sees a quiet link, not a broken one, and stays eligible for promotion). Kill the
+//! primary then, and Sentinel promotes a replica that never saw those writes: the
+//! failover the write-ups warn about.
+//!
+//! Sentinels run as `redis-server <conf> --sentinel` (the `redis-server` package; no
+//! `redis-sentinel` needed) with `down-after-milliseconds 500`: a dead primary is
+//! replaced in about 1-2 s. `failover-timeout` is 60 s, which also keeps Sentinel from
+//! "fixing" the replica's address (it points at the proxy, not at the primary) within
+//! a test's lifetime.
+//!
+//! ```no_run
+//! let mut ha = testbed::RedisHa::start("ha").unwrap();
+//! ha.replication.set(testbed::proxy::ProxyMode::Blackhole);
+//! // ... write to the primary (ha.primary.url()) ...
+//! ha.primary.process().kill();
+//! let new_primary = ha.wait_for_failover(std::time::Duration::from_secs(10)).unwrap();
+//! assert_eq!(new_primary, ha.replica.port());
+//! ```
+
+use crate::process::{ServerDir, ServerProcess, find_binary, tcp_exchange, with_port_retry};
+use crate::proxy::Proxy;
+use crate::redis::ping;
+use crate::{Error, READY_TIMEOUT, Redis, Result};
+use std::time::{Duration, Instant};
+
+/// The name Sentinel monitors the primary under.
+pub const MASTER_NAME: &str = "stock-locks";
+
+/// A primary, a replica behind a proxy, and three Sentinels; dropping it stops all.
+pub struct RedisHa {
+    pub primary: Redis,
+    pub replica: Redis,
+    /// The replica's link to the primary: blackhole it to hold replication back.
+    pub replication: Proxy,
+    sentinels: Vec<Sentinel>,
+}
+
+struct Sentinel {
+    process: ServerProcess,
+    port: u16,
+    _dir: ServerDir,
+}
+
+impl RedisHa {
+    /// Starts the primary, the replica (replicating through the proxy, in sync before
+    /// this returns), and three Sentinels that agree on the primary and know the
+    /// replica and each other.
+    pub fn start(name: &str) -> Result<RedisHa> {
+        let (primary, _) = Redis::start_with(&format!("{name}-primary"), None, &[])?;
+        let replication = Proxy::start(primary.port())?;
+        let (replica, _) = Redis::start_with(
+            &format!("{name}-replica"),
+            None,
+            &[
+                "--replicaof".into(),
+                "127.0.0.1".into(),
+                replication.port().to_string(),
+            ],
+        )?;
+        wait_until(READY_TIMEOUT, "the replica's first sync", || {
+            info(replica.port(), "replication").contains("master_link_status:up")
+        })?;
+        let binary = find_binary("redis-server", "redis-server")?;
+        let mut sentinels = Vec::new();
+        for i in 1..=3 {
+            sentinels.push(Sentinel::start(
+                &binary,
+                &format!("{name}-sentinel-{i}"),
+                primary.port(),
+            )?);
+        }
+        let ha = RedisHa {
+            primary,
+            replica,
+            replication,
+            sentinels,
+        };
+        // Ready when every Sentinel knows the replica and the two other Sentinels (it
+        // can then vote in, and win, a failover).
+        wait_until(READY_TIMEOUT, "the Sentinels to find each other", || {
+            ha.sentinels.iter().all(|s| {
+                let master = sentinel_command(s.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+                field(&master, "num-slaves") == Some("1")
+                    && field(&master, "num-other-sentinels") == Some("2")
+            })
+        })?;
+        Ok(ha)
+    }
+
+    /// `host:port` of each Sentinel, for `REDIS_SENTINELS`.
+    pub fn sentinel_addrs(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect()
+    }
+
+    /// The primary's port as the first Sentinel that answers names it.
+    pub fn current_primary_port(&self) -> Option<u16> {
+        self.sentinels.iter().find_map(|s| {
+            let answer = sentinel_command(
+                s.port,
+                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+            );
+            answer.get(1).and_then(|p| p.parse().ok())
+        })
+    }
+
+    /// Waits until every Sentinel names another primary than the one started with,
+    /// and that server answers as a primary; returns its port.
+    pub fn wait_for_failover(&self, timeout: Duration) -> Result<u16> {
+        let old = self.primary.port();
+        let mut new = None;
+        wait_until(timeout, "Sentinel to promote the replica", || {
+            let ports: Vec<Option<u16>> = self
+                .sentinels
+                .iter()
+                .map(|s| {
+                    sentinel_command(
+                        s.port,
+                        &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+                    )
+                    .get(1)
+                    .and_then(|p| p.parse().ok())
+                })
+                .collect();
+            let agreed = ports[0].filter(|p| *p != old && ports.iter().all(|q| *q == Some(*p)));
+            new = agreed.filter(|p| info(*p, "replication").contains("role:master"));
+            new.is_some()
+        })?;
+        Ok(new.expect("set when the wait succeeded"))
+    }
+}
+
+impl Sentinel {
+    fn start(binary: &std::path::Path, name: &str, primary_port: u16) -> Result<Sentinel> {
+        let dir = ServerDir::new(name)?;
+        let ((process, port), _) = with_port_retry(None, |port| {
+            // Sentinel rewrites its configuration file, so it gets one of its own.
+            let conf = dir.path().join("sentinel.conf");
+            let text = format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                 sentinel monitor {MASTER_NAME} 127.0.0.1 {primary_port} 2\n\
+                 sentinel down-after-milliseconds {MASTER_NAME} 500\n\
+                 sentinel failover-timeout {MASTER_NAME} 60000\n\
+                 sentinel parallel-syncs {MASTER_NAME} 1\n",
+                dir = dir.path().display()
+            );
+            std::fs::write(&conf, text)
+                .map_err(Error::io(format!("{name}: writing its config")))?;
+            let args = vec![conf.display().to_string(), "--sentinel".into()];
+            let mut process =
+                ServerProcess::spawn(name, binary, &args, dir.path().join("sentinel.log"))?;
+            process.wait_ready(port, READY_TIMEOUT, || ping(port))?;
+            Ok((process, port))
+        })?;
+        Ok(Sentinel {
+            process,
+            port,
+            _dir: dir,
+        })
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        self.process.kill();
+    }
+}
+
+/// `INFO section` of the server on `port` (empty when it does not answer).
+fn info(port: u16, section: &str) -> String {
+    let request = format!("INFO {section}\r\n");
+    tcp_exchange(port, request.as_bytes(), b"\r\n\r\n")
+        .map(|a| String::from_utf8_lossy(&a).into_owned())
+        .unwrap_or_default()
+}
+
+/// A Sentinel command's answer, flattened to its bulk strings (`SENTINEL MASTER`
+/// answers field, value, field, value, ...).
+fn sentinel_command(port: u16, args: &[&str]) -> Vec<String> {
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    let answer = tcp_exchange(port, request.as_bytes(), b"\r\n")
+        .map(|a| String::from_utf8_lossy(&a).into_owned())
+        .unwrap_or_default();
+    // Every bulk string is "$<len>" then the value on the next line.
+    let lines: Vec<&str> = answer.split("\r\n").collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0].starts_with('$') && w[0] != "$-1")
+        .map(|w| w[1].to_string())
+        .collect()
+}
+
+/// The value after `name` in a field, value, ... list.
+fn field<'a>(pairs: &'a [String], name: &str) -> Option<&'a str> {
+    pairs
+        .chunks(2)
+        .find(|pair| pair[0] == name)
+        .and_then(|pair| pair.get(1))
+        .map(String::as_str)
+}
+
+fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(Error::Command {
+                what: format!("waiting for {what}"),
+                output: format!("not within {timeout:?}"),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
