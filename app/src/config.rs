@@ -29,6 +29,28 @@ pub struct Settings {
     #[arg(long, env = "REDIS_URLS", value_delimiter = ',')]
     pub redis_urls: Vec<String>,
 
+    /// Redis Sentinels, comma-separated host:port. When set, `redis-lock` takes its
+    /// locks on the primary they name for `--redis-master-name` (instead of the first
+    /// of `REDIS_URLS`) and follows a failover without a restart. RedLock keeps using
+    /// `REDIS_URLS`: its nodes are independent on purpose.
+    #[arg(long, env = "REDIS_SENTINELS", value_delimiter = ',')]
+    pub redis_sentinels: Vec<String>,
+
+    /// The name the Sentinels monitor the primary under.
+    #[arg(long, env = "REDIS_MASTER_NAME", default_value = "mymaster")]
+    pub redis_master_name: String,
+
+    /// `redis-lock` grants a lock only once this many replicas acknowledged it (`WAIT`
+    /// after the lock script; 0: never wait). The mitigation for a failover that loses
+    /// the lock; it costs a round trip per acquisition, and with fewer replicas
+    /// reachable no lock is granted (503 backend_unavailable).
+    #[arg(long, env = "REDIS_LOCK_MIN_REPLICAS", default_value_t = 0)]
+    pub redis_lock_min_replicas: u32,
+
+    /// How long `redis-lock` waits for those replicas, in milliseconds.
+    #[arg(long, env = "REDIS_LOCK_REPLICA_TIMEOUT_MS", default_value_t = 500)]
+    pub redis_lock_replica_timeout_ms: u64,
+
     /// ZooKeeper connect string, e.g. 127.0.0.1:2181,127.0.0.1:2182. Reported by
     /// /ready; never waited on at start.
     #[arg(long, env = "ZK_CONNECT")]
@@ -161,6 +183,10 @@ impl Settings {
             db_pool_size: 32,
             db_acquire_timeout_ms: 10_000,
             redis_urls: Vec::new(),
+            redis_sentinels: Vec::new(),
+            redis_master_name: "mymaster".into(),
+            redis_lock_min_replicas: 0,
+            redis_lock_replica_timeout_ms: 500,
             zk_connect: None,
             admin_token: None,
             workers: None,

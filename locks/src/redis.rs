@@ -5,7 +5,7 @@
 //! # Copying this file
 //! Take `src/lock.rs` (the core), this file and `lua/lock.lua`, `lua/unlock.lua`,
 //! `lua/renew.lua` into your crate, with `mod lock; mod redis;` at its root. Crates:
-//! `redis` (features `tokio-comp`, `script`, `connection-manager`), `futures`, `tokio`
+//! `redis` (features `tokio-comp`, `script`, `connection-manager`, `sentinel`), `futures`, `tokio`
 //! (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`, `uuid`
 //! (features `v4`). `./scripts/copy-check redis DIR` builds such a copy and runs it on
 //! a real server. Example: `cargo run -p locks --example redis`.
@@ -62,13 +62,34 @@
 //!   the request, so the holder gives up first.
 //! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its
 //!   lease, holder killed, Redis restarted empty, holder partitioned from Redis, an
-//!   ambiguous COMMIT); the README's "Faults and fencing" has what one run showed.
+//!   ambiguous COMMIT, a Sentinel failover); the README's "Faults and fencing" has what
+//!   one run showed.
+//!
+//! # Sentinel, and what it does not fix
+//! [`RedisLock::connect_to`] with [`Endpoint::Sentinel`] asks the Sentinels which server
+//! is the primary, and asks again when a command fails the way a dead or demoted
+//! primary fails (connection refused or dropped, a timeout, `READONLY`): after a
+//! failover the next command goes to the new primary, and the failed one is retried
+//! there once. That keeps the lock *available*. It does not keep it *safe*: replication
+//! is asynchronous, so a lock the old primary granted and had not yet sent to the
+//! replica is simply not on the new primary, and a second holder gets it (the chaos
+//! scenario `redis-failover` makes exactly that happen).
+//!
+//! The usual mitigation is [`RedisLock::with_min_replicas`]: after taking the lock, `WAIT
+//! n timeout` until `n` replicas acknowledged it, and give it back (an error) when they
+//! did not. A lock is then granted only once a replica has it, so a failover to that
+//! replica keeps it. It costs a round trip per acquisition (and the replica's
+//! acknowledgement), and it trades availability for it: with fewer than `n` replicas
+//! reachable nobody gets the lock. It is not consensus either: Sentinel may still
+//! promote a replica that had not acknowledged (with several replicas), and a replica
+//! that restarts empty forgets. For a guarantee, fence the writes.
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use futures::StreamExt;
-use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::{ErrorKind, FromRedisValue, RedisError, Script, ScriptInvocation, ServerErrorKind};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
@@ -140,12 +161,19 @@ impl Wakeups {
 /// release channel and wakes local waiters. It reconnects after a failure; meanwhile
 /// waiters fall back to the holder's PTTL.
 async fn subscribe(
-    client: redis::Client,
+    primary: Arc<Primary>,
     wakeups: Arc<Wakeups>,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut ready = Some(ready);
     loop {
+        // The primary of now: after a failover, the new one.
+        let client = primary
+            .current
+            .lock()
+            .expect("primary poisoned")
+            .client
+            .clone();
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => match pubsub.psubscribe(format!("{CHANNEL_PREFIX}*")).await {
                 Ok(()) => {
@@ -170,28 +198,137 @@ async fn subscribe(
     }
 }
 
+/// Where the lock's Redis is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// One server, `redis://host:port`.
+    Url(String),
+    /// The primary the Sentinels (`host:port` each) name for `master`, followed across
+    /// failovers.
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+    },
+}
+
+/// The connection to the primary. With Sentinel it moves to the new primary after a
+/// failover; `generation` counts the moves.
+struct Primary {
+    sentinel: Option<tokio::sync::Mutex<SentinelClient>>,
+    // A std mutex: held to clone or replace the connection, never across an `.await`.
+    current: Mutex<Current>,
+}
+
+struct Current {
+    client: redis::Client,
+    conn: ConnectionManager,
+    generation: u64,
+}
+
+async fn open(client: &redis::Client) -> Result<ConnectionManager, RedisError> {
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(2)))
+        .set_number_of_retries(2);
+    ConnectionManager::new_with_config(client.clone(), config).await
+}
+
+impl Primary {
+    async fn connect(endpoint: &Endpoint) -> Result<Primary, RedisError> {
+        let (sentinel, client) = match endpoint {
+            Endpoint::Url(url) => (None, redis::Client::open(url.as_str())?),
+            Endpoint::Sentinel { sentinels, master } => {
+                let urls: Vec<String> = sentinels.iter().map(|s| format!("redis://{s}")).collect();
+                let mut sentinel =
+                    SentinelClient::build(urls, master.clone(), None, SentinelServerType::Master)?;
+                let client = sentinel.async_get_client().await?;
+                (Some(tokio::sync::Mutex::new(sentinel)), client)
+            }
+        };
+        let conn = open(&client).await?;
+        Ok(Primary {
+            sentinel,
+            current: Mutex::new(Current {
+                client,
+                conn,
+                generation: 0,
+            }),
+        })
+    }
+
+    fn conn(&self) -> (ConnectionManager, u64) {
+        let current = self.current.lock().expect("primary poisoned");
+        (current.conn.clone(), current.generation)
+    }
+
+    /// After `error` on the connection of `generation`: with Sentinel, and an error a
+    /// dead or demoted primary gives, asks which server is the primary now and moves
+    /// there. `true` when the connection is another one than the failed (retry on it).
+    async fn follow(&self, error: &RedisError, generation: u64) -> bool {
+        let Some(sentinel) = &self.sentinel else {
+            return false;
+        };
+        let gone = error.is_io_error()
+            || error.is_connection_dropped()
+            || error.is_connection_refusal()
+            || error.is_timeout()
+            || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly);
+        if !gone {
+            return false;
+        }
+        // One question to Sentinel at a time; whoever waited finds the move made.
+        let mut sentinel = sentinel.lock().await;
+        if self.conn().1 != generation {
+            return true;
+        }
+        let Ok(client) = sentinel.async_get_client().await else {
+            return false;
+        };
+        let same = {
+            let current = self.current.lock().expect("primary poisoned");
+            client.get_connection_info().addr() == current.client.get_connection_info().addr()
+        };
+        // Sentinel still names the failed server: it has not failed over (yet).
+        if same {
+            return false;
+        }
+        let Ok(conn) = open(&client).await else {
+            return false;
+        };
+        tracing::warn!(primary = %client.get_connection_info().addr(), "redis lock: following a failover to the new primary");
+        let mut current = self.current.lock().expect("primary poisoned");
+        *current = Current {
+            client,
+            conn,
+            generation: generation + 1,
+        };
+        true
+    }
+}
+
 /// The Redisson-style reentrant lock with fencing tokens and pub/sub wake-up.
 pub struct RedisLock {
-    conn: ConnectionManager,
+    primary: Arc<Primary>,
     wakeups: Arc<Wakeups>,
     subscription: JoinHandle<()>,
+    /// `WAIT` for this many replicas, this long, after each acquisition.
+    min_replicas: Option<(u32, Duration)>,
 }
 
 impl RedisLock {
-    /// Connects, and opens the process's release subscription (waiting up to 2 s for
-    /// it to be confirmed, so that no release after `connect` returns is missed).
+    /// Connects to one server; see [`RedisLock::connect_to`].
     pub async fn connect(url: &str) -> Result<RedisLock, LockError> {
-        let client = redis::Client::open(url).map_err(backend)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(2);
-        let conn = ConnectionManager::new_with_config(client.clone(), config)
-            .await
-            .map_err(backend)?;
+        Self::connect_to(&Endpoint::Url(url.to_string())).await
+    }
+
+    /// Connects (through Sentinel: to the primary it names), and opens the process's
+    /// release subscription (waiting up to 2 s for it to be confirmed, so that no
+    /// release after `connect` returns is missed).
+    pub async fn connect_to(endpoint: &Endpoint) -> Result<RedisLock, LockError> {
+        let primary = Arc::new(Primary::connect(endpoint).await.map_err(backend)?);
         let wakeups = Arc::new(Wakeups::default());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let subscription = tokio::spawn(subscribe(client, wakeups.clone(), ready_tx));
+        let subscription = tokio::spawn(subscribe(primary.clone(), wakeups.clone(), ready_tx));
         if tokio::time::timeout(Duration::from_secs(2), ready_rx)
             .await
             .is_err()
@@ -201,10 +338,37 @@ impl RedisLock {
             );
         }
         Ok(RedisLock {
-            conn,
+            primary,
             wakeups,
             subscription,
+            min_replicas: None,
         })
+    }
+
+    /// Grants a lock only once `replicas` replicas acknowledged it (`WAIT replicas
+    /// timeout` after the lock script); otherwise gives it back and fails with
+    /// [`LockError::Backend`]. See "Sentinel, and what it does not fix" above.
+    pub fn with_min_replicas(mut self, replicas: u32, timeout: Duration) -> RedisLock {
+        self.min_replicas = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
+    /// Runs a script on the primary; after a failover, once more on the new one.
+    /// Returns the answer and the connection that gave it (a `WAIT` must follow on it).
+    async fn run<T: FromRedisValue>(
+        &self,
+        invocation: ScriptInvocation<'_>,
+    ) -> Result<(T, ConnectionManager), LockError> {
+        let (mut conn, generation) = self.primary.conn();
+        match invocation.invoke_async(&mut conn).await {
+            Ok(answer) => Ok((answer, conn)),
+            Err(e) if self.primary.follow(&e, generation).await => {
+                let (mut conn, _) = self.primary.conn();
+                let answer = invocation.invoke_async(&mut conn).await.map_err(backend)?;
+                Ok((answer, conn))
+            }
+            Err(e) => Err(backend(e)),
+        }
     }
 }
 
@@ -228,14 +392,31 @@ impl RedisLock {
         holder: &HolderId,
         lease: Duration,
     ) -> Result<Attempt, LockError> {
-        let (acquired, value): (i64, i64) = LOCK
+        let mut invocation = LOCK.prepare_invoke();
+        invocation
             .key(key)
             .key(token_key(key))
             .arg(holder.as_str())
-            .arg(lease_ms(lease))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
+            .arg(lease_ms(lease));
+        let ((acquired, value), mut conn): ((i64, i64), _) = self.run(invocation).await?;
+        if acquired == 1
+            && let Some((replicas, timeout)) = self.min_replicas
+        {
+            // On the connection that took the lock: WAIT counts the replicas that
+            // acknowledged this connection's writes.
+            let acked: i64 = redis::cmd("WAIT")
+                .arg(replicas)
+                .arg(timeout.as_millis() as u64)
+                .query_async(&mut conn)
+                .await
+                .map_err(backend)?;
+            if acked < i64::from(replicas) {
+                let _ = self.unlock(key, holder).await;
+                return Err(LockError::Backend(format!(
+                    "redis: the lock was acknowledged by {acked} of the {replicas} replica(s) required within {timeout:?}; given back"
+                )));
+            }
+        }
         Ok(match acquired {
             1 => Attempt::Acquired(value as u64),
             // PTTL: -1 no expiry (not ours to judge), -2 gone since (retry soon).
@@ -301,13 +482,12 @@ impl LockBackend for RedisLock {
         lease: Duration,
     ) -> Result<Option<Instant>, LockError> {
         let since = Instant::now();
-        let renewed: i64 = RENEW
+        let mut invocation = RENEW.prepare_invoke();
+        invocation
             .key(key)
             .arg(holder.as_str())
-            .arg(lease_ms(lease))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
+            .arg(lease_ms(lease));
+        let (renewed, _): (i64, _) = self.run(invocation).await?;
         Ok((renewed == 1).then_some(since))
     }
 
@@ -315,13 +495,9 @@ impl LockBackend for RedisLock {
     /// [`LockError::NotHolder`] when `holder` does not hold it; [`LockError::Backend`]
     /// when Redis failed (the lease then ends the lock).
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
-        let left: i64 = UNLOCK
-            .key(key)
-            .arg(holder.as_str())
-            .arg(channel(key))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(backend)?;
+        let mut invocation = UNLOCK.prepare_invoke();
+        invocation.key(key).arg(holder.as_str()).arg(channel(key));
+        let (left, _): (i64, _) = self.run(invocation).await?;
         if left < 0 {
             return Err(LockError::not_holder(key, holder));
         }

@@ -26,6 +26,7 @@ use super::StrategyInfo;
 use super::locked::{Connect, LockStrategy};
 use crate::config::Settings;
 use crate::error::AppError;
+use locks::redis::Endpoint;
 use locks::{LockError, LockOptions, Locker};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -105,13 +106,27 @@ pub fn mysql(settings: &Settings) -> LockStrategy {
     strategy(info, "stock:", connect, settings)
 }
 
-/// `redis-lock`: the first of `REDIS_URLS`.
+/// `redis-lock`: the primary `REDIS_SENTINELS` name, else the first of `REDIS_URLS`;
+/// with `--redis-lock-min-replicas`, a lock counts once that many replicas have it.
 pub fn redis(settings: &Settings) -> LockStrategy {
-    let connect = connector(settings.redis_urls.first().cloned(), async |url| {
-        let url = url.ok_or_else(|| not_set("redis", "REDIS_URLS"))?;
-        let backend = locks::redis::RedisLock::connect(&url)
+    let endpoint = if settings.redis_sentinels.is_empty() {
+        settings.redis_urls.first().cloned().map(Endpoint::Url)
+    } else {
+        Some(Endpoint::Sentinel {
+            sentinels: settings.redis_sentinels.clone(),
+            master: settings.redis_master_name.clone(),
+        })
+    };
+    let replicas = (
+        settings.redis_lock_min_replicas,
+        Duration::from_millis(settings.redis_lock_replica_timeout_ms),
+    );
+    let connect = connector((endpoint, replicas), async |(endpoint, (n, timeout))| {
+        let endpoint = endpoint.ok_or_else(|| not_set("redis", "REDIS_URLS"))?;
+        let backend = locks::redis::RedisLock::connect_to(&endpoint)
             .await
-            .map_err(unavailable("redis"))?;
+            .map_err(unavailable("redis"))?
+            .with_min_replicas(n, timeout);
         Ok(Locker::new(backend))
     });
     let info = StrategyInfo {

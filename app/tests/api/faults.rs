@@ -171,3 +171,140 @@ async fn redis_restart_keeps_tokens_ahead_of_the_fence() {
     assert_eq!((state.remaining, state.lost_updates()), (6, 0), "{state:?}");
     app.stop().await;
 }
+
+/// A service whose `redis-lock` reaches Redis through the Sentinels of `ha`.
+async fn through_sentinel(ha: &testbed::RedisHa, min_replicas: u32) -> crate::helpers::TestApp {
+    let db = crate::helpers::fresh_database().await;
+    let app = spawn_with(stock_app::config::Settings {
+        redis_sentinels: ha.sentinel_addrs(),
+        redis_master_name: testbed::sentinel::MASTER_NAME.into(),
+        redis_lock_min_replicas: min_replicas,
+        redis_lock_replica_timeout_ms: 200,
+        lock_lease_ms: 1000,
+        ..test_settings(&db)
+    })
+    .await;
+    app.stock(1, 10).await;
+    app.stock(2, 10).await;
+    app
+}
+
+/// Deducts until an answer is not `backend_unavailable` (the service following the
+/// failover), for up to 10 s.
+async fn deduct_through_failover(
+    app: &crate::helpers::TestApp,
+    body: Value,
+) -> (StatusCode, Value) {
+    for _ in 0..200 {
+        let response = app.deduct("redis-lock", &body).await;
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap();
+        if answer["error"] != "backend_unavailable" {
+            return (status, answer);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("redis-lock did not follow the failover within 10 s");
+}
+
+/// The failover the write-ups warn about, for real: replication to the replica held
+/// back (its link blackholed), A takes the lock of product 1 (unfenced) and of product
+/// 2 (fenced) on the primary and pauses after its reads; the primary is killed and
+/// Sentinel promotes the replica, which never saw A's locks. The service follows the
+/// failover without a restart, and B takes both locks at once: two holders. Unfenced,
+/// A's late write erases B's sale; fenced, A is refused (B's token, from the new
+/// primary's clock, is newer than A's claim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_failover_lets_a_second_holder_in() {
+    let mut ha = testbed::RedisHa::start("app-failover").unwrap();
+    let app = through_sentinel(&ha, 0).await;
+    assert_eq!(
+        app.deduct("redis-lock", &json!({"product_id": 1}))
+            .await
+            .status(),
+        StatusCode::OK,
+        "through Sentinel, before the fault"
+    );
+    ha.replication.set(testbed::proxy::ProxyMode::Blackhole);
+    app.set_failpoint("after_read", json!({"mode": "pause", "count": 2}))
+        .await;
+    let send = |body: Value| {
+        let request = app.client.post(app.url("/deduct/redis-lock")).json(&body);
+        tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap())
+        })
+    };
+    let unfenced = send(json!({"product_id": 1, "request_id": "a-1", "fencing": false}));
+    let fenced = send(json!({"product_id": 2, "request_id": "a-2", "fencing": true}));
+    app.wait_paused("after_read", 2).await;
+
+    ha.primary.process().kill();
+    let started = std::time::Instant::now();
+    let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
+    println!("failover to {promoted} in {:?}", started.elapsed());
+    let b1 = deduct_through_failover(
+        &app,
+        json!({"product_id": 1, "request_id": "b-1", "fencing": false}),
+    )
+    .await;
+    let b2 = deduct_through_failover(
+        &app,
+        json!({"product_id": 2, "request_id": "b-2", "fencing": true}),
+    )
+    .await;
+    assert_eq!(
+        (b1.0, b2.0),
+        (StatusCode::OK, StatusCode::OK),
+        "B holds both locks while A does: {b1:?} {b2:?}"
+    );
+
+    app.release("after_read").await;
+    let (a1, a2) = (unfenced.await.unwrap(), fenced.await.unwrap());
+    println!("A unfenced: {a1:?}\nA fenced: {a2:?}");
+    assert_eq!(
+        a1.0,
+        StatusCode::OK,
+        "unfenced, A trusts its lock and writes"
+    );
+    assert_eq!(
+        a2.1["error"], "lock_lost",
+        "fenced, A's token is older than B's claim"
+    );
+    let (one, two) = (app.db_state(1).await, app.db_state(2).await);
+    assert_eq!(one.lost_updates(), 1, "A's write erased B's sale: {one:?}");
+    assert_eq!(
+        (two.remaining, two.ledger_sum, two.lost_updates()),
+        (9, 1, 0),
+        "only B sold: {two:?}"
+    );
+    app.stop().await;
+}
+
+/// The mitigation: with `--redis-lock-min-replicas 1` a lock counts only once the
+/// replica acknowledged it (`WAIT`). While replication is held back no lock is granted
+/// (503 backend_unavailable, nothing sold), so no lock can exist on the primary alone;
+/// with the link back, locks are granted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_failover_mitigation_waits_for_the_replica() {
+    let ha = testbed::RedisHa::start("app-wait").unwrap();
+    let app = through_sentinel(&ha, 1).await;
+    let ok = app.deduct("redis-lock", &json!({"product_id": 1})).await;
+    assert_eq!(ok.status(), StatusCode::OK, "the replica acknowledges");
+    ha.replication.set(testbed::proxy::ProxyMode::Blackhole);
+    let refused = app.deduct("redis-lock", &json!({"product_id": 1})).await;
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "backend_unavailable", "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("replica"),
+        "{body}"
+    );
+    let state = app.db_state(1).await;
+    assert_eq!((state.remaining, state.ledger_sum), (9, 1), "{state:?}");
+    // The lock was given back: with the link up again it is granted at once.
+    ha.replication.set(testbed::proxy::ProxyMode::Pass);
+    let again = app.deduct("redis-lock", &json!({"product_id": 1})).await;
+    assert_eq!(again.status(), StatusCode::OK);
+    app.stop().await;
+}
