@@ -1,4 +1,4 @@
-//! Fast variants of the chaos scenarios 1, 2, 3, 4, 8 and 9 (3 and 8 also for the
+//! Fast variants of the chaos scenarios 1, 2, 3, 4, 8, 9, 10 and 11 (3 and 8 also for the
 //! flash-sale strategies: an instance killed mid-batch, a batch's COMMIT made
 //! ambiguous), run by the chaos runner itself
 //! against private servers and two real `stock-app` processes (short leases): the
@@ -275,4 +275,28 @@ async fn classic_mistakes_fail_as_the_write_ups_say() {
             "{claim:?}"
         );
     }
+}
+
+/// Scenario 11: a real Sentinel failover under load, replication to the replica held
+/// back, a holder of instance A paused with a lock only the old primary had. Unfenced,
+/// B's buyers take the same lock on the promoted replica and A's late write loses
+/// updates; fenced, A is refused. (The WAIT mitigation: the app test
+/// `faults::redis_failover_mitigation_waits_for_the_replica`, and the full run.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_failover_loses_the_lock_unless_fenced() {
+    let mut lab = lab().await;
+    let unfenced = run(
+        &mut lab,
+        &spec(Scenario::RedisFailover, "redis-lock", Some(false)),
+    )
+    .await;
+    assert_eq!(unfenced.verdict, CellVerdict::Lost);
+    let fenced = run(
+        &mut lab,
+        &spec(Scenario::RedisFailover, "redis-lock", Some(true)),
+    )
+    .await;
+    assert_eq!(fenced.verdict, CellVerdict::Refused);
+    assert_eq!((fenced.lost_updates, fenced.beyond_stock), (0, 0));
+    lab.stop().await;
 }

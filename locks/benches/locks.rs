@@ -9,7 +9,9 @@
 //!     transaction: what `pessimistic` pays per row);
 //!   - ours, through the public API (`Locker::acquire` + `LockGuard::release`, the
 //!     watchdog included): `mysql-lock`, `redis-lock`, `redlock` on 5 nodes,
-//!     `zookeeper`;
+//!     `zookeeper`; and `redis-lock` on a primary with one replica, without and with
+//!     `WAIT` for the replica (`with_min_replicas(1, ..)`: what the failover
+//!     mitigation costs per acquisition);
 //!   - peers: the `rslock` crate (RedLock) on the same 5 Redis and on 1,
 //!     `zookeeper-client`'s own `Client::lock` (Curator-style prefix), and Apache
 //!     Curator's `InterProcessMutex` (Java, `benches/CuratorBench.java`, compiled and
@@ -51,6 +53,8 @@ enum Row {
     MariadbForUpdateTx,
     MysqlLock,
     RedisLock,
+    RedisLockReplica,
+    RedisLockWait,
     Redlock5,
     ZooKeeper,
     Rslock5,
@@ -62,7 +66,7 @@ enum Row {
 use Row::*;
 
 impl Row {
-    const UNCONTENDED: [Row; 12] = [
+    const UNCONTENDED: [Row; 14] = [
         RedisPing,
         RedisNoopScript,
         ZkCreateDelete,
@@ -70,6 +74,8 @@ impl Row {
         MariadbForUpdateTx,
         MysqlLock,
         RedisLock,
+        RedisLockReplica,
+        RedisLockWait,
         Redlock5,
         ZooKeeper,
         Rslock5,
@@ -81,7 +87,7 @@ impl Row {
     /// before these, from its harness): the servers warm up and drift over a run
     /// (ZooKeeper's JVM above all), and rows far apart compared ±8% apart that were
     /// level when run side by side.
-    const LOCKS: [Row; 8] = [
+    const LOCKS: [Row; 10] = [
         Curator,
         ZooKeeper,
         ZkClientLock,
@@ -89,6 +95,8 @@ impl Row {
         Rslock5,
         RedisLock,
         Rslock1,
+        RedisLockReplica,
+        RedisLockWait,
         MysqlLock,
     ];
 
@@ -101,6 +109,8 @@ impl Row {
             MariadbForUpdateTx => "mariadb FOR UPDATE transaction",
             MysqlLock => "ours: mysql-lock",
             RedisLock => "ours: redis-lock",
+            RedisLockReplica => "ours: redis-lock (1 replica)",
+            RedisLockWait => "ours: redis-lock with WAIT (1 replica)",
             Redlock5 => "ours: redlock (5 nodes)",
             ZooKeeper => "ours: zookeeper",
             Rslock5 => "peer: rslock (5 nodes)",
@@ -131,6 +141,8 @@ struct Subjects {
     zk_connect: String,
     mysql_lock: Locker,
     redis_lock: Locker,
+    redis_lock_replica: Locker,
+    redis_lock_wait: Locker,
     redlock: Locker,
     zookeeper: Locker,
     rslock5: rslock::LockManager,
@@ -142,7 +154,11 @@ const ZK_ROOT: &str = "/bench";
 const LEASE: Duration = Duration::from_secs(10);
 
 impl Subjects {
-    async fn connect(stack: &Stack) -> Subjects {
+    async fn connect(
+        stack: &Stack,
+        primary: &testbed::Redis,
+        replica: &testbed::Redis,
+    ) -> Subjects {
         let env: BTreeMap<&str, String> = stack.env().into_iter().collect();
         let db_url = &env["DATABASE_URL"];
         let redis_urls: Vec<String> = env["REDIS_URLS"].split(',').map(String::from).collect();
@@ -165,6 +181,23 @@ impl Subjects {
             .await
             .expect("Redis");
         let zk = zk::Client::connect(&zk_connect).await.expect("ZooKeeper");
+        // The replica has made its first sync (WAIT needs it connected).
+        let mut to_replica = redis::Client::open(replica.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("the replica");
+        for _ in 0..500 {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut to_replica)
+                .await
+                .unwrap();
+            if info.contains("master_link_status:up") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         zk.mkdir(
             &format!("{ZK_ROOT}/floor"),
             &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
@@ -175,6 +208,13 @@ impl Subjects {
         Subjects {
             mysql_lock: Locker::new(MysqlLock::connect(db_url, 16).await.unwrap()),
             redis_lock: Locker::new(RedisLock::connect(&redis_urls[0]).await.unwrap()),
+            redis_lock_replica: Locker::new(RedisLock::connect(&primary.url()).await.unwrap()),
+            redis_lock_wait: Locker::new(
+                RedisLock::connect(&primary.url())
+                    .await
+                    .unwrap()
+                    .with_min_replicas(1, Duration::from_secs(1)),
+            ),
             redlock: Locker::new(RedLock::new(&redis_urls).unwrap()),
             zookeeper: Locker::new(
                 ZooKeeperLock::connect(&zk_connect, ZK_ROOT, Duration::from_secs(6))
@@ -278,6 +318,8 @@ impl Subjects {
             }
             MysqlLock => ours(&self.mysql_lock).await,
             RedisLock => ours(&self.redis_lock).await,
+            RedisLockReplica => ours(&self.redis_lock_replica).await,
+            RedisLockWait => ours(&self.redis_lock_wait).await,
             Redlock5 => ours(&self.redlock).await,
             ZooKeeper => ours(&self.zookeeper).await,
             Rslock5 => rslock(&self.rslock5).await,
@@ -607,11 +649,23 @@ fn main() {
     // on the main thread, which lives until the end.
     let stack =
         Stack::start(&StackConfig::default()).expect("testbed: start MariaDB, 5 Redis, ZooKeeper");
+    // A primary with one replica, replicating directly (no proxy), for the WAIT rows.
+    let primary = testbed::Redis::start("bench-primary").expect("testbed: start a Redis primary");
+    let (replica, _) = testbed::Redis::start_with(
+        "bench-replica",
+        None,
+        &[
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            primary.port().to_string(),
+        ],
+    )
+    .expect("testbed: start a Redis replica");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let subjects = Arc::new(runtime.block_on(Subjects::connect(&stack)));
+    let subjects = Arc::new(runtime.block_on(Subjects::connect(&stack, &primary, &replica)));
     let dir = criterion_dir();
     let (warm_up, measure, contended_window, contended_warmup) = if args.test_mode {
         (
@@ -741,6 +795,7 @@ fn main() {
     criterion.final_summary();
     drop(subjects);
     runtime.shutdown_timeout(Duration::from_secs(2));
+    drop((replica, primary));
     drop(stack);
 }
 
@@ -754,7 +809,9 @@ fn summary(
     let floor_of = |row: Row| -> Option<(Row, f64)> {
         let base = match row {
             MysqlLock | MariadbForUpdateTx => MariadbUpdate,
-            RedisLock | Redlock5 | Rslock5 | Rslock1 => RedisNoopScript,
+            RedisLock | RedisLockReplica | RedisLockWait | Redlock5 | Rslock5 | Rslock1 => {
+                RedisNoopScript
+            }
             ZooKeeper | ZkClientLock | Curator => ZkCreateDelete,
             _ => return None,
         };
@@ -770,6 +827,15 @@ fn summary(
             .map(|(base, r)| format!("{r:.2}× {}", short(base)))
             .unwrap_or_default();
         let _ = writeln!(out, "| {} | {m:.0} | {ratio} |", row.name());
+    }
+    if let (Some(wait), Some(plain)) = (medians.get(&RedisLockWait), medians.get(&RedisLockReplica))
+    {
+        let _ = writeln!(
+            out,
+            "\nWAIT for the replica (the failover mitigation): {:.0} µs more per acquire + release, {:.2}× the same lock without it.",
+            wait - plain,
+            wait / plain
+        );
     }
     let _ = writeln!(out, "\n### Goals (ratios of medians from this run)\n");
     let _ = writeln!(out, "| goal | ratio | limit | |\n|---|---:|---:|---|");

@@ -136,6 +136,18 @@ impl RedisHa {
         })?;
         Ok(new.expect("set when the wait succeeded"))
     }
+
+    /// After a failover: restarts the old primary (it comes back empty, as a primary)
+    /// and waits until Sentinel has turned it into a replica of the new primary and it
+    /// is in sync (Sentinel notices on its next look at it: up to ~10 s).
+    pub fn rejoin_old_primary(&mut self, timeout: Duration) -> Result<()> {
+        self.primary.restart()?;
+        let port = self.primary.port();
+        wait_until(timeout, "the old primary to rejoin as a replica", || {
+            let replication = info(port, "replication");
+            replication.contains("role:slave") && replication.contains("master_link_status:up")
+        })
+    }
 }
 
 impl Sentinel {

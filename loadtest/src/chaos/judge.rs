@@ -173,6 +173,19 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "A died holding a PERSISTENT node: its session ended, the node stayed, and nobody got the lock again ({} busy, no sale for the {:.0} ms after the kill, nor after). An ephemeral node dies with its session.",
             c.busy, c.fault_ms
         ),
+        (Scenario::RedisFailover, Lost) => format!(
+            "A held a lock only the primary had (replication held back); Sentinel promoted the replica, B's buyers followed and took the same lock ({blocked} after the kill): two holders, and A's stale write erased {} sales. Asynchronous replication loses locks.",
+            c.lost_updates
+        ),
+        (Scenario::RedisFailover, Refused) => format!(
+            "The same two holders, fenced: B's tokens came from the new primary's clock, newer than A's claim, so A's write was refused ({} x lock_lost) and nothing was lost. B sold {blocked} after the kill.",
+            c.refused
+        ),
+        (Scenario::RedisFailoverWait, Unavailable) => format!(
+            "With WAIT for one replica no lock was granted while replication was held back, nor after the failover until the old primary, restarted, had rejoined as the new one's replica ({} answered backend_unavailable; sales back {} after the restart): no lock existed on one server only, so no second holder. Consistency paid for with availability.",
+            c.failed,
+            fmt_ms(c.recovery_ms)
+        ),
         (Scenario::MistakeNoGuard, Safe) => format!(
             "Without `quantity >= ?` the UPDATE tried to go below zero once the {} units were sold; the CHECK constraint refused it (error 4025) for {} buyers, so nothing was oversold: the constraint is the last net, and the buyers got its error instead of a clean 0-rows refusal.",
             c.sold, c.sold_out

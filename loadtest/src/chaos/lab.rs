@@ -14,6 +14,10 @@ pub struct Lab {
     pub(super) client: reqwest::Client,
     pub(super) timing: Timing,
     pub(super) next_product: i64,
+    /// A Redis primary, replica and Sentinels, for the failover scenarios only.
+    pub(super) ha: Option<testbed::RedisHa>,
+    /// Each instance's command line as started (the failover cells add to it).
+    base_args: Vec<Vec<String>>,
 }
 
 impl Lab {
@@ -101,6 +105,7 @@ impl Lab {
             .max_connections(2)
             .connect(&env["DATABASE_URL"])
             .await?;
+        let base_args = vec![a.process.args().to_vec(), b.process.args().to_vec()];
         Ok(Lab {
             stack,
             redis_proxies,
@@ -110,6 +115,8 @@ impl Lab {
             client,
             timing,
             next_product: 1,
+            ha: None,
+            base_args,
         })
     }
 
@@ -118,6 +125,65 @@ impl Lab {
         let product = self.next_product;
         self.next_product += 1;
         self.ensure_up().await?;
+        if spec.scenario.needs_sentinel() {
+            self.through_sentinel(spec.scenario == Scenario::RedisFailoverWait)
+                .await?;
+        }
+        let cell = self.run_cell_here(spec, product).await;
+        if spec.scenario.needs_sentinel() {
+            self.ha = None;
+            self.respawn_with(&[]).await?;
+        }
+        cell
+    }
+
+    /// A fresh primary, replica and Sentinels, and both instances restarted to take
+    /// `redis-lock`'s locks through them (`wait`: with `--redis-lock-min-replicas 1`).
+    async fn through_sentinel(&mut self, wait: bool) -> anyhow::Result<()> {
+        let ha = testbed::RedisHa::start("chaos-ha")?;
+        let extra: Vec<String> = [
+            "--redis-sentinels",
+            &ha.sentinel_addrs().join(","),
+            "--redis-master-name",
+            testbed::sentinel::MASTER_NAME,
+            "--redis-lock-min-replicas",
+            if wait { "1" } else { "0" },
+            "--redis-lock-replica-timeout-ms",
+            "200",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        self.ha = Some(ha);
+        self.respawn_with(&extra).await
+    }
+
+    /// Restarts both instances with their first command line plus `extra`.
+    async fn respawn_with(&mut self, extra: &[String]) -> anyhow::Result<()> {
+        for (instance, base) in self.instances.iter_mut().zip(&self.base_args) {
+            instance
+                .process
+                .set_args([base.clone(), extra.to_vec()].concat());
+            instance.respawn(&self.client).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the replica holds a lock of instance A's on `product` (its requests'
+    /// ids are `chaos-<run>-0-0-<n>`, in the lock hash's holder field).
+    async fn replica_has_a_lock(&self, product: i64) -> anyhow::Result<bool> {
+        let ha = self.ha.as_ref().context("no Redis HA")?;
+        let mut conn = redis::Client::open(ha.replica.url())?
+            .get_multiplexed_async_connection()
+            .await?;
+        let holders: Vec<String> = redis::cmd("HKEYS")
+            .arg(format!("stock:{product}"))
+            .query_async(&mut conn)
+            .await?;
+        Ok(holders.iter().any(|h| h.contains("-0-0-")))
+    }
+
+    async fn run_cell_here(&mut self, spec: &CellSpec, product: i64) -> anyhow::Result<Cell> {
         let b = self.instances[1].base.clone();
         let buckets = crate::buckets_for(spec.strategy, crate::BUCKETS);
         // The guard's mistake shows only when the product sells out.
@@ -135,7 +201,7 @@ impl Lab {
             self.timing.workers,
         );
         tokio::time::sleep(Duration::from_millis(self.timing.warm_ms)).await;
-        let window = self.inject(spec, &load).await?;
+        let window = self.inject(spec, &load, product).await?;
         tokio::time::sleep(Duration::from_millis(self.timing.after_ms)).await;
         let mut samples = load.stop().await;
         let (retried, duplicates) = self.retry_unknown(spec, product, &mut samples).await;
@@ -249,7 +315,12 @@ impl Lab {
     }
 
     /// Makes the fault of `spec.scenario` happen; returns when it healed.
-    pub(super) async fn inject(&mut self, spec: &CellSpec, load: &Load) -> anyhow::Result<Window> {
+    pub(super) async fn inject(
+        &mut self,
+        spec: &CellSpec,
+        load: &Load,
+        product: i64,
+    ) -> anyhow::Result<Window> {
         let freeze = self.timing.freeze(spec.strategy);
         let window = match spec.scenario {
             Scenario::PausePastLease | Scenario::FenceOnly => {
@@ -385,6 +456,41 @@ impl Lab {
                 self.release_at(1, "after_read").await?;
                 Window::new(fault, load.now())
             }
+            Scenario::RedisFailover => {
+                self.hold_back_replication()?;
+                // A request of A holds a lock only the primary has: taken after the
+                // blackhole (checked on the replica; else let it go and catch the next).
+                let mut tries = 0;
+                loop {
+                    self.pause_a_at("after_read").await?;
+                    if !self.replica_has_a_lock(product).await? {
+                        break;
+                    }
+                    self.release_a("after_read").await?;
+                    tries += 1;
+                    if tries == 10 {
+                        bail!("every lock of A reached the replica despite the blackhole");
+                    }
+                }
+                let fault = self.fail_over(load)?;
+                // B's buyers follow the failover and lock what A still believes it holds.
+                tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
+                self.release_a("after_read").await?;
+                Window::new(fault, load.now())
+            }
+            Scenario::RedisFailoverWait => {
+                // Unavailable from here: no replica can acknowledge a lock.
+                self.hold_back_replication()?;
+                let fault = load.now();
+                tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
+                self.fail_over(load)?;
+                // The new primary has no replica: no lock until the old one rejoins
+                // (restarted now; Sentinel makes it a replica on its next look).
+                let healed = load.now();
+                let ha = self.ha.as_mut().context("no Redis HA")?;
+                tokio::task::block_in_place(|| ha.rejoin_old_primary(Duration::from_secs(30)))?;
+                Window::new(fault, healed)
+            }
             Scenario::MistakeNoGuard => {
                 let now = load.now();
                 Window::new(now, now)
@@ -401,6 +507,30 @@ impl Lab {
             }
         };
         Ok(window)
+    }
+
+    /// Blackholes the replica's link to the primary: what the primary acknowledges from
+    /// now on stays on the primary.
+    fn hold_back_replication(&self) -> anyhow::Result<()> {
+        let ha = self.ha.as_ref().context("no Redis HA")?;
+        ha.replication.set(ProxyMode::Blackhole);
+        Ok(())
+    }
+
+    /// Kills the primary and waits for Sentinel to promote the replica; returns when
+    /// the primary died, in load time.
+    fn fail_over(&mut self, load: &Load) -> anyhow::Result<Duration> {
+        let ha = self.ha.as_mut().context("no Redis HA")?;
+        ha.primary.process().kill();
+        let fault = load.now();
+        // A blocking wait: the load's tasks move to the other worker meanwhile.
+        let promoted =
+            tokio::task::block_in_place(|| ha.wait_for_failover(Duration::from_secs(20)))?;
+        eprintln!(
+            "chaos:   Sentinel promoted the replica (port {promoted}) {:.0} ms after the kill",
+            (load.now() - fault).as_secs_f64() * 1000.0
+        );
+        Ok(fault)
     }
 
     /// Retries every request whose outcome the client does not know, with the same

@@ -232,6 +232,23 @@ impl ChaosReport {
                     "seed 003 (Redis in front, MySQL as the final guard)",
                     c.beyond_stock == 0 && c.lost_updates == 0 && c.sold_out > 0,
                 ),
+                Scenario::RedisFailover if c.fencing == Some(false) => (
+                    "A Redis lock is lost when the primary fails over to a replica that had not received it",
+                    "seeds 000, 002, 003, 004 (master-replica switch-over loses the lock)",
+                    c.lost_updates > 0,
+                ),
+                Scenario::RedisFailover => (
+                    "Fencing makes a lock lost in a failover safe",
+                    "seed 003 (Kleppmann: fencing tokens)",
+                    c.verdict == CellVerdict::Refused,
+                ),
+                Scenario::RedisFailoverWait => (
+                    "Waiting for a replica to acknowledge the lock (WAIT) prevents the second holder, at the cost of availability",
+                    "Redis WAIT; seed 003 (AP vs CP)",
+                    c.lost_updates == 0
+                        && c.beyond_stock == 0
+                        && c.verdict == CellVerdict::Unavailable,
+                ),
                 _ => continue,
             };
             let verdict = if holds {

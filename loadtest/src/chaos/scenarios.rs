@@ -53,10 +53,15 @@ pub enum Scenario {
     MistakePersistentNode,
     /// 10. Atomic SQL without the `quantity >= ?` guard, selling out.
     MistakeNoGuard,
+    /// 11. `redis-lock` through Sentinel: replication held back, A holds a lock only
+    ///     the primary has, the primary is killed, Sentinel promotes the replica.
+    RedisFailover,
+    /// 11. The same with `--redis-lock-min-replicas 1` (WAIT for the replica).
+    RedisFailoverWait,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 18] = [
+    pub const ALL: [Scenario; 20] = [
         Scenario::PausePastLease,
         Scenario::FenceOnly,
         Scenario::HolderKilled,
@@ -75,6 +80,8 @@ impl Scenario {
         Scenario::MistakeGetThenDel,
         Scenario::MistakePersistentNode,
         Scenario::MistakeNoGuard,
+        Scenario::RedisFailover,
+        Scenario::RedisFailoverWait,
     ];
 
     /// The name used on the command line and in the JSON.
@@ -98,6 +105,8 @@ impl Scenario {
             Scenario::MistakeGetThenDel => "mistake-get-then-del",
             Scenario::MistakePersistentNode => "mistake-persistent-node",
             Scenario::MistakeNoGuard => "mistake-no-guard",
+            Scenario::RedisFailover => "redis-failover",
+            Scenario::RedisFailoverWait => "redis-failover-wait",
         }
     }
 
@@ -126,6 +135,7 @@ impl Scenario {
             | Scenario::MistakeGetThenDel
             | Scenario::MistakePersistentNode
             | Scenario::MistakeNoGuard => 10,
+            Scenario::RedisFailover | Scenario::RedisFailoverWait => 11,
         }
     }
 
@@ -149,6 +159,10 @@ impl Scenario {
             Scenario::MistakeGetThenDel => "Mistake: unlock by GET, then DEL",
             Scenario::MistakePersistentNode => "Mistake: ZooKeeper lock on a PERSISTENT node",
             Scenario::MistakeNoGuard => "Mistake: atomic SQL without `quantity >= ?`",
+            Scenario::RedisFailover => "Redis Sentinel failover to a replica that missed the lock",
+            Scenario::RedisFailoverWait => {
+                "The same failover, locks granted only once a replica has them (WAIT)"
+            }
         }
     }
 
@@ -209,11 +223,23 @@ impl Scenario {
             Scenario::MistakeNoGuard => {
                 "Every request runs UPDATE stock SET quantity = quantity - 1 with no quantity >= 1 guard, on a product with 200 units, until well after it sold out."
             }
+            Scenario::RedisFailover => {
+                "Both instances take redis-lock's locks on the primary that three Sentinels name (a primary, one replica). The replica's link is blackholed (replication held back); a request of A takes its lock (checked: not on the replica) and pauses between read and write; the primary is killed with SIGKILL; Sentinel promotes the replica; B's buyers follow and lock; A is let go."
+            }
+            Scenario::RedisFailoverWait => {
+                "As above with --redis-lock-min-replicas 1: a lock is granted only once the replica acknowledged it (WAIT, 200 ms). The replica's link is blackholed (the fault starts), the primary killed after a lease, Sentinel promotes the replica, and the old primary is restarted (the heal) and rejoins as its replica when Sentinel next looks at it."
+            }
         }
     }
 
     pub(super) fn needs_ensemble(self) -> bool {
         self == Scenario::ZkLeaderKilled
+    }
+
+    /// The scenarios run on a Redis primary, replica and Sentinels of their own, with
+    /// both instances reaching `redis-lock` through the Sentinels.
+    pub(super) fn needs_sentinel(self) -> bool {
+        matches!(self, Scenario::RedisFailover | Scenario::RedisFailoverWait)
     }
 }
 
@@ -483,6 +509,26 @@ pub fn matrix() -> Vec<CellSpec> {
         "atomic-sql",
         None,
         &[Safe][..],
+    ));
+    // 11. A failover loses the lock: two holders.
+    cells.push(cell(
+        Scenario::RedisFailover,
+        "redis-lock",
+        Some(false),
+        &[Lost][..],
+    ));
+    cells.push(cell(
+        Scenario::RedisFailover,
+        "redis-lock",
+        Some(true),
+        &[Refused][..],
+    ));
+    // Waiting for the replica: no lock only the primary had, and no sale without one.
+    cells.push(cell(
+        Scenario::RedisFailoverWait,
+        "redis-lock",
+        Some(false),
+        &[Unavailable][..],
     ));
     cells
 }
