@@ -1,4 +1,4 @@
-//! Fast variants of the chaos scenarios 1, 2, 3, 4, 8, 9, 10 and 11 (3 and 8 also for the
+//! Fast variants of the chaos scenarios 1, 2, 3, 4, 8, 9, 10, 11 and 12 (3 and 8 also for the
 //! flash-sale strategies: an instance killed mid-batch, a batch's COMMIT made
 //! ambiguous), run by the chaos runner itself
 //! against private servers and two real `stock-app` processes (short leases): the
@@ -294,6 +294,29 @@ async fn redis_failover_loses_the_lock_unless_fenced() {
     let fenced = run(
         &mut lab,
         &spec(Scenario::RedisFailover, "redis-lock", Some(true)),
+    )
+    .await;
+    assert_eq!(fenced.verdict, CellVerdict::Refused);
+    assert_eq!((fenced.lost_updates, fenced.beyond_stock), (0, 0));
+    lab.stop().await;
+}
+
+/// Scenario 12: Kleppmann's objection to RedLock, for real. A holds a bare majority
+/// (its links to two nodes cut); one node of that majority has its wall clock jumped
+/// 30 s forward, so A's key there expires; B gets a second majority. Unfenced, A's
+/// late write loses updates; fenced by owner tag, A is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_clock_jump_lets_a_second_majority_in() {
+    let mut lab = lab().await;
+    let unfenced = run(
+        &mut lab,
+        &spec(Scenario::RedlockClockJump, "redlock", Some(false)),
+    )
+    .await;
+    assert_eq!(unfenced.verdict, CellVerdict::Lost);
+    let fenced = run(
+        &mut lab,
+        &spec(Scenario::RedlockClockJump, "redlock", Some(true)),
     )
     .await;
     assert_eq!(fenced.verdict, CellVerdict::Refused);

@@ -52,8 +52,12 @@
 //!   longest lease ("delayed restarts").
 //! - **Clock jumps** on a server (an NTP step, an admin) expire its keys early or late:
 //!   the validity computation assumes clocks that *run* at about the same rate, and a
-//!   jump on a majority breaks mutual exclusion. Monotonic clocks on the holders do
-//!   not help with the servers' clocks.
+//!   jump on a node of a bare majority breaks mutual exclusion (Kleppmann's scenario:
+//!   A holds nodes 1-3, node 3's clock jumps forward, B gets nodes 3-5). Monotonic
+//!   clocks on the holders do not help with the servers' clocks. The chaos scenario
+//!   `redlock-clock-jump` makes it happen against real `redis-server`s (node 3's wall
+//!   clock moved 30 s by an `LD_PRELOAD` shim): unfenced, an update lost; fenced by
+//!   owner tag, the stale holder refused.
 //! - Every operation costs N round trips in parallel: latency is the slowest node of
 //!   the majority.
 //! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its

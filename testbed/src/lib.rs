@@ -24,7 +24,9 @@
 //! - [`proxy`]: a TCP proxy that passes, delays, blackholes or resets the traffic to
 //!   a server.
 //! - [`mariadb`]: [`MariaDb`], a fresh datadir per instance.
-//! - [`redis`]: [`Redis`], one independent `redis-server` (no persistence).
+//! - [`redis`]: [`Redis`], one independent `redis-server` (no persistence), with a
+//!   wall clock a test can move ([`Redis::with_movable_clock`], an `LD_PRELOAD` shim
+//!   built from `clockjump.c`).
 //! - [`sentinel`]: [`RedisHa`], a primary, a replica behind a proxy, and three
 //!   Sentinels: a real failover, with replication held back on purpose.
 //! - [`zookeeper`]: [`ZooKeeper`], standalone or a 3-node ensemble (`tickTime=500`).

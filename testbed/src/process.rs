@@ -120,6 +120,8 @@ pub struct ServerProcess {
     /// What was run, to run it again ([`ServerProcess::respawn`]).
     program: PathBuf,
     args: Vec<String>,
+    /// Extra environment variables (e.g. an `LD_PRELOAD`).
+    env: Vec<(String, String)>,
     log: PathBuf,
     /// The log's length when this process started: earlier lines belong to an
     /// earlier attempt (a port collision) or an earlier run of the same server.
@@ -139,6 +141,17 @@ impl ServerProcess {
         args: &[String],
         log: PathBuf,
     ) -> Result<ServerProcess> {
+        Self::spawn_with_env(name, program, args, &[], log)
+    }
+
+    /// [`ServerProcess::spawn`] with extra environment variables.
+    pub fn spawn_with_env(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log: PathBuf,
+    ) -> Result<ServerProcess> {
         let out = File::options()
             .create(true)
             .append(true)
@@ -155,6 +168,7 @@ impl ServerProcess {
         let mut command = Command::new(program);
         command
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -182,6 +196,7 @@ impl ServerProcess {
             child,
             program: program.to_path_buf(),
             args: args.to_vec(),
+            env: env.to_vec(),
             log,
             log_start,
         })
@@ -249,6 +264,11 @@ impl ServerProcess {
         &self.args
     }
 
+    /// Replaces the extra environment the next [`ServerProcess::respawn`] runs with.
+    pub fn set_env(&mut self, env: Vec<(String, String)>) {
+        self.env = env;
+    }
+
     /// Kills the server (if it runs) and starts the same command again, with the same
     /// data directory and port. The caller waits for readiness (it knows the protocol).
     /// Call it from a long-lived thread (see [`ServerProcess::spawn`]).
@@ -256,7 +276,13 @@ impl ServerProcess {
         self.kill();
         // A paused process cannot die before it is continued.
         let _ = self.resume();
-        *self = ServerProcess::spawn(&self.name, &self.program, &self.args, self.log.clone())?;
+        *self = ServerProcess::spawn_with_env(
+            &self.name,
+            &self.program,
+            &self.args,
+            &self.env,
+            self.log.clone(),
+        )?;
         Ok(())
     }
 

@@ -10,6 +10,8 @@ pub struct Redis {
     process: ServerProcess,
     port: u16,
     _dir: ServerDir,
+    /// The file the clock shim reads its offset from, once the clock is movable.
+    clock_file: Option<std::path::PathBuf>,
 }
 
 impl Redis {
@@ -51,6 +53,7 @@ impl Redis {
                 process,
                 port,
                 _dir: dir,
+                clock_file: None,
             },
             attempts,
         ))
@@ -135,9 +138,76 @@ impl Redis {
         self.process.wait_ready(port, READY_TIMEOUT, || ping(port))
     }
 
+    /// Restarts the server (empty) with a wall clock the test can move
+    /// ([`Redis::set_clock_offset`]): an `LD_PRELOAD` shim, `clockjump.c`, built here
+    /// with `cc` on first use, shifts what `gettimeofday` and `clock_gettime(REALTIME)`
+    /// return by the offset in a file. Key expiry, `TIME`, everything that reads the
+    /// wall clock follows it; monotonic clocks do not (as with a real clock step).
+    /// (Debian's libfaketime cannot do this: it deadlocks with redis-server's jemalloc.)
+    pub fn with_movable_clock(&mut self) -> Result<()> {
+        let shim = clockjump_library()?;
+        let file = self._dir.path().join("clock-offset-ms");
+        std::fs::write(&file, "0").map_err(crate::Error::io("writing the clock offset"))?;
+        self.clock_file = Some(file.clone());
+        self.process.set_env(vec![
+            ("LD_PRELOAD".into(), shim.display().to_string()),
+            ("CLOCKJUMP_FILE".into(), file.display().to_string()),
+        ]);
+        self.restart()
+    }
+
+    /// Moves the server's wall clock `ms` milliseconds from the real one (negative:
+    /// back); takes effect within 50 ms. Needs [`Redis::with_movable_clock`] first.
+    pub fn set_clock_offset(&self, ms: i64) -> Result<()> {
+        let file = self
+            .clock_file
+            .as_ref()
+            .ok_or_else(|| crate::Error::Command {
+                what: "set_clock_offset".into(),
+                output: "the server was not started with_movable_clock".into(),
+            })?;
+        std::fs::write(file, ms.to_string())
+            .map_err(crate::Error::io("writing the clock offset"))?;
+        // The shim re-reads the file at most every 50 ms.
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        Ok(())
+    }
+
     /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+/// `libclockjump.so`, compiled once per process from `clockjump.c` with `cc`.
+fn clockjump_library() -> Result<std::path::PathBuf> {
+    // The directory lives as long as the process (a later run sweeps it away).
+    static BUILT: std::sync::OnceLock<
+        std::result::Result<(ServerDir, std::path::PathBuf), String>,
+    > = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let holder = ServerDir::new("clockjump").map_err(|e| e.to_string())?;
+        let dir = holder.path().to_path_buf();
+        let source = dir.join("clockjump.c");
+        let library = dir.join("libclockjump.so");
+        std::fs::write(&source, include_str!("clockjump.c")).map_err(|e| e.to_string())?;
+        let output = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .arg(&library)
+            .arg(&source)
+            .output()
+            .map_err(|e| format!("running cc: {e}"))?;
+        if !output.status.success() {
+            return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+        }
+        Ok((holder, library))
+    });
+    match built {
+        Ok((_, library)) => Ok(library.clone()),
+        Err(output) => Err(crate::Error::Command {
+            what: "cc -shared clockjump.c".into(),
+            output: output.clone(),
+        }),
     }
 }
 

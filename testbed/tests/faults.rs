@@ -220,3 +220,38 @@ fn sentinel_failover_loses_what_replication_held_back() {
         "the new primary takes writes"
     );
 }
+
+/// A Redis whose wall clock the test moves: jumped 30 s forward, a key with 10 s left
+/// expires at once and `TIME` says 30 s later; monotonic time (and the test's clock)
+/// did not move.
+#[test]
+fn redis_clock_jumps_forward() {
+    let mut server = Redis::start("redis-clock").unwrap();
+    server.with_movable_clock().unwrap();
+    let second = Duration::from_secs(1);
+    let port = server.port();
+    let time = |port| -> u64 {
+        let answer = redis(port, "TIME", second).unwrap();
+        answer.lines().nth(2).unwrap().trim().parse().unwrap()
+    };
+    let real = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    assert!(time(port).abs_diff(real()) <= 1, "no offset yet");
+    assert_eq!(
+        redis(port, "SET lease 1 PX 10000", second).as_deref(),
+        Some("+OK")
+    );
+    server.set_clock_offset(30_000).unwrap();
+    assert!(time(port).abs_diff(real() + 30) <= 1, "30 s ahead");
+    assert_eq!(
+        redis(port, "EXISTS lease", second).as_deref(),
+        Some(":0"),
+        "expired early by the server's clock"
+    );
+    server.set_clock_offset(0).unwrap();
+    assert!(time(port).abs_diff(real()) <= 1, "back");
+}

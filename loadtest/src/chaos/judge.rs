@@ -186,6 +186,14 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             c.failed,
             fmt_ms(c.recovery_ms)
         ),
+        (Scenario::RedlockClockJump, Lost) => format!(
+            "A held nodes 1-3, a bare majority; node 3's clock jumped 30 s and expired A's key there; B's buyers got nodes 3, 4, 5 ({blocked} after the jump): two majorities at once, and A's stale write erased {} sales. RedLock's safety rests on the clocks.",
+            c.lost_updates
+        ),
+        (Scenario::RedlockClockJump, Refused) => format!(
+            "The same two majorities; B claimed the product with its owner tag, so A's write (its tag no longer the last claim) was refused ({} x lock_lost): the resource's check, not the quorum, kept the stock right.",
+            c.refused
+        ),
         (Scenario::MistakeNoGuard, Safe) => format!(
             "Without `quantity >= ?` the UPDATE tried to go below zero once the {} units were sold; the CHECK constraint refused it (error 4025) for {} buyers, so nothing was oversold: the constraint is the last net, and the buyers got its error instead of a clean 0-rows refusal.",
             c.sold, c.sold_out

@@ -18,6 +18,8 @@ pub struct Lab {
     pub(super) ha: Option<testbed::RedisHa>,
     /// Each instance's command line as started (the failover cells add to it).
     base_args: Vec<Vec<String>>,
+    /// RedLock node 3 runs with a clock the runner can move (set up once, on first use).
+    movable_clock: bool,
 }
 
 impl Lab {
@@ -117,6 +119,7 @@ impl Lab {
             next_product: 1,
             ha: None,
             base_args,
+            movable_clock: false,
         })
     }
 
@@ -128,6 +131,12 @@ impl Lab {
         if spec.scenario.needs_sentinel() {
             self.through_sentinel(spec.scenario == Scenario::RedisFailoverWait)
                 .await?;
+        }
+        if spec.scenario == Scenario::RedlockClockJump && !self.movable_clock {
+            // Restarted (empty) before the load starts.
+            let node = &mut self.stack.redis[JUMPING_NODE];
+            tokio::task::block_in_place(|| node.with_movable_clock())?;
+            self.movable_clock = true;
         }
         let cell = self.run_cell_here(spec, product).await;
         if spec.scenario.needs_sentinel() {
@@ -169,18 +178,36 @@ impl Lab {
         Ok(())
     }
 
-    /// Whether the replica holds a lock of instance A's on `product` (its requests'
-    /// ids are `chaos-<run>-0-0-<n>`, in the lock hash's holder field).
+    /// Whether RedLock's nodes 4 and 5 also hold the lock that the paused request of
+    /// A holds on node 1 (the same value: the holder id); a stale key of an earlier
+    /// holder there does not count.
+    async fn a_lock_on_nodes_4_and_5(&self, product: i64) -> anyhow::Result<bool> {
+        let key = format!("redlock:stock:{product}");
+        let holder = redis_command::<Option<String>>(&self.stack.redis[0].url(), "GET", &key)
+            .await?
+            .context("A's lock is not on node 1")?;
+        for node in &self.stack.redis[3..] {
+            let there = redis_command::<Option<String>>(&node.url(), "GET", &key).await?;
+            if there.as_deref() == Some(holder.as_str()) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether the replica has the lock that the paused request of A holds on the
+    /// primary (its holder field); an earlier holder's state frozen there by the
+    /// blackhole does not count.
     async fn replica_has_a_lock(&self, product: i64) -> anyhow::Result<bool> {
         let ha = self.ha.as_ref().context("no Redis HA")?;
-        let mut conn = redis::Client::open(ha.replica.url())?
-            .get_multiplexed_async_connection()
-            .await?;
-        let holders: Vec<String> = redis::cmd("HKEYS")
-            .arg(format!("stock:{product}"))
-            .query_async(&mut conn)
-            .await?;
-        Ok(holders.iter().any(|h| h.contains("-0-0-")))
+        let key = format!("stock:{product}");
+        let on_primary: Vec<String> = redis_command(&ha.primary.url(), "HKEYS", &key).await?;
+        let on_replica: Vec<String> = redis_command(&ha.replica.url(), "HKEYS", &key).await?;
+        let holder = on_primary
+            .iter()
+            .find(|f| !f.starts_with('#'))
+            .context("A's lock is not on the primary")?;
+        Ok(on_replica.contains(holder))
     }
 
     async fn run_cell_here(&mut self, spec: &CellSpec, product: i64) -> anyhow::Result<Cell> {
@@ -478,6 +505,38 @@ impl Lab {
                 self.release_a("after_read").await?;
                 Window::new(fault, load.now())
             }
+            Scenario::RedlockClockJump => {
+                // A reaches nodes 1-3 only: its locks are exactly a majority.
+                for proxy in &self.redis_proxies[3..] {
+                    proxy.set(ProxyMode::Blackhole);
+                }
+                let mut tries = 0;
+                loop {
+                    self.pause_a_at("after_read").await?;
+                    if !self.a_lock_on_nodes_4_and_5(product).await? {
+                        break;
+                    }
+                    // Taken before the cut: it holds all five. Let it go, catch the next.
+                    self.release_a("after_read").await?;
+                    tries += 1;
+                    if tries == 10 {
+                        bail!("every lock of A reached nodes 4 and 5 despite the blackhole");
+                    }
+                }
+                let node = &self.stack.redis[JUMPING_NODE];
+                tokio::task::block_in_place(|| node.set_clock_offset(CLOCK_JUMP_MS))?;
+                let fault = load.now();
+                // B's buyers take nodes 3, 4 and 5: a second majority.
+                tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
+                self.release_a("after_read").await?;
+                let healed = load.now();
+                let node = &self.stack.redis[JUMPING_NODE];
+                tokio::task::block_in_place(|| node.set_clock_offset(0))?;
+                for proxy in &self.redis_proxies[3..] {
+                    proxy.set(ProxyMode::Pass);
+                }
+                Window::new(fault, healed)
+            }
             Scenario::RedisFailoverWait => {
                 // Unavailable from here: no replica can acknowledge a lock.
                 self.hold_back_replication()?;
@@ -573,4 +632,16 @@ impl Lab {
             instance.process.kill();
         }
     }
+}
+
+/// One Redis command with one key, on a fresh connection.
+async fn redis_command<T: redis::FromRedisValue>(
+    url: &str,
+    command: &str,
+    key: &str,
+) -> anyhow::Result<T> {
+    let mut conn = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    Ok(redis::cmd(command).arg(key).query_async(&mut conn).await?)
 }

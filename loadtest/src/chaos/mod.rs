@@ -46,6 +46,10 @@ const ADMIN_TOKEN: &str = "chaos-admin-token";
 const STOCK: i64 = 100_000;
 /// Units of the `no-guard` mistake's product: sold out early in the cell.
 const NO_GUARD_STOCK: i64 = 200;
+/// The RedLock node whose clock jumps (the third: in A's majority of nodes 1-3).
+const JUMPING_NODE: usize = 2;
+/// How far its clock jumps forward, as an NTP step or an operator might.
+const CLOCK_JUMP_MS: i64 = 30_000;
 /// How long a mistake's holder is held where the mistake bites.
 const MISTAKE_HOLD: Duration = Duration::from_millis(300);
 
@@ -240,6 +244,16 @@ impl ChaosReport {
                 Scenario::RedisFailover => (
                     "Fencing makes a lock lost in a failover safe",
                     "seed 003 (Kleppmann: fencing tokens)",
+                    c.verdict == CellVerdict::Refused,
+                ),
+                Scenario::RedlockClockJump if c.fencing == Some(false) => (
+                    "RedLock fails when a node's clock jumps: two clients hold the lock",
+                    "seed 003, seed 000 (Kleppmann: a clock jump on a node of the majority)",
+                    c.lost_updates > 0,
+                ),
+                Scenario::RedlockClockJump => (
+                    "A check made by the resource stops the second RedLock holder",
+                    "seed 003 (Kleppmann's fencing; antirez's check-and-set on the lock value)",
                     c.verdict == CellVerdict::Refused,
                 ),
                 Scenario::RedisFailoverWait => (

@@ -58,10 +58,13 @@ pub enum Scenario {
     RedisFailover,
     /// 11. The same with `--redis-lock-min-replicas 1` (WAIT for the replica).
     RedisFailoverWait,
+    /// 12. RedLock: A holds a majority of 3 (its links to the other two cut), then
+    ///     one node of its majority has its clock jumped forward 30 s.
+    RedlockClockJump,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 20] = [
+    pub const ALL: [Scenario; 21] = [
         Scenario::PausePastLease,
         Scenario::FenceOnly,
         Scenario::HolderKilled,
@@ -82,6 +85,7 @@ impl Scenario {
         Scenario::MistakeNoGuard,
         Scenario::RedisFailover,
         Scenario::RedisFailoverWait,
+        Scenario::RedlockClockJump,
     ];
 
     /// The name used on the command line and in the JSON.
@@ -107,6 +111,7 @@ impl Scenario {
             Scenario::MistakeNoGuard => "mistake-no-guard",
             Scenario::RedisFailover => "redis-failover",
             Scenario::RedisFailoverWait => "redis-failover-wait",
+            Scenario::RedlockClockJump => "redlock-clock-jump",
         }
     }
 
@@ -136,6 +141,7 @@ impl Scenario {
             | Scenario::MistakePersistentNode
             | Scenario::MistakeNoGuard => 10,
             Scenario::RedisFailover | Scenario::RedisFailoverWait => 11,
+            Scenario::RedlockClockJump => 12,
         }
     }
 
@@ -163,6 +169,7 @@ impl Scenario {
             Scenario::RedisFailoverWait => {
                 "The same failover, locks granted only once a replica has them (WAIT)"
             }
+            Scenario::RedlockClockJump => "RedLock: a node's clock jumps forward",
         }
     }
 
@@ -228,6 +235,9 @@ impl Scenario {
             }
             Scenario::RedisFailoverWait => {
                 "As above with --redis-lock-min-replicas 1: a lock is granted only once the replica acknowledged it (WAIT, 200 ms). The replica's link is blackholed (the fault starts), the primary killed after a lease, Sentinel promotes the replica, and the old primary is restarted (the heal) and rejoins as its replica when Sentinel next looks at it."
+            }
+            Scenario::RedlockClockJump => {
+                "Instance A's links to RedLock nodes 4 and 5 are blackholed, so its locks are a majority of 3 (nodes 1-3). A request of A takes the lock (checked: not on nodes 4, 5) and pauses between read and write; node 3's wall clock jumps 30 s forward (an LD_PRELOAD shim moves what that redis-server reads, as an NTP step would), so A's key there expires at once; B's buyers get nodes 3, 4, 5; A is let go a lease later, and the clock is set back."
             }
         }
     }
@@ -529,6 +539,19 @@ pub fn matrix() -> Vec<CellSpec> {
         "redis-lock",
         Some(false),
         &[Unavailable][..],
+    ));
+    // 12. Kleppmann's clock jump: a second majority.
+    cells.push(cell(
+        Scenario::RedlockClockJump,
+        "redlock",
+        Some(false),
+        &[Lost][..],
+    ));
+    cells.push(cell(
+        Scenario::RedlockClockJump,
+        "redlock",
+        Some(true),
+        &[Refused][..],
     ));
     cells
 }
