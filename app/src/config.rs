@@ -29,6 +29,14 @@ pub struct Settings {
     #[arg(long, env = "REDIS_URLS", value_delimiter = ',')]
     pub redis_urls: Vec<String>,
 
+    /// A read replica of the database (`mysql://...`). When set, the plain reads a
+    /// strategy makes outside a transaction go there, as read/write splitting would
+    /// send them: `optimistic`'s read of the version, and the read under the lock of
+    /// `unsafe`, `local-mutex` and the lock strategies. Writes, reads inside a
+    /// transaction and the refusal's read stay on the primary. Never waited on at start.
+    #[arg(long, env = "READ_REPLICA_URL")]
+    pub read_replica_url: Option<String>,
+
     /// Redis Sentinels, comma-separated host:port. When set, `redis-lock` takes its
     /// locks on the primary they name for `--redis-master-name` (instead of the first
     /// of `REDIS_URLS`) and follows a failover without a restart. RedLock keeps using
@@ -183,6 +191,7 @@ impl Settings {
             db_pool_size: 32,
             db_acquire_timeout_ms: 10_000,
             redis_urls: Vec::new(),
+            read_replica_url: None,
             redis_sentinels: Vec::new(),
             redis_master_name: "mymaster".into(),
             redis_lock_min_replicas: 0,

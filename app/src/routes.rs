@@ -488,6 +488,7 @@ async fn deduct(
     }
     let d = Deduction {
         pool: &state.pool,
+        reads: &state.reads,
         order: &order,
         knobs: &knobs,
         hooks: &state.hooks,

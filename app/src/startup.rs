@@ -20,6 +20,8 @@ use std::time::Duration;
 /// map, a cache) would exist once per worker instead of once per process.
 pub struct AppState {
     pub pool: MySqlPool,
+    /// Where plain reads go: the read replica (`--read-replica-url`), else `pool`.
+    pub reads: MySqlPool,
     pub settings: Settings,
     pub strategies: Strategies,
     pub in_flight: InFlight,
@@ -80,12 +82,22 @@ impl Application {
             .await
             .context("connecting to DATABASE_URL")?;
         migrate(&pool).await?;
+        // Connected on first use: startup never waits on the replica.
+        let reads = match &settings.read_replica_url {
+            Some(url) => MySqlPoolOptions::new()
+                .max_connections(settings.db_pool_size)
+                .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+                .connect_lazy(url)
+                .context("READ_REPLICA_URL")?,
+            None => pool.clone(),
+        };
         let listener = TcpListener::bind(&settings.bind)
             .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
         let state = web::Data::new(AppState {
             strategies: strategies::all(&settings),
             pool,
+            reads,
             in_flight: InFlight::default(),
             hooks: Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms)),
             settings,
@@ -141,6 +153,7 @@ impl Application {
         let result = self.server.await;
         self.persister.abort();
         self.state.pool.close().await;
+        self.state.reads.close().await;
         result
     }
 }

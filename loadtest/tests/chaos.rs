@@ -1,4 +1,4 @@
-//! Fast variants of the chaos scenarios 1, 2, 3, 4, 8, 9, 10, 11 and 12 (3 and 8 also for the
+//! Fast variants of the chaos scenarios 1 to 4 and 8 to 13 (3 and 8 also for the
 //! flash-sale strategies: an instance killed mid-batch, a batch's COMMIT made
 //! ambiguous), run by the chaos runner itself
 //! against private servers and two real `stock-app` processes (short leases): the
@@ -321,5 +321,31 @@ async fn redlock_clock_jump_lets_a_second_majority_in() {
     .await;
     assert_eq!(fenced.verdict, CellVerdict::Refused);
     assert_eq!((fenced.lost_updates, fenced.beyond_stock), (0, 0));
+    lab.stop().await;
+}
+
+/// Scenario 13: read/write splitting under replication lag (the replica's SQL thread
+/// stopped). `optimistic` reading from the replica loses nothing but stops selling
+/// (its compare-and-set refuses every stale version), unlike reading from the
+/// primary; `redis-lock` reading from the replica loses updates, fenced or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_lag_stalls_optimistic_and_breaks_locks() {
+    let mut lab = lab().await;
+    let optimistic = run(&mut lab, &spec(Scenario::ReplicaLag, "optimistic", None)).await;
+    assert_eq!(optimistic.lost_updates, 0);
+    let control = run(
+        &mut lab,
+        &spec(Scenario::ReplicaLagPrimaryReads, "optimistic", None),
+    )
+    .await;
+    assert!(optimistic.busy > control.busy, "{optimistic:?} {control:?}");
+    for fencing in [false, true] {
+        let locked = run(
+            &mut lab,
+            &spec(Scenario::ReplicaLag, "redis-lock", Some(fencing)),
+        )
+        .await;
+        assert_eq!(locked.verdict, CellVerdict::Lost);
+    }
     lab.stop().await;
 }

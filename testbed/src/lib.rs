@@ -24,6 +24,8 @@
 //! - [`proxy`]: a TCP proxy that passes, delays, blackholes or resets the traffic to
 //!   a server.
 //! - [`mariadb`]: [`MariaDb`], a fresh datadir per instance.
+//! - [`replication`]: [`replication::Replica`], a MariaDB read replica of a primary,
+//!   with lag on demand (its SQL thread stopped).
 //! - [`redis`]: [`Redis`], one independent `redis-server` (no persistence), with a
 //!   wall clock a test can move ([`Redis::with_movable_clock`], an `LD_PRELOAD` shim
 //!   built from `clockjump.c`).
@@ -54,6 +56,7 @@ pub mod mariadb;
 pub mod process;
 pub mod proxy;
 pub mod redis;
+pub mod replication;
 pub mod sentinel;
 pub mod stack;
 pub mod zookeeper;

@@ -33,6 +33,13 @@ impl MariaDb {
 
     /// Starts a server, trying `port` first; returns it and how many ports were tried.
     pub fn start_preferring(port: Option<u16>) -> Result<(MariaDb, usize)> {
+        Self::start_as(port, Role::Alone)
+    }
+
+    /// Starts a server in a replication role: a primary writes a binary log (server
+    /// id 1, row format, GTIDs); a replica has server id 2 and is read-only for
+    /// everyone without SUPER. [`crate::replication::MariaDbReplicas`] connects them.
+    pub fn start_as(port: Option<u16>, role: Role) -> Result<(MariaDb, usize)> {
         let install_db = find_binary("mariadb-install-db", "mariadb-server")?;
         let mariadbd = find_binary("mariadbd", "mariadb-server")?;
         let dir = ServerDir::new("mariadb")?;
@@ -73,9 +80,9 @@ impl MariaDb {
                 "--innodb-log-file-size=8M".into(),
                 "--innodb-buffer-pool-size=64M".into(),
                 "--innodb-flush-log-at-trx-commit=2".into(),
-                "--skip-log-bin".into(),
                 "--max-connections=500".into(),
             ];
+            let args = [args, role.args(d)].concat();
             let mut process =
                 ServerProcess::spawn("mariadb", &mariadbd, &args, d.join("mariadb.log"))?;
             // Ready when it sends its handshake: protocol version 10 in byte 4.
@@ -141,6 +148,33 @@ impl MariaDb {
             "CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
         ))?;
         Ok(self.url(name))
+    }
+}
+
+/// What a server does in replication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// No binary log (the default: nothing replicates).
+    Alone,
+    Primary,
+    Replica,
+}
+
+impl Role {
+    fn args(self, dir: &std::path::Path) -> Vec<String> {
+        match self {
+            Role::Alone => vec!["--skip-log-bin".into()],
+            Role::Primary => vec![
+                "--server-id=1".into(),
+                format!("--log-bin={}", dir.join("binlog").display()),
+                "--binlog-format=ROW".into(),
+            ],
+            Role::Replica => vec![
+                "--server-id=2".into(),
+                "--skip-log-bin".into(),
+                "--read-only=1".into(),
+            ],
+        }
     }
 }
 

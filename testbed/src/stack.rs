@@ -10,6 +10,9 @@ pub struct StackConfig {
     /// Start MariaDB and create [`StackConfig::database`] in it.
     pub mariadb: bool,
     pub database: String,
+    /// Start MariaDB as a replication primary (a binary log), so that a
+    /// [`crate::replication::Replica`] can follow it later.
+    pub mariadb_primary: bool,
     /// How many independent Redis servers (0 for none).
     pub redis: usize,
     /// ZooKeeper servers: 0 for none, 1 standalone, 3 for an ensemble.
@@ -21,6 +24,7 @@ impl Default for StackConfig {
         StackConfig {
             mariadb: true,
             database: "stocklocks".into(),
+            mariadb_primary: false,
             redis: 5,
             zookeeper_nodes: 1,
         }
@@ -40,7 +44,12 @@ impl Stack {
     /// stopped (dropped) before the error is returned.
     pub fn start(config: &StackConfig) -> Result<Stack> {
         let mariadb = if config.mariadb {
-            let db = MariaDb::start()?;
+            let role = if config.mariadb_primary {
+                crate::mariadb::Role::Primary
+            } else {
+                crate::mariadb::Role::Alone
+            };
+            let (db, _) = MariaDb::start_as(None, role)?;
             db.create_database(&config.database)?;
             Some(db)
         } else {

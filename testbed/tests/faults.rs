@@ -255,3 +255,34 @@ fn redis_clock_jumps_forward() {
     server.set_clock_offset(0).unwrap();
     assert!(time(port).abs_diff(real()) <= 1, "back");
 }
+
+/// A MariaDB replica follows its primary, and lag is made on demand: paused, it keeps
+/// showing the old value while the primary moves on; resumed, it catches up.
+#[test]
+fn mariadb_replica_lags_when_paused() {
+    let pair = testbed::replication::MariaDbReplicas::start().unwrap();
+    pair.primary.create_database("lag").unwrap();
+    pair.primary
+        .execute("CREATE TABLE lag.t (id INT PRIMARY KEY, v INT); INSERT INTO lag.t VALUES (1, 10)")
+        .unwrap();
+    let read = |db: &MariaDb| db.execute("SELECT v FROM lag.t WHERE id = 1").unwrap();
+    pair.replica
+        .wait_caught_up(&pair.primary, Duration::from_secs(10))
+        .unwrap();
+    assert!(read(&pair.replica.server).contains("10"));
+    pair.replica.pause().unwrap();
+    pair.primary
+        .execute("UPDATE lag.t SET v = 9 WHERE id = 1")
+        .unwrap();
+    assert!(read(&pair.primary).contains('9'));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        read(&pair.replica.server).contains("10"),
+        "the paused replica still shows the old value"
+    );
+    pair.replica.resume().unwrap();
+    pair.replica
+        .wait_caught_up(&pair.primary, Duration::from_secs(10))
+        .unwrap();
+    assert!(read(&pair.replica.server).contains('9'), "caught up");
+}

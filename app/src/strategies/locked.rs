@@ -20,6 +20,11 @@
 //! 5. Release the locks, last first. A loss noticed only after COMMIT is reported as
 //!    `lock_lost_after_commit: true`.
 //!
+//! A lock is only as good as the read under it: read the stock from a lagging replica
+//! (`--read-replica-url`) and every holder, each under a correct and fenced lock,
+//! writes a value computed from old data (chaos scenario `replica-lag`: 1604 sales
+//! lost, fenced). Fencing checks who holds the lock, not how old the read was.
+//!
 //! Lock before BEGIN, release after COMMIT: the two orders people get wrong are
 //! runnable as the mistakes `lock-inside-transaction` and `release-before-commit`
 //! ([`super::mistakes`]; each loses an update in its test).

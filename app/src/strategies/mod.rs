@@ -92,6 +92,12 @@ pub struct StrategyInfo {
 /// One deduction as a strategy sees it: the order and what it may use.
 pub struct Deduction<'a> {
     pub pool: &'a MySqlPool,
+    /// Where the plain reads outside a transaction go: the read replica
+    /// (`--read-replica-url`) when there is one, else `pool`. A read from a replica
+    /// may be stale (replication lag): `optimistic`'s compare-and-set then fails and
+    /// retries; a lock strategy writes a value computed from it (the chaos scenario
+    /// `replica-lag`).
+    pub reads: &'a MySqlPool,
     pub order: &'a Order,
     /// The test-hook knobs of this request (all default without `--enable-test-hooks`).
     pub knobs: &'a RequestHooks,

@@ -32,6 +32,11 @@
 //!   shows attempts per success rising with concurrency.
 //! - Mixed with a writer that does not bump the version, it would silently lose
 //!   updates; every write in this service bumps it.
+//! - Behind read/write splitting (the read from a replica, `--read-replica-url`), a
+//!   lagging replica returns an old version: the compare-and-set refuses it, every
+//!   try, until the replica catches up. Safe, and unavailable meanwhile (chaos
+//!   scenario `replica-lag`: no sale for the whole 3 s lag, nothing lost). This is
+//!   what "optimistic locking is unreliable with read/write splitting" means.
 //!
 //! # When to use it
 //! When conflicts are rare (many products, few buyers each) and holding locks while
@@ -68,7 +73,7 @@ impl Strategy for Optimistic {
                 let (quantity, version): (i32, i64) =
                     sqlx::query_as("SELECT quantity, version FROM stock WHERE product_id = ?")
                         .bind(item.product_id)
-                        .fetch_optional(d.pool)
+                        .fetch_optional(d.reads)
                         .await?
                         .ok_or(AppError::UnknownProduct(item.product_id))?;
                 check_enough(item, quantity)?;

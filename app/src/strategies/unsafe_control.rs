@@ -83,7 +83,7 @@ pub async fn read_and_check(d: &Deduction<'_>) -> Result<Vec<Sold>, AppError> {
     for item in d.order.by_product() {
         let quantity: i32 = sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ?")
             .bind(item.product_id)
-            .fetch_optional(d.pool)
+            .fetch_optional(d.reads)
             .await?
             .ok_or(AppError::UnknownProduct(item.product_id))?;
         check_enough(item, quantity)?;

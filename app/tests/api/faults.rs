@@ -308,3 +308,62 @@ async fn redis_failover_mitigation_waits_for_the_replica() {
     assert_eq!(again.status(), StatusCode::OK);
     app.stop().await;
 }
+
+/// Read/write splitting under replication lag (`--read-replica-url`, the replica's SQL
+/// thread stopped): `optimistic` sells once, then every compare-and-set fails on a
+/// stale version and the request runs out of tries (503 busy; nothing lost); a lock
+/// strategy, fenced, sells twice from the same stale read: the second sale erases the
+/// first. Caught up again, `optimistic` sells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_lag_makes_reads_stale() {
+    let pair = testbed::replication::MariaDbReplicas::start().unwrap();
+    let url = pair.primary.create_database("lag").unwrap();
+    let app = spawn_with(stock_app::config::Settings {
+        read_replica_url: Some(pair.replica.server.url("lag")),
+        optimistic_max_attempts: 5,
+        ..test_settings(&url)
+    })
+    .await;
+    app.stock(1, 10).await;
+    app.stock(2, 10).await;
+    let wait = Duration::from_secs(10);
+    pair.replica.wait_caught_up(&pair.primary, wait).unwrap();
+    pair.replica.pause().unwrap();
+
+    let first = app.deduct("optimistic", &json!({"product_id": 1})).await;
+    assert_eq!(
+        first.status(),
+        StatusCode::OK,
+        "the replica is still current"
+    );
+    let second = app.deduct("optimistic", &json!({"product_id": 1})).await;
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(
+        body["error"], "busy",
+        "every try read the old version: {body}"
+    );
+
+    for _ in 0..2 {
+        let sold = app
+            .deduct("redis-lock", &json!({"product_id": 2, "fencing": true}))
+            .await;
+        let body: Value = sold.json().await.unwrap();
+        assert_eq!(
+            body["items"][0]["remaining"], 9,
+            "read 10 from the replica: {body}"
+        );
+    }
+    let (one, two) = (app.db_state(1).await, app.db_state(2).await);
+    assert_eq!((one.remaining, one.lost_updates()), (9, 0), "{one:?}");
+    assert_eq!(
+        (two.remaining, two.ledger_sum, two.lost_updates()),
+        (9, 2, 1),
+        "two sales under a fenced lock, one erased: {two:?}"
+    );
+
+    pair.replica.resume().unwrap();
+    pair.replica.wait_caught_up(&pair.primary, wait).unwrap();
+    let caught_up = app.deduct("optimistic", &json!({"product_id": 1})).await;
+    assert_eq!(caught_up.status(), StatusCode::OK);
+    app.stop().await;
+}

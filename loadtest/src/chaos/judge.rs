@@ -30,6 +30,11 @@ pub(super) fn judge(
         .copied()
         .filter(|s| s.outcome == Outcome::Sold)
         .collect();
+    let attempts_per_sale = if sales.is_empty() {
+        0.0
+    } else {
+        sales.iter().map(|s| s.attempts).sum::<u64>() as f64 / sales.len() as f64
+    };
     let end = live.last().map_or(Duration::ZERO, |s| s.at);
     let longest_gap = sales
         .windows(2)
@@ -80,6 +85,7 @@ pub(super) fn judge(
         retried_unknown: retried,
         retried_duplicates: duplicates,
         sold: verdict.sold,
+        attempts_per_sale,
         lost_updates: lost,
         beyond_stock: verdict.beyond_stock,
         double_deducted: double,
@@ -193,6 +199,35 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
         (Scenario::RedlockClockJump, Refused) => format!(
             "The same two majorities; B claimed the product with its owner tag, so A's write (its tag no longer the last claim) was refused ({} x lock_lost): the resource's check, not the quorum, kept the stock right.",
             c.refused
+        ),
+        (Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads, v)
+            if c.strategy == "optimistic" =>
+        {
+            if c.scenario == Scenario::ReplicaLag {
+                format!(
+                    "The version came from a replica that applied nothing for {:.0} ms: each compare-and-set after the first sale of the lag found a newer version on the primary and failed, so {} requests ran out of tries (503 busy) and a sale took {:.2} transactions on average; {} sales were lost ({}). Behind read/write splitting optimistic locking stays safe; 'unreliable' means it stops selling.",
+                    c.fault_ms,
+                    c.busy,
+                    c.attempts_per_sale,
+                    c.lost_updates,
+                    v.as_str()
+                )
+            } else {
+                format!(
+                    "Reading from the primary, the replica's lag changes nothing: {} sold, {:.2} transactions per sale, {} busy.",
+                    c.succeeded, c.attempts_per_sale, c.busy
+                )
+            }
+        }
+        (Scenario::ReplicaLag, Lost) => format!(
+            "Under a correct lock, every holder read the stock from the lagging replica (frozen for {:.0} ms) and wrote that stale quantity minus one: {} sales erased.{}",
+            c.fault_ms,
+            c.lost_updates,
+            if c.fencing == Some(true) {
+                " Fencing did not help: each holder's token was the newest, only its data was old. A lock is only as good as the read under it."
+            } else {
+                ""
+            }
         ),
         (Scenario::MistakeNoGuard, Safe) => format!(
             "Without `quantity >= ?` the UPDATE tried to go below zero once the {} units were sold; the CHECK constraint refused it (error 4025) for {} buyers, so nothing was oversold: the constraint is the last net, and the buyers got its error instead of a clean 0-rows refusal.",

@@ -20,6 +20,8 @@ pub struct Lab {
     base_args: Vec<Vec<String>>,
     /// RedLock node 3 runs with a clock the runner can move (set up once, on first use).
     movable_clock: bool,
+    /// A read replica of the lab's MariaDB (started on first use).
+    replica: Option<testbed::replication::Replica>,
 }
 
 impl Lab {
@@ -29,6 +31,8 @@ impl Lab {
     pub async fn start(app_bin: PathBuf, timing: Timing, zk_nodes: usize) -> anyhow::Result<Lab> {
         let stack = Stack::start(&StackConfig {
             zookeeper_nodes: zk_nodes,
+            // A binary log, so a read replica can follow (the replica-lag cells).
+            mariadb_primary: true,
             ..StackConfig::default()
         })?;
         let redis_proxies = stack
@@ -120,6 +124,7 @@ impl Lab {
             ha: None,
             base_args,
             movable_clock: false,
+            replica: None,
         })
     }
 
@@ -132,6 +137,26 @@ impl Lab {
             self.through_sentinel(spec.scenario == Scenario::RedisFailoverWait)
                 .await?;
         }
+        let lagging = matches!(
+            spec.scenario,
+            Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads
+        );
+        if lagging && self.replica.is_none() {
+            let primary = self.stack.mariadb.as_ref().context("no MariaDB")?;
+            let replica =
+                tokio::task::block_in_place(|| testbed::replication::Replica::follow(primary))?;
+            self.replica = Some(replica);
+        }
+        if spec.scenario.reads_from_replica() {
+            let url = self
+                .replica
+                .as_ref()
+                .context("no replica")?
+                .server
+                .url(&StackConfig::default().database);
+            self.respawn_with(&["--read-replica-url".to_string(), url])
+                .await?;
+        }
         if spec.scenario == Scenario::RedlockClockJump && !self.movable_clock {
             // Restarted (empty) before the load starts.
             let node = &mut self.stack.redis[JUMPING_NODE];
@@ -141,6 +166,8 @@ impl Lab {
         let cell = self.run_cell_here(spec, product).await;
         if spec.scenario.needs_sentinel() {
             self.ha = None;
+        }
+        if spec.scenario.needs_sentinel() || spec.scenario.reads_from_replica() {
             self.respawn_with(&[]).await?;
         }
         cell
@@ -220,6 +247,12 @@ impl Lab {
             STOCK
         };
         restock(&self.client, &b, ADMIN_TOKEN, product, stock, buckets).await?;
+        // A replica the instances read from must have the product before they ask.
+        if let (Some(replica), Some(primary)) = (&self.replica, &self.stack.mariadb) {
+            tokio::task::block_in_place(|| {
+                replica.wait_caught_up(primary, Duration::from_secs(30))
+            })?;
+        }
         let load = Load::start(
             &self.client,
             &self.instances,
@@ -535,6 +568,16 @@ impl Lab {
                 for proxy in &self.redis_proxies[3..] {
                     proxy.set(ProxyMode::Pass);
                 }
+                Window::new(fault, healed)
+            }
+            Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads => {
+                let replica = self.replica.as_ref().context("no replica")?;
+                tokio::task::block_in_place(|| replica.pause())?;
+                let fault = load.now();
+                tokio::time::sleep(Duration::from_millis(3 * self.timing.lease_ms)).await;
+                let healed = load.now();
+                let replica = self.replica.as_ref().context("no replica")?;
+                tokio::task::block_in_place(|| replica.resume())?;
                 Window::new(fault, healed)
             }
             Scenario::RedisFailoverWait => {

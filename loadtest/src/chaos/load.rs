@@ -27,6 +27,8 @@ pub(super) struct Sample {
     pub(super) retried: bool,
     pub(super) outcome: Outcome,
     pub(super) request_id: String,
+    /// Transactions the service ran for a sale (its `attempts`; 0 otherwise).
+    pub(super) attempts: u64,
 }
 
 /// A single-unit deduction of `product`, with the per-request fencing switch when the
@@ -81,7 +83,8 @@ impl Load {
                         let request_id = format!("{prefix}-{n}");
                         let body = deduct_body(&request_id, product, &spec);
                         let sent = started.elapsed();
-                        let outcome = post_deduct(&client, &url, &body).await.outcome;
+                        let reply = post_deduct(&client, &url, &body).await;
+                        let (outcome, attempts) = (reply.outcome, reply.attempts);
                         let at = started.elapsed();
                         let failed = outcome.is_transport_failure();
                         samples.push(Sample {
@@ -90,6 +93,7 @@ impl Load {
                             retried: false,
                             outcome,
                             request_id,
+                            attempts,
                         });
                         if failed {
                             // A dead or frozen instance: do not spin.

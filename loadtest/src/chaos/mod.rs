@@ -139,6 +139,8 @@ pub struct Cell {
     pub retried_duplicates: u64,
     /// Units in the ledger (sold this epoch).
     pub sold: i64,
+    /// Transactions per successful request (`optimistic` retries its compare-and-set).
+    pub attempts_per_sale: f64,
     pub lost_updates: i64,
     pub beyond_stock: i64,
     /// Units taken from stock with no ledger row: a deduction applied twice.
@@ -255,6 +257,24 @@ impl ChaosReport {
                     "A check made by the resource stops the second RedLock holder",
                     "seed 003 (Kleppmann's fencing; antirez's check-and-set on the lock value)",
                     c.verdict == CellVerdict::Refused,
+                ),
+                Scenario::ReplicaLag if c.strategy == "optimistic" => {
+                    let control = self.cells.iter().find(|o| {
+                        o.scenario == Scenario::ReplicaLagPrimaryReads && o.strategy == "optimistic"
+                    });
+                    (
+                        "Optimistic locking is unreliable behind read/write splitting (replication lag)",
+                        "seed 000 (optimistic locking's problems)",
+                        c.lost_updates == 0
+                            && control.is_none_or(|o| {
+                                c.busy > o.busy || c.attempts_per_sale > o.attempts_per_sale
+                            }),
+                    )
+                }
+                Scenario::ReplicaLag if c.fencing == Some(true) => (
+                    "A lock is only as good as the read under it: reading from a lagging replica loses updates even under a fenced lock",
+                    "seed 000 (read/write splitting), DESIGN (fencing)",
+                    c.lost_updates > 0,
                 ),
                 Scenario::RedisFailoverWait => (
                     "Waiting for a replica to acknowledge the lock (WAIT) prevents the second holder, at the cost of availability",

@@ -61,10 +61,15 @@ pub enum Scenario {
     /// 12. RedLock: A holds a majority of 3 (its links to the other two cut), then
     ///     one node of its majority has its clock jumped forward 30 s.
     RedlockClockJump,
+    /// 13. Both instances read from a MariaDB replica (`--read-replica-url`), whose
+    ///     SQL thread is stopped for 3x the lease: replication lag.
+    ReplicaLag,
+    /// 13. The same lag, with the instances reading from the primary (the control).
+    ReplicaLagPrimaryReads,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 21] = [
+    pub const ALL: [Scenario; 23] = [
         Scenario::PausePastLease,
         Scenario::FenceOnly,
         Scenario::HolderKilled,
@@ -86,6 +91,8 @@ impl Scenario {
         Scenario::RedisFailover,
         Scenario::RedisFailoverWait,
         Scenario::RedlockClockJump,
+        Scenario::ReplicaLag,
+        Scenario::ReplicaLagPrimaryReads,
     ];
 
     /// The name used on the command line and in the JSON.
@@ -112,6 +119,8 @@ impl Scenario {
             Scenario::RedisFailover => "redis-failover",
             Scenario::RedisFailoverWait => "redis-failover-wait",
             Scenario::RedlockClockJump => "redlock-clock-jump",
+            Scenario::ReplicaLag => "replica-lag",
+            Scenario::ReplicaLagPrimaryReads => "replica-lag-primary-reads",
         }
     }
 
@@ -142,6 +151,7 @@ impl Scenario {
             | Scenario::MistakeNoGuard => 10,
             Scenario::RedisFailover | Scenario::RedisFailoverWait => 11,
             Scenario::RedlockClockJump => 12,
+            Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads => 13,
         }
     }
 
@@ -170,6 +180,8 @@ impl Scenario {
                 "The same failover, locks granted only once a replica has them (WAIT)"
             }
             Scenario::RedlockClockJump => "RedLock: a node's clock jumps forward",
+            Scenario::ReplicaLag => "Replication lag under read/write splitting",
+            Scenario::ReplicaLagPrimaryReads => "The same lag, reads from the primary",
         }
     }
 
@@ -239,6 +251,12 @@ impl Scenario {
             Scenario::RedlockClockJump => {
                 "Instance A's links to RedLock nodes 4 and 5 are blackholed, so its locks are a majority of 3 (nodes 1-3). A request of A takes the lock (checked: not on nodes 4, 5) and pauses between read and write; node 3's wall clock jumps 30 s forward (an LD_PRELOAD shim moves what that redis-server reads, as an NTP step would), so A's key there expires at once; B's buyers get nodes 3, 4, 5; A is let go a lease later, and the clock is set back."
             }
+            Scenario::ReplicaLag => {
+                "A MariaDB replica follows the primary; both instances send their plain reads there (--read-replica-url: optimistic's read of the version, the read under the lock). The replica's SQL thread is stopped for 3x the lease (it applies nothing: its reads show the stock as it was), then started again."
+            }
+            Scenario::ReplicaLagPrimaryReads => {
+                "The same stopped replica, with both instances reading from the primary: what the strategy does without read/write splitting, under the same load."
+            }
         }
     }
 
@@ -248,6 +266,11 @@ impl Scenario {
 
     /// The scenarios run on a Redis primary, replica and Sentinels of their own, with
     /// both instances reaching `redis-lock` through the Sentinels.
+    /// The scenarios whose instances read from the replica.
+    pub(super) fn reads_from_replica(self) -> bool {
+        self == Scenario::ReplicaLag
+    }
+
     pub(super) fn needs_sentinel(self) -> bool {
         matches!(self, Scenario::RedisFailover | Scenario::RedisFailoverWait)
     }
@@ -552,6 +575,32 @@ pub fn matrix() -> Vec<CellSpec> {
         "redlock",
         Some(true),
         &[Refused][..],
+    ));
+    // 13. Reads from a lagging replica: optimistic's compare-and-set refuses every
+    // stale read (safe, unavailable); a lock, fenced or not, writes from it.
+    cells.push(cell(
+        Scenario::ReplicaLag,
+        "optimistic",
+        None,
+        &[Safe, Unavailable][..],
+    ));
+    cells.push(cell(
+        Scenario::ReplicaLagPrimaryReads,
+        "optimistic",
+        None,
+        &[Safe][..],
+    ));
+    cells.push(cell(
+        Scenario::ReplicaLag,
+        "redis-lock",
+        Some(false),
+        &[Lost][..],
+    ));
+    cells.push(cell(
+        Scenario::ReplicaLag,
+        "redis-lock",
+        Some(true),
+        &[Lost][..],
     ));
     cells
 }

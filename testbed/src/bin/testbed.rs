@@ -81,6 +81,7 @@ fn config(args: &StackArgs, respect_env: bool) -> StackConfig {
     StackConfig {
         mariadb: !given("DATABASE_URL"),
         database: args.database.clone(),
+        mariadb_primary: false,
         redis: if given("REDIS_URLS") { 0 } else { args.redis },
         zookeeper_nodes: if given("ZK_CONNECT") {
             0
