@@ -37,10 +37,10 @@ pub struct Settings {
     #[arg(long, env = "READ_REPLICA_URL")]
     pub read_replica_url: Option<String>,
 
-    /// Redis Sentinels, comma-separated host:port. When set, `redis-lock` takes its
-    /// locks on the primary they name for `--redis-master-name` (instead of the first
-    /// of `REDIS_URLS`) and follows a failover without a restart. RedLock keeps using
-    /// `REDIS_URLS`: its nodes are independent on purpose.
+    /// Redis Sentinels, comma-separated host:port. When set, `redis-lock` and
+    /// `redis-stock` use the primary they name for `--redis-master-name` (instead of
+    /// the first of `REDIS_URLS`) and follow a failover without a restart. RedLock
+    /// keeps using `REDIS_URLS`: its nodes are independent on purpose.
     #[arg(long, env = "REDIS_SENTINELS", value_delimiter = ',')]
     pub redis_sentinels: Vec<String>,
 
@@ -171,10 +171,26 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `redis-stock`'s settings: the first Redis, its keys, its persister.
+    /// The Redis of `redis-lock` and `redis-stock`: the primary `REDIS_SENTINELS` name,
+    /// else the first of `REDIS_URLS`.
+    pub fn redis_endpoint(&self) -> Option<locks::redis::Endpoint> {
+        if self.redis_sentinels.is_empty() {
+            self.redis_urls
+                .first()
+                .cloned()
+                .map(locks::redis::Endpoint::Url)
+        } else {
+            Some(locks::redis::Endpoint::Sentinel {
+                sentinels: self.redis_sentinels.clone(),
+                master: self.redis_master_name.clone(),
+            })
+        }
+    }
+
+    /// `redis-stock`'s settings: its Redis, its keys, its persister.
     pub fn redis_stock(&self) -> crate::strategies::redis_stock::RedisStockSettings {
         crate::strategies::redis_stock::RedisStockSettings {
-            url: self.redis_urls.first().cloned(),
+            endpoint: self.redis_endpoint(),
             keys: crate::strategies::redis_stock::Keys::new(&self.redis_stock_prefix),
             id_ttl_secs: self.redis_stock_id_ttl_secs,
             batch: self.redis_stock_batch.max(1),

@@ -211,9 +211,11 @@ pub enum Endpoint {
     },
 }
 
-/// The connection to the primary. With Sentinel it moves to the new primary after a
-/// failover; `generation` counts the moves.
-struct Primary {
+/// The connection to the primary: one server, or the one the Sentinels name, moved to
+/// the new primary after a failover (`generation` counts the moves). Public so that
+/// other Redis users of the same deployment (the service's `redis-stock`) follow a
+/// failover the same way.
+pub struct Primary {
     sentinel: Option<tokio::sync::Mutex<SentinelClient>>,
     // A std mutex: held to clone or replace the connection, never across an `.await`.
     current: Mutex<Current>,
@@ -234,7 +236,8 @@ async fn open(client: &redis::Client) -> Result<ConnectionManager, RedisError> {
 }
 
 impl Primary {
-    async fn connect(endpoint: &Endpoint) -> Result<Primary, RedisError> {
+    /// Connects (through Sentinel: to the primary it names now).
+    pub async fn connect(endpoint: &Endpoint) -> Result<Primary, RedisError> {
         let (sentinel, client) = match endpoint {
             Endpoint::Url(url) => (None, redis::Client::open(url.as_str())?),
             Endpoint::Sentinel { sentinels, master } => {
@@ -256,7 +259,8 @@ impl Primary {
         })
     }
 
-    fn conn(&self) -> (ConnectionManager, u64) {
+    /// The connection, and its generation (pass it to [`Primary::follow`]).
+    pub fn conn(&self) -> (ConnectionManager, u64) {
         let current = self.current.lock().expect("primary poisoned");
         (current.conn.clone(), current.generation)
     }
@@ -264,7 +268,7 @@ impl Primary {
     /// After `error` on the connection of `generation`: with Sentinel, and an error a
     /// dead or demoted primary gives, asks which server is the primary now and moves
     /// there. `true` when the connection is another one than the failed (retry on it).
-    async fn follow(&self, error: &RedisError, generation: u64) -> bool {
+    pub async fn follow(&self, error: &RedisError, generation: u64) -> bool {
         let Some(sentinel) = &self.sentinel else {
             return false;
         };

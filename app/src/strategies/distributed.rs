@@ -26,7 +26,6 @@ use super::StrategyInfo;
 use super::locked::{Connect, LockStrategy};
 use crate::config::Settings;
 use crate::error::AppError;
-use locks::redis::Endpoint;
 use locks::{LockError, LockOptions, Locker};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -109,14 +108,7 @@ pub fn mysql(settings: &Settings) -> LockStrategy {
 /// `redis-lock`: the primary `REDIS_SENTINELS` name, else the first of `REDIS_URLS`;
 /// with `--redis-lock-min-replicas`, a lock counts once that many replicas have it.
 pub fn redis(settings: &Settings) -> LockStrategy {
-    let endpoint = if settings.redis_sentinels.is_empty() {
-        settings.redis_urls.first().cloned().map(Endpoint::Url)
-    } else {
-        Some(Endpoint::Sentinel {
-            sentinels: settings.redis_sentinels.clone(),
-            master: settings.redis_master_name.clone(),
-        })
-    };
+    let endpoint = settings.redis_endpoint();
     let replicas = (
         settings.redis_lock_min_replicas,
         Duration::from_millis(settings.redis_lock_replica_timeout_ms),

@@ -31,9 +31,10 @@
 //!    request key expired) makes the orders INSERT fail on the key; the batch rolls
 //!    back, those entries are set aside and acknowledged (a late duplicate's units go
 //!    back to the counter), the rest go again.
-//! 5. **Reconcile** after a Redis restart (the persister sees a new `run_id`): raise
-//!    the `reconciling` flag (sales answer 503 meanwhile), drain the stream, then set
-//!    every counter to `database quantity − pending`
+//! 5. **Reconcile** after a Redis restart, or a Sentinel failover (`REDIS_SENTINELS`:
+//!    the request path and the persister follow the new primary, whose `run_id` is
+//!    new): raise the `reconciling` flag (sales answer 503 meanwhile), drain the
+//!    stream, then set every counter to `database quantity − pending`
 //!    ([`redis_stock_reconcile.lua`](lua/redis_stock_reconcile.lua)), drop the flag.
 //!
 //! # What it guarantees, and what it can lose
@@ -75,7 +76,8 @@ use super::txn;
 use super::{Deducted, Deduction, ItemResult, Strategy, StrategyInfo};
 use crate::error::{AppError, mysql_error_number};
 use crate::hooks::{Failpoint, Hooks};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use locks::redis::{Endpoint, Primary};
+use redis::aio::ConnectionManager;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use redis::{AsyncCommands, Script, Value};
 use serde::Serialize;
@@ -127,8 +129,8 @@ impl Keys {
 /// The settings of `redis-stock` and its persister.
 #[derive(Debug, Clone)]
 pub struct RedisStockSettings {
-    /// The Redis (the first of `REDIS_URLS`).
-    pub url: Option<String>,
+    /// The Redis (the first of `REDIS_URLS`, or the primary of `REDIS_SENTINELS`).
+    pub endpoint: Option<Endpoint>,
     pub keys: Keys,
     /// How long a request key answers retries from Redis.
     pub id_ttl_secs: u64,
@@ -141,7 +143,8 @@ pub struct RedisStockSettings {
 /// The strategy: the request path (step 1-2) and the counters' view.
 pub struct RedisStock {
     settings: RedisStockSettings,
-    conn: OnceCell<ConnectionManager>,
+    /// Through Sentinel, moved to the new primary after a failover.
+    primary: OnceCell<Primary>,
 }
 
 static INFO: StrategyInfo = StrategyInfo {
@@ -230,14 +233,6 @@ fn unavailable(e: impl std::fmt::Display) -> AppError {
     }
 }
 
-async fn connect(url: &str) -> Result<ConnectionManager, redis::RedisError> {
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-        .set_response_timeout(Some(Duration::from_secs(2)))
-        .set_number_of_retries(2);
-    ConnectionManager::new_with_config(redis::Client::open(url)?, config).await
-}
-
 /// A product's counter in Redis, as `GET /stock/{id}` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Counter {
@@ -253,29 +248,32 @@ impl RedisStock {
     pub fn new(settings: RedisStockSettings) -> RedisStock {
         RedisStock {
             settings,
-            conn: OnceCell::new(),
+            primary: OnceCell::new(),
         }
     }
 
     /// Whether a Redis is configured (without one it answers 503 and has no counters).
     pub fn configured(&self) -> bool {
-        self.settings.url.is_some()
+        self.settings.endpoint.is_some()
+    }
+
+    async fn primary(&self) -> Result<&Primary, AppError> {
+        let endpoint =
+            self.settings
+                .endpoint
+                .as_ref()
+                .ok_or_else(|| AppError::BackendUnavailable {
+                    backend: "redis".into(),
+                    detail: "not configured: set REDIS_URLS".into(),
+                })?;
+        self.primary
+            .get_or_try_init(|| Primary::connect(endpoint))
+            .await
+            .map_err(unavailable)
     }
 
     async fn conn(&self) -> Result<ConnectionManager, AppError> {
-        let url = self
-            .settings
-            .url
-            .as_deref()
-            .ok_or_else(|| AppError::BackendUnavailable {
-                backend: "redis".into(),
-                detail: "not configured: set REDIS_URLS".into(),
-            })?;
-        self.conn
-            .get_or_try_init(|| connect(url))
-            .await
-            .cloned()
-            .map_err(unavailable)
+        Ok(self.primary().await?.conn().0)
     }
 
     /// The product's counter, if Redis is configured and has one.
@@ -355,7 +353,8 @@ impl Strategy for RedisStock {
                     .into(),
             ));
         }
-        let mut conn = self.conn().await?;
+        let primary = self.primary().await?;
+        let (mut conn, generation) = primary.conn();
         let keys = &self.settings.keys;
         let order = d.order;
         // At most one initialisation per item, then the answer.
@@ -373,7 +372,15 @@ impl Strategy for RedisStock {
             for item in &order.items {
                 call.arg(item.product_id).arg(item.quantity);
             }
-            let reply: Vec<Value> = call.invoke_async(&mut conn).await.map_err(unavailable)?;
+            let reply: Vec<Value> = match call.invoke_async(&mut conn).await {
+                Ok(reply) => reply,
+                Err(e) => {
+                    // After a failover the next request goes to the new primary (this
+                    // one's outcome is not known: a retry with its id finds out).
+                    primary.follow(&e, generation).await;
+                    return Err(unavailable(e));
+                }
+            };
             let text = |i: usize| -> String {
                 reply
                     .get(i)
@@ -454,14 +461,16 @@ fn stored_answer(d: &Deduction<'_>, stored: &str) -> Result<Deducted, AppError> 
 /// Its transactions pass the `before_commit` failpoint (how a test stops a persister
 /// between its writes and its COMMIT).
 pub async fn persist_forever(settings: RedisStockSettings, pool: MySqlPool, hooks: Arc<Hooks>) {
-    let Some(url) = settings.url.clone() else {
+    let Some(endpoint) = settings.endpoint.clone() else {
         return;
     };
     let consumer = format!("persister-{}", uuid::Uuid::new_v4().simple());
     let mut run_id: Option<String> = None;
     loop {
         let result = async {
-            let mut conn = connect(&url).await?;
+            // Through Sentinel: the primary of now (after a failover, the new one,
+            // whose new run_id makes the persister reconcile the counters).
+            let mut conn = Primary::connect(&endpoint).await?.conn().0;
             ensure_group(&settings, &mut conn).await?;
             // The housekeeping round trips (is this still the same Redis? did a
             // persister die?) run on (re)connecting and then every half claim period,
