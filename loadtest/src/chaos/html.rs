@@ -103,7 +103,11 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
          newest it has seen (the blue cells, fencing on). That check is a compare-and-set, so it is safe even with no lock \
          at all (<code>fence-only</code>); what the lock adds is efficiency: it queues buyers so that almost none are \
          refused. Strategies that let the database lock (<code>atomic-sql</code>, <code>pessimistic</code>) or compare \
-         (<code>optimistic</code>) never needed a fence: a frozen holder only makes the others wait.</p></div>",
+         (<code>optimistic</code>) never needed a fence: a frozen holder only makes the others wait. \
+         The same goes for a lock lost in a Redis failover or to a clock jump on a RedLock node. What a fence cannot \
+         fix is the read: it checks who holds the lock, not how old the data is, so a holder that reads from a lagging \
+         replica loses updates fenced or not (replica lag), while <code>optimistic</code>'s compare-and-set refuses \
+         the stale read and only stops selling.</p></div>",
     );
     for s in &f.scenarios {
         let _ = write!(
