@@ -20,11 +20,13 @@
 //!
 //! Modules depend one way: `routes` → `strategies` → `order`, `hooks` → `error`.
 //! - [`ready`]: the backend checks behind `/ready`.
+//! - [`metrics`]: `GET /metrics`, the Prometheus counters and histograms.
 //! - [`telemetry`]: the tracing subscriber.
 
 pub mod config;
 pub mod error;
 pub mod hooks;
+pub mod metrics;
 pub mod order;
 pub mod ready;
 pub mod routes;

@@ -34,6 +34,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(not_allowed("GET"))),
     )
     .service(
+        web::resource("/metrics")
+            .get(metrics)
+            .default_service(web::to(not_allowed("GET"))),
+    )
+    .service(
         web::resource("/strategies")
             .get(list_strategies)
             .default_service(web::to(not_allowed("GET"))),
@@ -468,6 +473,7 @@ async fn deduct(
     id: RequestId,
     body: web::Json<Value>,
 ) -> Result<HttpResponse, ApiError> {
+    let started = std::time::Instant::now();
     let name = path.into_inner();
     let Some(strategy) = state.strategies.get(&name) else {
         return Err(ApiError::new(
@@ -478,8 +484,11 @@ async fn deduct(
             id.0,
         ));
     };
-    let (order, knobs) = order::parse_body(&body, &id.0, state.hooks.enabled())
-        .map_err(|e| ApiError::new(e, id.0.clone()))?;
+    let served = strategy.info().name;
+    let (order, knobs) = order::parse_body(&body, &id.0, state.hooks.enabled()).map_err(|e| {
+        state.metrics.deduction(served, e.code(), started.elapsed());
+        ApiError::new(e, id.0.clone())
+    })?;
     // The request's span (the middleware's): this deduction's fields go on it.
     let span = tracing::Span::current();
     span.record("strategy", name.as_str());
@@ -516,6 +525,7 @@ async fn deduct(
                 "deducted"
             };
             span.record("outcome", outcome);
+            state.metrics.deduction(served, outcome, started.elapsed());
             let mut response = HttpResponse::Ok().json(done);
             response
                 .extensions_mut()
@@ -524,7 +534,15 @@ async fn deduct(
         }
         Err(e) => {
             span.record("outcome", e.code());
+            state.metrics.deduction(served, e.code(), started.elapsed());
             Err(ApiError::new(e, order.request_id))
         }
     }
+}
+
+/// `GET /metrics`: the Prometheus text format ([`crate::metrics`]).
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(prometheus::TEXT_FORMAT)
+        .body(state.metrics.render())
 }

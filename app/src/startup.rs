@@ -26,6 +26,7 @@ pub struct AppState {
     pub strategies: Strategies,
     pub in_flight: InFlight,
     pub hooks: Arc<Hooks>,
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// Applies the migrations under a lock of our own. sqlx takes `GET_LOCK(name, -1)` and
@@ -100,6 +101,7 @@ impl Application {
             reads,
             in_flight: InFlight::default(),
             hooks: Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms)),
+            metrics: crate::metrics::Metrics::new(),
             settings,
         });
         let shared = state.clone();

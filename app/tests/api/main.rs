@@ -11,6 +11,7 @@ mod helpers;
 mod hooks;
 mod idempotency;
 mod locks;
+mod metrics;
 mod mistakes;
 mod races;
 mod service;

@@ -1,0 +1,147 @@
+//! `GET /metrics`: the Prometheus text format, counters that agree with the ledger,
+//! and output that Prometheus' own `promtool` accepts.
+
+use crate::helpers::{fresh_database, spawn_app_on};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// The value of one sample line `name{labels} value` in a scrape (0 when absent).
+fn sample(scrape: &str, name_and_labels: &str) -> f64 {
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(name_and_labels)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn scrape(app: &crate::helpers::TestApp) -> String {
+    let response = app.get("/metrics").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let kind = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+    response.text().await.unwrap()
+}
+
+/// After N sales, retries and refusals on two strategies, the counters say exactly
+/// what the ledger and the answers say: `deducted` equals the ledger's rows per
+/// strategy, a retry counts as `duplicate`, a refusal by its code, bad input as
+/// `invalid_request`; the histogram counted every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_equal_the_ledger() {
+    let app = spawn_app_on(&fresh_database().await).await;
+    app.stock(1, 5).await;
+    for n in 0..3 {
+        let body = json!({"product_id": 1, "request_id": format!("a-{n}")});
+        assert_eq!(
+            app.deduct("atomic-sql", &body).await.status(),
+            StatusCode::OK
+        );
+    }
+    let retry = json!({"product_id": 1, "request_id": "a-0"});
+    assert_eq!(
+        app.deduct("atomic-sql", &retry).await.status(),
+        StatusCode::OK
+    );
+    for n in 0..2 {
+        let body = json!({"product_id": 1, "request_id": format!("p-{n}")});
+        assert_eq!(
+            app.deduct("pessimistic", &body).await.status(),
+            StatusCode::OK
+        );
+    }
+    let sold_out = app.deduct("pessimistic", &json!({"product_id": 1})).await;
+    assert_eq!(sold_out.status(), StatusCode::CONFLICT);
+    let bad = app
+        .deduct("pessimistic", &json!({"product_id": 1, "quantity": 0}))
+        .await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+
+    let metrics = scrape(&app).await;
+    let ledger: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT CAST(strategy AS CHAR), COUNT(*) FROM ledger GROUP BY strategy ORDER BY strategy",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        ledger,
+        vec![("atomic-sql".into(), 3), ("pessimistic".into(), 2)]
+    );
+    for (strategy, rows) in &ledger {
+        let counted = sample(
+            &metrics,
+            &format!(
+                "stock_locks_deductions_total{{outcome=\"deducted\",strategy=\"{strategy}\"}}"
+            ),
+        );
+        assert_eq!(counted, *rows as f64, "{strategy}:\n{metrics}");
+    }
+    let of = |outcome: &str, strategy: &str| {
+        sample(
+            &metrics,
+            &format!(
+                "stock_locks_deductions_total{{outcome=\"{outcome}\",strategy=\"{strategy}\"}}"
+            ),
+        )
+    };
+    assert_eq!(of("duplicate", "atomic-sql"), 1.0);
+    assert_eq!(of("insufficient_stock", "pessimistic"), 1.0);
+    assert_eq!(of("invalid_request", "pessimistic"), 1.0);
+    assert_eq!(
+        sample(
+            &metrics,
+            "stock_locks_deduction_duration_seconds_count{strategy=\"atomic-sql\"}"
+        ),
+        4.0
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "stock_locks_deduction_duration_seconds_count{strategy=\"pessimistic\"}"
+        ),
+        4.0
+    );
+    app.stop().await;
+}
+
+/// `promtool check metrics` (Prometheus' own linter, Debian's `prometheus` package,
+/// installed by `scripts/install-deps`) finds nothing wrong in a real scrape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promtool_accepts_the_scrape() {
+    let app = spawn_app_on(&fresh_database().await).await;
+    app.stock(1, 5).await;
+    app.deduct("atomic-sql", &json!({"product_id": 1})).await;
+    app.deduct("optimistic", &json!({"product_id": 9})).await;
+    let metrics = scrape(&app).await;
+    app.stop().await;
+
+    let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("promtool is missing: ./scripts/install-deps installs Debian's prometheus package");
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("promtool: {said:?}\n{metrics}");
+    assert!(output.status.success(), "promtool: {said}\n{metrics}");
+    assert!(said.trim().is_empty(), "promtool found problems: {said}");
+}
