@@ -15,17 +15,72 @@
 //!   `deducted` count is N (a test holds it to the ledger).
 //! - `stock_locks_deduction_duration_seconds{strategy}`: how long each took, as a
 //!   histogram (from the handler's start to its answer).
+//! - `stock_locks_phase_seconds{strategy, phase}`: where that time went, for the
+//!   strategies that report it ([`Phases`]): `lock` (waiting for and taking the lock:
+//!   a distributed lock's acquisition, `local-mutex`'s mutex, `pessimistic`'s
+//!   `SELECT ... FOR UPDATE`), `transaction` (the database work under it), `release`
+//!   (giving the lock back). The rest of a request is parsing, routing and answering.
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
-use std::time::Duration;
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// A part of a deduction's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Lock,
+    Transaction,
+    Release,
+}
+
+impl Phase {
+    const ALL: [Phase; 3] = [Phase::Lock, Phase::Transaction, Phase::Release];
+
+    fn label(self) -> &'static str {
+        match self {
+            Phase::Lock => "lock",
+            Phase::Transaction => "transaction",
+            Phase::Release => "release",
+        }
+    }
+}
+
+/// One request's phase times, filled by its strategy ([`Phases::time`]) and recorded
+/// by the handler. A `Cell` per phase: a request runs on one thread.
+#[derive(Debug, Default)]
+pub struct Phases {
+    spent: [Cell<Option<Duration>>; 3],
+}
+
+impl Phases {
+    /// Adds `spent` to `phase` (a retried transaction adds up).
+    pub fn add(&self, phase: Phase, spent: Duration) {
+        let cell = &self.spent[phase as usize];
+        cell.set(Some(cell.get().unwrap_or_default() + spent));
+    }
+
+    /// What `phase` has added up to so far.
+    pub fn spent(&self, phase: Phase) -> Duration {
+        self.spent[phase as usize].get().unwrap_or_default()
+    }
+
+    /// Runs `work`, adding its time to `phase`.
+    pub async fn time<T>(&self, phase: Phase, work: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = work.await;
+        self.add(phase, started.elapsed());
+        result
+    }
+}
 
 /// The service's metrics and the registry they are exposed from.
 pub struct Metrics {
     registry: Registry,
     deductions: IntCounterVec,
     duration: HistogramVec,
+    phases: HistogramVec,
 }
 
 /// Upper bounds of the duration histogram, in seconds: from a cache-hot 0.5 ms sale to
@@ -54,6 +109,18 @@ impl Metrics {
             &["strategy"],
         )
         .expect("a valid metric");
+        let phases = HistogramVec::new(
+            HistogramOpts::new(
+                "stock_locks_phase_seconds",
+                "Where a deduction's time went: waiting for and taking the lock, the transaction under it, releasing it; by strategy.",
+            )
+            .buckets(DURATION_BUCKETS.to_vec()),
+            &["strategy", "phase"],
+        )
+        .expect("a valid metric");
+        registry
+            .register(Box::new(phases.clone()))
+            .expect("registered once");
         registry
             .register(Box::new(deductions.clone()))
             .expect("registered once");
@@ -64,6 +131,7 @@ impl Metrics {
             registry,
             deductions,
             duration,
+            phases,
         }
     }
 
@@ -75,6 +143,17 @@ impl Metrics {
         self.duration
             .with_label_values(&[strategy])
             .observe(took.as_secs_f64());
+    }
+
+    /// Records the phases a strategy reported for one request.
+    pub fn phases(&self, strategy: &'static str, phases: &Phases) {
+        for phase in Phase::ALL {
+            if let Some(spent) = phases.spent[phase as usize].get() {
+                self.phases
+                    .with_label_values(&[strategy, phase.label()])
+                    .observe(spent.as_secs_f64());
+            }
+        }
     }
 
     /// Everything, in the text exposition format (version 0.0.4).

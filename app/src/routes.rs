@@ -495,6 +495,7 @@ async fn deduct(
     if order.request_id != id.0 {
         span.record("order_id", order.request_id.as_str());
     }
+    let phases = crate::metrics::Phases::default();
     let d = Deduction {
         pool: &state.pool,
         reads: &state.reads,
@@ -503,6 +504,7 @@ async fn deduct(
         hooks: &state.hooks,
         strategy: strategy.info().name,
         fingerprint: order.fingerprint(strategy.info().name),
+        phases: &phases,
     };
     let result = match knobs.mistake {
         None => idempotency::once(&state.in_flight, &d, strategy.deduct(&d)).await,
@@ -517,6 +519,7 @@ async fn deduct(
             d.strategy
         ))),
     };
+    state.metrics.phases(served, &phases);
     match result {
         Ok(done) => {
             let outcome = if done.duplicate {

@@ -42,6 +42,7 @@ use super::unsafe_control::read_check_write;
 use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
 use crate::hooks::Failpoint;
+use crate::metrics::Phase;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -77,10 +78,11 @@ impl Strategy for LocalMutex {
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
         let mut held = Vec::with_capacity(d.order.items.len());
         for item in d.order.by_product() {
-            held.push(self.mutex(item.product_id).lock_owned().await);
+            let mutex = self.mutex(item.product_id);
+            held.push(d.phases.time(Phase::Lock, mutex.lock_owned()).await);
         }
         d.hooks.at(Failpoint::AfterLock).await;
-        let done = read_check_write(d).await;
+        let done = d.phases.time(Phase::Transaction, read_check_write(d)).await;
         // Released after COMMIT (or ROLLBACK), last taken first.
         while let Some(guard) = held.pop() {
             drop(guard);

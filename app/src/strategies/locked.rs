@@ -54,6 +54,7 @@ use super::fencing::{self, Claim, Fence};
 use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
 use crate::hooks::Failpoint;
+use crate::metrics::Phase;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use locks::{HolderId, LockError, LockGuard, LockOptions, Locker};
@@ -94,13 +95,16 @@ impl Strategy for LockStrategy {
         let done = self.under_locks(d, locker, &mut held).await;
         // 5. Release, last taken first, whatever happened.
         let lost_after_commit = held.iter().any(|(_, guard)| guard.is_lost());
-        while let Some((_, guard)) = held.pop() {
-            let key = guard.key().to_string();
-            if let Err(e) = guard.release().await {
-                // Lost before the release (expired and taken): nothing left to free.
-                tracing::warn!(%key, error = %e, "lock release failed");
+        let release = async {
+            while let Some((_, guard)) = held.pop() {
+                let key = guard.key().to_string();
+                if let Err(e) = guard.release().await {
+                    // Lost before the release (expired and taken): nothing left to free.
+                    tracing::warn!(%key, error = %e, "lock release failed");
+                }
             }
-        }
+        };
+        d.phases.time(Phase::Release, release).await;
         done.map(|done| Deducted {
             lock_lost_after_commit: lost_after_commit,
             ..done
@@ -125,8 +129,12 @@ impl LockStrategy {
             // 1. Lock.
             let key = format!("{}{}", self.key_prefix, item.product_id);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let guard = locker
-                .acquire(&key, &holder, &self.options, left)
+            let guard = d
+                .phases
+                .time(
+                    Phase::Lock,
+                    locker.acquire(&key, &holder, &self.options, left),
+                )
                 .await
                 .map_err(|e| match e {
                     LockError::TimedOut { waited, .. } => {
@@ -143,7 +151,8 @@ impl LockStrategy {
             // 2. Claim.
             if fenced {
                 let (_, guard) = held.last().expect("just pushed");
-                fencing::claim(d.pool, backend, item.product_id, fence(guard)).await?;
+                let claim = fencing::claim(d.pool, backend, item.product_id, fence(guard));
+                d.phases.time(Phase::Transaction, claim).await?;
             }
         }
         d.hooks.at(Failpoint::AfterLock).await;
@@ -158,7 +167,8 @@ impl LockStrategy {
         let token = held.iter().filter_map(|(_, g)| g.token()).max();
         let still_held = || !fenced || held.iter().all(|(_, guard)| !guard.is_lost());
         let claims = fenced.then_some(claims.as_slice());
-        fencing::read_check_write(d, backend, claims, token, still_held).await
+        let work = fencing::read_check_write(d, backend, claims, token, still_held);
+        d.phases.time(Phase::Transaction, work).await
     }
 }
 

@@ -105,6 +105,9 @@ pub struct Deduction<'a> {
     pub hooks: &'a Arc<Hooks>,
     /// The strategy's name, stored with the order and its ledger rows.
     pub strategy: &'static str,
+    /// Where the time goes ([`crate::metrics::Phases`]): a strategy with a lock
+    /// reports its lock, transaction and release times here.
+    pub phases: &'a crate::metrics::Phases,
     /// What the request asks for, hashed ([`Order::fingerprint`]): a retry must match.
     pub fingerprint: String,
 }

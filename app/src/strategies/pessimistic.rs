@@ -43,6 +43,7 @@
 use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
 use super::{Deducted, Deduction, Strategy, StrategyInfo};
 use crate::error::AppError;
+use crate::metrics::Phase;
 use crate::order::Item;
 use async_trait::async_trait;
 use sqlx::MySqlConnection;
@@ -75,10 +76,17 @@ impl Strategy for Pessimistic {
         };
         // An explicit ROLLBACK on every way out (`txn::transaction`): after a lock
         // wait timeout the transaction still holds its other row locks.
-        txn::with_retries(self.max_attempts, async |attempt| {
+        let started = std::time::Instant::now();
+        let done = txn::with_retries(self.max_attempts, async |attempt| {
             txn::transaction(d, async |tx| lock_check_write(tx, d, &items, attempt).await).await
         })
-        .await
+        .await;
+        // Where the time went: waiting in FOR UPDATE (the lock), the rest of the
+        // transactions (retries included).
+        let waited = d.phases.spent(Phase::Lock);
+        d.phases
+            .add(Phase::Transaction, started.elapsed().saturating_sub(waited));
+        done
     }
 }
 
@@ -91,13 +99,16 @@ async fn lock_check_write(
 ) -> Result<Deducted, TxError> {
     let mut sold = Vec::with_capacity(items.len());
     for (i, &item) in items.iter().enumerate() {
-        let quantity: i32 =
+        let locked =
             sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ? FOR UPDATE")
                 .bind(item.product_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(retry_on_lock_conflict)?
-                .ok_or(AppError::UnknownProduct(item.product_id))?;
+                .fetch_optional(&mut *tx);
+        let quantity: i32 = d
+            .phases
+            .time(Phase::Lock, locked)
+            .await
+            .map_err(retry_on_lock_conflict)?
+            .ok_or(AppError::UnknownProduct(item.product_id))?;
         if i == 0 {
             // Test hook: wait here, holding the first row, for the other parties.
             d.hooks.barrier(d.knobs, attempt).await?;

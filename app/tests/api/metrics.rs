@@ -145,3 +145,76 @@ async fn promtool_accepts_the_scrape() {
     assert!(output.status.success(), "promtool: {said}\n{metrics}");
     assert!(said.trim().is_empty(), "promtool found problems: {said}");
 }
+
+/// Where the time goes: the lock strategies report their lock, transaction and
+/// release times, `pessimistic` its `FOR UPDATE` wait as the lock, `atomic-sql`
+/// nothing; and a request that waited for a held lock shows the wait in `lock`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phases_show_where_the_time_went() {
+    let app = spawn_app_on(&fresh_database().await).await;
+    app.stock(1, 50).await;
+    for strategy in ["local-mutex", "pessimistic", "atomic-sql", "redis-lock"] {
+        let sold = app.deduct(strategy, &json!({"product_id": 1})).await;
+        assert_eq!(sold.status(), StatusCode::OK, "{strategy}");
+    }
+    // A holds redis-lock's lock for 300 ms; B waits for it.
+    app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
+        .await;
+    let request = app
+        .client
+        .post(app.url("/deduct/redis-lock"))
+        .json(&json!({"product_id": 1}));
+    let a = tokio::spawn(async move { request.send().await.unwrap().status() });
+    app.wait_paused("after_read", 1).await;
+    let request = app
+        .client
+        .post(app.url("/deduct/redis-lock"))
+        .json(&json!({"product_id": 1}));
+    let b = tokio::spawn(async move { request.send().await.unwrap().status() });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    app.release("after_read").await;
+    assert_eq!(
+        (a.await.unwrap(), b.await.unwrap()),
+        (StatusCode::OK, StatusCode::OK)
+    );
+
+    let metrics = scrape(&app).await;
+    let count = |strategy: &str, phase: &str| {
+        sample(
+            &metrics,
+            &format!(
+                "stock_locks_phase_seconds_count{{phase=\"{phase}\",strategy=\"{strategy}\"}}"
+            ),
+        )
+    };
+    for phase in ["lock", "transaction", "release"] {
+        assert_eq!(
+            count("redis-lock", phase),
+            3.0,
+            "redis-lock {phase}:\n{metrics}"
+        );
+    }
+    assert_eq!(count("local-mutex", "lock"), 1.0);
+    assert_eq!(count("local-mutex", "transaction"), 1.0);
+    assert_eq!(count("pessimistic", "lock"), 1.0);
+    assert_eq!(count("pessimistic", "transaction"), 1.0);
+    assert_eq!(
+        count("pessimistic", "release"),
+        0.0,
+        "COMMIT releases the row lock"
+    );
+    assert_eq!(
+        count("atomic-sql", "lock"),
+        0.0,
+        "atomic-sql reports no phases"
+    );
+    let waited = sample(
+        &metrics,
+        "stock_locks_phase_seconds_sum{phase=\"lock\",strategy=\"redis-lock\"}",
+    );
+    assert!(
+        waited >= 0.25,
+        "B's wait for A's lock is in `lock`: {waited} s"
+    );
+    app.stop().await;
+}
