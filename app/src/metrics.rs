@@ -20,6 +20,9 @@
 //!   a distributed lock's acquisition, `local-mutex`'s mutex, `pessimistic`'s
 //!   `SELECT ... FOR UPDATE`), `transaction` (the database work under it), `release`
 //!   (giving the lock back). The rest of a request is parsing, routing and answering.
+//! - `stock_locks_transactions_total{strategy}`: the transactions the sales took
+//!   (their `attempts`: more than the sales when `optimistic` or `pessimistic` retried).
+//! - `stock_locks_batch_size{strategy}`: sales per shared transaction, for `batched`.
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
@@ -81,6 +84,8 @@ pub struct Metrics {
     deductions: IntCounterVec,
     duration: HistogramVec,
     phases: HistogramVec,
+    transactions: IntCounterVec,
+    batch_size: HistogramVec,
 }
 
 /// Upper bounds of the duration histogram, in seconds: from a cache-hot 0.5 ms sale to
@@ -118,9 +123,30 @@ impl Metrics {
             &["strategy", "phase"],
         )
         .expect("a valid metric");
-        registry
-            .register(Box::new(phases.clone()))
-            .expect("registered once");
+        let transactions = IntCounterVec::new(
+            Opts::new(
+                "stock_locks_transactions_total",
+                "Transactions the sales took, retries included (a sale's attempts), by strategy.",
+            ),
+            &["strategy"],
+        )
+        .expect("a valid metric");
+        let batch_size = HistogramVec::new(
+            HistogramOpts::new(
+                "stock_locks_batch_size",
+                "Sales per shared transaction, for the strategies that batch them.",
+            )
+            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+            &["strategy"],
+        )
+        .expect("a valid metric");
+        for metric in [
+            Box::new(phases.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(transactions.clone()),
+            Box::new(batch_size.clone()),
+        ] {
+            registry.register(metric).expect("registered once");
+        }
         registry
             .register(Box::new(deductions.clone()))
             .expect("registered once");
@@ -132,6 +158,8 @@ impl Metrics {
             deductions,
             duration,
             phases,
+            transactions,
+            batch_size,
         }
     }
 
@@ -143,6 +171,19 @@ impl Metrics {
         self.duration
             .with_label_values(&[strategy])
             .observe(took.as_secs_f64());
+    }
+
+    /// Records what a sale reports about its transactions: how many it took, and how
+    /// many sales shared the last one.
+    pub fn sale(&self, strategy: &'static str, attempts: u32, batch_size: Option<u32>) {
+        self.transactions
+            .with_label_values(&[strategy])
+            .inc_by(u64::from(attempts));
+        if let Some(size) = batch_size {
+            self.batch_size
+                .with_label_values(&[strategy])
+                .observe(f64::from(size));
+        }
     }
 
     /// Records the phases a strategy reported for one request.

@@ -529,6 +529,9 @@ async fn deduct(
             };
             span.record("outcome", outcome);
             state.metrics.deduction(served, outcome, started.elapsed());
+            if !done.duplicate {
+                state.metrics.sale(served, done.attempts, done.batch_size);
+            }
             let mut response = HttpResponse::Ok().json(done);
             response
                 .extensions_mut()

@@ -57,6 +57,9 @@ async fn counters_equal_the_ledger() {
         .deduct("pessimistic", &json!({"product_id": 1, "quantity": 0}))
         .await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    app.stock(2, 5).await;
+    let batched = app.deduct("batched", &json!({"product_id": 2})).await;
+    assert_eq!(batched.status(), StatusCode::OK);
 
     let metrics = scrape(&app).await;
     let ledger: Vec<(String, i64)> = sqlx::query_as(
@@ -67,7 +70,11 @@ async fn counters_equal_the_ledger() {
     .unwrap();
     assert_eq!(
         ledger,
-        vec![("atomic-sql".into(), 3), ("pessimistic".into(), 2)]
+        vec![
+            ("atomic-sql".into(), 3),
+            ("batched".into(), 1),
+            ("pessimistic".into(), 2)
+        ]
     );
     for (strategy, rows) in &ledger {
         let counted = sample(
@@ -87,6 +94,25 @@ async fn counters_equal_the_ledger() {
         )
     };
     assert_eq!(of("duplicate", "atomic-sql"), 1.0);
+    // One transaction per sale here (no retries), the duplicate none; the batch of one.
+    assert_eq!(
+        sample(
+            &metrics,
+            "stock_locks_transactions_total{strategy=\"atomic-sql\"}"
+        ),
+        3.0
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "stock_locks_batch_size_count{strategy=\"batched\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(&metrics, "stock_locks_batch_size_sum{strategy=\"batched\"}"),
+        1.0
+    );
     assert_eq!(of("insufficient_stock", "pessimistic"), 1.0);
     assert_eq!(of("invalid_request", "pessimistic"), 1.0);
     assert_eq!(
