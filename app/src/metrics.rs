@@ -23,6 +23,10 @@
 //! - `stock_locks_transactions_total{strategy}`: the transactions the sales took
 //!   (their `attempts`: more than the sales when `optimistic` or `pessimistic` retried).
 //! - `stock_locks_batch_size{strategy}`: sales per shared transaction, for `batched`.
+//! - `stock_locks_lock_renewals_total{backend}` and
+//!   `stock_locks_locks_lost_total{backend, reason}` (`not_holder`, `expired`,
+//!   `max_hold`): what the distributed locks' watchdogs did ([`locks::LockStats`],
+//!   read at each scrape).
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
@@ -86,6 +90,10 @@ pub struct Metrics {
     phases: HistogramVec,
     transactions: IntCounterVec,
     batch_size: HistogramVec,
+    renewals: IntCounterVec,
+    lost: IntCounterVec,
+    /// One scrape at a time: each brings the lock counters up to the locks' counts.
+    scraping: std::sync::Mutex<()>,
 }
 
 /// Upper bounds of the duration histogram, in seconds: from a cache-hot 0.5 ms sale to
@@ -140,10 +148,28 @@ impl Metrics {
             &["strategy"],
         )
         .expect("a valid metric");
+        let renewals = IntCounterVec::new(
+            Opts::new(
+                "stock_locks_lock_renewals_total",
+                "Lease renewals by the distributed locks' watchdogs, by backend.",
+            ),
+            &["backend"],
+        )
+        .expect("a valid metric");
+        let lost = IntCounterVec::new(
+            Opts::new(
+                "stock_locks_locks_lost_total",
+                "Locks lost while held (not_holder, expired, max_hold), by backend and reason.",
+            ),
+            &["backend", "reason"],
+        )
+        .expect("a valid metric");
         for metric in [
             Box::new(phases.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(transactions.clone()),
             Box::new(batch_size.clone()),
+            Box::new(renewals.clone()),
+            Box::new(lost.clone()),
         ] {
             registry.register(metric).expect("registered once");
         }
@@ -160,6 +186,9 @@ impl Metrics {
             phases,
             transactions,
             batch_size,
+            renewals,
+            lost,
+            scraping: std::sync::Mutex::new(()),
         }
     }
 
@@ -197,8 +226,22 @@ impl Metrics {
         }
     }
 
-    /// Everything, in the text exposition format (version 0.0.4).
-    pub fn render(&self) -> String {
+    /// Everything, in the text exposition format (version 0.0.4), with the lock
+    /// counters brought up to `locks`' counts first.
+    pub fn render(&self, locks: &[(&'static str, &locks::LockStats)]) -> String {
+        let _one_at_a_time = self.scraping.lock().expect("metrics poisoned");
+        for (backend, stats) in locks {
+            let renewals = self.renewals.with_label_values(&[backend]);
+            renewals.inc_by(stats.renewals().saturating_sub(renewals.get()));
+            for (reason, label) in [
+                (locks::LostReason::NotHolder, "not_holder"),
+                (locks::LostReason::Expired, "expired"),
+                (locks::LostReason::MaxHold, "max_hold"),
+            ] {
+                let lost = self.lost.with_label_values(&[backend, label]);
+                lost.inc_by(stats.lost(reason).saturating_sub(lost.get()));
+            }
+        }
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)

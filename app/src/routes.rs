@@ -550,5 +550,5 @@ async fn deduct(
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type(prometheus::TEXT_FORMAT)
-        .body(state.metrics.render())
+        .body(state.metrics.render(&state.strategies.lock_stats()))
 }

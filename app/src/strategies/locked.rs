@@ -110,6 +110,12 @@ impl Strategy for LockStrategy {
             ..done
         })
     }
+
+    fn lock_stats(&self) -> Option<(&'static str, &locks::LockStats)> {
+        self.locker
+            .get()
+            .map(|locker| (locker.name(), locker.stats()))
+    }
 }
 
 impl LockStrategy {

@@ -121,6 +121,12 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// Deducts every item of `d.order`, all or nothing, and records it.
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError>;
+
+    /// A distributed lock's backend name and its watchdogs' counts, once it connected
+    /// (for `/metrics`); `None` for a strategy without one.
+    fn lock_stats(&self) -> Option<(&'static str, &locks::LockStats)> {
+        None
+    }
 }
 
 /// The registry: every strategy this service serves, in the order they were added
@@ -147,6 +153,11 @@ impl Strategies {
 
     pub fn names(&self) -> Vec<&'static str> {
         self.list.iter().map(|s| s.info().name).collect()
+    }
+
+    /// The lock backends' renewal and loss counts ([`Strategy::lock_stats`]).
+    pub fn lock_stats(&self) -> Vec<(&'static str, &locks::LockStats)> {
+        self.list.iter().filter_map(|s| s.lock_stats()).collect()
     }
 
     pub fn infos(&self) -> Vec<StrategyInfo> {

@@ -138,9 +138,27 @@ async fn counters_equal_the_ledger() {
 async fn promtool_accepts_the_scrape() {
     let app = spawn_app_on(&fresh_database().await).await;
     app.stock(1, 5).await;
+    // Every metric family in the scrape: a sale, a refusal, a lock, a batch.
     app.deduct("atomic-sql", &json!({"product_id": 1})).await;
     app.deduct("optimistic", &json!({"product_id": 9})).await;
+    app.deduct("redis-lock", &json!({"product_id": 1})).await;
+    app.deduct("batched", &json!({"product_id": 1})).await;
     let metrics = scrape(&app).await;
+    for family in [
+        "stock_locks_deductions_total",
+        "stock_locks_deduction_duration_seconds",
+        "stock_locks_phase_seconds",
+        "stock_locks_transactions_total",
+        "stock_locks_batch_size",
+        "stock_locks_lock_renewals_total",
+        "stock_locks_locks_lost_total",
+    ] {
+        assert!(
+            metrics.contains(&format!("# TYPE {family} ")),
+            "{family} missing:
+{metrics}"
+        );
+    }
     app.stop().await;
 
     let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"]
@@ -241,6 +259,54 @@ async fn phases_show_where_the_time_went() {
     assert!(
         waited >= 0.25,
         "B's wait for A's lock is in `lock`: {waited} s"
+    );
+    app.stop().await;
+}
+
+/// The lock watchdogs' work shows: a request held 250 ms under a 300 ms lease is
+/// renewed (every 100 ms), and one held past the maximum hold time loses its lock
+/// (`max_hold`), answering `lock_lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_renewals_and_losses_are_counted() {
+    let app = crate::helpers::spawn_with(stock_app::Settings {
+        lock_lease_ms: 300,
+        lock_max_hold_ms: 500,
+        ..crate::helpers::test_settings(&fresh_database().await)
+    })
+    .await;
+    app.stock(77, 10).await;
+    let held = app
+        .deduct("redis-lock", &json!({"product_id": 77, "hold_ms": 250}))
+        .await;
+    assert_eq!(held.status(), StatusCode::OK);
+    let too_long = app
+        .deduct("redis-lock", &json!({"product_id": 77, "hold_ms": 1000}))
+        .await;
+    let body: serde_json::Value = too_long.json().await.unwrap();
+    assert_eq!(body["error"], "lock_lost", "{body}");
+
+    let metrics = scrape(&app).await;
+    let renewals = sample(
+        &metrics,
+        "stock_locks_lock_renewals_total{backend=\"redis\"}",
+    );
+    assert!(renewals >= 2.0, "renewals {renewals}:\n{metrics}");
+    assert_eq!(
+        sample(
+            &metrics,
+            "stock_locks_locks_lost_total{backend=\"redis\",reason=\"max_hold\"}"
+        ),
+        1.0,
+        "{metrics}"
+    );
+    // A second scrape does not count again.
+    let again = scrape(&app).await;
+    assert_eq!(
+        sample(
+            &again,
+            "stock_locks_locks_lost_total{backend=\"redis\",reason=\"max_hold\"}"
+        ),
+        1.0
     );
     app.stop().await;
 }
