@@ -27,6 +27,11 @@
 //!   `stock_locks_locks_lost_total{backend, reason}` (`not_holder`, `expired`,
 //!   `max_hold`): what the distributed locks' watchdogs did ([`locks::LockStats`],
 //!   read at each scrape).
+//! - `stock_locks_db_pool_connections{state}` (`in_use`, `idle`) and
+//!   `stock_locks_db_pool_max_connections`: the database pool at the scrape; a pool
+//!   whose connections are all in use makes requests wait for one.
+//! - `stock_locks_redis_stock_backlog`: `redis-stock`'s sales Redis acknowledged and
+//!   the database has not recorded yet (the stream's length), when Redis answers.
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
@@ -82,6 +87,14 @@ impl Phases {
     }
 }
 
+/// What is read at a scrape, not counted as it happens.
+pub struct Scrape<'a> {
+    pub locks: Vec<(&'static str, &'a locks::LockStats)>,
+    /// The pool's size, idle connections and maximum.
+    pub pool: (u32, usize, u32),
+    pub backlog: Option<u64>,
+}
+
 /// The service's metrics and the registry they are exposed from.
 pub struct Metrics {
     registry: Registry,
@@ -92,6 +105,9 @@ pub struct Metrics {
     batch_size: HistogramVec,
     renewals: IntCounterVec,
     lost: IntCounterVec,
+    pool: prometheus::IntGaugeVec,
+    pool_max: prometheus::IntGauge,
+    backlog: prometheus::IntGauge,
     /// One scrape at a time: each brings the lock counters up to the locks' counts.
     scraping: std::sync::Mutex<()>,
 }
@@ -164,8 +180,29 @@ impl Metrics {
             &["backend", "reason"],
         )
         .expect("a valid metric");
+        let pool = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "stock_locks_db_pool_connections",
+                "The database pool's connections at the scrape, in use or idle.",
+            ),
+            &["state"],
+        )
+        .expect("a valid metric");
+        let pool_max = prometheus::IntGauge::new(
+            "stock_locks_db_pool_max_connections",
+            "The most connections the database pool opens (--db-pool-size).",
+        )
+        .expect("a valid metric");
+        let backlog = prometheus::IntGauge::new(
+            "stock_locks_redis_stock_backlog",
+            "redis-stock's sales acknowledged by Redis and not yet recorded in the database.",
+        )
+        .expect("a valid metric");
         for metric in [
-            Box::new(phases.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(pool.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(pool_max.clone()),
+            Box::new(backlog.clone()),
+            Box::new(phases.clone()),
             Box::new(transactions.clone()),
             Box::new(batch_size.clone()),
             Box::new(renewals.clone()),
@@ -188,6 +225,9 @@ impl Metrics {
             batch_size,
             renewals,
             lost,
+            pool,
+            pool_max,
+            backlog,
             scraping: std::sync::Mutex::new(()),
         }
     }
@@ -226,11 +266,21 @@ impl Metrics {
         }
     }
 
-    /// Everything, in the text exposition format (version 0.0.4), with the lock
-    /// counters brought up to `locks`' counts first.
-    pub fn render(&self, locks: &[(&'static str, &locks::LockStats)]) -> String {
+    /// Everything, in the text exposition format (version 0.0.4), with what is read
+    /// at the scrape first (the lock counters brought up to `locks`' counts, the
+    /// pool, the backlog).
+    pub fn render(&self, now: &Scrape<'_>) -> String {
         let _one_at_a_time = self.scraping.lock().expect("metrics poisoned");
-        for (backend, stats) in locks {
+        let (size, idle, max) = now.pool;
+        self.pool
+            .with_label_values(&["in_use"])
+            .set(i64::from(size) - idle as i64);
+        self.pool.with_label_values(&["idle"]).set(idle as i64);
+        self.pool_max.set(i64::from(max));
+        if let Some(backlog) = now.backlog {
+            self.backlog.set(backlog as i64);
+        }
+        for (backend, stats) in &now.locks {
             let renewals = self.renewals.with_label_values(&[backend]);
             renewals.inc_by(stats.renewals().saturating_sub(renewals.get()));
             for (reason, label) in [

@@ -548,7 +548,16 @@ async fn deduct(
 
 /// `GET /metrics`: the Prometheus text format ([`crate::metrics`]).
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    let now = crate::metrics::Scrape {
+        locks: state.strategies.lock_stats(),
+        pool: (
+            state.pool.size(),
+            state.pool.num_idle(),
+            state.settings.db_pool_size,
+        ),
+        backlog: state.strategies.redis_stock.backlog().await,
+    };
     HttpResponse::Ok()
         .content_type(prometheus::TEXT_FORMAT)
-        .body(state.metrics.render(&state.strategies.lock_stats()))
+        .body(state.metrics.render(&now))
 }

@@ -276,6 +276,22 @@ impl RedisStock {
         Ok(self.primary().await?.conn().0)
     }
 
+    /// Sales in the stream that no persister has recorded yet (`XLEN`), if Redis is
+    /// configured and answers within 500 ms (for `/metrics`).
+    pub async fn backlog(&self) -> Option<u64> {
+        if !self.configured() {
+            return None;
+        }
+        let ask = async {
+            let mut conn = self.conn().await.ok()?;
+            conn.xlen::<_, u64>(self.settings.keys.stream()).await.ok()
+        };
+        tokio::time::timeout(Duration::from_millis(500), ask)
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// The product's counter, if Redis is configured and has one.
     pub async fn counter(&self, product_id: i64) -> Result<Option<Counter>, AppError> {
         let mut conn = self.conn().await?;

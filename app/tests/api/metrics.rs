@@ -143,6 +143,21 @@ async fn promtool_accepts_the_scrape() {
     app.deduct("optimistic", &json!({"product_id": 9})).await;
     app.deduct("redis-lock", &json!({"product_id": 1})).await;
     app.deduct("batched", &json!({"product_id": 1})).await;
+    // A redis-stock sale whose persister is stopped before its COMMIT: acknowledged,
+    // not recorded, so the backlog is 1; then it drains to 0.
+    app.set_failpoint("before_commit", json!({"mode": "pause", "count": 1}))
+        .await;
+    let sold = app.deduct("redis-stock", &json!({"product_id": 1})).await;
+    assert_eq!(sold.status(), StatusCode::OK);
+    app.wait_paused("before_commit", 1).await;
+    let waiting = scrape(&app).await;
+    assert_eq!(
+        sample(&waiting, "stock_locks_redis_stock_backlog"),
+        1.0,
+        "{waiting}"
+    );
+    app.release("before_commit").await;
+    app.drained().await;
     let metrics = scrape(&app).await;
     for family in [
         "stock_locks_deductions_total",
@@ -152,6 +167,9 @@ async fn promtool_accepts_the_scrape() {
         "stock_locks_batch_size",
         "stock_locks_lock_renewals_total",
         "stock_locks_locks_lost_total",
+        "stock_locks_db_pool_connections",
+        "stock_locks_db_pool_max_connections",
+        "stock_locks_redis_stock_backlog",
     ] {
         assert!(
             metrics.contains(&format!("# TYPE {family} ")),
@@ -159,6 +177,14 @@ async fn promtool_accepts_the_scrape() {
 {metrics}"
         );
     }
+    // Read at the scrape: the pool as configured, redis-stock drained.
+    let max = stock_app::Settings::for_database("mysql://x/y").db_pool_size;
+    assert_eq!(
+        sample(&metrics, "stock_locks_db_pool_max_connections"),
+        f64::from(max)
+    );
+    assert!(sample(&metrics, "stock_locks_db_pool_connections{state=\"idle\"}") >= 1.0);
+    assert_eq!(sample(&metrics, "stock_locks_redis_stock_backlog"), 0.0);
     app.stop().await;
 
     let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"]
