@@ -14,7 +14,8 @@
 //!   `request_id_reused`, `backend_unavailable`, `internal`). Exact: after N sales the
 //!   `deducted` count is N (a test holds it to the ledger).
 //! - `stock_locks_deduction_duration_seconds{strategy}`: how long each took, as a
-//!   histogram (from the handler's start to its answer).
+//!   histogram (from the handler's start to its answer; a body that could not be
+//!   read never reaches the handler: counted above, not timed).
 //! - `stock_locks_phase_seconds{strategy, phase}`: where that time went, for the
 //!   strategies that report it ([`Phases`]): `lock` (waiting for and taking the lock:
 //!   a distributed lock's acquisition, `local-mutex`'s mutex, `pessimistic`'s
@@ -240,6 +241,14 @@ impl Metrics {
         self.duration
             .with_label_values(&[strategy])
             .observe(took.as_secs_f64());
+    }
+
+    /// Counts a deduction refused before its body could be read (malformed JSON, too
+    /// large, wrong content type): in `deductions_total`, not timed.
+    pub fn refused_unread(&self, strategy: &'static str, outcome: &'static str) {
+        self.deductions
+            .with_label_values(&[strategy, outcome])
+            .inc();
     }
 
     /// Records what a sale reports about its transactions: how many it took, and how

@@ -81,6 +81,15 @@ pub fn json_config() -> web::JsonConfig {
                 }
                 other => AppError::InvalidRequest(format!("could not read the body: {other}")),
             };
+            // A deduction answered here never reaches its handler: count it here.
+            if let (Some(state), Some(name)) = (
+                req.app_data::<web::Data<AppState>>(),
+                req.match_info().get("strategy"),
+            ) && let Some(strategy) = state.strategies.get(name)
+            {
+                let served = strategy.info().name;
+                state.metrics.refused_unread(served, error.code());
+            }
             ApiError::new(error, RequestId::of(req).0).into()
         })
 }

@@ -57,6 +57,15 @@ async fn counters_equal_the_ledger() {
         .deduct("pessimistic", &json!({"product_id": 1, "quantity": 0}))
         .await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let malformed = app
+        .client
+        .post(app.url("/deduct/pessimistic"))
+        .header("content-type", "application/json")
+        .body("{\"product_id\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
     app.stock(2, 5).await;
     let batched = app.deduct("batched", &json!({"product_id": 2})).await;
     assert_eq!(batched.status(), StatusCode::OK);
@@ -114,7 +123,8 @@ async fn counters_equal_the_ledger() {
         1.0
     );
     assert_eq!(of("insufficient_stock", "pessimistic"), 1.0);
-    assert_eq!(of("invalid_request", "pessimistic"), 1.0);
+    // The bad quantity and the malformed body (answered before the handler).
+    assert_eq!(of("invalid_request", "pessimistic"), 2.0);
     assert_eq!(
         sample(
             &metrics,
