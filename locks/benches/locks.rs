@@ -154,11 +154,8 @@ const ZK_ROOT: &str = "/bench";
 const LEASE: Duration = Duration::from_secs(10);
 
 impl Subjects {
-    async fn connect(
-        stack: &Stack,
-        primary: &testbed::Redis,
-        replica: &testbed::Redis,
-    ) -> Subjects {
+    /// `primary` has a replica in sync (the WAIT rows).
+    async fn connect(stack: &Stack, primary: &testbed::Redis) -> Subjects {
         let env: BTreeMap<&str, String> = stack.env().into_iter().collect();
         let db_url = &env["DATABASE_URL"];
         let redis_urls: Vec<String> = env["REDIS_URLS"].split(',').map(String::from).collect();
@@ -181,23 +178,6 @@ impl Subjects {
             .await
             .expect("Redis");
         let zk = zk::Client::connect(&zk_connect).await.expect("ZooKeeper");
-        // The replica has made its first sync (WAIT needs it connected).
-        let mut to_replica = redis::Client::open(replica.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .expect("the replica");
-        for _ in 0..500 {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query_async(&mut to_replica)
-                .await
-                .unwrap();
-            if info.contains("master_link_status:up") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
         zk.mkdir(
             &format!("{ZK_ROOT}/floor"),
             &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
@@ -651,21 +631,13 @@ fn main() {
         Stack::start(&StackConfig::default()).expect("testbed: start MariaDB, 5 Redis, ZooKeeper");
     // A primary with one replica, replicating directly (no proxy), for the WAIT rows.
     let primary = testbed::Redis::start("bench-primary").expect("testbed: start a Redis primary");
-    let (replica, _) = testbed::Redis::start_with(
-        "bench-replica",
-        None,
-        &[
-            "--replicaof".into(),
-            "127.0.0.1".into(),
-            primary.port().to_string(),
-        ],
-    )
-    .expect("testbed: start a Redis replica");
+    let replica = testbed::Redis::start_replica_of("bench-replica", primary.port())
+        .expect("testbed: start a Redis replica");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let subjects = Arc::new(runtime.block_on(Subjects::connect(&stack, &primary, &replica)));
+    let subjects = Arc::new(runtime.block_on(Subjects::connect(&stack, &primary)));
     let dir = criterion_dir();
     let (warm_up, measure, contended_window, contended_warmup) = if args.test_mode {
         (

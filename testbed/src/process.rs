@@ -395,6 +395,25 @@ pub(crate) fn run_to_end(server: &str, program: &Path, args: &[String]) -> Resul
     }
 }
 
+/// Polls `done` every 20 ms until it answers true; fails after `timeout`, naming `what`.
+pub(crate) fn wait_until(
+    timeout: Duration,
+    what: &str,
+    mut done: impl FnMut() -> bool,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(Error::Command {
+                what: format!("waiting for {what}"),
+                output: format!("not within {timeout:?}"),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
 /// Sends `request` to a loopback TCP port and returns what the server answered before
 /// closing or pausing, or `None` when nobody listens yet.
 pub(crate) fn tcp_exchange(port: u16, request: &[u8], read_until: &[u8]) -> Option<Vec<u8>> {

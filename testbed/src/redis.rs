@@ -59,6 +59,21 @@ impl Redis {
         ))
     }
 
+    /// Starts a replica of the server on `primary_port` (a proxy's port will do) and
+    /// waits until its first sync is done (`master_link_status:up`).
+    pub fn start_replica_of(name: &str, primary_port: u16) -> Result<Redis> {
+        let replicaof = [
+            "--replicaof".to_string(),
+            "127.0.0.1".into(),
+            primary_port.to_string(),
+        ];
+        let (replica, _) = Self::start_with(name, None, &replicaof)?;
+        crate::process::wait_until(READY_TIMEOUT, "the replica's first sync", || {
+            info(replica.port, "replication").contains("master_link_status:up")
+        })?;
+        Ok(replica)
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -221,6 +236,14 @@ pub enum Persistence {
     AofEverySec,
     /// An append-only file, fsynced before every reply: nothing acknowledged is lost.
     AofAlways,
+}
+
+/// `INFO section` of the server on `port` (empty when it does not answer).
+pub(crate) fn info(port: u16, section: &str) -> String {
+    let request = format!("INFO {section}\r\n");
+    tcp_exchange(port, request.as_bytes(), b"\r\n\r\n")
+        .map(|a| String::from_utf8_lossy(&a).into_owned())
+        .unwrap_or_default()
 }
 
 pub(crate) fn ping(port: u16) -> bool {

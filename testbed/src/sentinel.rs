@@ -23,11 +23,13 @@
 //! assert_eq!(new_primary, ha.replica.port());
 //! ```
 
-use crate::process::{ServerDir, ServerProcess, find_binary, tcp_exchange, with_port_retry};
+use crate::process::{
+    ServerDir, ServerProcess, find_binary, tcp_exchange, wait_until, with_port_retry,
+};
 use crate::proxy::Proxy;
-use crate::redis::ping;
+use crate::redis::{info, ping};
 use crate::{Error, READY_TIMEOUT, Redis, Result};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The name Sentinel monitors the primary under.
 pub const MASTER_NAME: &str = "stock-locks";
@@ -54,18 +56,7 @@ impl RedisHa {
     pub fn start(name: &str) -> Result<RedisHa> {
         let (primary, _) = Redis::start_with(&format!("{name}-primary"), None, &[])?;
         let replication = Proxy::start(primary.port())?;
-        let (replica, _) = Redis::start_with(
-            &format!("{name}-replica"),
-            None,
-            &[
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                replication.port().to_string(),
-            ],
-        )?;
-        wait_until(READY_TIMEOUT, "the replica's first sync", || {
-            info(replica.port(), "replication").contains("master_link_status:up")
-        })?;
+        let replica = Redis::start_replica_of(&format!("{name}-replica"), replication.port())?;
         let binary = find_binary("redis-server", "redis-server")?;
         let mut sentinels = Vec::new();
         for i in 1..=3 {
@@ -103,13 +94,7 @@ impl RedisHa {
 
     /// The primary's port as the first Sentinel that answers names it.
     pub fn current_primary_port(&self) -> Option<u16> {
-        self.sentinels.iter().find_map(|s| {
-            let answer = sentinel_command(
-                s.port,
-                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
-            );
-            answer.get(1).and_then(|p| p.parse().ok())
-        })
+        self.sentinels.iter().find_map(Sentinel::primary_port)
     }
 
     /// Waits until every Sentinel names another primary than the one started with,
@@ -118,18 +103,8 @@ impl RedisHa {
         let old = self.primary.port();
         let mut new = None;
         wait_until(timeout, "Sentinel to promote the replica", || {
-            let ports: Vec<Option<u16>> = self
-                .sentinels
-                .iter()
-                .map(|s| {
-                    sentinel_command(
-                        s.port,
-                        &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
-                    )
-                    .get(1)
-                    .and_then(|p| p.parse().ok())
-                })
-                .collect();
+            let ports: Vec<Option<u16>> =
+                self.sentinels.iter().map(Sentinel::primary_port).collect();
             let agreed = ports[0].filter(|p| *p != old && ports.iter().all(|q| *q == Some(*p)));
             new = agreed.filter(|p| info(*p, "replication").contains("role:master"));
             new.is_some()
@@ -151,6 +126,15 @@ impl RedisHa {
 }
 
 impl Sentinel {
+    /// The primary's port as this Sentinel names it.
+    fn primary_port(&self) -> Option<u16> {
+        let answer = sentinel_command(
+            self.port,
+            &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+        );
+        answer.get(1).and_then(|p| p.parse().ok())
+    }
+
     fn start(binary: &std::path::Path, name: &str, primary_port: u16) -> Result<Sentinel> {
         let dir = ServerDir::new(name)?;
         let ((process, port), _) = with_port_retry(None, |port| {
@@ -186,14 +170,6 @@ impl Drop for Sentinel {
     }
 }
 
-/// `INFO section` of the server on `port` (empty when it does not answer).
-fn info(port: u16, section: &str) -> String {
-    let request = format!("INFO {section}\r\n");
-    tcp_exchange(port, request.as_bytes(), b"\r\n\r\n")
-        .map(|a| String::from_utf8_lossy(&a).into_owned())
-        .unwrap_or_default()
-}
-
 /// A Sentinel command's answer, flattened to its bulk strings (`SENTINEL MASTER`
 /// answers field, value, field, value, ...).
 fn sentinel_command(port: u16, args: &[&str]) -> Vec<String> {
@@ -220,18 +196,4 @@ fn field<'a>(pairs: &'a [String], name: &str) -> Option<&'a str> {
         .find(|pair| pair[0] == name)
         .and_then(|pair| pair.get(1))
         .map(String::as_str)
-}
-
-fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        if Instant::now() > deadline {
-            return Err(Error::Command {
-                what: format!("waiting for {what}"),
-                output: format!("not within {timeout:?}"),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }

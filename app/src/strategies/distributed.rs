@@ -51,14 +51,19 @@ fn strategy(
         key_prefix,
         connect,
         locker: OnceCell::new(),
-        options: LockOptions {
-            lease: Duration::from_millis(settings.lock_lease_ms),
-            renew: true,
-            max_hold: Some(Duration::from_millis(settings.lock_max_hold_ms)),
-        },
+        options: lock_options(settings),
         wait: Duration::from_millis(settings.lock_wait_ms),
         fencing: settings.fencing,
         instance: uuid::Uuid::new_v4().simple().to_string(),
+    }
+}
+
+/// The lease, renewal and maximum hold of every lock the service takes.
+pub(super) fn lock_options(settings: &Settings) -> LockOptions {
+    LockOptions {
+        lease: Duration::from_millis(settings.lock_lease_ms),
+        renew: true,
+        max_hold: Some(Duration::from_millis(settings.lock_max_hold_ms)),
     }
 }
 

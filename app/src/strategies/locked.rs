@@ -142,16 +142,7 @@ impl LockStrategy {
                     locker.acquire(&key, &holder, &self.options, left),
                 )
                 .await
-                .map_err(|e| match e {
-                    LockError::TimedOut { waited, .. } => {
-                        AppError::Busy(format!("lock {key} not acquired within {waited:?}"))
-                    }
-                    LockError::Backend(detail) => AppError::BackendUnavailable {
-                        backend: backend.into(),
-                        detail,
-                    },
-                    other => AppError::Unexpected(other.into()),
-                })?;
+                .map_err(|e| not_acquired(backend, &key, e))?;
             // Held before it is claimed, so a refused claim still releases it.
             held.push((item.product_id, guard));
             // 2. Claim.
@@ -175,6 +166,21 @@ impl LockStrategy {
         let claims = fenced.then_some(claims.as_slice());
         let work = fencing::read_check_write(d, backend, claims, token, still_held);
         d.phases.time(Phase::Transaction, work).await
+    }
+}
+
+/// A lock that could not be taken, as an answer: 503 `busy` when the wait ran out,
+/// 503 `backend_unavailable` when the backend failed.
+pub(super) fn not_acquired(backend: &str, key: &str, e: LockError) -> AppError {
+    match e {
+        LockError::TimedOut { waited, .. } => {
+            AppError::Busy(format!("lock {key} not acquired within {waited:?}"))
+        }
+        LockError::Backend(detail) => AppError::BackendUnavailable {
+            backend: backend.into(),
+            detail,
+        },
+        other => AppError::Unexpected(other.into()),
     }
 }
 

@@ -24,14 +24,15 @@
 //! EXPIRE) and `persistent-node` (node created): the request stops there as a killed
 //! process would, holding what it holds.
 
+use super::locked::not_acquired;
 use super::txn::{self, Sold, check_enough};
 use super::unsafe_control::{self, read_check_write};
 use super::{Deducted, Deduction};
 use crate::config::Settings;
 use crate::error::{AppError, mysql_error_number};
 use crate::hooks::Failpoint;
-use locks::redis::RedisLock;
-use locks::{HolderId, LockError, LockGuard, LockOptions, Locker};
+use locks::redis::{Endpoint, Primary, RedisLock};
+use locks::{HolderId, LockGuard, LockOptions, Locker};
 use redis::aio::ConnectionManager;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -88,31 +89,28 @@ impl Mistake {
 /// What the mistaken algorithms need: their own connections to the backends of the
 /// strategies they break (made on first use, like the strategies').
 pub struct Mistakes {
-    redis_url: Option<String>,
+    /// `redis-lock`'s Redis (through Sentinel when it is configured).
+    redis: Option<Endpoint>,
     zk_connect: Option<String>,
     zk_root: String,
     zk_session: Duration,
     options: LockOptions,
     wait: Duration,
     locker: OnceCell<Locker>,
-    redis: OnceCell<ConnectionManager>,
+    primary: OnceCell<Primary>,
 }
 
 impl Mistakes {
     pub fn new(settings: &Settings) -> Mistakes {
         Mistakes {
-            redis_url: settings.redis_urls.first().cloned(),
+            redis: settings.redis_endpoint(),
             zk_connect: settings.zk_connect.clone(),
             zk_root: settings.zk_root.clone(),
             zk_session: Duration::from_millis(settings.zk_session_timeout_ms),
-            options: LockOptions {
-                lease: Duration::from_millis(settings.lock_lease_ms),
-                renew: true,
-                max_hold: Some(Duration::from_millis(settings.lock_max_hold_ms)),
-            },
+            options: super::distributed::lock_options(settings),
             wait: Duration::from_millis(settings.lock_wait_ms),
             locker: OnceCell::new(),
-            redis: OnceCell::new(),
+            primary: OnceCell::new(),
         }
     }
 
@@ -314,11 +312,7 @@ impl Mistakes {
         let locker = self
             .locker
             .get_or_try_init(async || {
-                let url = self
-                    .redis_url
-                    .as_deref()
-                    .ok_or_else(|| unavailable("redis", "REDIS_URLS is not set"))?;
-                let lock = RedisLock::connect(url)
+                let lock = RedisLock::connect_to(self.endpoint()?)
                     .await
                     .map_err(|e| unavailable("redis", e))?;
                 Ok::<_, AppError>(Locker::new(lock))
@@ -335,12 +329,7 @@ impl Mistakes {
                 Ok(guard) => held.push(guard),
                 Err(e) => {
                     release_all(held).await;
-                    return Err(match e {
-                        LockError::TimedOut { waited, .. } => {
-                            AppError::Busy(format!("lock {key} not acquired within {waited:?}"))
-                        }
-                        other => unavailable("redis", other),
-                    });
+                    return Err(not_acquired("redis", &key, e));
                 }
             }
         }
@@ -375,30 +364,29 @@ impl Mistakes {
         Ok(keys)
     }
 
-    async fn redis(&self) -> Result<ConnectionManager, AppError> {
+    fn endpoint(&self) -> Result<&Endpoint, AppError> {
         self.redis
+            .as_ref()
+            .ok_or_else(|| unavailable("redis", "REDIS_URLS is not set"))
+    }
+
+    /// A connection to `redis-lock`'s Redis, for the mistakes' hand-made locks.
+    async fn redis(&self) -> Result<ConnectionManager, AppError> {
+        let primary = self
+            .primary
             .get_or_try_init(async || {
-                let url = self
-                    .redis_url
-                    .as_deref()
-                    .ok_or_else(|| unavailable("redis", "REDIS_URLS is not set"))?;
-                let client = redis::Client::open(url).map_err(|e| unavailable("redis", e))?;
-                ConnectionManager::new(client)
+                Primary::connect(self.endpoint()?)
                     .await
                     .map_err(|e| unavailable("redis", e))
             })
-            .await
-            .cloned()
+            .await?;
+        Ok(primary.conn().0)
     }
 }
 
-/// The correct unlock: compare and delete in one script (what `locks/lua/simple_unlock.lua`
-/// does).
-static COMPARE_AND_DELETE: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
-    )
-});
+/// The correct unlock: the minimal lock's compare-and-delete script.
+static COMPARE_AND_DELETE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../../locks/lua/simple_unlock.lua")));
 
 /// `UPDATE stock SET quantity = quantity - ?` with no `quantity >= ?`: the CHECK
 /// constraint refuses what would go below zero, with an error instead of 0 rows.

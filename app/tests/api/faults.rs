@@ -189,16 +189,9 @@ async fn through_sentinel(ha: &testbed::RedisHa, min_replicas: u32) -> crate::he
     app
 }
 
-/// Deducts until an answer is not `backend_unavailable` (the service following the
-/// failover), for up to 10 s.
+/// Deducts through `strategy` until an answer is not `backend_unavailable` (the
+/// service following the failover), for up to 10 s.
 async fn deduct_through_failover(
-    app: &crate::helpers::TestApp,
-    body: Value,
-) -> (StatusCode, Value) {
-    deduct_with_through_failover(app, "redis-lock", body).await
-}
-
-async fn deduct_with_through_failover(
     app: &crate::helpers::TestApp,
     strategy: &str,
     body: Value,
@@ -236,14 +229,7 @@ async fn redis_failover_lets_a_second_holder_in() {
     ha.replication.set(testbed::proxy::ProxyMode::Blackhole);
     app.set_failpoint("after_read", json!({"mode": "pause", "count": 2}))
         .await;
-    let send = |body: Value| {
-        let request = app.client.post(app.url("/deduct/redis-lock")).json(&body);
-        tokio::spawn(async move {
-            let response = request.send().await.unwrap();
-            let status = response.status();
-            (status, response.json::<Value>().await.unwrap())
-        })
-    };
+    let send = |body| crate::helpers::deduct_in_background(&app, "redis-lock", body);
     let unfenced = send(json!({"product_id": 1, "request_id": "a-1", "fencing": false}));
     let fenced = send(json!({"product_id": 2, "request_id": "a-2", "fencing": true}));
     app.wait_paused("after_read", 2).await;
@@ -254,11 +240,13 @@ async fn redis_failover_lets_a_second_holder_in() {
     println!("failover to {promoted} in {:?}", started.elapsed());
     let b1 = deduct_through_failover(
         &app,
+        "redis-lock",
         json!({"product_id": 1, "request_id": "b-1", "fencing": false}),
     )
     .await;
     let b2 = deduct_through_failover(
         &app,
+        "redis-lock",
         json!({"product_id": 2, "request_id": "b-2", "fencing": true}),
     )
     .await;
@@ -409,7 +397,7 @@ async fn redis_failover_redis_stock_follows() {
 
     ha.primary.process().kill();
     ha.wait_for_failover(Duration::from_secs(20)).unwrap();
-    let (status, body) = deduct_with_through_failover(
+    let (status, body) = deduct_through_failover(
         &app,
         "redis-stock",
         json!({"product_id": 1, "request_id": "after"}),

@@ -387,3 +387,20 @@ pub async fn assert_error(response: Response, status: StatusCode, code: &str) ->
     }
     body
 }
+
+/// `POST /deduct/{strategy}` with `body`, in the background: the task yields the
+/// answer's status and body (for a request that a test pauses at a failpoint).
+pub fn deduct_in_background(
+    app: &TestApp,
+    strategy: &str,
+    body: Value,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let request = app
+        .client
+        .post(app.url(&format!("/deduct/{strategy}")))
+        .json(&body);
+    tokio::spawn(async move {
+        let response = request.send().await.unwrap();
+        (response.status(), response.json().await.unwrap())
+    })
+}

@@ -2,7 +2,7 @@
 //! against a holder that outlives its lease, and backends that are not there.
 
 use crate::helpers::{
-    TestApp, assert_error, fresh_database, spawn_app_on, spawn_with, test_settings,
+    assert_error, deduct_in_background, fresh_database, spawn_app_on, spawn_with, test_settings,
 };
 use futures::StreamExt;
 use reqwest::StatusCode;
@@ -130,21 +130,6 @@ async fn redis_lock_400_requests_two_instances() {
     race("redis-lock", 400, 64).await;
 }
 
-fn send(
-    app: &TestApp,
-    strategy: &str,
-    body: Value,
-) -> tokio::task::JoinHandle<(StatusCode, Value)> {
-    let request = app
-        .client
-        .post(app.url(&format!("/deduct/{strategy}")))
-        .json(&body);
-    tokio::spawn(async move {
-        let response = request.send().await.unwrap();
-        (response.status(), response.json().await.unwrap())
-    })
-}
-
 /// A holder outlives its lock: request 1 reads the last unit and pauses after its read
 /// (failpoint); its lock ends (a maximum hold time of 300 ms, shorter than the pause);
 /// request 2, on the other instance, takes the lock and sells the unit; request 1
@@ -165,7 +150,7 @@ async fn holder_outlives_its_lock(strategy: &str, fencing: bool) {
     first
         .set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
         .await;
-    let request_1 = send(
+    let request_1 = deduct_in_background(
         &first,
         strategy,
         json!({"product_id": 1, "request_id": "stale-holder"}),
@@ -173,7 +158,7 @@ async fn holder_outlives_its_lock(strategy: &str, fencing: bool) {
     first.wait_paused("after_read", 1).await;
     // Past the maximum hold time and the lease: the lock is free for anyone.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let (status_2, body_2) = send(
+    let (status_2, body_2) = deduct_in_background(
         &second,
         strategy,
         json!({"product_id": 1, "request_id": "new-holder"}),
@@ -285,14 +270,14 @@ async fn zookeeper_partitioned_holder(fencing: bool) {
     first
         .set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
         .await;
-    let request_1 = send(
+    let request_1 = deduct_in_background(
         &first,
         "zookeeper",
         json!({"product_id": 1, "request_id": "partitioned"}),
     );
     first.wait_paused("after_read", 1).await;
     proxy.set(testbed::proxy::ProxyMode::Blackhole);
-    let (status_2, body_2) = send(
+    let (status_2, body_2) = deduct_in_background(
         &second,
         "zookeeper",
         json!({"product_id": 1, "request_id": "new-holder"}),

@@ -1,7 +1,7 @@
 //! `GET /metrics`: the Prometheus text format, counters that agree with the ledger,
 //! and output that Prometheus' own `promtool` accepts.
 
-use crate::helpers::{fresh_database, spawn_app_on};
+use crate::helpers::{deduct_in_background, fresh_database, spawn_app_on};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -240,21 +240,13 @@ async fn phases_show_where_the_time_went() {
     // A holds redis-lock's lock for 300 ms; B waits for it.
     app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
         .await;
-    let request = app
-        .client
-        .post(app.url("/deduct/redis-lock"))
-        .json(&json!({"product_id": 1}));
-    let a = tokio::spawn(async move { request.send().await.unwrap().status() });
+    let a = deduct_in_background(&app, "redis-lock", json!({"product_id": 1}));
     app.wait_paused("after_read", 1).await;
-    let request = app
-        .client
-        .post(app.url("/deduct/redis-lock"))
-        .json(&json!({"product_id": 1}));
-    let b = tokio::spawn(async move { request.send().await.unwrap().status() });
+    let b = deduct_in_background(&app, "redis-lock", json!({"product_id": 1}));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     app.release("after_read").await;
     assert_eq!(
-        (a.await.unwrap(), b.await.unwrap()),
+        (a.await.unwrap().0, b.await.unwrap().0),
         (StatusCode::OK, StatusCode::OK)
     );
 

@@ -3,12 +3,13 @@
 //! bites, and the ledger (or the lock left behind) shows what it cost. Each test uses a
 //! private Redis, so a lock that never expires stays this test's problem.
 
-use crate::helpers::{TestApp, assert_error, fresh_database, spawn_with, test_settings};
+use crate::helpers::{
+    TestApp, assert_error, deduct_in_background, fresh_database, spawn_with, test_settings,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
 use stock_app::Settings;
-use tokio::task::JoinHandle;
 
 const LEASE_MS: u64 = 500;
 
@@ -24,19 +25,6 @@ async fn app_with_redis() -> (TestApp, testbed::Redis) {
     .await;
     app.stock(1, 10).await;
     (app, redis)
-}
-
-/// Sends a deduction in the background; its answer is the task's result.
-fn send(app: &TestApp, strategy: &str, body: Value) -> JoinHandle<(StatusCode, Value)> {
-    let request = app
-        .client
-        .post(app.url(&format!("/deduct/{strategy}")))
-        .json(&body);
-    tokio::spawn(async move {
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        (status, response.json().await.unwrap())
-    })
 }
 
 async fn redis_conn(redis: &testbed::Redis) -> redis::aio::MultiplexedConnection {
@@ -55,7 +43,7 @@ async fn lock_inside_transaction_reads_a_stale_snapshot() {
     let (app, _redis) = app_with_redis().await;
     app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
         .await;
-    let a = send(
+    let a = deduct_in_background(
         &app,
         "redis-lock",
         json!({"product_id": 1, "request_id": "a", "fencing": false}),
@@ -63,7 +51,7 @@ async fn lock_inside_transaction_reads_a_stale_snapshot() {
     app.wait_paused("after_read", 1).await;
     app.set_failpoint("before_lock", json!({"mode": "pause", "count": 1}))
         .await;
-    let b = send(
+    let b = deduct_in_background(
         &app,
         "redis-lock",
         json!({"product_id": 1, "request_id": "b", "mistake": "lock-inside-transaction"}),
@@ -97,11 +85,11 @@ async fn release_before_commit_lets_the_next_holder_read_old_stock() {
         |id: &str| json!({"product_id": 1, "request_id": id, "mistake": "release-before-commit"});
     app.set_failpoint("before_commit", json!({"mode": "pause", "count": 1}))
         .await;
-    let a = send(&app, "redis-lock", mistake("a"));
+    let a = deduct_in_background(&app, "redis-lock", mistake("a"));
     app.wait_paused("before_commit", 1).await;
     app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
         .await;
-    let b = send(&app, "redis-lock", mistake("b"));
+    let b = deduct_in_background(&app, "redis-lock", mistake("b"));
     // B holds the lock A released, and has read.
     app.wait_paused("after_read", 1).await;
     app.release("before_commit").await;
@@ -168,7 +156,7 @@ async fn get_then_del_deletes_the_next_holders_lock() {
     };
     app.set_failpoint("before_release", json!({"mode": "pause", "count": 1}))
         .await;
-    let a = send(&app, "redis-lock", mistake("a"));
+    let a = deduct_in_background(&app, "redis-lock", mistake("a"));
     app.wait_paused("before_release", 1).await;
     // A's lease runs out while it sits between its GET and its DEL.
     for _ in 0..100 {
@@ -180,7 +168,7 @@ async fn get_then_del_deletes_the_next_holders_lock() {
     assert_eq!(owner(&mut conn).await, None, "A's lease ended");
     app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
         .await;
-    let b = send(&app, "redis-lock", mistake("b"));
+    let b = deduct_in_background(&app, "redis-lock", mistake("b"));
     app.wait_paused("after_read", 1).await;
     assert_eq!(
         owner(&mut conn).await.as_deref(),

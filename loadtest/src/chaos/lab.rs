@@ -205,6 +205,24 @@ impl Lab {
         Ok(())
     }
 
+    /// Pauses a request of A after its read, holding a lock that `where_` does not
+    /// have (`reached` says whether it has): one taken after the cut. A request that
+    /// took its lock before the cut is let go, and the next one caught instead.
+    async fn pause_a_holding_a_lock_not_on(
+        &self,
+        where_: &str,
+        reached: impl AsyncFn() -> anyhow::Result<bool>,
+    ) -> anyhow::Result<()> {
+        for _ in 0..10 {
+            self.pause_a_at("after_read").await?;
+            if !reached().await? {
+                return Ok(());
+            }
+            self.release_a("after_read").await?;
+        }
+        bail!("every lock of A reached {where_} despite the blackhole")
+    }
+
     /// Whether RedLock's nodes 4 and 5 also hold the lock that the paused request of
     /// A holds on node 1 (the same value: the holder id); a stale key of an earlier
     /// holder there does not count.
@@ -248,7 +266,9 @@ impl Lab {
         };
         restock(&self.client, &b, ADMIN_TOKEN, product, stock, buckets).await?;
         // A replica the instances read from must have the product before they ask.
-        if let (Some(replica), Some(primary)) = (&self.replica, &self.stack.mariadb) {
+        if spec.scenario.reads_from_replica()
+            && let (Some(replica), Some(primary)) = (&self.replica, &self.stack.mariadb)
+        {
             tokio::task::block_in_place(|| {
                 replica.wait_caught_up(primary, Duration::from_secs(30))
             })?;
@@ -520,18 +540,10 @@ impl Lab {
                 self.hold_back_replication()?;
                 // A request of A holds a lock only the primary has: taken after the
                 // blackhole (checked on the replica; else let it go and catch the next).
-                let mut tries = 0;
-                loop {
-                    self.pause_a_at("after_read").await?;
-                    if !self.replica_has_a_lock(product).await? {
-                        break;
-                    }
-                    self.release_a("after_read").await?;
-                    tries += 1;
-                    if tries == 10 {
-                        bail!("every lock of A reached the replica despite the blackhole");
-                    }
-                }
+                self.pause_a_holding_a_lock_not_on("the replica", async || {
+                    self.replica_has_a_lock(product).await
+                })
+                .await?;
                 let fault = self.fail_over(load)?;
                 // B's buyers follow the failover and lock what A still believes it holds.
                 tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
@@ -543,19 +555,10 @@ impl Lab {
                 for proxy in &self.redis_proxies[3..] {
                     proxy.set(ProxyMode::Blackhole);
                 }
-                let mut tries = 0;
-                loop {
-                    self.pause_a_at("after_read").await?;
-                    if !self.a_lock_on_nodes_4_and_5(product).await? {
-                        break;
-                    }
-                    // Taken before the cut: it holds all five. Let it go, catch the next.
-                    self.release_a("after_read").await?;
-                    tries += 1;
-                    if tries == 10 {
-                        bail!("every lock of A reached nodes 4 and 5 despite the blackhole");
-                    }
-                }
+                self.pause_a_holding_a_lock_not_on("nodes 4 and 5", async || {
+                    self.a_lock_on_nodes_4_and_5(product).await
+                })
+                .await?;
                 let node = &self.stack.redis[JUMPING_NODE];
                 tokio::task::block_in_place(|| node.set_clock_offset(CLOCK_JUMP_MS))?;
                 let fault = load.now();
