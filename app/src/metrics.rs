@@ -20,7 +20,13 @@
 //!   strategies that report it ([`Phases`]): `lock` (waiting for and taking the lock:
 //!   a distributed lock's acquisition, `local-mutex`'s mutex, `pessimistic`'s
 //!   `SELECT ... FOR UPDATE`), `transaction` (the database work under it), `release`
-//!   (giving the lock back). The rest of a request is parsing, routing and answering.
+//!   (giving the lock back). A strategy without a lock reports its whole work as
+//!   `transaction` (`optimistic`'s retries and their backoff included; `batched`'s
+//!   wait for its batch; `redis-stock`'s script). The rest of a request is parsing,
+//!   routing, the idempotency layer and answering.
+//! - `stock_locks_db_pool_wait_seconds{strategy}`: how long a deduction waited for a
+//!   database connection from the pool before its BEGIN (part of `transaction` above;
+//!   near zero until every connection is in use).
 //! - `stock_locks_transactions_total{strategy}`: the transactions the sales took
 //!   (their `attempts`: more than the sales when `optimistic` or `pessimistic` retried).
 //! - `stock_locks_batch_size{strategy}`: sales per shared transaction, for `batched`.
@@ -65,9 +71,33 @@ impl Phase {
 #[derive(Debug, Default)]
 pub struct Phases {
     spent: [Cell<Option<Duration>>; 3],
+    /// Waiting for a database connection from the pool (inside the transaction phase).
+    pool_wait: Cell<Option<Duration>>,
 }
 
 impl Phases {
+    /// Runs a strategy's whole deduction. A strategy that reported no phase (one
+    /// without a lock: its work is its transaction, retries included) gets the whole
+    /// time as `transaction`.
+    pub async fn strategy<T>(&self, work: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = work.await;
+        if self.spent.iter().all(|cell| cell.get().is_none()) {
+            self.add(Phase::Transaction, started.elapsed());
+        }
+        result
+    }
+
+    /// Waits for a pooled connection, adding the wait to the request's pool wait.
+    pub async fn pool_wait<T>(&self, acquire: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = acquire.await;
+        let spent = started.elapsed();
+        self.pool_wait
+            .set(Some(self.pool_wait.get().unwrap_or_default() + spent));
+        result
+    }
+
     /// Adds `spent` to `phase` (a retried transaction adds up).
     pub fn add(&self, phase: Phase, spent: Duration) {
         let cell = &self.spent[phase as usize];
@@ -102,6 +132,7 @@ pub struct Metrics {
     deductions: IntCounterVec,
     duration: HistogramVec,
     phases: HistogramVec,
+    pool_wait: HistogramVec,
     transactions: IntCounterVec,
     batch_size: HistogramVec,
     renewals: IntCounterVec,
@@ -117,6 +148,12 @@ pub struct Metrics {
 /// a 10 s lock wait.
 const DURATION_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
+
+/// Upper bounds of the pool wait histogram, in seconds: an idle connection is taken in
+/// microseconds; a wait shows when every connection is in use.
+const POOL_WAIT_BUCKETS: [f64; 12] = [
+    0.00001, 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 2.0,
 ];
 
 impl Metrics {
@@ -146,6 +183,15 @@ impl Metrics {
             )
             .buckets(DURATION_BUCKETS.to_vec()),
             &["strategy", "phase"],
+        )
+        .expect("a valid metric");
+        let pool_wait = HistogramVec::new(
+            HistogramOpts::new(
+                "stock_locks_db_pool_wait_seconds",
+                "Time a deduction waited for a database connection from the pool, by strategy.",
+            )
+            .buckets(POOL_WAIT_BUCKETS.to_vec()),
+            &["strategy"],
         )
         .expect("a valid metric");
         let transactions = IntCounterVec::new(
@@ -204,6 +250,7 @@ impl Metrics {
             Box::new(pool_max.clone()),
             Box::new(backlog.clone()),
             Box::new(phases.clone()),
+            Box::new(pool_wait.clone()),
             Box::new(transactions.clone()),
             Box::new(batch_size.clone()),
             Box::new(renewals.clone()),
@@ -222,6 +269,7 @@ impl Metrics {
             deductions,
             duration,
             phases,
+            pool_wait,
             transactions,
             batch_size,
             renewals,
@@ -272,6 +320,11 @@ impl Metrics {
                     .with_label_values(&[strategy, phase.label()])
                     .observe(spent.as_secs_f64());
             }
+        }
+        if let Some(waited) = phases.pool_wait.get() {
+            self.pool_wait
+                .with_label_values(&[strategy])
+                .observe(waited.as_secs_f64());
         }
     }
 

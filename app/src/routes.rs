@@ -516,9 +516,12 @@ async fn deduct(
         phases: &phases,
     };
     let result = match knobs.mistake {
-        None => idempotency::once(&state.in_flight, &d, strategy.deduct(&d)).await,
+        None => {
+            let work = phases.strategy(strategy.deduct(&d));
+            idempotency::once(&state.in_flight, &d, work).await
+        }
         Some(mistake) if mistake.strategy() == d.strategy => {
-            let mistaken = state.strategies.mistakes.deduct(mistake, &d);
+            let mistaken = phases.strategy(state.strategies.mistakes.deduct(mistake, &d));
             idempotency::once(&state.in_flight, &d, mistaken).await
         }
         Some(mistake) => Err(AppError::InvalidRequest(format!(

@@ -65,7 +65,7 @@ impl Strategy for AtomicSql {
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
-        let mut tx = d.pool.begin().await?;
+        let mut tx = d.begin().await?;
         let mut sold = Vec::with_capacity(d.order.items.len());
         for item in d.order.by_product() {
             let done = sqlx::query(

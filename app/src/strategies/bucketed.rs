@@ -195,7 +195,7 @@ async fn take_from(
     bucket: Bucket,
     attempt: u32,
 ) -> Result<Option<Deducted>, AppError> {
-    let mut tx = d.pool.begin().await?;
+    let mut tx = d.begin().await?;
     let taken = match bucket {
         Bucket::Split(b) => sqlx::query(
             r#"

@@ -155,7 +155,7 @@ pub async fn read_check_write(
 ) -> Result<Deducted, AppError> {
     let sold = unsafe_control::read_and_check(d).await?;
     d.hooks.after_read(d.knobs).await;
-    let mut tx = d.pool.begin().await?;
+    let mut tx = d.begin().await?;
     for s in &sold {
         let Some(claims) = claims else {
             unsafe_control::write(&mut tx, s).await?;

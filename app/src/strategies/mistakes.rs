@@ -130,7 +130,7 @@ impl Mistakes {
     /// under the lock (from that snapshot: stale if a holder committed since); write;
     /// COMMIT; release.
     async fn lock_inside_transaction(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
-        let mut tx = d.pool.begin().await?;
+        let mut tx = d.begin().await?;
         // The mistake: the transaction reads before the lock is taken. Any read does
         // (checking the product exists, a price); REPEATABLE READ then answers every
         // later read of this transaction from the snapshot taken here.
@@ -170,7 +170,7 @@ impl Mistakes {
         let written = async {
             let sold = unsafe_control::read_and_check(d).await?;
             d.hooks.after_read(d.knobs).await;
-            let mut tx = d.pool.begin().await?;
+            let mut tx = d.begin().await?;
             for s in &sold {
                 unsafe_control::write(&mut tx, s).await?;
             }
@@ -391,7 +391,7 @@ static COMPARE_AND_DELETE: LazyLock<redis::Script> =
 /// `UPDATE stock SET quantity = quantity - ?` with no `quantity >= ?`: the CHECK
 /// constraint refuses what would go below zero, with an error instead of 0 rows.
 async fn no_guard(d: &Deduction<'_>) -> Result<Deducted, AppError> {
-    let mut tx = d.pool.begin().await?;
+    let mut tx = d.begin().await?;
     let mut sold = Vec::new();
     for item in d.order.by_product() {
         // The mistake: no `AND quantity >= ?`.

@@ -70,7 +70,7 @@ use crate::hooks::{Hooks, RequestHooks};
 use crate::order::Order;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sqlx::MySqlPool;
+use sqlx::{MySql, MySqlPool, Transaction};
 use std::sync::Arc;
 
 /// What `/strategies` says about a strategy.
@@ -106,10 +106,22 @@ pub struct Deduction<'a> {
     /// The strategy's name, stored with the order and its ledger rows.
     pub strategy: &'static str,
     /// Where the time goes ([`crate::metrics::Phases`]): a strategy with a lock
-    /// reports its lock, transaction and release times here.
+    /// reports its lock, transaction and release times here; one without gets its
+    /// whole work counted as its transaction. [`Deduction::begin`] times pool waits.
     pub phases: &'a crate::metrics::Phases,
     /// What the request asks for, hashed ([`Order::fingerprint`]): a retry must match.
     pub fingerprint: String,
+}
+
+impl Deduction<'_> {
+    /// BEGIN on a connection from the pool, what `pool.begin()` does, with the wait
+    /// for the connection timed (`stock_locks_db_pool_wait_seconds`: sqlx's pool has
+    /// no hook that reports it, so the acquisition is timed here and the transaction
+    /// begun on the connection the way `Pool::begin` itself does).
+    pub async fn begin(&self) -> Result<Transaction<'static, MySql>, sqlx::Error> {
+        let connection = self.phases.pool_wait(self.pool.acquire()).await?;
+        Transaction::begin(connection, None).await
+    }
 }
 
 /// One way to deduct stock. Implementations live one per file in this module.

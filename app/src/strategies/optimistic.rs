@@ -84,7 +84,7 @@ impl Strategy for Optimistic {
                 reads.push((sold, version));
             }
             d.hooks.after_read(d.knobs).await;
-            let mut tx = d.pool.begin().await?;
+            let mut tx = d.begin().await?;
             for (sold, version) in &reads {
                 let written = sqlx::query(
                     r#"

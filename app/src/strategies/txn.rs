@@ -247,7 +247,7 @@ pub async fn transaction<T>(
     d: &Deduction<'_>,
     body: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T, TxError>,
 ) -> Result<T, TxError> {
-    let mut tx = d.pool.begin().await?;
+    let mut tx = d.begin().await?;
     match body(&mut tx).await {
         Ok(done) => {
             commit(tx, d.hooks).await?;

@@ -66,7 +66,7 @@ impl Strategy for Unsafe {
 pub async fn read_check_write(d: &Deduction<'_>) -> Result<Deducted, AppError> {
     let sold = read_and_check(d).await?;
     d.hooks.after_read(d.knobs).await;
-    let mut tx = d.pool.begin().await?;
+    let mut tx = d.begin().await?;
     for s in &sold {
         write(&mut tx, s).await?;
     }

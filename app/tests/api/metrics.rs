@@ -173,6 +173,7 @@ async fn promtool_accepts_the_scrape() {
         "stock_locks_deductions_total",
         "stock_locks_deduction_duration_seconds",
         "stock_locks_phase_seconds",
+        "stock_locks_db_pool_wait_seconds",
         "stock_locks_transactions_total",
         "stock_locks_batch_size",
         "stock_locks_lock_renewals_total",
@@ -227,8 +228,9 @@ async fn promtool_accepts_the_scrape() {
 }
 
 /// Where the time goes: the lock strategies report their lock, transaction and
-/// release times, `pessimistic` its `FOR UPDATE` wait as the lock, `atomic-sql`
-/// nothing; and a request that waited for a held lock shows the wait in `lock`.
+/// release times, `pessimistic` its `FOR UPDATE` wait as the lock, `atomic-sql` (no
+/// lock) its whole work as the transaction; and a request that waited for a held
+/// lock shows the wait in `lock`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn phases_show_where_the_time_went() {
     let app = spawn_app_on(&fresh_database().await).await;
@@ -275,11 +277,9 @@ async fn phases_show_where_the_time_went() {
         0.0,
         "COMMIT releases the row lock"
     );
-    assert_eq!(
-        count("atomic-sql", "lock"),
-        0.0,
-        "atomic-sql reports no phases"
-    );
+    assert_eq!(count("atomic-sql", "lock"), 0.0, "atomic-sql has no lock");
+    assert_eq!(count("atomic-sql", "transaction"), 1.0);
+    assert_eq!(count("atomic-sql", "release"), 0.0);
     let waited = sample(
         &metrics,
         "stock_locks_phase_seconds_sum{phase=\"lock\",strategy=\"redis-lock\"}",
@@ -287,6 +287,45 @@ async fn phases_show_where_the_time_went() {
     assert!(
         waited >= 0.25,
         "B's wait for A's lock is in `lock`: {waited} s"
+    );
+    app.stop().await;
+}
+
+/// A deduction that finds every pooled connection in use waits for one, and the wait
+/// shows in `stock_locks_db_pool_wait_seconds`: a pool of one connection, A holding
+/// it 300 ms in its transaction, B waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_waits_are_timed() {
+    let app = crate::helpers::spawn_with(stock_app::Settings {
+        db_pool_size: 1,
+        ..crate::helpers::test_settings(&fresh_database().await)
+    })
+    .await;
+    app.stock(5, 10).await;
+    app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
+        .await;
+    let a = deduct_in_background(&app, "atomic-sql", json!({"product_id": 5}));
+    app.wait_paused("after_read", 1).await;
+    let b = deduct_in_background(&app, "atomic-sql", json!({"product_id": 5}));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    app.release("after_read").await;
+    assert_eq!(
+        (a.await.unwrap().0, b.await.unwrap().0),
+        (StatusCode::OK, StatusCode::OK)
+    );
+
+    let metrics = scrape(&app).await;
+    let waits = |suffix: &str| {
+        sample(
+            &metrics,
+            &format!("stock_locks_db_pool_wait_seconds_{suffix}{{strategy=\"atomic-sql\"}}"),
+        )
+    };
+    assert_eq!(waits("count"), 2.0, "{metrics}");
+    assert!(
+        waits("sum") >= 0.25,
+        "B waited for A's connection: {} s",
+        waits("sum")
     );
     app.stop().await;
 }
