@@ -2,6 +2,7 @@
 //! inline CSS, no script, no CDN) that opens offline.
 
 use crate::report::{Report, Row};
+use crate::timing::TimeSplit;
 use plotters::prelude::*;
 use std::fmt::Write;
 
@@ -89,6 +90,132 @@ pub fn bar_chart(title: &str, unit: &str, rows: &[&Row], value: impl Fn(&Row) ->
         let _ = root.present();
     }
     svg
+}
+
+/// The colours of "Where the time goes", part by part (as [`TimeSplit::parts`]).
+const PART_COLORS: [RGBColor; 5] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(150, 150, 150),
+    RGBColor(210, 210, 210),
+];
+
+/// "Where the time goes": one stacked bar per strategy of the mean deduction (lock
+/// wait, transaction, release, the rest of the service, outside it), then the same
+/// figures as a table. Empty when no row has a split.
+pub fn time_split(rows: &[&Row]) -> String {
+    let rows: Vec<(&Row, TimeSplit)> = rows
+        .iter()
+        .filter_map(|r| r.time_split.map(|t| (*r, t)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from(
+        "<h3>Where the time goes</h3><p>The mean deduction, from the instances' own \
+         <code>/metrics</code> read before and after each run: waiting for the lock, the \
+         transaction (for a strategy without a lock: all its work, retries included), \
+         releasing the lock, the rest of the service (parsing, idempotency, answering), \
+         and what the client waited outside the service (HTTP, queues). The parts add up \
+         to the client's mean latency.</p>",
+    );
+    if register_font() {
+        let max = rows
+            .iter()
+            .map(|(_, t)| t.total_ms())
+            .fold(0.0, f64::max)
+            .max(0.01)
+            * 1.12;
+        let height = 90 + 34 * rows.len() as u32;
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
+            let _ = root.fill(&WHITE);
+            let names: Vec<&str> = rows.iter().map(|(r, _)| r.strategy.as_str()).collect();
+            let chart = ChartBuilder::on(&root)
+                .caption(
+                    "Where the time goes (mean ms per deduction)",
+                    ("sans-serif", 18),
+                )
+                .margin(10)
+                .x_label_area_size(30)
+                .y_label_area_size(110)
+                .build_cartesian_2d(0.0..max, (0..rows.len()).into_segmented());
+            if let Ok(mut chart) = chart {
+                let _ = chart
+                    .configure_mesh()
+                    .disable_y_mesh()
+                    .x_desc("ms")
+                    .y_label_formatter(&|v| match v {
+                        SegmentValue::CenterOf(i) => {
+                            names.get(*i).map(|s| s.to_string()).unwrap_or_default()
+                        }
+                        _ => String::new(),
+                    })
+                    .draw();
+                for (part, color) in PART_COLORS.iter().enumerate() {
+                    let bars = rows.iter().enumerate().map(|(i, (_, t))| {
+                        let parts = t.parts();
+                        let from: f64 = parts[..part].iter().map(|(_, ms)| ms).sum();
+                        let mut bar = Rectangle::new(
+                            [
+                                (from, SegmentValue::Exact(i)),
+                                (from + parts[part].1, SegmentValue::Exact(i + 1)),
+                            ],
+                            color.filled(),
+                        );
+                        bar.set_margin(5, 5, 0, 0);
+                        bar
+                    });
+                    if let Ok(series) = chart.draw_series(bars) {
+                        let color = *color;
+                        series.label(TimeSplit::PARTS[part]).legend(move |(x, y)| {
+                            Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                        });
+                    }
+                }
+                let _ = chart.draw_series(rows.iter().enumerate().map(|(i, (_, t))| {
+                    Text::new(
+                        format!(" {:.2}", t.total_ms()),
+                        (t.total_ms(), SegmentValue::CenterOf(i)),
+                        ("sans-serif", 13),
+                    )
+                }));
+                let _ = chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::LowerRight)
+                    .background_style(WHITE.mix(0.9))
+                    .border_style(BLACK.mix(0.3))
+                    .label_font(("sans-serif", 12))
+                    .draw();
+            }
+            let _ = root.present();
+        }
+        html.push_str(&svg);
+    }
+    html.push_str(
+        "<table><tr><th>strategy</th><th>lock wait</th><th>transaction</th><th>(pool wait)</th>\
+         <th>release</th><th>rest</th><th>outside</th><th>total ms</th><th>deductions</th></tr>",
+    );
+    for (r, t) in &rows {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td>\
+             <td>{:.3}</td><td>{:.3}</td><td>{}</td></tr>",
+            escape(&r.strategy),
+            t.lock_ms,
+            t.transaction_ms,
+            t.pool_wait_ms,
+            t.release_ms,
+            t.rest_ms,
+            t.outside_ms,
+            t.total_ms(),
+            t.deductions,
+        );
+    }
+    html.push_str("</table>");
+    html
 }
 
 pub fn table(rows: &[&Row]) -> String {
@@ -240,6 +367,7 @@ pub fn render(report: &Report) -> String {
                 html.push_str(&bar_chart("Latency p99 (milliseconds)", "ms", &rows, |r| {
                     r.latency_ms.p99
                 }));
+                html.push_str(&time_split(&rows));
             }
             "held" => {
                 let _ = write!(
@@ -250,6 +378,7 @@ pub fn render(report: &Report) -> String {
                     rows[0].hold_ms,
                     table(&rows)
                 );
+                html.push_str(&time_split(&rows));
             }
             "contention" => {
                 let _ = write!(
@@ -261,6 +390,7 @@ pub fn render(report: &Report) -> String {
             }
             other => {
                 let _ = write!(html, "<h2>Results ({})</h2>{}", escape(other), table(&rows));
+                html.push_str(&time_split(&rows));
             }
         }
     }

@@ -17,6 +17,8 @@
 //!   `bucketed` by number of buckets), with what limits each strategy.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
 //! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
+//! - [`timing`]: where the time goes, from the instances' `/metrics` before and
+//!   after a run (lock wait, transaction, release, the rest).
 //! - [`baseline`]: the atomic-sql transaction over sqlx, no HTTP: the service's overhead.
 //! - [`Runner`]: one strategy's run, start to verdict.
 //! - the binary: `main.rs` parses the command line; each subcommand lives in
@@ -32,6 +34,7 @@ pub mod html;
 pub mod lab;
 pub mod report;
 pub mod sweep;
+pub mod timing;
 pub mod verify;
 
 use engine::Fired;
@@ -143,7 +146,11 @@ impl Runner {
             hold_ms: plan.request_hold_ms,
             id_prefix: format!("lt-{id}"),
         };
+        // The instances' own timings before and after: where the time goes. A run
+        // whose instances cannot be scraped still runs, without the split.
+        let before = timing::Snapshot::scrape(&self.client, &self.bases).await;
         let mut fired = fire(&self.client, &load).await;
+        let after = timing::Snapshot::scrape(&self.client, &self.bases).await;
         // `redis-stock` answers before the database has the sale: the verdict waits
         // for its persisters.
         let (pending, drain) =
@@ -158,7 +165,17 @@ impl Runner {
             fired.unknown.len(),
         )
         .await?;
-        Ok((Row::new(plan, self.bases.len(), &fired, verdict), fired))
+        let mut row = Row::new(plan, self.bases.len(), &fired, verdict);
+        row.time_split = match (before, after) {
+            (Ok(before), Ok(after)) => {
+                after.since(&before, &plan.strategy, fired.latency_us.mean() / 1000.0)
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("loadtest: no time split for {}: {e:#}", plan.strategy);
+                None
+            }
+        };
+        Ok((row, fired))
     }
 
     /// The strategies the first instance serves, with whether each is safe across
@@ -214,6 +231,7 @@ impl Row {
             verdict,
             expect,
             as_expected,
+            time_split: None,
         }
     }
 }

@@ -50,6 +50,10 @@ pub struct Row {
     pub verdict: Verdict,
     pub expect: Expect,
     pub as_expected: bool,
+    /// Where the time went, from the instances' `/metrics` before and after the run
+    /// (absent when they could not be read, or for the baseline, which has no service).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_split: Option<crate::timing::TimeSplit>,
 }
 
 impl Row {

@@ -83,6 +83,17 @@ async fn the_checker_finds_what_the_database_says() {
     assert_eq!(clean.responses.get("409"), Some(&40));
     assert!(clean.verdict.is_clean() && clean.as_expected, "{clean:?}");
     assert_eq!(clean.verdict.missing_acknowledged, 0);
+    // Where the time goes, from the service's /metrics around the run (the warm-up
+    // before it not counted): no lock, all of it in the transaction and around it.
+    let split = clean.time_split.expect("the service's /metrics was read");
+    assert_eq!(split.deductions, 60, "{split:?}");
+    assert_eq!((split.lock_ms, split.release_ms), (0.0, 0.0), "{split:?}");
+    assert!(split.transaction_ms > 0.0, "{split:?}");
+    let client_mean = split.total_ms();
+    assert!(
+        client_mean >= split.transaction_ms && client_mean < 10_000.0,
+        "{split:?}"
+    );
 
     let set = reqwest::Client::new()
         .put(format!("{url}/hooks/after_read"))
@@ -102,15 +113,40 @@ async fn the_checker_finds_what_the_database_says() {
         "expected safe, found oversold: the checker fails the run"
     );
     assert_eq!(red.verdict_text(), "UNEXPECTED: OVERSOLD");
+    // The 20 ms sleep after the read is inside the control's work.
+    let split = red.time_split.expect("the service's /metrics was read");
+    assert!(split.transaction_ms >= 18.0, "{split:?}");
+    let cleared = reqwest::Client::new()
+        .put(format!("{url}/hooks/after_read"))
+        .json(&json!({"mode": "off"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(cleared.status().is_success());
+
+    // mysql-lock with every request holding its lock 5 ms, 8 at once: most of a
+    // deduction is the wait for the lock, not the work under it.
+    let mut held = plan("mysql-lock", Expect::Safe);
+    held.request_hold_ms = Some(5);
+    let waited = runner.run(&held).await.unwrap();
+    let split = waited.time_split.expect("the service's /metrics was read");
+    println!("mysql-lock, 5 ms hold, 8 at once: {split:?}");
+    assert!(waited.as_expected, "{waited:?}");
+    // (The 20 sales hold 5 ms; the 40 refusals do not.)
+    assert!(split.transaction_ms >= 5.0 * 20.0 / 60.0, "{split:?}");
+    assert!(split.lock_ms > split.transaction_ms, "{split:?}");
+    assert!(split.release_ms > 0.0, "{split:?}");
 
     // The JSON report validates against its documented schema (loadtest/report.schema.json).
-    let mut report = loadtest::report::Report::new(json!({"requests": 60}), vec![clean, red]);
+    let mut report =
+        loadtest::report::Report::new(json!({"requests": 60}), vec![clean, red, waited]);
     report.claims = loadtest::claims::check(&report.results, Some(((4, 1.1), (64, 3.0))));
     support::assert_matches_schema(&report, "report");
     // And the HTML renders every row and claim.
     let html = loadtest::html::render(&report);
     assert!(html.contains("atomic-sql") && html.contains("UNEXPECTED: OVERSOLD"));
     assert!(html.contains("Optimistic CAS degrades under contention"));
+    assert!(html.contains("Where the time goes") && html.contains("lock wait"));
 }
 
 /// `loadtest sweep`'s engine on a small grid: one cell per strategy, layout and
