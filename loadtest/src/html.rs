@@ -57,6 +57,7 @@ pub fn bar_chart(title: &str, unit: &str, rows: &[&Row], value: impl Fn(&Row) ->
         let _ = chart
             .configure_mesh()
             .disable_y_mesh()
+            .y_labels(rows.len())
             .x_desc(unit)
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
@@ -146,6 +147,7 @@ pub fn time_split(rows: &[&Row]) -> String {
                 let _ = chart
                     .configure_mesh()
                     .disable_y_mesh()
+                    .y_labels(rows.len())
                     .x_desc("ms")
                     .y_label_formatter(&|v| match v {
                         SegmentValue::CenterOf(i) => {
@@ -168,12 +170,7 @@ pub fn time_split(rows: &[&Row]) -> String {
                         bar.set_margin(5, 5, 0, 0);
                         bar
                     });
-                    if let Ok(series) = chart.draw_series(bars) {
-                        let color = *color;
-                        series.label(TimeSplit::PARTS[part]).legend(move |(x, y)| {
-                            Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
-                        });
-                    }
+                    let _ = chart.draw_series(bars);
                 }
                 let _ = chart.draw_series(rows.iter().enumerate().map(|(i, (_, t))| {
                     Text::new(
@@ -182,18 +179,19 @@ pub fn time_split(rows: &[&Row]) -> String {
                         ("sans-serif", 13),
                     )
                 }));
-                let _ = chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::LowerRight)
-                    .background_style(WHITE.mix(0.9))
-                    .border_style(BLACK.mix(0.3))
-                    .label_font(("sans-serif", 12))
-                    .draw();
             }
             let _ = root.present();
         }
         html.push_str(&svg);
     }
+    html.push_str("<p class=\"legend\">");
+    for (name, RGBColor(r, g, b)) in TimeSplit::PARTS.iter().zip(PART_COLORS) {
+        let _ = write!(
+            html,
+            "<span style=\"background:rgb({r},{g},{b})\">&nbsp;&nbsp;&nbsp;</span> {name} &nbsp; "
+        );
+    }
+    html.push_str("</p>");
     html.push_str(
         "<table><tr><th>strategy</th><th>lock wait</th><th>transaction</th><th>(pool wait)</th>\
          <th>release</th><th>rest</th><th>outside</th><th>total ms</th><th>deductions</th></tr>",
