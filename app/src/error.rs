@@ -5,10 +5,11 @@
 //! place, the request-context middleware in `routes`; an error only says which request
 //! id it answers. Database and other internal details are logged, never sent.
 
+use crate::ready::BackendStatus;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
 
 /// What went wrong while serving a request.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +100,26 @@ impl AppError {
         self.table().1
     }
 
+    /// Every code an error body may carry (the OpenAPI document's `ErrorCode`).
+    pub const CODES: [&'static str; 16] = [
+        "invalid_request",
+        "unauthorized",
+        "admin_disabled",
+        "unknown_strategy",
+        "unknown_product",
+        "not_found",
+        "unknown_failpoint",
+        "method_not_allowed",
+        "hook_timeout",
+        "insufficient_stock",
+        "request_id_reused",
+        "busy",
+        "lock_lost",
+        "outcome_unknown",
+        "backend_unavailable",
+        "internal",
+    ];
+
     fn table(&self) -> (StatusCode, &'static str) {
         use AppError::*;
         use StatusCode as S;
@@ -183,9 +204,40 @@ pub fn mysql_error_number(e: &sqlx::Error) -> Option<u16> {
 pub struct ApiError {
     pub error: AppError,
     pub request_id: String,
-    /// More fields for the body (`/ready` lists its backends).
-    pub extra: Map<String, Value>,
+    /// `/ready`'s backends, listed in its 503.
+    pub backends: Option<Vec<BackendStatus>>,
 }
+
+/// Every error's body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong, as a stable code.
+    #[schema(value_type = ErrorCode)]
+    pub error: &'static str,
+    /// What went wrong, for a human: names the field or backend, never a database
+    /// detail.
+    pub detail: String,
+    /// The request this answers (a deduction's `request_id`).
+    pub request_id: String,
+    /// `GET /ready` only: each backend's state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backends: Option<Vec<BackendStatus>>,
+}
+
+/// The codes of [`ErrorBody::error`] ([`AppError::CODES`]), as a string enum.
+pub struct ErrorCode;
+
+impl utoipa::PartialSchema for ErrorCode {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(AppError::CODES))
+            .description(Some("The error's code; 500 answers are always `internal`."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ErrorCode {}
 
 /// The request id a response answers, left in the response's extensions for the
 /// middleware that sets `X-Request-Id` (a deduction answers with its body's
@@ -198,13 +250,13 @@ impl ApiError {
         ApiError {
             error,
             request_id: request_id.into(),
-            extra: Map::new(),
+            backends: None,
         }
     }
 
-    /// Adds a field to the error body.
-    pub fn with(mut self, field: &str, value: Value) -> ApiError {
-        self.extra.insert(field.to_string(), value);
+    /// Lists `/ready`'s backends in the body.
+    pub fn with_backends(mut self, backends: Vec<BackendStatus>) -> ApiError {
+        self.backends = Some(backends);
         self
     }
 }
@@ -232,15 +284,12 @@ impl ResponseError for ApiError {
         if matches!(self.error, AppError::Unauthorized) {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
-        let mut body = json!({
-            "error": self.error.code(),
-            "detail": detail,
-            "request_id": self.request_id,
+        let mut response = response.json(ErrorBody {
+            error: self.error.code(),
+            detail,
+            request_id: self.request_id.clone(),
+            backends: self.backends.clone(),
         });
-        body.as_object_mut()
-            .expect("an object")
-            .extend(self.extra.clone());
-        let mut response = response.json(body);
         response
             .extensions_mut()
             .insert(AnsweredId(self.request_id.clone()));

@@ -105,7 +105,7 @@ impl Failpoint {
 }
 
 /// What a failpoint does to a request that reaches it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "mode", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Mode {
     Off,
@@ -121,7 +121,7 @@ pub enum Mode {
 }
 
 /// The body of `PUT /hooks/{failpoint}`.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
 pub struct Setting {
     #[serde(flatten)]
     pub mode: Mode,
@@ -131,7 +131,7 @@ pub struct Setting {
 }
 
 /// One failpoint's state, as `GET /hooks` shows it.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
 pub struct PointState {
     #[serde(flatten)]
     pub mode: Mode,

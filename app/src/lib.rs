@@ -21,12 +21,14 @@
 //! Modules depend one way: `routes` → `strategies` → `order`, `hooks` → `error`.
 //! - [`ready`]: the backend checks behind `/ready`.
 //! - [`metrics`]: `GET /metrics`, the Prometheus counters and histograms.
+//! - [`openapi`]: `GET /openapi.json`, the OpenAPI 3.1 document, generated (utoipa).
 //! - [`telemetry`]: the tracing subscriber.
 
 pub mod config;
 pub mod error;
 pub mod hooks;
 pub mod metrics;
+pub mod openapi;
 pub mod order;
 pub mod ready;
 pub mod routes;

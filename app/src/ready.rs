@@ -14,7 +14,7 @@ use tokio::time::timeout;
 
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BackendStatus {
     /// `database`, `redis-1` .. `redis-N`, `zookeeper`.
     pub backend: String,
@@ -24,7 +24,8 @@ pub struct BackendStatus {
     pub detail: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+/// `GET /ready`'s 200 body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Readiness {
     pub ready: bool,
     pub backends: Vec<BackendStatus>,

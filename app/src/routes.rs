@@ -1,6 +1,6 @@
 //! HTTP handlers, the request-context middleware and the extractor configuration.
 
-use crate::error::{AnsweredId, ApiError, AppError};
+use crate::error::{AnsweredId, ApiError, AppError, ErrorBody};
 use crate::hooks::{Failpoint, Setting};
 use crate::startup::AppState;
 use crate::strategies::{Deduction, idempotency};
@@ -11,7 +11,7 @@ use actix_web::error::{JsonPayloadError, PathError};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::future::{Ready, ready as ready_future};
 use tracing::Instrument;
 
@@ -36,6 +36,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(
         web::resource("/metrics")
             .get(metrics)
+            .default_service(web::to(not_allowed("GET"))),
+    )
+    .service(
+        web::resource("/openapi.json")
+            .get(openapi_json)
             .default_service(web::to(not_allowed("GET"))),
     )
     .service(
@@ -241,14 +246,37 @@ pub async fn not_found(req: HttpRequest, id: RequestId) -> Result<HttpResponse, 
     ))
 }
 
+/// `GET /health`'s body.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// Always `ok`: the process answers.
+    pub status: &'static str,
+    pub version: &'static str,
+    /// Whether the test hooks are on (`--enable-test-hooks`).
+    pub test_hooks: bool,
+    /// The server-wide hold between read and write (`--hold-ms`).
+    pub hold_ms: u64,
+}
+
 /// `GET /health`: the process is up.
+#[utoipa::path(get, path = "/health", tag = "service",
+    responses((status = 200, description = "The process answers.", body = Health)))]
 async fn health(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().json(json!({
-        "status": "ok",
-        "version": env!("CARGO_PKG_VERSION"),
-        "test_hooks": state.hooks.enabled(),
-        "hold_ms": state.hooks.server_hold_ms(),
-    }))
+    HttpResponse::Ok().json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        test_hooks: state.hooks.enabled(),
+        hold_ms: state.hooks.server_hold_ms(),
+    })
+}
+
+/// `GET /openapi.json`: this service's OpenAPI 3.1 document ([`crate::openapi`]).
+#[utoipa::path(get, path = "/openapi.json", tag = "service",
+    responses((status = 200, description = "The OpenAPI 3.1 document.", body = Object)))]
+async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(crate::openapi::json())
 }
 
 /// The failpoint named in the path, when hooks are enabled; 404 otherwise (the hooks
@@ -269,7 +297,32 @@ fn failpoint(
         .ok_or_else(|| ApiError::new(AppError::UnknownFailpoint(name.to_string()), id))
 }
 
+/// `GET /hooks`'s body.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct HooksState {
+    /// Each failpoint by name.
+    pub failpoints: std::collections::HashMap<&'static str, crate::hooks::PointState>,
+    pub hold_ms: u64,
+}
+
+/// `POST /hooks/{failpoint}/release`'s body.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Released {
+    /// Requests let go.
+    pub released: usize,
+}
+
+/// `GET /hooks/{failpoint}/paused`'s body.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Paused {
+    /// Requests paused there now.
+    pub paused: usize,
+}
+
 /// `GET /hooks`: every failpoint's mode, pending count, paused requests and hits.
+#[utoipa::path(get, path = "/hooks", tag = "test-hooks", responses(
+    (status = 200, description = "Every failpoint's state.", body = HooksState),
+    (status = 404, description = "Test hooks are off: `not_found`.", body = ErrorBody)))]
 async fn hooks_state(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -281,13 +334,18 @@ async fn hooks_state(
             id.0,
         ));
     }
-    Ok(HttpResponse::Ok().json(json!({
-        "failpoints": state.hooks.states(),
-        "hold_ms": state.hooks.server_hold_ms(),
-    })))
+    Ok(HttpResponse::Ok().json(HooksState {
+        failpoints: state.hooks.states(),
+        hold_ms: state.hooks.server_hold_ms(),
+    }))
 }
 
 /// `PUT /hooks/{failpoint}` `{"mode": "off" | "pause" | "sleep", "ms": N, "count": N}`.
+#[utoipa::path(put, path = "/hooks/{failpoint}", tag = "test-hooks", params(("failpoint" = String, Path, description = "after_lock, after_read, before_commit, ... (GET /hooks lists them)")),
+    request_body = Setting, responses(
+    (status = 200, description = "The failpoint's new state.", body = crate::hooks::PointState),
+    (status = 400, description = "A body that is not a setting: `invalid_request`.", body = ErrorBody),
+    (status = 404, description = "Test hooks are off (`not_found`), or no such failpoint (`unknown_failpoint`).", body = ErrorBody)))]
 async fn hooks_set(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -302,6 +360,9 @@ async fn hooks_set(
 }
 
 /// `POST /hooks/{failpoint}/release`: lets every request paused there go on.
+#[utoipa::path(post, path = "/hooks/{failpoint}/release", tag = "test-hooks", params(("failpoint" = String, Path, description = "after_lock, after_read, before_commit, ... (GET /hooks lists them)")), responses(
+    (status = 200, description = "How many were let go.", body = Released),
+    (status = 404, description = "Test hooks are off, or no such failpoint.", body = ErrorBody)))]
 async fn hooks_release(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -310,7 +371,7 @@ async fn hooks_release(
 ) -> Result<HttpResponse, ApiError> {
     let point = failpoint(&state, &req, &path, &id.0)?;
     let released = state.hooks.release(point);
-    Ok(HttpResponse::Ok().json(json!({ "released": released })))
+    Ok(HttpResponse::Ok().json(Released { released }))
 }
 
 #[derive(serde::Deserialize)]
@@ -332,6 +393,14 @@ fn five_seconds() -> u64 {
 /// `GET /hooks/{failpoint}/paused?at_least=N&timeout_ms=M`: answers once at least N
 /// requests are paused there (408 `hook_timeout` after M ms): the handshake that
 /// tells a test its request is exactly at the failpoint.
+#[utoipa::path(get, path = "/hooks/{failpoint}/paused", tag = "test-hooks", params(("failpoint" = String, Path, description = "after_lock, after_read, before_commit, ... (GET /hooks lists them)"),
+    ("at_least" = Option<u64>, Query, description = "Wait for this many (default 1)."),
+    ("timeout_ms" = Option<u64>, Query, description = "Give up after this long (default 5000, at most 120000).")),
+    responses(
+    (status = 200, description = "At least that many are paused there.", body = Paused),
+    (status = 400, description = "A query string that cannot be read: `invalid_request`.", body = ErrorBody),
+    (status = 404, description = "Test hooks are off, or no such failpoint.", body = ErrorBody),
+    (status = 408, description = "Fewer were paused when the time ran out: `hook_timeout`.", body = ErrorBody)))]
 async fn hooks_paused(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -346,7 +415,7 @@ async fn hooks_paused(
         .wait_paused(point, query.at_least, timeout)
         .await
     {
-        Ok(paused) => Ok(HttpResponse::Ok().json(json!({ "paused": paused }))),
+        Ok(paused) => Ok(HttpResponse::Ok().json(Paused { paused })),
         Err(paused) => Err(ApiError::new(
             AppError::HookTimeout(format!(
                 "{paused} request(s) paused at {} after {timeout:?}, waited for {}",
@@ -359,6 +428,9 @@ async fn hooks_paused(
 }
 
 /// `GET /ready`: every configured backend answers.
+#[utoipa::path(get, path = "/ready", tag = "service", responses(
+    (status = 200, description = "Every configured backend answers.", body = crate::ready::Readiness),
+    (status = 503, description = "A configured backend does not: `backend_unavailable` naming it, with every backend's state in `backends`.", body = ErrorBody)))]
 async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpResponse, ApiError> {
     let report = ready::check(&state.pool, &state.settings).await;
     if report.ready {
@@ -374,12 +446,13 @@ async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpRe
             backend: down.join(", "),
             detail: "not reachable".into(),
         };
-        let backends = serde_json::to_value(&report.backends).unwrap_or_default();
-        Err(ApiError::new(error, id.0).with("backends", backends))
+        Err(ApiError::new(error, id.0).with_backends(report.backends))
     }
 }
 
 /// `GET /strategies`.
+#[utoipa::path(get, path = "/strategies", tag = "service", responses(
+    (status = 200, description = "Every strategy served, in teaching order.", body = Vec<crate::strategies::StrategyInfo>)))]
 async fn list_strategies(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(state.strategies.infos())
 }
@@ -397,6 +470,12 @@ fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {
 }
 
 /// `GET /stock/{product_id}`.
+#[utoipa::path(get, path = "/stock/{product_id}", tag = "stock", params(("product_id" = i64, Path, minimum = 1)), responses(
+    (status = 200, description = "The product's stock and what its ledger says was sold this epoch.", body = crate::stock::StockView),
+    (status = 400, description = "A product id that is not a positive integer: `invalid_request`.", body = ErrorBody),
+    (status = 404, description = "No such product: `unknown_product`.", body = ErrorBody),
+    (status = 500, description = "Anything else: `internal` (details only in the server log).", body = ErrorBody),
+    (status = 503, description = "The database cannot be reached: `backend_unavailable`.", body = ErrorBody)))]
 async fn get_stock(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -424,6 +503,15 @@ async fn get_stock(
 
 /// `PUT /stock/{product_id}` `{"quantity": N, "buckets": K}` (admin): create, or
 /// restock into a new epoch; `buckets` (optional) splits the units for `bucketed`.
+#[utoipa::path(put, path = "/stock/{product_id}", tag = "stock", params(("product_id" = i64, Path, minimum = 1)),
+    request_body = crate::openapi::Restock, security(("admin_token" = [])), responses(
+    (status = 200, description = "The product as it is now (a new epoch).", body = crate::stock::StockView),
+    (status = 400, description = "Bad input, naming the field: `invalid_request`.", body = ErrorBody),
+    (status = 401, description = "Missing or wrong `Authorization: Bearer <ADMIN_TOKEN>`: `unauthorized`.", body = ErrorBody),
+    (status = 403, description = "The service runs without ADMIN_TOKEN: `admin_disabled`.", body = ErrorBody),
+    (status = 413, description = "A body over 64 KiB: `invalid_request`.", body = ErrorBody),
+    (status = 500, description = "Anything else: `internal`.", body = ErrorBody),
+    (status = 503, description = "The database cannot be reached: `backend_unavailable`.", body = ErrorBody)))]
 async fn put_stock(
     _admin: Admin,
     state: web::Data<AppState>,
@@ -476,6 +564,17 @@ async fn put_stock(
 }
 
 /// `POST /deduct/{strategy}`.
+#[utoipa::path(post, path = "/deduct/{strategy}", tag = "deduct",
+    params(("strategy" = String, Path, description = "A strategy's name (GET /strategies).")),
+    request_body = crate::openapi::DeductRequest, responses(
+    (status = 200, description = "Deducted; or, for a request_id that already succeeded with the same request, the stored answer with `duplicate: true` (nothing deducted twice).", body = crate::strategies::Deducted),
+    (status = 400, description = "Bad input, naming the field: `invalid_request`.", body = ErrorBody),
+    (status = 404, description = "No such strategy (`unknown_strategy`, listing them) or product (`unknown_product`).", body = ErrorBody),
+    (status = 409, description = "Not enough stock: `insufficient_stock`.", body = ErrorBody),
+    (status = 413, description = "A body over 64 KiB: `invalid_request`.", body = ErrorBody),
+    (status = 422, description = "The request_id already succeeded for a different request: `request_id_reused`.", body = ErrorBody),
+    (status = 500, description = "Anything else: `internal` (details only in the server log).", body = ErrorBody),
+    (status = 503, description = "Nothing was deducted: `busy` (the lock or the retries ran out), `lock_lost`, `backend_unavailable` (naming it); or `outcome_unknown` (COMMIT sent, no reply: retry with the same request_id).", body = ErrorBody)))]
 async fn deduct(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -559,6 +658,8 @@ async fn deduct(
 }
 
 /// `GET /metrics`: the Prometheus text format ([`crate::metrics`]).
+#[utoipa::path(get, path = "/metrics", tag = "service", responses(
+    (status = 200, description = "The Prometheus text format, version 0.0.4.", body = String, content_type = "text/plain; version=0.0.4")))]
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let now = crate::metrics::Scrape {
         locks: state.strategies.lock_stats(),

@@ -9,7 +9,7 @@ use sqlx::MySqlPool;
 pub const MAX_BUCKETS: u16 = 1024;
 
 /// A product's stock, plus what its ledger says was sold this epoch.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StockView {
     pub product_id: i64,
     /// Units left to sell: the `stock` row plus the product's buckets.

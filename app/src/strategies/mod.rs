@@ -74,7 +74,7 @@ use sqlx::{MySql, MySqlPool, Transaction};
 use std::sync::Arc;
 
 /// What `/strategies` says about a strategy.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StrategyInfo {
     /// The path segment: `POST /deduct/{name}`.
     pub name: &'static str,
@@ -178,7 +178,7 @@ impl Strategies {
 }
 
 /// One line of a successful deduction's response.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ItemResult {
     pub product_id: i64,
     pub quantity: i32,
@@ -186,7 +186,7 @@ pub struct ItemResult {
 }
 
 /// The 200 body of a deduction; also what `orders.response` stores.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Deducted {
     pub deducted: bool,
     pub request_id: String,

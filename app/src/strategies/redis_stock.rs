@@ -234,7 +234,7 @@ fn unavailable(e: impl std::fmt::Display) -> AppError {
 }
 
 /// A product's counter in Redis, as `GET /stock/{id}` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Counter {
     /// Units Redis may still sell.
     pub stock: i64,

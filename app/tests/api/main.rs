@@ -13,6 +13,7 @@ mod idempotency;
 mod locks;
 mod metrics;
 mod mistakes;
+mod openapi;
 mod races;
 mod service;
 mod statements;
