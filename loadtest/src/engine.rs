@@ -32,6 +32,8 @@ pub struct Load {
     pub hold_ms: Option<u64>,
     /// Prefix of the request ids, so runs never collide.
     pub id_prefix: String,
+    /// Counts the answers as they come (the live page's progress), if given.
+    pub answered: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// What the clients saw.
@@ -246,6 +248,9 @@ async fn send(client: &reqwest::Client, load: &Load, i: usize, started: Instant)
     let (request_id, body) = body(load, i);
     let sent = Instant::now();
     let reply = post_deduct(client, &url, &body).await;
+    if let Some(answered) = &load.answered {
+        answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     Answer {
         outcome: reply.outcome,
         request_id,

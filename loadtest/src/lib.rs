@@ -15,6 +15,8 @@
 //!   (`loadtest sweep`), drawn as lines.
 //! - [`flash`]: the flash sale (one hot product at high concurrency, a sell-out,
 //!   `bucketed` by number of buckets), with what limits each strategy.
+//! - [`live`]: the live page (`demo --serve`): server-sent events of every run's
+//!   progress read from the database, the page embedded.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
 //! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
 //! - [`timing`]: where the time goes, from the instances' `/metrics` before and
@@ -32,6 +34,7 @@ pub mod engine;
 pub mod flash;
 pub mod html;
 pub mod lab;
+pub mod live;
 pub mod report;
 pub mod sweep;
 pub mod timing;
@@ -62,6 +65,8 @@ pub struct Runner {
     pub db: MySqlPool,
     pub bases: Vec<String>,
     pub admin_token: String,
+    /// The live page, when one is served: each run's progress goes there.
+    pub live: Option<live::Live>,
 }
 
 /// How one strategy is loaded.
@@ -120,6 +125,7 @@ impl Runner {
                 multi_item_share: 0.0,
                 hold_ms: None,
                 id_prefix: format!("warm-{id}"),
+                answered: None,
             };
             fire(&self.client, &warm).await;
         }
@@ -145,12 +151,24 @@ impl Runner {
             multi_item_share: plan.multi_item_share,
             hold_ms: plan.request_hold_ms,
             id_prefix: format!("lt-{id}"),
+            answered: None,
         };
+        // The live page: the run announced, its answers counted, the database read
+        // while it runs.
+        let live = self.live.as_ref().map(|l| l.start(plan, self.bases.len()));
+        let mut load = load;
+        load.answered = live.as_ref().map(|run| run.answered.clone());
+        let watch = live
+            .as_ref()
+            .map(|run| run.watch(self.db.clone(), plan.products.clone()));
         // The instances' own timings before and after: where the time goes. A run
         // whose instances cannot be scraped still runs, without the split.
         let before = timing::Snapshot::scrape(&self.client, &self.bases).await;
         let mut fired = fire(&self.client, &load).await;
         let after = timing::Snapshot::scrape(&self.client, &self.bases).await;
+        if let Some(watch) = watch {
+            watch.abort();
+        }
         // `redis-stock` answers before the database has the sale: the verdict waits
         // for its persisters.
         let (pending, drain) =
@@ -175,6 +193,9 @@ impl Runner {
                 None
             }
         };
+        if let Some(run) = live {
+            run.finish(&row);
+        }
         Ok((row, fired))
     }
 

@@ -29,17 +29,11 @@ impl Verdict {
     }
 }
 
-/// Reads the verdict for `products` and checks every acknowledged request id.
-pub async fn verify(
-    db: &MySqlPool,
-    products: &[i64],
-    acknowledged: &[String],
-    unknown: usize,
-) -> sqlx::Result<Verdict> {
-    let mut verdict = Verdict {
-        outcome_unknown: unknown as u64,
-        ..Verdict::default()
-    };
+/// What the database says about `products` right now (initial, remaining, ledger sum,
+/// lost updates, beyond stock): the verdict without the acknowledged ids' check. The
+/// live page reads it while a run is under way.
+pub async fn stock(db: &MySqlPool, products: &[i64]) -> sqlx::Result<Verdict> {
+    let mut verdict = Verdict::default();
     for &product in products {
         // What is left counts a split product's buckets (`bucketed`).
         let (initial, remaining, sold): (i32, i64, i64) = sqlx::query_as(
@@ -62,6 +56,20 @@ pub async fn verify(
         verdict.lost_updates += sold - (initial - remaining);
         verdict.beyond_stock += (sold - initial).max(0);
     }
+    Ok(verdict)
+}
+
+/// Reads the verdict for `products` and checks every acknowledged request id.
+pub async fn verify(
+    db: &MySqlPool,
+    products: &[i64],
+    acknowledged: &[String],
+    unknown: usize,
+) -> sqlx::Result<Verdict> {
+    let mut verdict = Verdict {
+        outcome_unknown: unknown as u64,
+        ..stock(db, products).await?
+    };
     // Acknowledged ids with no ledger row, checked in batches.
     for chunk in acknowledged.chunks(500) {
         let mut query = sqlx::QueryBuilder::new(

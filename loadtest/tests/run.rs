@@ -75,6 +75,7 @@ async fn the_checker_finds_what_the_database_says() {
         db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
         bases: vec![url.clone()],
         admin_token: TOKEN.into(),
+        live: None,
     };
 
     let clean = runner.run(&plan("atomic-sql", Expect::Safe)).await.unwrap();
@@ -162,6 +163,7 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
         bases: vec![url.clone()],
         admin_token: TOKEN.into(),
+        live: None,
     };
     let sweep = Sweep {
         strategies: vec![("atomic-sql".into(), true), ("optimistic".into(), true)],
@@ -234,6 +236,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
         bases: vec![first, second],
         admin_token: TOKEN.into(),
+        live: None,
     };
     let strategies: Vec<(String, bool)> =
         ["unsafe", "atomic-sql", "batched", "bucketed", "redis-stock"]

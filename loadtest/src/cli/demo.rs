@@ -38,13 +38,35 @@ pub struct DemoArgs {
     /// --flash-concurrency in flight).
     #[arg(long)]
     pub flash_rate: Option<f64>,
+    /// Serve a live page of the run on this address (loopback by default:
+    /// 127.0.0.1:8090 when given without one): every strategy's stock, sales, lost
+    /// updates and units beyond stock as they happen, then the report. It stays up
+    /// after the run until Ctrl-C.
+    #[arg(long, num_args = 0..=1, default_missing_value = "127.0.0.1:8090", value_name = "ADDR")]
+    pub serve: Option<String>,
     #[command(flatten)]
     pub load: LoadArgs,
 }
 
 pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    eprintln!("demo: starting MariaDB, 5 Redis and ZooKeeper ...");
+    // The live page first, so a browser can watch from the start.
+    let live = match &args.serve {
+        Some(addr) => {
+            let live = loadtest::live::Live::new();
+            let (bound, _server) = live.serve(addr)?;
+            eprintln!("demo: live page at http://{bound}/");
+            Some(live)
+        }
+        None => None,
+    };
+    let say = |text: &str| {
+        eprintln!("demo: {text}");
+        if let Some(live) = &live {
+            live.note(text);
+        }
+    };
+    say("starting MariaDB, 5 Redis and ZooKeeper ...");
     let stack = Stack::start(&StackConfig::default())?;
     let env: BTreeMap<_, _> = stack.env().into_iter().collect();
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
@@ -71,10 +93,10 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .await?,
         );
     }
-    eprintln!(
-        "demo: servers and 4 stock-app instances up in {:.1} s",
+    say(&format!(
+        "servers and 4 stock-app instances up in {:.1} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
 
     let db = MySqlPoolOptions::new()
         .max_connections(2)
@@ -88,6 +110,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             db: db.clone(),
             bases: instances.iter().map(|i| i.base.clone()).collect(),
             admin_token: ADMIN_TOKEN.into(),
+            live: live.clone(),
         };
         let name = if hold == 0 { "throughput" } else { "held" };
         for (i, (strategy, safe)) in runner.strategies().await?.into_iter().enumerate() {
@@ -109,8 +132,8 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 expect,
             );
             plan.server_hold_ms = hold;
-            eprintln!(
-                "demo: {strategy}{}: {} requests at concurrency {} over 2 instances ...",
+            say(&format!(
+                "{strategy}{}: {} requests at concurrency {} over 2 instances ...",
                 if hold > 0 {
                     format!(" (hold {hold} ms)")
                 } else {
@@ -118,13 +141,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 },
                 plan.requests,
                 plan.concurrency
-            );
+            ));
             rows.push(runner.run(&plan).await?);
         }
     }
     // The baseline: the atomic-sql transaction over sqlx, no HTTP, same concurrency.
     if args.load.strategies.is_empty() || args.load.strategies.iter().any(|s| s == "baseline") {
-        eprintln!("demo: baseline (atomic-sql over sqlx, no HTTP) ...");
+        say("baseline (atomic-sql over sqlx, no HTTP) ...");
         rows.push(baseline_row(&client, &plain[0].base, &env["DATABASE_URL"], &args.load).await?);
     }
     // Optimistic CAS at low and high concurrency, for the contention claim.
@@ -135,10 +158,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             db: db.clone(),
             bases: plain.iter().map(|i| i.base.clone()).collect(),
             admin_token: ADMIN_TOKEN.into(),
+            live: live.clone(),
         };
         let mut measured = Vec::new();
         for (i, concurrency) in [4usize, 64].into_iter().enumerate() {
-            eprintln!("demo: optimistic at concurrency {concurrency} (contention) ...");
+            say(&format!(
+                "optimistic at concurrency {concurrency} (contention) ..."
+            ));
             let mut plan = plan(
                 "contention",
                 "optimistic",
@@ -162,6 +188,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             db: db.clone(),
             bases: plain.iter().map(|i| i.base.clone()).collect(),
             admin_token: ADMIN_TOKEN.into(),
+            live: live.clone(),
         };
         let strategies: Vec<(String, bool)> = runner
             .strategies()
@@ -295,11 +322,22 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     }
     let html_path = write_reports(&report, args.load.json.as_deref(), "demo")?;
     let verdict = report.all_as_expected();
-    if verdict {
+    let outcome = outcome(&report, &html_path, args.hold_ms);
+    if let Some(live) = &live {
+        live.done(html_path.clone(), html_path.with_extension("json"), verdict);
+        eprintln!("demo: the live page links the report; it stays up until Ctrl-C");
+        tokio::signal::ctrl_c().await?;
+    }
+    outcome
+}
+
+/// The demo's last words: the verdict, and an error naming what was unexpected.
+fn outcome(report: &Report, html_path: &std::path::Path, hold_ms: u64) -> anyhow::Result<()> {
+    if report.all_as_expected() {
         println!(
             "verdict: every strategy behaved as expected: the safe ones never oversold, \
              and the controls oversold when held {} ms between read and write (checked from the ledger)",
-            args.hold_ms
+            hold_ms
         );
         println!("report: {}", html_path.display());
         Ok(())

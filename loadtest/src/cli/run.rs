@@ -37,6 +37,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         db,
         bases: args.urls.clone(),
         admin_token: args.admin_token.clone(),
+        live: None,
     };
     let mut rows = Vec::new();
     for (i, (name, safe)) in runner.strategies().await?.into_iter().enumerate() {

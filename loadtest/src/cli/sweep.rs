@@ -67,6 +67,7 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         db: db.clone(),
         bases: instances.iter().map(|i| i.base.clone()).collect(),
         admin_token: ADMIN_TOKEN.into(),
+        live: None,
     };
     let mut strategies = runner.strategies().await?;
     if !args.strategies.is_empty() {
