@@ -51,18 +51,20 @@ async fn chromedriver() -> (Killed, String) {
         .find(|p| std::path::Path::new(p).exists())
         .expect("chromedriver is missing: ./scripts/install-deps installs chromium-driver");
     let port = free_port();
-    let child = Command::new(binary)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start chromedriver");
+    let child = Killed(
+        Command::new(binary)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver"),
+    );
     let url = format!("http://127.0.0.1:{port}");
     for _ in 0..100 {
         if let Ok(answer) = reqwest::get(format!("{url}/status")).await
             && answer.status().is_success()
         {
-            return (Killed(child), url);
+            return (child, url);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -93,6 +95,7 @@ fn demo(json_path: &std::path::Path) -> (Killed, String) {
         .spawn()
         .expect("start loadtest demo");
     let stderr = child.stderr.take().unwrap();
+    let child = Killed(child);
     let (found, page) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -105,7 +108,7 @@ fn demo(json_path: &std::path::Path) -> (Killed, String) {
     let url = page
         .recv_timeout(Duration::from_secs(30))
         .expect("the demo printed its live page's address");
-    (Killed(child), url)
+    (child, url)
 }
 
 /// The page's numbers match the final report, and the page links it.
