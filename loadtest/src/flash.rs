@@ -490,6 +490,7 @@ impl FlashSale {
             &rows,
             sales_per_second,
         ));
+        html.push_str(&crate::html::time_split(&rows));
 
         let _ = write!(
             html,
