@@ -227,6 +227,22 @@ async fn promtool_accepts_the_scrape() {
     assert!(said.trim().is_empty(), "promtool found problems: {said}");
 }
 
+/// A deducts `product` and pauses after its read (holding what `strategy` holds
+/// there) for 300 ms, while B deducts the same product; both sell.
+async fn b_waits_for_a(app: &crate::helpers::TestApp, strategy: &str, product: i64) {
+    app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
+        .await;
+    let a = deduct_in_background(app, strategy, json!({"product_id": product}));
+    app.wait_paused("after_read", 1).await;
+    let b = deduct_in_background(app, strategy, json!({"product_id": product}));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    app.release("after_read").await;
+    assert_eq!(
+        (a.await.unwrap().0, b.await.unwrap().0),
+        (StatusCode::OK, StatusCode::OK)
+    );
+}
+
 /// Where the time goes: the lock strategies report their lock, transaction and
 /// release times, `pessimistic` its `FOR UPDATE` wait as the lock, `atomic-sql` (no
 /// lock) its whole work as the transaction; and a request that waited for a held
@@ -240,17 +256,7 @@ async fn phases_show_where_the_time_went() {
         assert_eq!(sold.status(), StatusCode::OK, "{strategy}");
     }
     // A holds redis-lock's lock for 300 ms; B waits for it.
-    app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
-        .await;
-    let a = deduct_in_background(&app, "redis-lock", json!({"product_id": 1}));
-    app.wait_paused("after_read", 1).await;
-    let b = deduct_in_background(&app, "redis-lock", json!({"product_id": 1}));
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    app.release("after_read").await;
-    assert_eq!(
-        (a.await.unwrap().0, b.await.unwrap().0),
-        (StatusCode::OK, StatusCode::OK)
-    );
+    b_waits_for_a(&app, "redis-lock", 1).await;
 
     let metrics = scrape(&app).await;
     let count = |strategy: &str, phase: &str| {
@@ -302,17 +308,7 @@ async fn pool_waits_are_timed() {
     })
     .await;
     app.stock(5, 10).await;
-    app.set_failpoint("after_read", json!({"mode": "pause", "count": 1}))
-        .await;
-    let a = deduct_in_background(&app, "atomic-sql", json!({"product_id": 5}));
-    app.wait_paused("after_read", 1).await;
-    let b = deduct_in_background(&app, "atomic-sql", json!({"product_id": 5}));
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    app.release("after_read").await;
-    assert_eq!(
-        (a.await.unwrap().0, b.await.unwrap().0),
-        (StatusCode::OK, StatusCode::OK)
-    );
+    b_waits_for_a(&app, "atomic-sql", 5).await;
 
     let metrics = scrape(&app).await;
     let waits = |suffix: &str| {
