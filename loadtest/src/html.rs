@@ -94,8 +94,9 @@ pub fn bar_chart(title: &str, unit: &str, rows: &[&Row], value: impl Fn(&Row) ->
 }
 
 /// The colours of "Where the time goes", part by part (as [`TimeSplit::parts`]).
-const PART_COLORS: [RGBColor; 5] = [
+const PART_COLORS: [RGBColor; 6] = [
     RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(150, 150, 150),
@@ -103,8 +104,8 @@ const PART_COLORS: [RGBColor; 5] = [
 ];
 
 /// "Where the time goes": one stacked bar per strategy of the mean deduction (lock
-/// wait, transaction, release, the rest of the service, outside it), then the same
-/// figures as a table. Empty when no row has a split.
+/// wait, pool wait, the rest of the transaction, release, the rest of the service,
+/// outside it), then the same figures as a table. Empty when no row has a split.
 pub fn time_split(rows: &[&Row]) -> String {
     let rows: Vec<(&Row, TimeSplit)> = rows
         .iter()
@@ -115,9 +116,9 @@ pub fn time_split(rows: &[&Row]) -> String {
     }
     let mut html = String::from(
         "<h3>Where the time goes</h3><p>The mean deduction, from the instances' own \
-         <code>/metrics</code> read before and after each run: waiting for the lock, the \
-         transaction (for a strategy without a lock: all its work, retries included), \
-         releasing the lock, the rest of the service (parsing, idempotency, answering), \
+         <code>/metrics</code> read before and after each run: waiting for the lock, waiting \
+         for a database connection from the pool, the transaction (for a strategy without a \
+         lock: all its work, retries included), releasing the lock, the rest of the service (parsing, idempotency, answering), \
          and what the client waited outside the service (HTTP, queues). The parts add up \
          to the client's mean latency.</p>",
     );
@@ -193,7 +194,7 @@ pub fn time_split(rows: &[&Row]) -> String {
     }
     html.push_str("</p>");
     html.push_str(
-        "<table><tr><th>strategy</th><th>lock wait</th><th>transaction</th><th>(pool wait)</th>\
+        "<table><tr><th>strategy</th><th>lock wait</th><th>transaction (with pool wait)</th><th>pool wait</th>\
          <th>release</th><th>rest</th><th>outside</th><th>total ms</th><th>deductions</th></tr>",
     );
     for (r, t) in &rows {

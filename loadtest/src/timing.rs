@@ -55,19 +55,23 @@ pub struct TimeSplit {
 
 impl TimeSplit {
     /// The parts' names, in the order the chart stacks them.
-    pub const PARTS: [&'static str; 5] = [
+    pub const PARTS: [&'static str; 6] = [
         "lock wait",
+        "pool wait",
         "transaction",
         "release",
         "rest of the service",
         "outside the service",
     ];
 
-    /// The parts in the order the chart stacks them, with their names.
-    pub fn parts(&self) -> [(&'static str, f64); 5] {
+    /// The parts in the order the chart stacks them, with their names: the pool wait
+    /// shown apart from the rest of the transaction it is part of.
+    pub fn parts(&self) -> [(&'static str, f64); 6] {
+        let pool_wait = self.pool_wait_ms.min(self.transaction_ms);
         let ms = [
             self.lock_ms,
-            self.transaction_ms,
+            pool_wait,
+            self.transaction_ms - pool_wait,
             self.release_ms,
             self.rest_ms,
             self.outside_ms,
