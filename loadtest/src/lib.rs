@@ -140,6 +140,9 @@ impl Runner {
             )
             .await?;
         }
+        // The live page: the run announced, its answers counted, the database read
+        // while it runs.
+        let live = self.live.as_ref().map(|l| l.start(plan, self.bases.len()));
         let load = Load {
             bases: self.bases.clone(),
             strategy: plan.strategy.clone(),
@@ -151,13 +154,8 @@ impl Runner {
             multi_item_share: plan.multi_item_share,
             hold_ms: plan.request_hold_ms,
             id_prefix: format!("lt-{id}"),
-            answered: None,
+            answered: live.as_ref().map(|run| run.answered.clone()),
         };
-        // The live page: the run announced, its answers counted, the database read
-        // while it runs.
-        let live = self.live.as_ref().map(|l| l.start(plan, self.bases.len()));
-        let mut load = load;
-        load.answered = live.as_ref().map(|run| run.answered.clone());
         let watch = live
             .as_ref()
             .map(|run| run.watch(self.db.clone(), plan.products.clone()));
