@@ -126,8 +126,7 @@ impl Live {
                 .app_data(live.clone())
                 .route("/", web::get().to(page))
                 .route("/events", web::get().to(events))
-                .route("/report.html", web::get().to(report_html))
-                .route("/report.json", web::get().to(report_json))
+                .route("/report.{extension}", web::get().to(report))
         })
         .workers(1)
         .bind(addr)?;
@@ -138,9 +137,11 @@ impl Live {
         Ok((bound, handle))
     }
 
-    fn report_file(&self, pick: impl Fn(&(PathBuf, PathBuf)) -> &PathBuf) -> Option<Vec<u8>> {
+    /// The report's HTML, or its JSON, once written.
+    fn report_file(&self, json: bool) -> Option<Vec<u8>> {
         let report = self.inner.report.lock().expect("live report poisoned");
-        report.as_ref().and_then(|r| std::fs::read(pick(r)).ok())
+        let (html_path, json_path) = report.as_ref()?;
+        std::fs::read(if json { json_path } else { html_path }).ok()
     }
 }
 
@@ -175,20 +176,15 @@ async fn events(live: web::Data<Live>) -> HttpResponse {
         .streaming(stream)
 }
 
-async fn report_html(live: web::Data<Live>) -> HttpResponse {
-    match live.report_file(|(html, _)| html) {
-        Some(bytes) => HttpResponse::Ok()
-            .content_type("text/html; charset=utf-8")
-            .body(bytes),
-        None => HttpResponse::NotFound().body("the report is not written yet"),
-    }
-}
-
-async fn report_json(live: web::Data<Live>) -> HttpResponse {
-    match live.report_file(|(_, json)| json) {
-        Some(bytes) => HttpResponse::Ok()
-            .content_type("application/json")
-            .body(bytes),
+/// `/report.html` and `/report.json`, once the demo wrote them.
+async fn report(live: web::Data<Live>, extension: web::Path<String>) -> HttpResponse {
+    let (json, content_type) = match extension.as_str() {
+        "html" => (false, "text/html; charset=utf-8"),
+        "json" => (true, "application/json"),
+        _ => return HttpResponse::NotFound().body("no such report"),
+    };
+    match live.report_file(json) {
+        Some(bytes) => HttpResponse::Ok().content_type(content_type).body(bytes),
         None => HttpResponse::NotFound().body("the report is not written yet"),
     }
 }
