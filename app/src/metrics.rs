@@ -179,7 +179,7 @@ impl Metrics {
         let phases = HistogramVec::new(
             HistogramOpts::new(
                 "stock_locks_phase_seconds",
-                "Where a deduction's time went: waiting for and taking the lock, the transaction under it, releasing it; by strategy.",
+                "Where a deduction's time went: waiting for and taking the lock, the transaction (under the lock, or a lock-free strategy's whole work), releasing the lock; by strategy.",
             )
             .buckets(DURATION_BUCKETS.to_vec()),
             &["strategy", "phase"],
