@@ -92,16 +92,13 @@ impl Phases {
     pub async fn pool_wait<T>(&self, acquire: impl Future<Output = T>) -> T {
         let started = Instant::now();
         let result = acquire.await;
-        let spent = started.elapsed();
-        self.pool_wait
-            .set(Some(self.pool_wait.get().unwrap_or_default() + spent));
+        add_to(&self.pool_wait, started.elapsed());
         result
     }
 
     /// Adds `spent` to `phase` (a retried transaction adds up).
     pub fn add(&self, phase: Phase, spent: Duration) {
-        let cell = &self.spent[phase as usize];
-        cell.set(Some(cell.get().unwrap_or_default() + spent));
+        add_to(&self.spent[phase as usize], spent);
     }
 
     /// What `phase` has added up to so far.
@@ -116,6 +113,11 @@ impl Phases {
         self.add(phase, started.elapsed());
         result
     }
+}
+
+/// Adds `spent` to what `cell` holds (none yet: zero).
+fn add_to(cell: &Cell<Option<Duration>>, spent: Duration) {
+    cell.set(Some(cell.get().unwrap_or_default() + spent));
 }
 
 /// What is read at a scrape, not counted as it happens.

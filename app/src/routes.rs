@@ -23,49 +23,41 @@ pub const JSON_LIMIT: usize = 64 * 1024;
 
 /// Every route of the service.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/health")
-            .get(health)
-            .default_service(web::to(not_allowed("GET"))),
-    )
-    .service(
-        web::resource("/ready")
-            .get(ready_route)
-            .default_service(web::to(not_allowed("GET"))),
-    )
-    .service(
-        web::resource("/metrics")
-            .get(metrics)
-            .default_service(web::to(not_allowed("GET"))),
-    )
-    .service(
-        web::resource("/openapi.json")
-            .get(openapi_json)
-            .default_service(web::to(not_allowed("GET"))),
-    )
-    .service(
-        web::resource("/strategies")
-            .get(list_strategies)
-            .default_service(web::to(not_allowed("GET"))),
-    )
-    .service(
-        web::resource("/stock/{product_id}")
-            .get(get_stock)
-            .put(put_stock)
-            .default_service(web::to(not_allowed("GET, PUT"))),
-    )
-    .service(
-        web::scope("/hooks")
-            .route("", web::get().to(hooks_state))
-            .route("/{failpoint}", web::put().to(hooks_set))
-            .route("/{failpoint}/release", web::post().to(hooks_release))
-            .route("/{failpoint}/paused", web::get().to(hooks_paused)),
-    )
-    .service(
-        web::resource("/deduct/{strategy}")
-            .post(deduct)
-            .default_service(web::to(not_allowed("POST"))),
-    );
+    cfg.service(get_only("/health", health))
+        .service(get_only("/ready", ready_route))
+        .service(get_only("/metrics", metrics))
+        .service(get_only("/openapi.json", openapi_json))
+        .service(get_only("/strategies", list_strategies))
+        .service(
+            web::resource("/stock/{product_id}")
+                .get(get_stock)
+                .put(put_stock)
+                .default_service(web::to(not_allowed("GET, PUT"))),
+        )
+        .service(
+            web::scope("/hooks")
+                .route("", web::get().to(hooks_state))
+                .route("/{failpoint}", web::put().to(hooks_set))
+                .route("/{failpoint}/release", web::post().to(hooks_release))
+                .route("/{failpoint}/paused", web::get().to(hooks_paused)),
+        )
+        .service(
+            web::resource("/deduct/{strategy}")
+                .post(deduct)
+                .default_service(web::to(not_allowed("POST"))),
+        );
+}
+
+/// A path that answers GET with `handler`, and any other method with 405 naming GET.
+fn get_only<F, Args>(path: &str, handler: F) -> actix_web::Resource
+where
+    F: actix_web::Handler<Args>,
+    Args: FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::resource(path)
+        .get(handler)
+        .default_service(web::to(not_allowed("GET")))
 }
 
 /// The JSON extractor's settings: size limit, and its errors in our error shape.

@@ -33,58 +33,87 @@ pub fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
+const NO_FONT: &str =
+    "<p><em>(chart unavailable: no font to measure text with; install fonts-dejavu-core)</em></p>";
+
 /// A horizontal bar chart: one bar per row, green when the row's verdict is clean.
 pub fn bar_chart(title: &str, unit: &str, rows: &[&Row], value: impl Fn(&Row) -> f64) -> String {
-    if rows.is_empty() || !register_font() {
-        return "<p><em>(chart unavailable: no font to measure text with; install fonts-dejavu-core)</em></p>".into();
+    let names: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
+    let bars: Vec<Vec<(f64, RGBAColor)>> = rows
+        .iter()
+        .map(|r| {
+            let color = if r.verdict.is_clean() {
+                RGBColor(46, 139, 87)
+            } else {
+                RGBColor(200, 40, 40)
+            };
+            vec![(value(r), color.mix(0.85))]
+        })
+        .collect();
+    horizontal_bars(title, unit, &names, &bars, |total| format!("{total:.0}"))
+}
+
+/// One horizontal bar per name, each a stack of (length, colour) segments from 0, with
+/// its total written at its end by `label`: every bar chart of the report.
+fn horizontal_bars(
+    title: &str,
+    unit: &str,
+    names: &[&str],
+    bars: &[Vec<(f64, RGBAColor)>],
+    label: impl Fn(f64) -> String,
+) -> String {
+    if names.is_empty() || !register_font() {
+        return NO_FONT.into();
     }
-    let max = rows.iter().map(|r| value(r)).fold(0.0, f64::max).max(1.0) * 1.15;
-    let height = 60 + 34 * rows.len() as u32;
+    let totals: Vec<f64> = bars
+        .iter()
+        .map(|segments| segments.iter().map(|(length, _)| length).sum())
+        .collect();
+    let max = totals.iter().copied().fold(0.0, f64::max).max(1.0) * 1.15;
+    let height = 60 + 34 * names.len() as u32;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let names: Vec<String> = rows.iter().map(|r| r.strategy.clone()).collect();
         let chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(110)
-            .build_cartesian_2d(0.0..max, (0..rows.len()).into_segmented());
+            .build_cartesian_2d(0.0..max, (0..names.len()).into_segmented());
         let Ok(mut chart) = chart else {
             return String::new();
         };
         let _ = chart
             .configure_mesh()
             .disable_y_mesh()
-            .y_labels(rows.len())
+            .y_labels(names.len())
             .x_desc(unit)
             .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+                SegmentValue::CenterOf(i) => names.get(*i).map_or(String::new(), |n| n.to_string()),
                 _ => String::new(),
             })
             .draw();
-        let _ = chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
-            let color = if r.verdict.is_clean() {
-                RGBColor(46, 139, 87)
-            } else {
-                RGBColor(200, 40, 40)
-            };
-            let mut bar = Rectangle::new(
-                [
-                    (0.0, SegmentValue::Exact(i)),
-                    (value(r), SegmentValue::Exact(i + 1)),
-                ],
-                color.mix(0.85).filled(),
-            );
-            // A gap between neighbouring bars, so each reads as its own.
-            bar.set_margin(5, 5, 0, 0);
-            bar
-        }));
-        let _ = chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
+        let segments = bars.iter().enumerate().flat_map(|(i, segments)| {
+            segments.iter().scan(0.0, move |from, &(length, color)| {
+                let mut bar = Rectangle::new(
+                    [
+                        (*from, SegmentValue::Exact(i)),
+                        (*from + length, SegmentValue::Exact(i + 1)),
+                    ],
+                    color.filled(),
+                );
+                // A gap between neighbouring bars, so each reads as its own.
+                bar.set_margin(5, 5, 0, 0);
+                *from += length;
+                Some(bar)
+            })
+        });
+        let _ = chart.draw_series(segments);
+        let _ = chart.draw_series(totals.iter().enumerate().map(|(i, &total)| {
             Text::new(
-                format!("{:.0}", value(r)),
-                (value(r), SegmentValue::CenterOf(i)),
+                label(total),
+                (total, SegmentValue::CenterOf(i)),
                 ("sans-serif", 13),
             )
         }));
@@ -122,69 +151,24 @@ pub fn time_split(rows: &[&Row]) -> String {
          and what the client waited outside the service (HTTP, queues). The parts add up \
          to the client's mean latency.</p>",
     );
-    if register_font() {
-        let max = rows
-            .iter()
-            .map(|(_, t)| t.total_ms())
-            .fold(0.0, f64::max)
-            .max(0.01)
-            * 1.12;
-        let height = 90 + 34 * rows.len() as u32;
-        let mut svg = String::new();
-        {
-            let root = SVGBackend::with_string(&mut svg, (760, height)).into_drawing_area();
-            let _ = root.fill(&WHITE);
-            let names: Vec<&str> = rows.iter().map(|(r, _)| r.strategy.as_str()).collect();
-            let chart = ChartBuilder::on(&root)
-                .caption(
-                    "Where the time goes (mean ms per deduction)",
-                    ("sans-serif", 18),
-                )
-                .margin(10)
-                .x_label_area_size(30)
-                .y_label_area_size(110)
-                .build_cartesian_2d(0.0..max, (0..rows.len()).into_segmented());
-            if let Ok(mut chart) = chart {
-                let _ = chart
-                    .configure_mesh()
-                    .disable_y_mesh()
-                    .y_labels(rows.len())
-                    .x_desc("ms")
-                    .y_label_formatter(&|v| match v {
-                        SegmentValue::CenterOf(i) => {
-                            names.get(*i).map(|s| s.to_string()).unwrap_or_default()
-                        }
-                        _ => String::new(),
-                    })
-                    .draw();
-                for (part, color) in PART_COLORS.iter().enumerate() {
-                    let bars = rows.iter().enumerate().map(|(i, (_, t))| {
-                        let parts = t.parts();
-                        let from: f64 = parts[..part].iter().map(|(_, ms)| ms).sum();
-                        let mut bar = Rectangle::new(
-                            [
-                                (from, SegmentValue::Exact(i)),
-                                (from + parts[part].1, SegmentValue::Exact(i + 1)),
-                            ],
-                            color.filled(),
-                        );
-                        bar.set_margin(5, 5, 0, 0);
-                        bar
-                    });
-                    let _ = chart.draw_series(bars);
-                }
-                let _ = chart.draw_series(rows.iter().enumerate().map(|(i, (_, t))| {
-                    Text::new(
-                        format!(" {:.2}", t.total_ms()),
-                        (t.total_ms(), SegmentValue::CenterOf(i)),
-                        ("sans-serif", 13),
-                    )
-                }));
-            }
-            let _ = root.present();
-        }
-        html.push_str(&svg);
-    }
+    let names: Vec<&str> = rows.iter().map(|(r, _)| r.strategy.as_str()).collect();
+    let bars: Vec<Vec<(f64, RGBAColor)>> = rows
+        .iter()
+        .map(|(_, t)| {
+            t.parts()
+                .iter()
+                .zip(PART_COLORS)
+                .map(|((_, ms), color)| (*ms, color.to_rgba()))
+                .collect()
+        })
+        .collect();
+    html.push_str(&horizontal_bars(
+        "Where the time goes (mean ms per deduction)",
+        "ms",
+        &names,
+        &bars,
+        |total| format!(" {total:.2}"),
+    ));
     html.push_str("<p class=\"legend\">");
     for (name, RGBColor(r, g, b)) in TimeSplit::PARTS.iter().zip(PART_COLORS) {
         let _ = write!(
@@ -484,7 +468,7 @@ pub fn line_chart(
     log: bool,
 ) -> String {
     if series.is_empty() || !register_font() {
-        return "<p><em>(chart unavailable: no font to measure text with; install fonts-dejavu-core)</em></p>".into();
+        return NO_FONT.into();
     }
     let values = series
         .iter()

@@ -7,24 +7,6 @@
 mod support;
 
 use loadtest::chaos::{Cell, CellSpec, CellVerdict, ChaosReport, Lab, Scenario, Timing, matrix};
-use std::path::PathBuf;
-
-/// The `stock-app` binary of this build (built here if `cargo nextest run -p
-/// loadtest` did not build it).
-fn app_bin() -> PathBuf {
-    if let Ok(path) = loadtest::lab::app_bin(None) {
-        return path;
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let status = std::process::Command::new(cargo)
-        .args(["build", "-p", "stock-app", "--bin", "stock-app"])
-        .current_dir(root)
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "cargo build -p stock-app failed");
-    loadtest::lab::app_bin(None).expect("stock-app built")
-}
 
 /// The matrix's own cell (so the test checks what the runner expects).
 fn spec(scenario: Scenario, strategy: &str, fencing: Option<bool>) -> CellSpec {
@@ -56,7 +38,7 @@ async fn run(lab: &mut Lab, spec: &CellSpec) -> Cell {
 }
 
 async fn lab() -> Lab {
-    Lab::start(app_bin(), Timing::quick(), 1)
+    Lab::start(support::app_bin(), Timing::quick(), 1)
         .await
         .expect("start the lab")
 }

@@ -4,121 +4,98 @@
 //! is over must be the final JSON report's, row by row, with the lost updates and the
 //! units sold beyond stock in red exactly where the report has them.
 
+mod support;
+
 use fantoccini::{ClientBuilder, Locator};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use testbed::ServerProcess;
+use testbed::process::{find_binary, free_port};
 
-/// The `stock-app` binary of this build (built here if it is not yet).
-fn app_bin() -> PathBuf {
-    if let Ok(path) = loadtest::lab::app_bin(None) {
-        return path;
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "-p", "stock-app", "--bin", "stock-app"])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "cargo build -p stock-app failed");
-    loadtest::lab::app_bin(None).expect("stock-app built")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed (SIGKILL) when dropped, whatever the test did.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// chromedriver on a free port, once it answers.
-async fn chromedriver() -> (Killed, String) {
-    let binary = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .expect("chromedriver is missing: ./scripts/install-deps installs chromium-driver");
-    let port = free_port();
-    let child = Killed(
-        Command::new(binary)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver"),
-    );
+/// chromedriver on a free port, once it answers (its log in `dir`).
+async fn chromedriver(dir: &Path) -> (ServerProcess, String) {
+    let binary = find_binary("chromedriver", "chromium-driver")
+        .expect("chromedriver: ./scripts/install-deps installs chromium-driver");
+    let port = free_port().unwrap();
+    let driver = ServerProcess::spawn(
+        "chromedriver",
+        &binary,
+        &[format!("--port={port}")],
+        dir.join("chromedriver.log"),
+    )
+    .expect("start chromedriver");
     let url = format!("http://127.0.0.1:{port}");
     for _ in 0..100 {
         if let Ok(answer) = reqwest::get(format!("{url}/status")).await
             && answer.status().is_success()
         {
-            return (child, url);
+            return (driver, url);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("chromedriver did not answer on {url}");
+    panic!(
+        "chromedriver did not answer on {url}: {}",
+        driver.log_tail(20)
+    );
 }
 
-/// The demo with its live page; returns it and the page's address.
-fn demo(json_path: &std::path::Path) -> (Killed, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loadtest"))
-        .args([
-            "demo",
-            "--serve",
-            "127.0.0.1:0",
-            "--no-flash-sale",
-            "--requests",
-            "150",
-            "--concurrency",
-            "32",
-            "--strategies",
-            "unsafe,local-mutex,atomic-sql,optimistic,redis-lock",
-            "--app-bin",
-        ])
-        .arg(app_bin())
-        .arg("--json")
-        .arg(json_path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start loadtest demo");
-    let stderr = child.stderr.take().unwrap();
-    let child = Killed(child);
-    let (found, page) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{line}");
-            if let Some(url) = line.strip_prefix("demo: live page at ") {
-                let _ = found.send(url.trim_end_matches('/').to_string());
-            }
+/// The demo with its live page (its output in `dir`, its report at `json_path`);
+/// returns it and the page's address, once it printed it.
+async fn demo(dir: &Path, json_path: &Path) -> (ServerProcess, String) {
+    let args: Vec<String> = [
+        "demo",
+        "--serve",
+        "127.0.0.1:0",
+        "--no-flash-sale",
+        "--requests",
+        "150",
+        "--concurrency",
+        "32",
+        "--strategies",
+        "unsafe,local-mutex,atomic-sql,optimistic,redis-lock",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain([
+        "--app-bin".into(),
+        support::app_bin().display().to_string(),
+        "--json".into(),
+        json_path.display().to_string(),
+    ])
+    .collect();
+    let log = dir.join("demo.log");
+    let demo = ServerProcess::spawn(
+        "loadtest demo",
+        Path::new(env!("CARGO_BIN_EXE_loadtest")),
+        &args,
+        log.clone(),
+    )
+    .expect("start loadtest demo");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        let printed = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(url) = printed
+            .lines()
+            .find_map(|line| line.strip_prefix("demo: live page at "))
+        {
+            return (demo, url.trim_end_matches('/').to_string());
         }
-    });
-    let url = page
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the demo printed its live page's address");
-    (child, url)
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the demo printed no live page address: {}",
+        demo.log_tail(20)
+    );
 }
 
 /// The page's numbers match the final report, and the page links it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_page_shows_what_the_report_says() {
-    let dir = std::env::temp_dir().join(format!("live-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json_path = dir.join("demo.json");
-    let (_demo, page) = demo(&json_path);
-    let (_driver, driver) = chromedriver().await;
+    let dir = testbed::process::ServerDir::new("live-page").unwrap();
+    let json_path = dir.path().join("demo.json");
+    let (demo, page) = demo(dir.path(), &json_path).await;
+    let (_driver, driver) = chromedriver(dir.path()).await;
 
     let mut capabilities = serde_json::Map::new();
     capabilities.insert(
@@ -215,5 +192,5 @@ async fn the_live_page_shows_what_the_report_says() {
         .unwrap();
     assert_eq!(served["results"], report["results"]);
     browser.close().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    println!("{}", demo.log_tail(40));
 }

@@ -57,6 +57,18 @@ impl Contract {
             .unwrap_or("")
             .to_string();
         let text = response.text().await.unwrap();
+        self.check_answer(method, path, status, &content_type, &text)
+    }
+
+    /// [`Contract::check`] on an answer already read: status, content type, body.
+    fn check_answer(
+        &mut self,
+        method: &str,
+        path: &str,
+        status: u16,
+        content_type: &str,
+        text: &str,
+    ) -> Value {
         let documented = &self.doc["paths"][path][method]["responses"][status.to_string()];
         assert!(
             documented.is_object(),
@@ -68,12 +80,12 @@ impl Contract {
         let (media, body) = content.iter().next().expect("one media type");
         let essence = |t: &str| t.split(';').next().unwrap_or("").trim().to_string();
         assert_eq!(
-            essence(&content_type),
+            essence(content_type),
             essence(media),
             "{method} {path} {status}: content type"
         );
         let body_json = if media == "application/json" {
-            let value: Value = serde_json::from_str(&text)
+            let value: Value = serde_json::from_str(text)
                 .unwrap_or_else(|e| panic!("{method} {path} {status}: not JSON ({e}): {text}"));
             let errors = self.errors(&body["schema"], &value);
             assert!(
@@ -82,7 +94,7 @@ impl Contract {
             );
             value
         } else {
-            Value::String(text)
+            Value::String(text.to_string())
         };
         self.seen.insert((path.into(), method.into(), status));
         body_json
@@ -90,14 +102,9 @@ impl Contract {
 
     /// Records a deduction answered in the background.
     fn check_answered(&mut self, (status, body): (StatusCode, Value)) {
-        let path = "/deduct/{strategy}";
-        let documented = &self.doc["paths"][path]["post"]["responses"][status.as_str()];
-        let schema = &documented["content"]["application/json"]["schema"];
-        assert!(schema.is_object(), "{status} undocumented for {path}");
-        let errors = self.errors(schema, &body);
-        assert!(errors.is_empty(), "{status}: {errors:?}\n{body}");
-        self.seen
-            .insert((path.into(), "post".into(), status.as_u16()));
+        let text = body.to_string();
+        let json = "application/json";
+        self.check_answer("post", "/deduct/{strategy}", status.as_u16(), json, &text);
     }
 
     /// Whether `body` is a valid deduct request by the document.
@@ -333,15 +340,9 @@ async fn every_answer_matches_the_contract() {
         ..test_settings(&database)
     })
     .await;
-    let answer = bare
-        .client
-        .put(bare.url("/stock/1"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"quantity": 1}))
-        .send()
-        .await
-        .unwrap();
-    contract.check("put", stock, answer).await;
+    contract
+        .check("put", stock, bare.put_stock(1, 1).await)
+        .await;
     contract
         .check("get", "/hooks", bare.get("/hooks").await)
         .await;
@@ -370,15 +371,9 @@ async fn every_answer_matches_the_contract() {
     contract
         .check("get", stock, starved.get("/stock/1").await)
         .await;
-    let answer = starved
-        .client
-        .put(starved.url("/stock/1"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"quantity": 5}))
-        .send()
-        .await
-        .unwrap();
-    contract.check("put", stock, answer).await;
+    contract
+        .check("put", stock, starved.put_stock(1, 5).await)
+        .await;
     starved.release("after_read").await;
     contract.check_answered(paused.await.unwrap());
     starved.stop().await;
@@ -394,10 +389,9 @@ async fn every_answer_matches_the_contract() {
     contract
         .check("get", stock, app.get("/stock/1").await)
         .await;
-    let answer = put("1", json!({"quantity": 1}), Some(ADMIN_TOKEN))
-        .await
-        .unwrap();
-    contract.check("put", stock, answer).await;
+    contract
+        .check("put", stock, app.put_stock(1, 1).await)
+        .await;
     app.stop().await;
 
     let unseen: Vec<_> = contract
