@@ -278,7 +278,8 @@ impl ResponseError for ApiError {
                 tracing::error!(request_id = %self.request_id, error = ?self.error, "internal error");
                 "internal error; the request id is in the server log".to_string()
             }
-            other => other.to_string(),
+            // A bound on every detail, whatever quoted what: an error answer stays small.
+            other => crate::strict_json::clip_to(&other.to_string(), 512).into_owned(),
         };
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self.error, AppError::Unauthorized) {

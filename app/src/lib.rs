@@ -35,6 +35,7 @@ pub mod routes;
 pub mod startup;
 pub mod stock;
 pub mod strategies;
+pub mod strict_json;
 pub mod telemetry;
 
 pub use config::Settings;

@@ -7,6 +7,7 @@
 
 use crate::error::AppError;
 use crate::hooks::RequestHooks;
+use crate::strict_json::clip;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -64,7 +65,8 @@ impl Order {
                 other if also_read.contains(&other) => {}
                 unknown => {
                     return Err(invalid(format!(
-                        "unknown field `{unknown}`; allowed: {ALLOWED}"
+                        "unknown field `{}`; allowed: {ALLOWED}",
+                        clip(unknown)
                     )));
                 }
             }
@@ -157,7 +159,8 @@ fn parse_items(value: &Value) -> Result<Vec<Item>, AppError> {
             .find(|k| !matches!(k.as_str(), "product_id" | "quantity"))
         {
             return Err(invalid(format!(
-                "unknown field `{prefix}{unknown}`; allowed: product_id, quantity"
+                "unknown field `{prefix}{}`; allowed: product_id, quantity",
+                clip(unknown)
             )));
         }
         let item = parse_item(fields, &prefix)?;

@@ -4,6 +4,7 @@ use crate::error::{AnsweredId, ApiError, AppError, ErrorBody};
 use crate::hooks::{Failpoint, Setting};
 use crate::startup::AppState;
 use crate::strategies::{Deduction, idempotency};
+use crate::strict_json::{DUPLICATE_KEY, StrictValue, clip, clip_to};
 use crate::{order, ready, stock};
 use actix_web::body::MessageBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
@@ -73,6 +74,11 @@ pub fn json_config() -> web::JsonConfig {
                 JsonPayloadError::ContentType => AppError::InvalidRequest(
                     "the body must be JSON, sent with Content-Type: application/json".into(),
                 ),
+                JsonPayloadError::Deserialize(e) if e.to_string().starts_with(DUPLICATE_KEY) => {
+                    AppError::InvalidRequest(format!(
+                        "the body gives a key twice ({e}); give each key once"
+                    ))
+                }
                 JsonPayloadError::Deserialize(e) => {
                     AppError::InvalidRequest(format!("the body is not valid JSON: {e}"))
                 }
@@ -95,7 +101,9 @@ pub fn json_config() -> web::JsonConfig {
 pub fn query_config() -> web::QueryConfig {
     web::QueryConfig::default().error_handler(|err, req| {
         ApiError::new(
-            AppError::InvalidRequest(format!("bad query string: {err}")),
+            AppError::InvalidRequest(
+                clip_to(&format!("bad query string: {err}"), 200).into_owned(),
+            ),
             RequestId::of(req).0,
         )
         .into()
@@ -106,7 +114,7 @@ pub fn query_config() -> web::QueryConfig {
 pub fn path_config() -> web::PathConfig {
     web::PathConfig::default().error_handler(|err: PathError, req| {
         ApiError::new(
-            AppError::InvalidRequest(format!("bad path: {err}")),
+            AppError::InvalidRequest(clip_to(&format!("bad path: {err}"), 200).into_owned()),
             RequestId::of(req).0,
         )
         .into()
@@ -157,7 +165,7 @@ pub async fn request_context(
     let span = tracing::info_span!(
         "request",
         method = %req.method(),
-        path = %req.path(),
+        path = %clip(req.path()),
         request_id = %id,
         strategy = tracing::field::Empty,
         order_id = tracing::field::Empty,
@@ -222,7 +230,7 @@ fn not_allowed(
     move |req: HttpRequest, id: RequestId| {
         ready_future(Err(ApiError::new(
             AppError::MethodNotAllowed {
-                method: req.method().to_string(),
+                method: clip(req.method().as_str()).into_owned(),
                 allowed,
             },
             id.0,
@@ -233,7 +241,7 @@ fn not_allowed(
 /// Any unknown path.
 pub async fn not_found(req: HttpRequest, id: RequestId) -> Result<HttpResponse, ApiError> {
     Err(ApiError::new(
-        AppError::NotFound(req.path().to_string()),
+        AppError::NotFound(clip(req.path()).into_owned()),
         id.0,
     ))
 }
@@ -281,12 +289,12 @@ fn failpoint(
 ) -> Result<Failpoint, ApiError> {
     if !state.hooks.enabled() {
         return Err(ApiError::new(
-            AppError::NotFound(req.path().to_string()),
+            AppError::NotFound(clip(req.path()).into_owned()),
             id,
         ));
     }
     Failpoint::parse(name)
-        .ok_or_else(|| ApiError::new(AppError::UnknownFailpoint(name.to_string()), id))
+        .ok_or_else(|| ApiError::new(AppError::UnknownFailpoint(clip(name).into_owned()), id))
 }
 
 /// `GET /hooks`'s body.
@@ -322,7 +330,7 @@ async fn hooks_state(
 ) -> Result<HttpResponse, ApiError> {
     if !state.hooks.enabled() {
         return Err(ApiError::new(
-            AppError::NotFound(req.path().to_string()),
+            AppError::NotFound(clip(req.path()).into_owned()),
             id.0,
         ));
     }
@@ -343,10 +351,17 @@ async fn hooks_set(
     req: HttpRequest,
     path: web::Path<String>,
     id: RequestId,
-    body: web::Json<Setting>,
+    body: web::Json<StrictValue>,
 ) -> Result<HttpResponse, ApiError> {
     let point = failpoint(&state, &req, &path, &id.0)?;
-    let now = state.hooks.set(point, body.into_inner());
+    let setting: Setting = serde_json::from_value(body.into_inner().0).map_err(|e| {
+        let detail = format!("not a failpoint setting: {e}");
+        ApiError::new(
+            AppError::InvalidRequest(clip_to(&detail, 200).into_owned()),
+            id.0.clone(),
+        )
+    })?;
+    let now = state.hooks.set(point, setting);
     tracing::info!(failpoint = point.name(), ?now, "failpoint set");
     Ok(HttpResponse::Ok().json(now))
 }
@@ -454,7 +469,8 @@ fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {
         Ok(product_id) if product_id >= 1 => Ok(product_id),
         _ => Err(ApiError::new(
             AppError::InvalidRequest(format!(
-                "product_id in the path must be a positive integer, got `{raw}`"
+                "product_id in the path must be a positive integer, got `{}`",
+                clip(raw)
             )),
             id,
         )),
@@ -509,19 +525,20 @@ async fn put_stock(
     state: web::Data<AppState>,
     path: web::Path<String>,
     id: RequestId,
-    body: web::Json<Value>,
+    body: web::Json<StrictValue>,
 ) -> Result<HttpResponse, ApiError> {
     let product_id = parse_product_id(&path, &id.0)?;
     let invalid =
         |detail: &str| ApiError::new(AppError::InvalidRequest(detail.to_string()), id.0.clone());
-    let Value::Object(fields) = &*body else {
+    let Value::Object(fields) = &body.0.0 else {
         return Err(invalid(
             "the body must be a JSON object: {\"quantity\": N} or {\"quantity\": N, \"buckets\": K}",
         ));
     };
     if let Some(unknown) = fields.keys().find(|k| *k != "quantity" && *k != "buckets") {
         return Err(invalid(&format!(
-            "unknown field `{unknown}`; allowed: quantity, buckets"
+            "unknown field `{}`; allowed: quantity, buckets",
+            clip(unknown)
         )));
     }
     let quantity = match fields.get("quantity").and_then(Value::as_i64) {
@@ -571,24 +588,25 @@ async fn deduct(
     state: web::Data<AppState>,
     path: web::Path<String>,
     id: RequestId,
-    body: web::Json<Value>,
+    body: web::Json<StrictValue>,
 ) -> Result<HttpResponse, ApiError> {
     let started = std::time::Instant::now();
     let name = path.into_inner();
     let Some(strategy) = state.strategies.get(&name) else {
         return Err(ApiError::new(
             AppError::UnknownStrategy {
-                name,
+                name: clip(&name).into_owned(),
                 known: state.strategies.names().join(", "),
             },
             id.0,
         ));
     };
     let served = strategy.info().name;
-    let (order, knobs) = order::parse_body(&body, &id.0, state.hooks.enabled()).map_err(|e| {
-        state.metrics.deduction(served, e.code(), started.elapsed());
-        ApiError::new(e, id.0.clone())
-    })?;
+    let (order, knobs) =
+        order::parse_body(&body.0.0, &id.0, state.hooks.enabled()).map_err(|e| {
+            state.metrics.deduction(served, e.code(), started.elapsed());
+            ApiError::new(e, id.0.clone())
+        })?;
     // The request's span (the middleware's): this deduction's fields go on it.
     let span = tracing::Span::current();
     span.record("strategy", name.as_str());

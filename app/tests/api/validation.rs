@@ -248,3 +248,130 @@ async fn restock_needs_the_admin_token_and_a_valid_body() {
     assert_eq!(epoch, 1, "no restock happened");
     app.stop().await;
 }
+
+/// A key given twice in one object, at any depth, is a 400 naming the key, for every
+/// body the service reads (deductions of every strategy, restocks, hook settings); and
+/// no error body repeats more than a bounded part of its input (a 10,000-character
+/// strategy name, field name or product id). Nothing changes.
+#[tokio::test]
+async fn ambiguous_or_oversized_input_is_refused_briefly_and_changes_nothing() {
+    let app = spawn_app().await;
+    app.stock(7, 10).await;
+    app.stock(8, 10).await;
+    let before = (app.db_state(7).await, app.db_state(8).await);
+    let strategies: Vec<String> = app
+        .client
+        .get(app.url("/strategies"))
+        .send()
+        .await
+        .unwrap()
+        .json::<Vec<Value>>()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    let long = "x".repeat(10_000);
+
+    // (a body, the key it repeats)
+    let duplicated = [
+        (
+            r#"{"product_id": 7, "product_id": 8, "quantity": 1}"#,
+            "product_id",
+        ),
+        (
+            r#"{"product_id": 7, "quantity": 1, "quantity": 2}"#,
+            "quantity",
+        ),
+        (
+            r#"{"items": [{"product_id": 7, "quantity": 1, "quantity": 2}]}"#,
+            "quantity",
+        ),
+        (
+            r#"{"product_id": 7, "request_id": "a", "request_id": "b"}"#,
+            "request_id",
+        ),
+    ];
+    for strategy in &strategies {
+        for (body, key) in duplicated {
+            let response = app.deduct_raw(strategy, "application/json", body).await;
+            let text = brief(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+            assert!(
+                text.contains(&format!("`{key}`")) && text.contains("twice"),
+                "{strategy} {body}: {text}"
+            );
+        }
+        // A long field name is cut, not echoed.
+        let body = format!(r#"{{"product_id": 7, "{long}": 1}}"#);
+        let response = app.deduct_raw(strategy, "application/json", body).await;
+        brief(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+    }
+    let response = app.deduct(&long, &json!({"product_id": 7})).await;
+    let text = brief(response, StatusCode::NOT_FOUND, "unknown_strategy").await;
+    assert!(
+        text.contains("atomic-sql"),
+        "still lists the strategies: {text}"
+    );
+    let response = app
+        .client
+        .get(app.url(&format!("/{long}")))
+        .send()
+        .await
+        .unwrap();
+    brief(response, StatusCode::NOT_FOUND, "not_found").await;
+    let response = app
+        .client
+        .get(app.url(&format!("/stock/{long}")))
+        .send()
+        .await
+        .unwrap();
+    brief(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+
+    let restock = |body: &'static str| {
+        app.client
+            .put(app.url("/stock/7"))
+            .bearer_auth(crate::helpers::ADMIN_TOKEN)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let response = restock(r#"{"quantity": 1, "quantity": 1000}"#)
+        .await
+        .unwrap();
+    let text = brief(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+    assert!(text.contains("`quantity`"), "{text}");
+    let response = app
+        .client
+        .put(app.url("/hooks/after_read"))
+        .header("content-type", "application/json")
+        .body(r#"{"mode": "pause", "mode": "off"}"#)
+        .send()
+        .await
+        .unwrap();
+    let text = brief(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+    assert!(text.contains("`mode`"), "{text}");
+    let hooks: Value = app
+        .client
+        .get(app.url("/hooks"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hooks["failpoints"]["after_read"]["mode"], "off", "{hooks}");
+
+    assert_eq!((app.db_state(7).await, app.db_state(8).await), before);
+    assert_eq!(app.row_counts().await, (0, 0), "no orders, no ledger rows");
+    app.stop().await;
+}
+
+/// Asserts an error answer and that its whole body is under 1 KB; returns the body.
+async fn brief(response: reqwest::Response, status: StatusCode, code: &str) -> String {
+    assert_eq!(response.status(), status);
+    let text = response.text().await.unwrap();
+    assert!(text.len() < 1024, "{} bytes: {}", text.len(), &text[..200]);
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["error"], code, "{text}");
+    text
+}
