@@ -459,9 +459,9 @@ async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpRe
 
 /// `GET /strategies`.
 #[utoipa::path(get, path = "/strategies", tag = "service", responses(
-    (status = 200, description = "Every strategy served, in teaching order.", body = Vec<crate::strategies::StrategyInfo>)))]
+    (status = 200, description = "Every strategy served, in teaching order.", body = Vec<crate::strategies::StrategyCard>)))]
 async fn list_strategies(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().json(state.strategies.infos())
+    HttpResponse::Ok().json(state.strategies.cards())
 }
 
 fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {

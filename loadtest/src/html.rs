@@ -237,54 +237,9 @@ pub fn table(rows: &[&Row]) -> String {
     html
 }
 
-/// How each strategy works and when to use it, one paragraph each.
-fn explain(name: &str) -> &'static str {
-    match name {
-        "unsafe" => {
-            "Reads the quantity, checks it, writes read − requested. Two buyers who read the same value both write the same result: one sale vanishes from the stock while the ledger keeps both. Never use it; it is the control group."
-        }
-        "local-mutex" => {
-            "A per-product mutex inside one process, taken before BEGIN and released after COMMIT. Correct on one instance; with two, each has its own mutexes and it oversells like no lock at all."
-        }
-        "atomic-sql" => {
-            "One conditional UPDATE (quantity = quantity − q WHERE quantity ≥ q): the check and the write are one statement under the row lock. For a counter in one database, the first choice."
-        }
-        "pessimistic" => {
-            "SELECT … FOR UPDATE locks the rows (in product order), then check and write; deadlocks and lock-wait timeouts are retried. Use it when the decision needs several statements."
-        }
-        "optimistic" => {
-            "Reads quantity and version, writes only WHERE version is unchanged, retries in a new transaction. Holds nothing while thinking; wastes attempts under contention (tries/sale)."
-        }
-        "mysql-lock" => {
-            "A lock row in the database (reentrant, leased by the database clock, renewed by a watchdog), then a plain read-check-write, fenced by the row's token. Slow: every attempt is a write transaction."
-        }
-        "redis-lock" => {
-            "A Redisson-style hash lock in Lua (reentrant, watchdog, waiters woken by pub/sub), then a plain read-check-write fenced by an INCR token. Fast; safe only with the fence."
-        }
-        "redlock" => {
-            "The lock on a majority of 5 independent Redis within the lease minus drift. No monotonic token: fenced by its random owner tag. Costs 5 round trips in parallel; a restarted node without persistence can admit a second holder."
-        }
-        "fence-only" => {
-            "No lock at all: a ticket from a database sequence, a claim on the product's fence row (only if newer than every claim before), a write guarded by the claim. Never loses an update; refuses every request a newer ticket overtook. The fence alone is safe; a lock in front of it only makes it efficient."
-        }
-        "zookeeper" => {
-            "An ephemeral sequential node per request; each waiter watches only its predecessor (FIFO, no herd); the node's czxid is the fencing token. Consensus-backed, slower per acquisition than Redis."
-        }
-        "batched" => {
-            "Request coalescing: the buyers of one product queue briefly in each instance and share one transaction (the row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE). Many sales per row-lock hand-over: the flash-sale strategy that needs no other server."
-        }
-        "bucketed" => {
-            "The hot row split into K bucket rows at restock: a conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request. K buyers proceed at once; the database's CPU becomes the limit."
-        }
-        "redis-stock" => {
-            "Redis in front, the database as the record: one Lua script checks the request id, decrements the product's counter and appends the sale to a stream; a persister in each instance writes the stream into MariaDB in batches and acknowledges after COMMIT. Answers before the sale is durable: GET /stock shows what is pending, and what a Redis crash loses depends on Redis's persistence."
-        }
-        "baseline" => {
-            "The atomic-sql transaction driven directly over sqlx, no HTTP: the gap to atomic-sql is the service's own overhead."
-        }
-        _ => "",
-    }
-}
+/// What the baseline row is: it is `loadtest`'s own measurement, not a strategy of the
+/// service (their paragraphs come with the report: [`crate::catalogue`]).
+const BASELINE: &str = "The atomic-sql transaction driven directly over sqlx, no HTTP: the gap to atomic-sql is the service's own overhead.";
 
 /// Renders the whole report.
 pub fn render(report: &Report) -> String {
@@ -424,12 +379,20 @@ pub fn render(report: &Report) -> String {
             continue;
         }
         seen.push(name.clone());
+        let (when, explanation) = match report.strategies.get(name) {
+            Some(card) => (card.when_to_use.as_str(), card.explanation.as_str()),
+            None if name == "baseline" => ("", BASELINE),
+            None => ("", ""),
+        };
         let _ = write!(
             html,
             "<h3 id=\"s-{name}\">{name}</h3><p>{}</p>",
-            escape(explain(name)),
+            escape(explanation),
             name = escape(name)
         );
+        if !when.is_empty() {
+            let _ = write!(html, "<p><i>Use it when:</i> {}</p>", escape(when));
+        }
     }
     let _ = write!(
         html,
@@ -437,25 +400,6 @@ pub fn render(report: &Report) -> String {
         escape(&serde_json::to_string_pretty(&report.parameters).unwrap_or_default())
     );
     html
-}
-
-/// One colour per strategy (by its place in [`ORDER`]), the same in every chart.
-pub fn strategy_color(name: &str) -> RGBColor {
-    const PALETTE: [(u8, u8, u8); 10] = [
-        (127, 127, 127),
-        (188, 189, 34),
-        (44, 160, 44),
-        (31, 119, 180),
-        (255, 127, 14),
-        (23, 190, 207),
-        (140, 86, 75),
-        (214, 39, 40),
-        (148, 103, 189),
-        (227, 119, 194),
-    ];
-    let i = ORDER.iter().position(|s| *s == name).unwrap_or(0);
-    let (r, g, b) = PALETTE[i % PALETTE.len()];
-    RGBColor(r, g, b)
 }
 
 /// A line chart over the sweep's concurrencies (evenly spaced: they grow by 4×), one
@@ -534,17 +478,3 @@ pub fn line_chart(
     }
     svg
 }
-
-/// The strategies in teaching order: chart colours, the fault grid's columns.
-pub const ORDER: [&str; 10] = [
-    "unsafe",
-    "local-mutex",
-    "atomic-sql",
-    "pessimistic",
-    "optimistic",
-    "fence-only",
-    "mysql-lock",
-    "redis-lock",
-    "redlock",
-    "zookeeper",
-];

@@ -21,6 +21,8 @@
 //! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
 //! - [`timing`]: where the time goes, from the instances' `/metrics` before and
 //!   after a run (lock wait, transaction, release, the rest).
+//! - [`catalogue`]: the strategies as the service lists them (order, family, colour,
+//!   explanation): nothing here lists strategies by hand.
 //! - [`baseline`]: the atomic-sql transaction over sqlx, no HTTP: the service's overhead.
 //! - [`Runner`]: one strategy's run, start to verdict.
 //! - the binary: `main.rs` parses the command line; each subcommand lives in
@@ -28,6 +30,7 @@
 //!   `sweep`; `chaos`), which start everything themselves.
 
 pub mod baseline;
+pub mod catalogue;
 pub mod chaos;
 pub mod claims;
 pub mod engine;
@@ -197,25 +200,9 @@ impl Runner {
         Ok((row, fired))
     }
 
-    /// The strategies the first instance serves, with whether each is safe across
-    /// instances.
-    pub async fn strategies(&self) -> anyhow::Result<Vec<(String, bool)>> {
-        let list: Vec<serde_json::Value> = self
-            .client
-            .get(format!("{}/strategies", self.bases[0]))
-            .send()
-            .await?
-            .json()
-            .await?;
-        Ok(list
-            .iter()
-            .filter_map(|s| {
-                Some((
-                    s["name"].as_str()?.to_string(),
-                    s["safe_across_instances"].as_bool().unwrap_or(false),
-                ))
-            })
-            .collect())
+    /// The strategies the first instance serves ([`catalogue::Catalogue`]).
+    pub async fn strategies(&self) -> anyhow::Result<catalogue::Catalogue> {
+        catalogue::Catalogue::fetch(&self.client, &self.bases[0]).await
     }
 }
 

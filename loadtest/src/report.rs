@@ -98,6 +98,9 @@ pub struct Report {
     pub claims: Vec<Claim>,
     /// The service instances the run started, with their peak memory.
     pub instances: Vec<InstanceInfo>,
+    /// The strategies as the service described them (`GET /strategies`): their order,
+    /// family, colour and explanation.
+    pub strategies: crate::catalogue::Catalogue,
     /// What the subcommand added, each under its key (`faults`, `sweep`).
     #[serde(flatten, serialize_with = "parts_json")]
     pub parts: Vec<Part>,
@@ -191,6 +194,7 @@ impl Report {
             results,
             claims: Vec::new(),
             instances: Vec::new(),
+            strategies: Default::default(),
             parts: Vec::new(),
         }
     }

@@ -14,7 +14,8 @@
 //! nothing. Measured on 2 cores (release): the whole default sweep, 10 strategies ×
 //! 5 × 2 = 100 cells, 120,960 requests, in about 3 minutes; figures in the README.
 
-use crate::html::{escape, line_chart, strategy_color};
+use crate::catalogue::Catalogue;
+use crate::html::{escape, line_chart};
 use crate::report::{Expect, Part, Row};
 use crate::{BUCKETS, Plan, Runner, buckets_for};
 use plotters::style::RGBColor;
@@ -219,11 +220,11 @@ pub fn print_tables(info: &SweepInfo, rows: &[Row]) {
 
 impl SweepInfo {
     /// The sweep's part of the report: its shape under `sweep`, its charts.
-    pub fn part(&self, rows: &[Row]) -> Part {
+    pub fn part(&self, rows: &[Row], catalogue: &Catalogue) -> Part {
         Part {
             key: "sweep",
             json: serde_json::to_value(self).expect("plain data"),
-            html: html(self, rows),
+            html: html(self, rows, catalogue),
             title: Some((
                 "stock-locks: how cost grows with load",
                 "One run of <code>loadtest sweep</code>",
@@ -237,7 +238,7 @@ impl SweepInfo {
 
 /// `loadtest sweep`: per layout, a table and two line charts (throughput, p99), then
 /// optimistic's transactions per sale on both layouts.
-fn html(info: &SweepInfo, rows: &[Row]) -> String {
+fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
     let mut html = String::new();
     let _ = write!(
         html,
@@ -256,7 +257,7 @@ fn html(info: &SweepInfo, rows: &[Row]) -> String {
     let strategies = strategies(rows);
     html.push_str("<p>");
     for s in &strategies {
-        let c = strategy_color(s);
+        let c = catalogue.colour(s);
         let _ = write!(
             html,
             "<span style=\"display:inline-block;margin-right:14px\"><span style=\"display:inline-block;width:14px;height:14px;\
@@ -281,7 +282,7 @@ fn html(info: &SweepInfo, rows: &[Row]) -> String {
                         .iter()
                         .map(|&c| cell(&section, s, c).map(value))
                         .collect();
-                    (s.to_string(), strategy_color(s), points)
+                    (s.to_string(), catalogue.colour(s), points)
                 })
                 .collect()
         };

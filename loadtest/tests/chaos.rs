@@ -109,6 +109,7 @@ async fn fence_without_a_lock_is_safe_and_refuses() {
         cells: vec![cell],
         scenarios: Vec::new(),
         seconds: 1.0,
+        strategies: Default::default(),
     };
     report.parts.push(faults.part());
     support::assert_matches_schema(&report, "chaos report");
@@ -247,6 +248,7 @@ async fn classic_mistakes_fail_as_the_write_ups_say() {
         cells,
         scenarios: Vec::new(),
         seconds: 1.0,
+        strategies: Default::default(),
     };
     let claims = report.claims();
     assert_eq!(claims.len(), 6, "{claims:?}");

@@ -210,9 +210,24 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         scale: sweep.scale,
         seconds: 1.0,
     };
-    report.parts.push(info.part(&report.results));
+    report.strategies = runner.strategies().await.unwrap();
+    report
+        .parts
+        .push(info.part(&report.results, &report.strategies));
     let html = loadtest::html::render(&report);
     assert!(html.contains("Scaling sweep"));
+    // Each strategy is drawn in the colour the service gave it, and no two alike.
+    let colours: Vec<&str> = ["atomic-sql", "optimistic"]
+        .iter()
+        .map(|s| report.strategies.get(s).unwrap().colour.as_str())
+        .collect();
+    assert_ne!(colours[0], colours[1]);
+    for colour in colours {
+        assert!(
+            html.to_lowercase().contains(colour),
+            "{colour} is not drawn"
+        );
+    }
     // Throughput and p99 per layout, plus optimistic's tries per sale.
     assert_eq!(html.matches("<svg").count(), 5, "five line charts");
     assert!(

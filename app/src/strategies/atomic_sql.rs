@@ -43,7 +43,7 @@
 //! measured against in the report.
 
 use super::txn::{self, Sold};
-use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use crate::error::AppError;
 use async_trait::async_trait;
 
@@ -53,6 +53,12 @@ pub struct AtomicSql;
 static INFO: StrategyInfo = StrategyInfo {
     name: "atomic-sql",
     description: "One conditional UPDATE per item: quantity = quantity - q WHERE quantity >= q; the row lock serializes buyers.",
+
+    family: Family::Database,
+
+    when_to_use: "Stock is a counter in one database: the first choice.",
+
+    explanation: "One conditional UPDATE (quantity = quantity − q WHERE quantity ≥ q): the check and the write are one statement under the row lock. For a counter in one database, the first choice.",
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",

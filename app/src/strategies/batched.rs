@@ -79,7 +79,7 @@
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
 use super::txn::{self, backoff, retry_on_lock_conflict};
-use super::{Deducted, Deduction, ItemResult, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, ItemResult, Strategy, StrategyInfo};
 use crate::error::{AppError, mysql_error_number};
 use crate::hooks::{Hooks, RequestHooks};
 use crate::order::Order;
@@ -136,6 +136,12 @@ struct Buyer {
 static INFO: StrategyInfo = StrategyInfo {
     name: "batched",
     description: "Request coalescing: the buyers of one product queue briefly and share one transaction (row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE).",
+
+    family: Family::HotProduct,
+
+    when_to_use: "One product sells to many buyers at once and no server besides the database is wanted.",
+
+    explanation: "Request coalescing: the buyers of one product queue briefly in each instance and share one transaction (the row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE). Many sales per row-lock hand-over: the flash-sale strategy that needs no other server.",
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",

@@ -65,7 +65,7 @@
 //! (more buckets than database connections buys nothing).
 
 use super::txn::{self, Sold, TxError, retry_on_lock_conflict};
-use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use crate::error::AppError;
 use crate::order::Item;
 use async_trait::async_trait;
@@ -113,6 +113,12 @@ impl Bucketed {
 static INFO: StrategyInfo = StrategyInfo {
     name: "bucketed",
     description: "The hot row split into K bucket rows (set at restock): one conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request.",
+
+    family: Family::HotProduct,
+
+    when_to_use: "One hot product whose stock may be split at restock, and single units per order.",
+
+    explanation: "The hot row split into K bucket rows at restock: a conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request. K buyers proceed at once; the database's CPU becomes the limit.",
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",

@@ -22,8 +22,8 @@
 //!   write is a lost update; fenced by czxid, it is refused. A killed holder's lock
 //!   comes back after the session timeout.
 
-use super::StrategyInfo;
 use super::locked::{Connect, LockStrategy};
+use super::{Family, StrategyInfo};
 use crate::config::Settings;
 use crate::error::AppError;
 use locks::{LockError, LockOptions, Locker};
@@ -103,6 +103,12 @@ pub fn mysql(settings: &Settings) -> LockStrategy {
     let info = StrategyInfo {
         name: "mysql-lock",
         description: "Lock table in the database (reentrant, leased by the database clock, watchdog), plain read-check-write; fenced by default.",
+
+        family: Family::DistributedLock,
+
+        when_to_use: "A lock is needed, only the database is there, and the load is light.",
+
+        explanation: "A lock row in the database (reentrant, leased by the database clock, renewed by a watchdog), then a plain read-check-write, fenced by the row's token. Slow: every attempt is a write transaction.",
         backend: "database (lock table)",
         safe_across_instances: true,
         fencing: "token",
@@ -129,6 +135,12 @@ pub fn redis(settings: &Settings) -> LockStrategy {
     let info = StrategyInfo {
         name: "redis-lock",
         description: "Redisson-style reentrant hash lock in Redis (Lua, watchdog, pub/sub wake-up), plain read-check-write; fenced by default.",
+
+        family: Family::DistributedLock,
+
+        when_to_use: "The critical section spans more than the database and the final write can be fenced.",
+
+        explanation: "A Redisson-style hash lock in Lua (reentrant, watchdog, waiters woken by pub/sub), then a plain read-check-write fenced by an INCR token. Fast; safe only with the fence.",
         backend: "redis",
         safe_across_instances: true,
         fencing: "token",
@@ -152,6 +164,12 @@ pub fn redlock(settings: &Settings) -> LockStrategy {
     let info = StrategyInfo {
         name: "redlock",
         description: "RedLock over the Redis nodes (majority, validity = lease - elapsed - drift), plain read-check-write; fenced by owner tag by default.",
+
+        family: Family::DistributedLock,
+
+        when_to_use: "Rarely: it survives dead Redis nodes but gives no fencing token (see Kleppmann's critique).",
+
+        explanation: "The lock on a majority of 5 independent Redis within the lease minus drift. No monotonic token: fenced by its random owner tag. Costs 5 round trips in parallel; a restarted node without persistence can admit a second holder.",
         backend: "redis x5 (RedLock)",
         safe_across_instances: true,
         fencing: "owner tag",
@@ -178,6 +196,12 @@ pub fn zookeeper(settings: &Settings) -> LockStrategy {
     let info = StrategyInfo {
         name: "zookeeper",
         description: "Ephemeral sequential node per request, each waiter watching its predecessor (Curator-compatible), plain read-check-write; fenced by czxid by default.",
+
+        family: Family::DistributedLock,
+
+        when_to_use: "A consensus-backed lock with fair (FIFO) waiting, where ZooKeeper already runs.",
+
+        explanation: "An ephemeral sequential node per request; each waiter watches only its predecessor (FIFO, no herd); the node's czxid is the fencing token. Consensus-backed, slower per acquisition than Redis.",
         backend: "zookeeper",
         safe_across_instances: true,
         fencing: "token (czxid)",

@@ -39,7 +39,7 @@
 //! separate what the fence guarantees from what the lock adds.
 
 use super::fencing::{self, Claim, Fence};
-use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use crate::error::AppError;
 use crate::hooks::Failpoint;
 use async_trait::async_trait;
@@ -53,6 +53,12 @@ pub struct FenceOnly;
 static INFO: StrategyInfo = StrategyInfo {
     name: "fence-only",
     description: "No lock: a ticket from a database sequence, a claim on the product's fence row, a write guarded by the claim; overtaken requests are refused (lock_lost).",
+
+    family: Family::Control,
+
+    when_to_use: "To see that the fence alone is safe: a lock in front of it only makes it efficient.",
+
+    explanation: "No lock at all: a ticket from a database sequence, a claim on the product's fence row (only if newer than every claim before), a write guarded by the claim. Never loses an update; refuses every request a newer ticket overtook. The fence alone is safe; a lock in front of it only makes it efficient.",
     backend: "database",
     safe_across_instances: true,
     fencing: "token (ticket)",

@@ -39,7 +39,7 @@
 //! is no wait bound: requests queue on the mutex in arrival order.
 
 use super::unsafe_control::read_check_write;
-use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use crate::error::AppError;
 use crate::hooks::Failpoint;
 use crate::metrics::Phase;
@@ -57,6 +57,12 @@ pub struct LocalMutex {
 static INFO: StrategyInfo = StrategyInfo {
     name: "local-mutex",
     description: "A per-product mutex in this process, taken before BEGIN and released after COMMIT. Safe on one instance only.",
+
+    family: Family::Control,
+
+    when_to_use: "One process only, never behind a load balancer: the lesson that a mutex is local.",
+
+    explanation: "A per-product mutex inside one process, taken before BEGIN and released after COMMIT. Correct on one instance; with two, each has its own mutexes and it oversells like no lock at all.",
     backend: "process memory",
     safe_across_instances: false,
     fencing: "none",

@@ -73,13 +73,32 @@ use serde::{Deserialize, Serialize};
 use sqlx::{MySql, MySqlPool, Transaction};
 use std::sync::Arc;
 
-/// What `/strategies` says about a strategy.
+/// The four kinds of strategy, in teaching order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// What goes wrong without a (real) lock, and the fence alone.
+    Control,
+    /// The database's own concurrency control: a conditional UPDATE, row locks, CAS.
+    Database,
+    /// One product, many buyers: coalescing, split rows, Redis in front.
+    HotProduct,
+    /// A lock service around a plain read-check-write, fenced.
+    DistributedLock,
+}
+
+/// What a strategy says about itself: declared once, in its own file.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StrategyInfo {
     /// The path segment: `POST /deduct/{name}`.
     pub name: &'static str,
+    pub family: Family,
     /// One sentence: the mechanism.
     pub description: &'static str,
+    /// One sentence: when to choose it.
+    pub when_to_use: &'static str,
+    /// A paragraph for a reader: how it works, what it costs, how it fails.
+    pub explanation: &'static str,
     /// What it depends on besides the database (`database` when nothing else).
     pub backend: &'static str,
     /// Whether it prevents overselling when several service instances share the stock.
@@ -88,6 +107,28 @@ pub struct StrategyInfo {
     /// `not needed` (the database does the locking), `token`, `owner tag`.
     pub fencing: &'static str,
 }
+
+/// An entry of `GET /strategies`: a strategy's [`StrategyInfo`], and where it stands
+/// in the registry: its place in the teaching order and its colour in every chart
+/// (from [`PALETTE`] by that place), so clients never list strategies by hand.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct StrategyCard {
+    #[serde(flatten)]
+    pub info: StrategyInfo,
+    /// 0, 1, 2, ...: the registry's order (controls first, distributed locks last).
+    pub order: usize,
+    /// `#rrggbb`, distinct for every strategy of the registry.
+    pub colour: &'static str,
+}
+
+/// Chart colours, one per place in the registry (Tableau 20's strong and light
+/// shades, the strong ten first): a new strategy takes the next free one, and a
+/// test fails when the registry outgrows it.
+pub const PALETTE: [&str; 20] = [
+    "#7f7f7f", "#bcbd22", "#2ca02c", "#1f77b4", "#ff7f0e", "#17becf", "#8c564b", "#d62728",
+    "#9467bd", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
+    "#e6550d", "#31a354", "#756bb1", "#636363",
+];
 
 /// One deduction as a strategy sees it: the order and what it may use.
 pub struct Deduction<'a> {
@@ -172,8 +213,17 @@ impl Strategies {
         self.list.iter().filter_map(|s| s.lock_stats()).collect()
     }
 
-    pub fn infos(&self) -> Vec<StrategyInfo> {
-        self.list.iter().map(|s| s.info().clone()).collect()
+    /// `GET /strategies`: every strategy in the registry's order, with its colour.
+    pub fn cards(&self) -> Vec<StrategyCard> {
+        self.list
+            .iter()
+            .enumerate()
+            .map(|(order, s)| StrategyCard {
+                info: s.info().clone(),
+                order,
+                colour: PALETTE[order % PALETTE.len()],
+            })
+            .collect()
     }
 }
 
@@ -222,6 +272,7 @@ pub fn all(settings: &Settings) -> Strategies {
     };
     strategies.add(Arc::new(unsafe_control::Unsafe));
     strategies.add(Arc::new(local_mutex::LocalMutex::default()));
+    strategies.add(Arc::new(fence_only::FenceOnly));
     strategies.add(Arc::new(atomic_sql::AtomicSql));
     strategies.add(Arc::new(pessimistic::Pessimistic {
         max_attempts: settings.pessimistic_max_attempts,
@@ -229,7 +280,6 @@ pub fn all(settings: &Settings) -> Strategies {
     strategies.add(Arc::new(optimistic::Optimistic {
         max_attempts: settings.optimistic_max_attempts,
     }));
-    strategies.add(Arc::new(fence_only::FenceOnly));
     strategies.add(Arc::new(batched::Batched::new(batched::BatchSettings {
         window: std::time::Duration::from_micros(settings.batch_window_us),
         max_batch: settings.batch_max as usize,

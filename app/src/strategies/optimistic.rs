@@ -43,7 +43,7 @@
 //! the application thinks is costly. For one hot product, use `atomic-sql`.
 
 use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
-use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use crate::error::AppError;
 use async_trait::async_trait;
 
@@ -55,6 +55,12 @@ pub struct Optimistic {
 static INFO: StrategyInfo = StrategyInfo {
     name: "optimistic",
     description: "Read quantity and version, UPDATE ... WHERE version = read; a new transaction per retry, bounded, then busy.",
+
+    family: Family::Database,
+
+    when_to_use: "Conflicts are rare and a transaction must hold nothing while it thinks.",
+
+    explanation: "Reads quantity and version, writes only WHERE version is unchanged, retries in a new transaction. Holds nothing while thinking; wastes attempts under contention (tries/sale).",
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",

@@ -41,7 +41,7 @@
 //! in one statement.
 
 use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
-use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use crate::error::AppError;
 use crate::metrics::Phase;
 use crate::order::Item;
@@ -56,6 +56,12 @@ pub struct Pessimistic {
 static INFO: StrategyInfo = StrategyInfo {
     name: "pessimistic",
     description: "SELECT ... FOR UPDATE in product order, check, write, COMMIT; retried on deadlock or lock wait timeout.",
+
+    family: Family::Database,
+
+    when_to_use: "The decision needs several statements (read, compute, write) and contention per row is moderate.",
+
+    explanation: "SELECT … FOR UPDATE locks the rows (in product order), then check and write; deadlocks and lock-wait timeouts are retried. Use it when the decision needs several statements.",
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",

@@ -73,7 +73,7 @@
 //! write). It needs a Redis, a persister that runs, and watching `pending`.
 
 use super::txn;
-use super::{Deducted, Deduction, ItemResult, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, ItemResult, Strategy, StrategyInfo};
 use crate::error::{AppError, mysql_error_number};
 use crate::hooks::{Failpoint, Hooks};
 use locks::redis::{Endpoint, Primary};
@@ -150,6 +150,12 @@ pub struct RedisStock {
 static INFO: StrategyInfo = StrategyInfo {
     name: "redis-stock",
     description: "Redis in front: one Lua script checks the request id, decrements the counter and appends the sale to a stream; a persister writes the stream into MariaDB in batches (orders, ledger, stock), acknowledging after COMMIT.",
+
+    family: Family::HotProduct,
+
+    when_to_use: "The hottest sales, where answering fast matters more than every sale being on disk before the buyer hears of it.",
+
+    explanation: "Redis in front, the database as the record: one Lua script checks the request id, decrements the product's counter and appends the sale to a stream; a persister in each instance writes the stream into MariaDB in batches and acknowledges after COMMIT. Answers before the sale is durable: GET /stock shows what is pending, and what a Redis crash loses depends on Redis's persistence.",
     backend: "redis",
     safe_across_instances: true,
     fencing: "not needed",

@@ -34,7 +34,7 @@
 //! Never; it is here so every experiment has something that visibly breaks.
 
 use super::txn::{self, Sold, check_enough};
-use super::{Deducted, Deduction, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use crate::error::AppError;
 use async_trait::async_trait;
 use sqlx::MySqlConnection;
@@ -45,6 +45,12 @@ pub struct Unsafe;
 static INFO: StrategyInfo = StrategyInfo {
     name: "unsafe",
     description: "No lock: plain read, check, write the computed value. The control group; it oversells.",
+
+    family: Family::Control,
+
+    when_to_use: "Never: it is the control group, the oversell every other strategy prevents.",
+
+    explanation: "Reads the quantity, checks it, writes read − requested. Two buyers who read the same value both write the same result: one sale vanishes from the stock while the ledger keeps both. Never use it; it is the control group.",
     backend: "database",
     safe_across_instances: false,
     fencing: "none",

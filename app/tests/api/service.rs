@@ -44,6 +44,53 @@ async fn strategies_are_listed() {
     app.stop().await;
 }
 
+/// Every strategy of the registry carries what a client needs to show it without a
+/// list of its own: a family, one line on when to use it, a paragraph, its place in
+/// the order (0, 1, 2, ... as served) and a colour no other strategy has. A strategy
+/// added without them, or past the palette, fails here.
+#[tokio::test]
+async fn every_strategy_carries_its_card() {
+    let app = spawn_app().await;
+    let list: Vec<Value> = app.get("/strategies").await.json().await.unwrap();
+    assert!(list.len() >= 13, "{} strategies", list.len());
+    let mut colours = std::collections::HashSet::new();
+    let families = ["control", "database", "hot-product", "distributed-lock"];
+    for (i, card) in list.iter().enumerate() {
+        let name = card["name"].as_str().unwrap();
+        assert_eq!(card["order"], i, "{name}: order as served");
+        assert!(
+            families.contains(&card["family"].as_str().unwrap()),
+            "{name}"
+        );
+        for field in ["description", "when_to_use", "explanation"] {
+            let text = card[field].as_str().unwrap_or_default();
+            assert!(text.len() > 20, "{name}: {field} `{text}`");
+        }
+        let colour = card["colour"].as_str().unwrap();
+        assert!(
+            colour.len() == 7 && colour.starts_with('#'),
+            "{name}: {colour}"
+        );
+        assert!(
+            colours.insert(colour.to_string()),
+            "{name}: {colour} is taken"
+        );
+    }
+    // Families come in teaching order: each starts after the previous one ended.
+    let order: Vec<usize> = list
+        .iter()
+        .map(|c| families.iter().position(|f| c["family"] == *f).unwrap())
+        .collect();
+    let mut seen = Vec::new();
+    for family in order {
+        if seen.last() != Some(&family) {
+            assert!(!seen.contains(&family), "a family split in two: {list:?}");
+            seen.push(family);
+        }
+    }
+    app.stop().await;
+}
+
 /// /ready checks every configured backend: the testbed's Redis and ZooKeeper answer
 /// (200); a Redis that is not there makes it 503, naming that backend, with
 /// Retry-After and the error shape.

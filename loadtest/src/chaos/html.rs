@@ -1,7 +1,7 @@
 //! The fault grid's part of the HTML report.
 
 use super::*;
-use crate::html::{ORDER, escape};
+use crate::html::escape;
 use std::fmt::Write;
 
 /// A cell's short label for the grid (the colour says the verdict): the number
@@ -38,9 +38,9 @@ fn verdict_class(v: CellVerdict) -> &'static str {
 /// The "Faults" section: the grid, the lesson, and one sentence per cell.
 pub(super) fn faults_section(f: &ChaosReport) -> String {
     let mut html = String::new();
-    let columns: Vec<&str> = ORDER
-        .iter()
-        .copied()
+    let columns: Vec<&str> = f
+        .strategies
+        .names()
         .filter(|s| f.cells.iter().any(|c| c.strategy == *s))
         .collect();
     let _ = write!(

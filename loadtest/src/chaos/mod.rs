@@ -169,6 +169,10 @@ pub struct ChaosReport {
     pub cells: Vec<Cell>,
     pub scenarios: Vec<ScenarioInfo>,
     pub seconds: f64,
+    /// The strategies as the lab's service lists them (the grid's column order); in
+    /// the report once, as its `strategies`.
+    #[serde(skip)]
+    pub strategies: crate::catalogue::Catalogue,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -334,6 +338,8 @@ pub async fn run(
         "chaos: starting MariaDB, 5 Redis, ZooKeeper ({zk_nodes} node(s)) and 2 stock-app instances ..."
     );
     let mut lab = Lab::start(app_bin, timing.clone(), zk_nodes).await?;
+    let strategies =
+        crate::catalogue::Catalogue::fetch(&lab.client, &lab.instances[0].base).await?;
     let mut results = Vec::new();
     for spec in &cells {
         eprintln!(
@@ -379,6 +385,7 @@ pub async fn run(
             })
             .collect(),
         seconds: started.elapsed().as_secs_f64(),
+        strategies,
     })
 }
 

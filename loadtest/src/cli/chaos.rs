@@ -80,6 +80,7 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         println!("claim: {} -> {}", claim.claim, claim.verdict);
     }
     report.parts.push(faults.part());
+    report.strategies = faults.strategies.clone();
     let html_path = write_reports(&report, args.json.as_deref(), "chaos")?;
     println!("report: {}", html_path.display());
     let unexpected: Vec<String> = faults

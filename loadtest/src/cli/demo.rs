@@ -103,6 +103,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         .connect(&env["DATABASE_URL"])
         .await?;
     let mut rows: Vec<Row> = Vec::new();
+    let mut catalogue = Default::default();
     for (section, (instances, hold)) in [(&plain, 0), (&held, args.hold_ms)].into_iter().enumerate()
     {
         let runner = Runner {
@@ -113,7 +114,8 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             live: live.clone(),
         };
         let name = if hold == 0 { "throughput" } else { "held" };
-        for (i, (strategy, safe)) in runner.strategies().await?.into_iter().enumerate() {
+        catalogue = runner.strategies().await?;
+        for (i, (strategy, safe)) in catalogue.safety().into_iter().enumerate() {
             if !args.load.strategies.is_empty() && !args.load.strategies.contains(&strategy) {
                 continue;
             }
@@ -190,9 +192,8 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             admin_token: ADMIN_TOKEN.into(),
             live: live.clone(),
         };
-        let strategies: Vec<(String, bool)> = runner
-            .strategies()
-            .await?
+        let strategies: Vec<(String, bool)> = catalogue
+            .safety()
             .into_iter()
             .filter(|(s, _)| args.load.strategies.is_empty() || args.load.strategies.contains(s))
             .collect();
@@ -299,6 +300,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     drop(stack);
 
     let mut report = Report::new(parameters(&args.load, 2, args.hold_ms), rows);
+    report.strategies = catalogue;
     report.claims = loadtest::claims::check(&report.results, contention);
     if let Some(sale) = &flash {
         report.claims.extend(sale.claims());

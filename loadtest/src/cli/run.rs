@@ -40,7 +40,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         live: None,
     };
     let mut rows = Vec::new();
-    for (i, (name, safe)) in runner.strategies().await?.into_iter().enumerate() {
+    let catalogue = runner.strategies().await?;
+    for (i, (name, safe)) in catalogue.safety().into_iter().enumerate() {
         if !args.load.strategies.is_empty() && !args.load.strategies.contains(&name) {
             continue;
         }
@@ -62,10 +63,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         ),
         &rows.iter().collect::<Vec<_>>(),
     );
-    let report = Report::new(
+    let mut report = Report::new(
         parameters(&args.load, args.urls.len(), args.hold_ms.unwrap_or(0)),
         rows,
     );
+    report.strategies = catalogue;
     if let Some(path) = &args.load.json {
         write_json(path, &report)?;
         println!("json: {}", path.display());

@@ -69,7 +69,8 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         admin_token: ADMIN_TOKEN.into(),
         live: None,
     };
-    let mut strategies = runner.strategies().await?;
+    let catalogue = runner.strategies().await?;
+    let mut strategies = catalogue.safety();
     if !args.strategies.is_empty() {
         for wanted in &args.strategies {
             if !strategies.iter().any(|(name, _)| name == wanted) {
@@ -119,7 +120,8 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     );
     report.machine.servers = servers;
     report.instances = instances.iter().map(Instance::info).collect();
-    report.parts.push(info.part(&report.results));
+    report.parts.push(info.part(&report.results, &catalogue));
+    report.strategies = catalogue;
     let html_path = write_reports(&report, args.json.as_deref(), "sweep")?;
     println!("report: {}", html_path.display());
     println!(
