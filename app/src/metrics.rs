@@ -37,8 +37,10 @@
 //! - `stock_locks_db_pool_connections{state}` (`in_use`, `idle`) and
 //!   `stock_locks_db_pool_max_connections`: the database pool at the scrape; a pool
 //!   whose connections are all in use makes requests wait for one.
-//! - `stock_locks_redis_stock_backlog`: `redis-stock`'s sales Redis acknowledged and
-//!   the database has not recorded yet (the stream's length), when Redis answers.
+//!
+//! A strategy may register metrics of its own at start (`Strategy::start`, e.g. a
+//! backlog of sales not yet in the database) and update them before each scrape
+//! (`Strategy::scrape`); its file documents them.
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
@@ -125,7 +127,6 @@ pub struct Scrape<'a> {
     pub locks: Vec<(&'static str, &'a locks::LockStats)>,
     /// The pool's size, idle connections and maximum.
     pub pool: (u32, usize, u32),
-    pub backlog: Option<u64>,
 }
 
 /// The service's metrics and the registry they are exposed from.
@@ -141,7 +142,6 @@ pub struct Metrics {
     lost: IntCounterVec,
     pool: prometheus::IntGaugeVec,
     pool_max: prometheus::IntGauge,
-    backlog: prometheus::IntGauge,
     /// One scrape at a time: each brings the lock counters up to the locks' counts.
     scraping: std::sync::Mutex<()>,
 }
@@ -242,15 +242,9 @@ impl Metrics {
             "The most connections the database pool opens (--db-pool-size).",
         )
         .expect("a valid metric");
-        let backlog = prometheus::IntGauge::new(
-            "stock_locks_redis_stock_backlog",
-            "redis-stock's sales acknowledged by Redis and not yet recorded in the database.",
-        )
-        .expect("a valid metric");
         for metric in [
             Box::new(pool.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(pool_max.clone()),
-            Box::new(backlog.clone()),
             Box::new(phases.clone()),
             Box::new(pool_wait.clone()),
             Box::new(transactions.clone()),
@@ -278,9 +272,14 @@ impl Metrics {
             lost,
             pool,
             pool_max,
-            backlog,
             scraping: std::sync::Mutex::new(()),
         }
+    }
+
+    /// The registry, for the metrics a strategy registers itself
+    /// ([`crate::strategies::Strategy::start`]).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// Counts one answered deduction of `strategy` and how long it took.
@@ -341,9 +340,6 @@ impl Metrics {
             .set(i64::from(size) - idle as i64);
         self.pool.with_label_values(&["idle"]).set(idle as i64);
         self.pool_max.set(i64::from(max));
-        if let Some(backlog) = now.backlog {
-            self.backlog.set(backlog as i64);
-        }
         for (backend, stats) in &now.locks {
             let renewals = self.renewals.with_label_values(&[backend]);
             renewals.inc_by(stats.renewals().saturating_sub(renewals.get()));

@@ -15,7 +15,6 @@ use crate::hooks::{Mode, PointState, Setting};
 use crate::ready::{BackendStatus, Readiness};
 use crate::routes::{Health, HooksState, Paused, Released};
 use crate::stock::StockView;
-use crate::strategies::redis_stock::Counter;
 use crate::strategies::{Deducted, Family, ItemResult, StrategyCard, StrategyInfo};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
@@ -43,7 +42,7 @@ use utoipa::{Modify, OpenApi, ToSchema};
     ),
     components(schemas(
         DeductRequest, OneProduct, SeveralProducts, ItemRequest, TestHooks, Barrier, Restock,
-        Deducted, ItemResult, StockView, Counter, StrategyInfo, StrategyCard, Family, Health, Readiness,
+        Deducted, ItemResult, StockView, StrategyInfo, StrategyCard, Family, Health, Readiness,
         BackendStatus, ErrorBody, ErrorCode, Setting, Mode, PointState, HooksState, Released,
         Paused,
     )),

@@ -495,16 +495,8 @@ async fn get_stock(
         Ok(None) => return Err(ApiError::new(AppError::UnknownProduct(product_id), id.0)),
         Err(e) => return Err(ApiError::new(e.into(), id.0)),
     };
-    // `redis-stock`: what Redis sold that the database has not recorded yet.
-    let redis_stock = &state.strategies.redis_stock;
-    if redis_stock.configured() {
-        match redis_stock.counter(product_id).await {
-            Ok(counter) => {
-                view.pending = Some(counter.as_ref().map_or(0, |c| c.pending));
-                view.redis = counter;
-            }
-            Err(e) => tracing::warn!(product_id, error = %e, "redis-stock counter unreadable"),
-        }
+    for strategy in state.strategies.iter() {
+        view.elsewhere.extend(strategy.stock_view(product_id).await);
     }
     Ok(HttpResponse::Ok().json(view))
 }
@@ -567,8 +559,9 @@ async fn put_stock(
         epoch = view.epoch,
         "restocked"
     );
-    // `redis-stock`'s counter starts the new epoch from the database at its next sale.
-    state.strategies.redis_stock.forget(product_id).await;
+    for strategy in state.strategies.iter() {
+        strategy.restocked(product_id).await;
+    }
     Ok(HttpResponse::Ok().json(view))
 }
 
@@ -671,6 +664,9 @@ async fn deduct(
 #[utoipa::path(get, path = "/metrics", tag = "service", responses(
     (status = 200, description = "The Prometheus text format, version 0.0.4.", body = String, content_type = "text/plain; version=0.0.4")))]
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    for strategy in state.strategies.iter() {
+        strategy.scrape().await;
+    }
     let now = crate::metrics::Scrape {
         locks: state.strategies.lock_stats(),
         pool: (
@@ -678,7 +674,6 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
             state.pool.num_idle(),
             state.settings.db_pool_size,
         ),
-        backlog: state.strategies.redis_stock.backlog().await,
     };
     HttpResponse::Ok()
         .content_type(prometheus::TEXT_FORMAT)

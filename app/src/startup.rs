@@ -56,8 +56,8 @@ pub struct Application {
     port: u16,
     server: Server,
     state: web::Data<AppState>,
-    /// `redis-stock`'s persister (it returns at once without a Redis).
-    persister: tokio::task::JoinHandle<()>,
+    /// The strategies' background work ([`crate::strategies::Strategy::start`]).
+    background: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Application {
@@ -119,18 +119,21 @@ impl Application {
         if let Some(workers) = state.settings.workers {
             server = server.workers(workers);
         }
-        // `redis-stock`'s persister: its own task and Redis connection (it blocks on
-        // the stream), started without waiting for Redis.
-        let persister = tokio::spawn(strategies::redis_stock::persist_forever(
-            state.settings.redis_stock(),
-            state.pool.clone(),
-            state.hooks.clone(),
-        ));
+        let started = strategies::Started {
+            pool: &state.pool,
+            hooks: &state.hooks,
+            registry: state.metrics.registry(),
+        };
+        let background = state
+            .strategies
+            .iter()
+            .filter_map(|s| s.start(&started))
+            .collect();
         Ok(Application {
             port,
             server: server.run(),
             state,
-            persister,
+            background,
         })
     }
 
@@ -153,7 +156,9 @@ impl Application {
     /// then closes the database pool so the server sees clean disconnects.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let result = self.server.await;
-        self.persister.abort();
+        for task in &self.background {
+            task.abort();
+        }
         self.state.pool.close().await;
         self.state.reads.close().await;
         result

@@ -20,17 +20,15 @@ pub struct StockView {
     /// Ledger sum for the current epoch. Equals `initial_quantity - quantity` unless
     /// updates were lost (the unsafe strategies).
     pub sold: i64,
-    /// Units left in each bucket, when the product is split (`bucketed`).
+    /// Units left in each bucket, when the product is split (the split rows).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buckets: Vec<i32>,
-    /// `redis-stock`: units Redis sold (and acknowledged to buyers) that the database
-    /// has not recorded yet; 0 when drained. Absent without Redis or when Redis did
-    /// not answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pending: Option<i64>,
-    /// `redis-stock`: the product's counter in Redis, if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub redis: Option<crate::strategies::redis_stock::Counter>,
+    /// What strategies keep about the product outside the database, each its own
+    /// fields (`Strategy::stock_view`; e.g. a Redis counter and the sales it made that
+    /// the database has not recorded yet, `pending`).
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub elsewhere: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Creates the product or restocks it: sets quantity and initial_quantity, starts a
@@ -121,7 +119,6 @@ pub async fn find(pool: &MySqlPool, product_id: i64) -> sqlx::Result<Option<Stoc
         initial_quantity,
         sold,
         buckets,
-        pending: None,
-        redis: None,
+        elsewhere: serde_json::Map::new(),
     }))
 }

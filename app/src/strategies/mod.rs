@@ -165,7 +165,19 @@ impl Deduction<'_> {
     }
 }
 
+/// What a strategy is handed when the service starts ([`Strategy::start`]).
+pub struct Started<'a> {
+    pub pool: &'a MySqlPool,
+    pub hooks: &'a Arc<Hooks>,
+    /// The service's metrics registry, for metrics of the strategy's own.
+    pub registry: &'a prometheus::Registry,
+}
+
 /// One way to deduct stock. Implementations live one per file in this module.
+///
+/// Besides [`deduct`](Strategy::deduct), a strategy may take part in the service's
+/// life through the hooks below; each does nothing unless the strategy says
+/// otherwise, so the service around the strategies never names one of them.
 ///
 /// The futures are not `Send`: actix-web runs each request on one worker thread.
 #[async_trait(?Send)]
@@ -174,6 +186,25 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// Deducts every item of `d.order`, all or nothing, and records it.
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError>;
+
+    /// At start: register the strategy's own metrics, start its background work
+    /// (the task is aborted when the service stops). Must not wait on a backend.
+    fn start(&self, _started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
+        None
+    }
+
+    /// After `PUT /stock/{product_id}` started a new epoch: forget what the
+    /// strategy kept about the product elsewhere.
+    async fn restocked(&self, _product_id: i64) {}
+
+    /// Fields `GET /stock/{product_id}` adds for this strategy (what it keeps about
+    /// the product outside the database), merged into the answer.
+    async fn stock_view(&self, _product_id: i64) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+
+    /// Before `/metrics` is rendered: bring the strategy's own gauges up to date.
+    async fn scrape(&self) {}
 
     /// A distributed lock's backend name and its watchdogs' counts, once it connected
     /// (for `/metrics`); `None` for a strategy without one.
@@ -187,9 +218,6 @@ pub trait Strategy: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Strategies {
     list: Vec<Arc<dyn Strategy>>,
-    /// `redis-stock` again, for what the service does besides deducting (its
-    /// counters in `GET /stock`, resetting one on a restock).
-    pub redis_stock: Arc<redis_stock::RedisStock>,
     /// The classic mistakes (a request's `mistake` test hook runs one instead of
     /// the strategy).
     pub mistakes: Arc<mistakes::Mistakes>,
@@ -198,6 +226,11 @@ pub struct Strategies {
 impl Strategies {
     pub fn add(&mut self, strategy: Arc<dyn Strategy>) {
         self.list.push(strategy);
+    }
+
+    /// Every strategy, in the registry's order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Strategy>> {
+        self.list.iter()
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Strategy>> {
@@ -264,10 +297,8 @@ pub struct Deducted {
 /// per-worker factory, so state inside a strategy (the local mutexes) is shared by
 /// every worker.
 pub fn all(settings: &Settings) -> Strategies {
-    let redis_stock = Arc::new(redis_stock::RedisStock::new(settings.redis_stock()));
     let mut strategies = Strategies {
         list: Vec::new(),
-        redis_stock: redis_stock.clone(),
         mistakes: Arc::new(mistakes::Mistakes::new(settings)),
     };
     strategies.add(Arc::new(unsafe_control::Unsafe));
@@ -288,7 +319,9 @@ pub fn all(settings: &Settings) -> Strategies {
     strategies.add(Arc::new(bucketed::Bucketed::new(
         settings.pessimistic_max_attempts,
     )));
-    strategies.add(redis_stock);
+    strategies.add(Arc::new(redis_stock::RedisStock::new(
+        settings.redis_stock(),
+    )));
     for locked in distributed::all(settings) {
         strategies.add(Arc::new(locked));
     }

@@ -73,7 +73,7 @@
 //! write). It needs a Redis, a persister that runs, and watching `pending`.
 
 use super::txn;
-use super::{Deducted, Deduction, Family, ItemResult, Strategy, StrategyInfo};
+use super::{Deducted, Deduction, Family, ItemResult, Started, Strategy, StrategyInfo};
 use crate::error::{AppError, mysql_error_number};
 use crate::hooks::{Failpoint, Hooks};
 use locks::redis::{Endpoint, Primary};
@@ -145,6 +145,9 @@ pub struct RedisStock {
     settings: RedisStockSettings,
     /// Through Sentinel, moved to the new primary after a failover.
     primary: OnceCell<Primary>,
+    /// `stock_locks_redis_stock_backlog`: the sales Redis acknowledged that the
+    /// database has not recorded yet (the stream's length), read at each scrape.
+    backlog: prometheus::IntGauge,
 }
 
 static INFO: StrategyInfo = StrategyInfo {
@@ -255,6 +258,11 @@ impl RedisStock {
         RedisStock {
             settings,
             primary: OnceCell::new(),
+            backlog: prometheus::IntGauge::new(
+                "stock_locks_redis_stock_backlog",
+                "redis-stock's sales acknowledged by Redis and not yet recorded in the database.",
+            )
+            .expect("a valid metric"),
         }
     }
 
@@ -366,6 +374,55 @@ impl RedisStock {
 impl Strategy for RedisStock {
     fn info(&self) -> &StrategyInfo {
         &INFO
+    }
+
+    /// The backlog gauge, and the persister (steps 3-5): its own task and Redis
+    /// connection (it blocks on the stream), started without waiting for Redis.
+    fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
+        started
+            .registry
+            .register(Box::new(self.backlog.clone()))
+            .expect("registered once");
+        Some(tokio::spawn(persist_forever(
+            self.settings.clone(),
+            started.pool.clone(),
+            started.hooks.clone(),
+        )))
+    }
+
+    /// The counter starts the new epoch from the database at its next sale.
+    async fn restocked(&self, product_id: i64) {
+        self.forget(product_id).await;
+    }
+
+    /// `pending` (sold by Redis, not yet in the database; 0 when drained) and `redis`
+    /// (the counter, if there is one). Nothing without a Redis or when it does not
+    /// answer.
+    async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
+        let mut fields = serde_json::Map::new();
+        if !self.configured() {
+            return fields;
+        }
+        match self.counter(product_id).await {
+            Ok(counter) => {
+                fields.insert(
+                    "pending".into(),
+                    counter.as_ref().map_or(0, |c| c.pending).into(),
+                );
+                if let Some(counter) = counter {
+                    let counter = serde_json::to_value(counter).expect("plain data");
+                    fields.insert("redis".into(), counter);
+                }
+            }
+            Err(e) => tracing::warn!(product_id, error = %e, "redis-stock counter unreadable"),
+        }
+        fields
+    }
+
+    async fn scrape(&self) {
+        if let Some(backlog) = self.backlog().await {
+            self.backlog.set(backlog as i64);
+        }
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
