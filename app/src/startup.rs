@@ -96,7 +96,13 @@ impl Application {
             .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
         let state = web::Data::new(AppState {
-            strategies: strategies::all(&settings),
+            strategies: strategies::all(
+                &settings.strategies,
+                &strategies::Context {
+                    database_url: &settings.database_url,
+                    shared: &settings.shared,
+                },
+            ),
             pool,
             reads,
             in_flight: InFlight::default(),

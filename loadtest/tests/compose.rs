@@ -184,6 +184,7 @@ fn the_instances_are_wired_to_every_server() {
 
     // REDIS_URLS: all five, in order (the first one also serves redis-lock).
     let redis: Vec<(String, u16)> = settings
+        .shared
         .redis_urls
         .iter()
         .map(|u| {
@@ -199,7 +200,11 @@ fn the_instances_are_wired_to_every_server() {
     assert_eq!(redis, expected);
 
     // ZK_CONNECT: every ensemble member at its client port.
-    let zk_connect = settings.zk_connect.as_deref().expect("ZK_CONNECT is set");
+    let zk_connect = settings
+        .shared
+        .zk_connect
+        .as_deref()
+        .expect("ZK_CONNECT is set");
     let expected: Vec<String> = ZOOKEEPER.iter().map(|z| format!("{z}:2181")).collect();
     assert_eq!(zk_connect.split(',').collect::<Vec<_>>(), expected);
 

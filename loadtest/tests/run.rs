@@ -29,18 +29,18 @@ async fn service() -> (String, String) {
 /// A service on `database_url` (a second one on the same database is a second
 /// instance); returns its base URL.
 async fn service_on(database_url: &str) -> String {
-    let app = Application::build(Settings {
+    let mut settings = Settings {
         admin_token: Some(TOKEN.into()),
         enable_test_hooks: true,
-        // The testbed's Redis for redis-stock, under keys of this database's own.
-        redis_urls: std::env::var("REDIS_URLS")
-            .map(|v| v.split(',').map(str::to_string).collect())
-            .unwrap_or_default(),
-        redis_stock_prefix: format!("lt:{}:rs:", database_url.rsplit('/').next().unwrap_or("db")),
         ..Settings::for_database(database_url)
-    })
-    .await
-    .unwrap();
+    };
+    // The testbed's Redis for redis-stock, under keys of this database's own.
+    settings.shared.redis_urls = std::env::var("REDIS_URLS")
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    settings.strategies.redis_stock.prefix =
+        format!("lt:{}:rs:", database_url.rsplit('/').next().unwrap_or("db"));
+    let app = Application::build(settings).await.unwrap();
     let url = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());
     url

@@ -53,16 +53,21 @@ pub struct AtomicSql;
 static INFO: StrategyInfo = StrategyInfo {
     name: "atomic-sql",
     description: "One conditional UPDATE per item: quantity = quantity - q WHERE quantity >= q; the row lock serializes buyers.",
-
     family: Family::Database,
-
     when_to_use: "Stock is a counter in one database: the first choice.",
-
     explanation: "One conditional UPDATE (quantity = quantity − q WHERE quantity ≥ q): the check and the write are one statement under the row lock. For a counter in one database, the first choice.",
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",
 };
+
+impl super::Declare for AtomicSql {
+    type Settings = super::NoSettings;
+
+    fn build(_: &super::NoSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+        std::sync::Arc::new(AtomicSql)
+    }
+}
 
 #[async_trait(?Send)]
 impl Strategy for AtomicSql {

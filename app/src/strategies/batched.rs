@@ -136,16 +136,55 @@ struct Buyer {
 static INFO: StrategyInfo = StrategyInfo {
     name: "batched",
     description: "Request coalescing: the buyers of one product queue briefly and share one transaction (row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE).",
-
     family: Family::HotProduct,
-
     when_to_use: "One product sells to many buyers at once and no server besides the database is wanted.",
-
     explanation: "Request coalescing: the buyers of one product queue briefly in each instance and share one transaction (the row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE). Many sales per row-lock hand-over: the flash-sale strategy that needs no other server.",
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",
 };
+
+/// `batched`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct BatchedSettings {
+    /// How long a product's batch task waits for more buyers before it takes its
+    /// queue, in microseconds. 0: it takes what is there at once (under load a batch
+    /// is then whatever arrived while the previous one ran).
+    #[arg(
+        id = "batch_window_us",
+        long = "batch-window-us",
+        env = "BATCH_WINDOW_US",
+        default_value_t = 0
+    )]
+    pub window_us: u64,
+
+    /// The most requests one transaction carries.
+    #[arg(id = "batch_max", long = "batch-max", env = "BATCH_MAX", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_batch: u32,
+
+    /// Transactions a batch may run (retries after a deadlock or a lock wait timeout)
+    /// before its buyers are answered 503 busy.
+    #[arg(
+        id = "batched_max_attempts",
+        long = "batched-max-attempts",
+        env = "BATCHED_MAX_ATTEMPTS",
+        default_value_t = 5
+    )]
+    pub max_attempts: u32,
+}
+
+impl super::Declare for Batched {
+    type Settings = BatchedSettings;
+
+    fn build(settings: &BatchedSettings, _: &super::Context<'_>) -> Arc<dyn Strategy> {
+        Arc::new(Batched::new(BatchSettings {
+            window: Duration::from_micros(settings.window_us),
+            max_batch: settings.max_batch as usize,
+            max_attempts: settings.max_attempts,
+        }))
+    }
+}
 
 impl Batched {
     pub fn new(settings: BatchSettings) -> Batched {

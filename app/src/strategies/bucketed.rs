@@ -86,6 +86,29 @@ pub struct Bucketed {
     known: Mutex<HashMap<i64, u16>>,
 }
 
+/// `bucketed`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct BucketedSettings {
+    /// Transactions `bucketed` may run to gather a multi-unit request (retries after a
+    /// deadlock or a lock wait timeout).
+    #[arg(
+        id = "bucketed_max_attempts",
+        long = "bucketed-max-attempts",
+        env = "BUCKETED_MAX_ATTEMPTS",
+        default_value_t = 5
+    )]
+    pub max_attempts: u32,
+}
+
+impl super::Declare for Bucketed {
+    type Settings = BucketedSettings;
+
+    fn build(settings: &BucketedSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+        std::sync::Arc::new(Bucketed::new(settings.max_attempts))
+    }
+}
+
 impl Bucketed {
     pub fn new(max_attempts: u32) -> Bucketed {
         Bucketed {
@@ -113,11 +136,8 @@ impl Bucketed {
 static INFO: StrategyInfo = StrategyInfo {
     name: "bucketed",
     description: "The hot row split into K bucket rows (set at restock): one conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request.",
-
     family: Family::HotProduct,
-
     when_to_use: "One hot product whose stock may be split at restock, and single units per order.",
-
     explanation: "The hot row split into K bucket rows at restock: a conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request. K buyers proceed at once; the database's CPU becomes the limit.",
     backend: "database",
     safe_across_instances: true,

@@ -23,47 +23,35 @@
 //!   comes back after the session timeout.
 
 use super::locked::{Connect, LockStrategy};
-use super::{Family, StrategyInfo};
-use crate::config::Settings;
+use super::shared::Shared;
+use super::{Context, Declare, Family, NoSettings, Strategy, StrategyInfo};
 use crate::error::AppError;
-use locks::{LockError, LockOptions, Locker};
+use locks::{LockError, Locker};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
-/// The four lock strategies, in the teaching order.
-pub fn all(settings: &Settings) -> Vec<LockStrategy> {
-    vec![
-        mysql(settings),
-        redis(settings),
-        redlock(settings),
-        zookeeper(settings),
-    ]
-}
+/// The four lock strategies, as the registry names them.
+pub struct MysqlLock;
+pub struct RedisLock;
+pub struct RedLock;
+pub struct ZooKeeper;
 
 fn strategy(
     info: StrategyInfo,
     key_prefix: &'static str,
     connect: Connect,
-    settings: &Settings,
+    shared: &Shared,
 ) -> LockStrategy {
     LockStrategy {
         info,
         key_prefix,
         connect,
         locker: OnceCell::new(),
-        options: lock_options(settings),
-        wait: Duration::from_millis(settings.lock_wait_ms),
-        fencing: settings.fencing,
+        options: shared.lock_options(),
+        wait: shared.lock_wait(),
+        fencing: shared.fencing,
         instance: uuid::Uuid::new_v4().simple().to_string(),
-    }
-}
-
-/// The lease, renewal and maximum hold of every lock the service takes.
-pub(super) fn lock_options(settings: &Settings) -> LockOptions {
-    LockOptions {
-        lease: Duration::from_millis(settings.lock_lease_ms),
-        renew: true,
-        max_hold: Some(Duration::from_millis(settings.lock_max_hold_ms)),
     }
 }
 
@@ -91,9 +79,32 @@ fn not_set(backend: &str, variable: &str) -> AppError {
     }
 }
 
+/// `mysql-lock`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct MysqlLockSettings {
+    /// Connections the mysql-lock strategy uses for acquisition attempts (it has its
+    /// own pools, apart from the stock transactions').
+    #[arg(
+        id = "mysql_lock_pool_size",
+        long = "mysql-lock-pool-size",
+        env = "MYSQL_LOCK_POOL_SIZE",
+        default_value_t = 16
+    )]
+    pub pool_size: u32,
+}
+
+impl Declare for MysqlLock {
+    type Settings = MysqlLockSettings;
+
+    fn build(settings: &MysqlLockSettings, context: &Context<'_>) -> Arc<dyn Strategy> {
+        Arc::new(mysql(settings, context))
+    }
+}
+
 /// `mysql-lock`: the lock table, on pools of its own in the service's database.
-pub fn mysql(settings: &Settings) -> LockStrategy {
-    let config = (settings.database_url.clone(), settings.mysql_lock_pool_size);
+fn mysql(settings: &MysqlLockSettings, context: &Context<'_>) -> LockStrategy {
+    let config = (context.database_url.to_string(), settings.pool_size);
     let connect = connector(config, async |(url, size)| {
         let backend = locks::mysql::MysqlLock::connect(&url, size)
             .await
@@ -103,26 +114,57 @@ pub fn mysql(settings: &Settings) -> LockStrategy {
     let info = StrategyInfo {
         name: "mysql-lock",
         description: "Lock table in the database (reentrant, leased by the database clock, watchdog), plain read-check-write; fenced by default.",
-
         family: Family::DistributedLock,
-
         when_to_use: "A lock is needed, only the database is there, and the load is light.",
-
         explanation: "A lock row in the database (reentrant, leased by the database clock, renewed by a watchdog), then a plain read-check-write, fenced by the row's token. Slow: every attempt is a write transaction.",
         backend: "database (lock table)",
         safe_across_instances: true,
         fencing: "token",
     };
-    strategy(info, "stock:", connect, settings)
+    strategy(info, "stock:", connect, context.shared)
+}
+
+/// `redis-lock`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct RedisLockSettings {
+    /// `redis-lock` grants a lock only once this many replicas acknowledged it (`WAIT`
+    /// after the lock script; 0: never wait). The mitigation for a failover that loses
+    /// the lock; it costs a round trip per acquisition, and with fewer replicas
+    /// reachable no lock is granted (503 backend_unavailable).
+    #[arg(
+        id = "redis_lock_min_replicas",
+        long = "redis-lock-min-replicas",
+        env = "REDIS_LOCK_MIN_REPLICAS",
+        default_value_t = 0
+    )]
+    pub min_replicas: u32,
+
+    /// How long `redis-lock` waits for those replicas, in milliseconds.
+    #[arg(
+        id = "redis_lock_replica_timeout_ms",
+        long = "redis-lock-replica-timeout-ms",
+        env = "REDIS_LOCK_REPLICA_TIMEOUT_MS",
+        default_value_t = 500
+    )]
+    pub replica_timeout_ms: u64,
+}
+
+impl Declare for RedisLock {
+    type Settings = RedisLockSettings;
+
+    fn build(settings: &RedisLockSettings, context: &Context<'_>) -> Arc<dyn Strategy> {
+        Arc::new(redis(settings, context.shared))
+    }
 }
 
 /// `redis-lock`: the primary `REDIS_SENTINELS` name, else the first of `REDIS_URLS`;
 /// with `--redis-lock-min-replicas`, a lock counts once that many replicas have it.
-pub fn redis(settings: &Settings) -> LockStrategy {
-    let endpoint = settings.redis_endpoint();
+fn redis(settings: &RedisLockSettings, shared: &Shared) -> LockStrategy {
+    let endpoint = shared.redis_endpoint();
     let replicas = (
-        settings.redis_lock_min_replicas,
-        Duration::from_millis(settings.redis_lock_replica_timeout_ms),
+        settings.min_replicas,
+        Duration::from_millis(settings.replica_timeout_ms),
     );
     let connect = connector((endpoint, replicas), async |(endpoint, (n, timeout))| {
         let endpoint = endpoint.ok_or_else(|| not_set("redis", "REDIS_URLS"))?;
@@ -135,23 +177,43 @@ pub fn redis(settings: &Settings) -> LockStrategy {
     let info = StrategyInfo {
         name: "redis-lock",
         description: "Redisson-style reentrant hash lock in Redis (Lua, watchdog, pub/sub wake-up), plain read-check-write; fenced by default.",
-
         family: Family::DistributedLock,
-
         when_to_use: "The critical section spans more than the database and the final write can be fenced.",
-
         explanation: "A Redisson-style hash lock in Lua (reentrant, watchdog, waiters woken by pub/sub), then a plain read-check-write fenced by an INCR token. Fast; safe only with the fence.",
         backend: "redis",
         safe_across_instances: true,
         fencing: "token",
     };
-    strategy(info, "stock:", connect, settings)
+    strategy(info, "stock:", connect, shared)
+}
+
+/// `redlock`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct RedLockSettings {
+    /// How long RedLock waits for one Redis node before counting it out, in
+    /// milliseconds (much smaller than the lease).
+    #[arg(
+        id = "redlock_node_timeout_ms",
+        long = "redlock-node-timeout-ms",
+        env = "REDLOCK_NODE_TIMEOUT_MS",
+        default_value_t = 100
+    )]
+    pub node_timeout_ms: u64,
+}
+
+impl Declare for RedLock {
+    type Settings = RedLockSettings;
+
+    fn build(settings: &RedLockSettings, context: &Context<'_>) -> Arc<dyn Strategy> {
+        Arc::new(redlock(settings, context.shared))
+    }
 }
 
 /// `redlock`: every one of `REDIS_URLS` (at least 3; 5 in the testbed and compose).
-pub fn redlock(settings: &Settings) -> LockStrategy {
-    let node_timeout = Duration::from_millis(settings.redlock_node_timeout_ms);
-    let config = (settings.redis_urls.clone(), node_timeout);
+fn redlock(settings: &RedLockSettings, shared: &Shared) -> LockStrategy {
+    let node_timeout = Duration::from_millis(settings.node_timeout_ms);
+    let config = (shared.redis_urls.clone(), node_timeout);
     let connect = connector(config, async |(urls, node_timeout)| {
         let backend = locks::redlock::RedLock::new(&urls)
             .map_err(|e| AppError::BackendUnavailable {
@@ -164,28 +226,29 @@ pub fn redlock(settings: &Settings) -> LockStrategy {
     let info = StrategyInfo {
         name: "redlock",
         description: "RedLock over the Redis nodes (majority, validity = lease - elapsed - drift), plain read-check-write; fenced by owner tag by default.",
-
         family: Family::DistributedLock,
-
         when_to_use: "Rarely: it survives dead Redis nodes but gives no fencing token (see Kleppmann's critique).",
-
         explanation: "The lock on a majority of 5 independent Redis within the lease minus drift. No monotonic token: fenced by its random owner tag. Costs 5 round trips in parallel; a restarted node without persistence can admit a second holder.",
         backend: "redis x5 (RedLock)",
         safe_across_instances: true,
         fencing: "owner tag",
     };
-    strategy(info, "redlock:stock:", connect, settings)
+    strategy(info, "redlock:stock:", connect, shared)
+}
+
+impl Declare for ZooKeeper {
+    type Settings = NoSettings;
+
+    fn build(_: &NoSettings, context: &Context<'_>) -> Arc<dyn Strategy> {
+        Arc::new(zookeeper(context.shared))
+    }
 }
 
 /// `zookeeper`: the ensemble of `ZK_CONNECT`, nodes under `<zk-root>/stock/<id>`
 /// (the path a Curator `InterProcessMutex` would use).
-pub fn zookeeper(settings: &Settings) -> LockStrategy {
-    let session = Duration::from_millis(settings.zk_session_timeout_ms);
-    let config = (
-        settings.zk_connect.clone(),
-        settings.zk_root.clone(),
-        session,
-    );
+fn zookeeper(shared: &Shared) -> LockStrategy {
+    let session = shared.zk_session();
+    let config = (shared.zk_connect.clone(), shared.zk_root.clone(), session);
     let connect = connector(config, async |(connect_string, root, session)| {
         let connect_string = connect_string.ok_or_else(|| not_set("zookeeper", "ZK_CONNECT"))?;
         let backend = locks::zookeeper::ZooKeeperLock::connect(&connect_string, &root, session)
@@ -196,17 +259,14 @@ pub fn zookeeper(settings: &Settings) -> LockStrategy {
     let info = StrategyInfo {
         name: "zookeeper",
         description: "Ephemeral sequential node per request, each waiter watching its predecessor (Curator-compatible), plain read-check-write; fenced by czxid by default.",
-
         family: Family::DistributedLock,
-
         when_to_use: "A consensus-backed lock with fair (FIFO) waiting, where ZooKeeper already runs.",
-
         explanation: "An ephemeral sequential node per request; each waiter watches only its predecessor (FIFO, no herd); the node's czxid is the fencing token. Consensus-backed, slower per acquisition than Redis.",
         backend: "zookeeper",
         safe_across_instances: true,
         fencing: "token (czxid)",
     };
-    let mut strategy = strategy(info, "stock/", connect, settings);
+    let mut strategy = strategy(info, "stock/", connect, shared);
     // The "lease" of a session lock is the holder's safety margin: give up after
     // two thirds of the session timeout without reaching the ensemble.
     strategy.options.lease = strategy.options.lease.min(session * 2 / 3);

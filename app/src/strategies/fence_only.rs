@@ -53,16 +53,21 @@ pub struct FenceOnly;
 static INFO: StrategyInfo = StrategyInfo {
     name: "fence-only",
     description: "No lock: a ticket from a database sequence, a claim on the product's fence row, a write guarded by the claim; overtaken requests are refused (lock_lost).",
-
     family: Family::Control,
-
     when_to_use: "To see that the fence alone is safe: a lock in front of it only makes it efficient.",
-
     explanation: "No lock at all: a ticket from a database sequence, a claim on the product's fence row (only if newer than every claim before), a write guarded by the claim. Never loses an update; refuses every request a newer ticket overtook. The fence alone is safe; a lock in front of it only makes it efficient.",
     backend: "database",
     safe_across_instances: true,
     fencing: "token (ticket)",
 };
+
+impl super::Declare for FenceOnly {
+    type Settings = super::NoSettings;
+
+    fn build(_: &super::NoSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+        std::sync::Arc::new(FenceOnly)
+    }
+}
 
 #[async_trait(?Send)]
 impl Strategy for FenceOnly {

@@ -57,11 +57,8 @@ pub struct LocalMutex {
 static INFO: StrategyInfo = StrategyInfo {
     name: "local-mutex",
     description: "A per-product mutex in this process, taken before BEGIN and released after COMMIT. Safe on one instance only.",
-
     family: Family::Control,
-
     when_to_use: "One process only, never behind a load balancer: the lesson that a mutex is local.",
-
     explanation: "A per-product mutex inside one process, taken before BEGIN and released after COMMIT. Correct on one instance; with two, each has its own mutexes and it oversells like no lock at all.",
     backend: "process memory",
     safe_across_instances: false,
@@ -72,6 +69,14 @@ impl LocalMutex {
     fn mutex(&self, product_id: i64) -> Arc<AsyncMutex<()>> {
         let mut map = self.mutexes.lock().expect("mutex map poisoned");
         map.entry(product_id).or_default().clone()
+    }
+}
+
+impl super::Declare for LocalMutex {
+    type Settings = super::NoSettings;
+
+    fn build(_: &super::NoSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+        std::sync::Arc::new(LocalMutex::default())
     }
 }
 

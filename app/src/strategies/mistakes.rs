@@ -25,10 +25,10 @@
 //! process would, holding what it holds.
 
 use super::locked::not_acquired;
+use super::shared::Shared;
 use super::txn::{self, Sold, check_enough};
 use super::unsafe_control::{self, read_check_write};
 use super::{Deducted, Deduction};
-use crate::config::Settings;
 use crate::error::{AppError, mysql_error_number};
 use crate::hooks::Failpoint;
 use locks::redis::{Endpoint, Primary, RedisLock};
@@ -101,14 +101,14 @@ pub struct Mistakes {
 }
 
 impl Mistakes {
-    pub fn new(settings: &Settings) -> Mistakes {
+    pub fn new(shared: &Shared) -> Mistakes {
         Mistakes {
-            redis: settings.redis_endpoint(),
-            zk_connect: settings.zk_connect.clone(),
-            zk_root: settings.zk_root.clone(),
-            zk_session: Duration::from_millis(settings.zk_session_timeout_ms),
-            options: super::distributed::lock_options(settings),
-            wait: Duration::from_millis(settings.lock_wait_ms),
+            redis: shared.redis_endpoint(),
+            zk_connect: shared.zk_connect.clone(),
+            zk_root: shared.zk_root.clone(),
+            zk_session: shared.zk_session(),
+            options: shared.lock_options(),
+            wait: shared.lock_wait(),
             locker: OnceCell::new(),
             primary: OnceCell::new(),
         }

@@ -45,6 +45,7 @@
 //!   a distributed lock around `unsafe`'s read-check-write, with fenced writes.
 //! - [`distributed`]: the wiring of those four: which backend, which key, how it
 //!   connects, and how each one fails.
+//! - [`shared`]: what several strategies share (Redis, ZooKeeper, the lock options).
 //! - [`mistakes`]: the classic mistakes, made on purpose next to the strategies they
 //!   break (a request's `mistake` test hook).
 
@@ -61,10 +62,10 @@ pub mod mistakes;
 pub mod optimistic;
 pub mod pessimistic;
 pub mod redis_stock;
+pub mod shared;
 pub mod txn;
 pub mod unsafe_control;
 
-use crate::config::Settings;
 use crate::error::AppError;
 use crate::hooks::{Hooks, RequestHooks};
 use crate::order::Order;
@@ -293,37 +294,67 @@ pub struct Deducted {
     pub stream_entry: Option<String>,
 }
 
-/// Every strategy this build serves. Called once, outside the HTTP server's
-/// per-worker factory, so state inside a strategy (the local mutexes) is shared by
-/// every worker.
-pub fn all(settings: &Settings) -> Strategies {
-    let mut strategies = Strategies {
-        list: Vec::new(),
-        mistakes: Arc::new(mistakes::Mistakes::new(settings)),
+/// How a strategy enters the registry: its settings (a `clap::Args` struct of its
+/// own, `NoSettings` when it has none; mark it `#[group(skip)]`) and how it is built
+/// from them and what the strategies share.
+pub trait Declare {
+    type Settings: clap::Args + clap::FromArgMatches + Clone + std::fmt::Debug;
+
+    fn build(settings: &Self::Settings, context: &Context<'_>) -> Arc<dyn Strategy>;
+}
+
+/// What every strategy may be built with besides its own settings.
+pub struct Context<'a> {
+    pub database_url: &'a str,
+    pub shared: &'a shared::Shared,
+}
+
+/// The settings of a strategy that has none.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[group(skip)]
+pub struct NoSettings {}
+
+/// Declares the registry: one line per strategy, `settings_field: Type`, in the
+/// teaching order. From it come the service's strategy settings ([`Settings`], every
+/// strategy's own flags) and [`all`], the strategies it serves, in that order.
+macro_rules! registry {
+    ($($field:ident: $strategy:ty),* $(,)?) => {
+        /// Every strategy's own settings, each its own struct from its own file.
+        #[derive(clap::Args, Debug, Clone)]
+        #[group(skip)]
+        pub struct Settings {
+            $(
+                #[command(flatten)]
+                pub $field: <$strategy as Declare>::Settings,
+            )*
+        }
+
+        /// Every strategy this build serves. Called once, outside the HTTP server's
+        /// per-worker factory, so state inside a strategy (the local mutexes) is
+        /// shared by every worker.
+        pub fn all(settings: &Settings, context: &Context<'_>) -> Strategies {
+            let mut strategies = Strategies {
+                list: Vec::new(),
+                mistakes: Arc::new(mistakes::Mistakes::new(context.shared)),
+            };
+            $( strategies.add(<$strategy as Declare>::build(&settings.$field, context)); )*
+            strategies
+        }
     };
-    strategies.add(Arc::new(unsafe_control::Unsafe));
-    strategies.add(Arc::new(local_mutex::LocalMutex::default()));
-    strategies.add(Arc::new(fence_only::FenceOnly));
-    strategies.add(Arc::new(atomic_sql::AtomicSql));
-    strategies.add(Arc::new(pessimistic::Pessimistic {
-        max_attempts: settings.pessimistic_max_attempts,
-    }));
-    strategies.add(Arc::new(optimistic::Optimistic {
-        max_attempts: settings.optimistic_max_attempts,
-    }));
-    strategies.add(Arc::new(batched::Batched::new(batched::BatchSettings {
-        window: std::time::Duration::from_micros(settings.batch_window_us),
-        max_batch: settings.batch_max as usize,
-        max_attempts: settings.pessimistic_max_attempts,
-    })));
-    strategies.add(Arc::new(bucketed::Bucketed::new(
-        settings.pessimistic_max_attempts,
-    )));
-    strategies.add(Arc::new(redis_stock::RedisStock::new(
-        settings.redis_stock(),
-    )));
-    for locked in distributed::all(settings) {
-        strategies.add(Arc::new(locked));
-    }
-    strategies
+}
+
+registry! {
+    unsafe_control: unsafe_control::Unsafe,
+    local_mutex: local_mutex::LocalMutex,
+    fence_only: fence_only::FenceOnly,
+    atomic_sql: atomic_sql::AtomicSql,
+    pessimistic: pessimistic::Pessimistic,
+    optimistic: optimistic::Optimistic,
+    batched: batched::Batched,
+    bucketed: bucketed::Bucketed,
+    redis_stock: redis_stock::RedisStock,
+    mysql_lock: distributed::MysqlLock,
+    redis_lock: distributed::RedisLock,
+    redlock: distributed::RedLock,
+    zookeeper: distributed::ZooKeeper,
 }

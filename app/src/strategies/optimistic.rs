@@ -52,14 +52,39 @@ pub struct Optimistic {
     pub max_attempts: u32,
 }
 
+/// `optimistic`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct OptimisticSettings {
+    /// Transactions `optimistic` may run for one request (retries after a failed
+    /// compare-and-set) before it answers 503 busy.
+    #[arg(
+        id = "optimistic_max_attempts",
+        long = "optimistic-max-attempts",
+        env = "OPTIMISTIC_MAX_ATTEMPTS",
+        default_value_t = 10
+    )]
+    pub max_attempts: u32,
+}
+
+impl super::Declare for Optimistic {
+    type Settings = OptimisticSettings;
+
+    fn build(
+        settings: &OptimisticSettings,
+        _: &super::Context<'_>,
+    ) -> std::sync::Arc<dyn Strategy> {
+        std::sync::Arc::new(Optimistic {
+            max_attempts: settings.max_attempts,
+        })
+    }
+}
+
 static INFO: StrategyInfo = StrategyInfo {
     name: "optimistic",
     description: "Read quantity and version, UPDATE ... WHERE version = read; a new transaction per retry, bounded, then busy.",
-
     family: Family::Database,
-
     when_to_use: "Conflicts are rare and a transaction must hold nothing while it thinks.",
-
     explanation: "Reads quantity and version, writes only WHERE version is unchanged, retries in a new transaction. Holds nothing while thinking; wastes attempts under contention (tries/sale).",
     backend: "database",
     safe_across_instances: true,

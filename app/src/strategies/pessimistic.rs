@@ -53,14 +53,39 @@ pub struct Pessimistic {
     pub max_attempts: u32,
 }
 
+/// `pessimistic`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct PessimisticSettings {
+    /// Transactions `pessimistic` may run for one request (retries after a deadlock or
+    /// a lock wait timeout).
+    #[arg(
+        id = "pessimistic_max_attempts",
+        long = "pessimistic-max-attempts",
+        env = "PESSIMISTIC_MAX_ATTEMPTS",
+        default_value_t = 5
+    )]
+    pub max_attempts: u32,
+}
+
+impl super::Declare for Pessimistic {
+    type Settings = PessimisticSettings;
+
+    fn build(
+        settings: &PessimisticSettings,
+        _: &super::Context<'_>,
+    ) -> std::sync::Arc<dyn Strategy> {
+        std::sync::Arc::new(Pessimistic {
+            max_attempts: settings.max_attempts,
+        })
+    }
+}
+
 static INFO: StrategyInfo = StrategyInfo {
     name: "pessimistic",
     description: "SELECT ... FOR UPDATE in product order, check, write, COMMIT; retried on deadlock or lock wait timeout.",
-
     family: Family::Database,
-
     when_to_use: "The decision needs several statements (read, compute, write) and contention per row is moderate.",
-
     explanation: "SELECT … FOR UPDATE locks the rows (in product order), then check and write; deadlocks and lock-wait timeouts are retried. Use it when the decision needs several statements.",
     backend: "database",
     safe_across_instances: true,

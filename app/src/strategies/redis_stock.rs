@@ -128,7 +128,7 @@ impl Keys {
 
 /// The settings of `redis-stock` and its persister.
 #[derive(Debug, Clone)]
-pub struct RedisStockSettings {
+pub struct RedisStockConfig {
     /// The Redis (the first of `REDIS_URLS`, or the primary of `REDIS_SENTINELS`).
     pub endpoint: Option<Endpoint>,
     pub keys: Keys,
@@ -140,9 +140,68 @@ pub struct RedisStockSettings {
     pub claim_after: Duration,
 }
 
+/// `redis-stock`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct RedisStockSettings {
+    /// `redis-stock`: where its keys live in Redis (`<prefix>p:<id>` counters,
+    /// `<prefix>sales` the stream, ...). Instances that share a database share it.
+    #[arg(
+        id = "redis_stock_prefix",
+        long = "redis-stock-prefix",
+        env = "REDIS_STOCK_PREFIX",
+        default_value = "stock-locks:rs:"
+    )]
+    pub prefix: String,
+
+    /// `redis-stock`: how long Redis remembers a sold request id (a retry within it is
+    /// answered from Redis; later, the persister finds it in `orders`), in seconds.
+    #[arg(
+        id = "redis_stock_id_ttl_secs",
+        long = "redis-stock-id-ttl-secs",
+        env = "REDIS_STOCK_ID_TTL_SECS",
+        default_value_t = 86_400
+    )]
+    pub id_ttl_secs: u64,
+
+    /// `redis-stock`: the most stream entries one persister transaction carries.
+    #[arg(
+        id = "redis_stock_batch",
+        long = "redis-stock-batch",
+        env = "REDIS_STOCK_BATCH",
+        default_value_t = 500
+    )]
+    pub batch: usize,
+
+    /// `redis-stock`: how long an entry may sit unacknowledged with one persister
+    /// (it may have crashed) before another claims it, in milliseconds.
+    #[arg(
+        id = "redis_stock_claim_ms",
+        long = "redis-stock-claim-ms",
+        env = "REDIS_STOCK_CLAIM_MS",
+        default_value_t = 5_000
+    )]
+    pub claim_ms: u64,
+}
+
+impl super::Declare for RedisStock {
+    type Settings = RedisStockSettings;
+
+    /// Its Redis is the single Redis the strategies share ([`super::shared::Shared`]).
+    fn build(settings: &RedisStockSettings, context: &super::Context<'_>) -> Arc<dyn Strategy> {
+        Arc::new(RedisStock::new(RedisStockConfig {
+            endpoint: context.shared.redis_endpoint(),
+            keys: Keys::new(&settings.prefix),
+            id_ttl_secs: settings.id_ttl_secs,
+            batch: settings.batch.max(1),
+            claim_after: Duration::from_millis(settings.claim_ms),
+        }))
+    }
+}
+
 /// The strategy: the request path (step 1-2) and the counters' view.
 pub struct RedisStock {
-    settings: RedisStockSettings,
+    settings: RedisStockConfig,
     /// Through Sentinel, moved to the new primary after a failover.
     primary: OnceCell<Primary>,
     /// `stock_locks_redis_stock_backlog`: the sales Redis acknowledged that the
@@ -153,11 +212,8 @@ pub struct RedisStock {
 static INFO: StrategyInfo = StrategyInfo {
     name: "redis-stock",
     description: "Redis in front: one Lua script checks the request id, decrements the counter and appends the sale to a stream; a persister writes the stream into MariaDB in batches (orders, ledger, stock), acknowledging after COMMIT.",
-
     family: Family::HotProduct,
-
     when_to_use: "The hottest sales, where answering fast matters more than every sale being on disk before the buyer hears of it.",
-
     explanation: "Redis in front, the database as the record: one Lua script checks the request id, decrements the product's counter and appends the sale to a stream; a persister in each instance writes the stream into MariaDB in batches and acknowledges after COMMIT. Answers before the sale is durable: GET /stock shows what is pending, and what a Redis crash loses depends on Redis's persistence.",
     backend: "redis",
     safe_across_instances: true,
@@ -254,7 +310,7 @@ pub struct Counter {
 }
 
 impl RedisStock {
-    pub fn new(settings: RedisStockSettings) -> RedisStock {
+    pub fn new(settings: RedisStockConfig) -> RedisStock {
         RedisStock {
             settings,
             primary: OnceCell::new(),
@@ -539,7 +595,7 @@ fn stored_answer(d: &Deduction<'_>, stored: &str) -> Result<Deducted, AppError> 
 /// is configured. Runs until the task is aborted.
 /// Its transactions pass the `before_commit` failpoint (how a test stops a persister
 /// between its writes and its COMMIT).
-pub async fn persist_forever(settings: RedisStockSettings, pool: MySqlPool, hooks: Arc<Hooks>) {
+pub async fn persist_forever(settings: RedisStockConfig, pool: MySqlPool, hooks: Arc<Hooks>) {
     let Some(endpoint) = settings.endpoint.clone() else {
         return;
     };
@@ -602,7 +658,7 @@ async fn server_run_id(conn: &mut ConnectionManager) -> redis::RedisResult<Strin
 /// Creates the stream and the group when missing (first start, or a Redis that came
 /// back empty: reading then fails with NOGROUP, and the reconnect lands here).
 async fn ensure_group(
-    settings: &RedisStockSettings,
+    settings: &RedisStockConfig,
     conn: &mut ConnectionManager,
 ) -> redis::RedisResult<()> {
     let created: redis::RedisResult<()> = conn
@@ -618,7 +674,7 @@ async fn ensure_group(
 /// longer than that (it crashed, or this is a drain); else, or if there were none,
 /// new ones (waiting up to 100 ms for them).
 async fn next_batch(
-    settings: &RedisStockSettings,
+    settings: &RedisStockConfig,
     conn: &mut ConnectionManager,
     consumer: &str,
     claim: Option<Duration>,
@@ -664,7 +720,7 @@ async fn next_batch(
 /// One batch: written in one transaction, then acknowledged (step 3), with entries
 /// the database already has set aside (step 4).
 async fn persist_and_ack(
-    settings: &RedisStockSettings,
+    settings: &RedisStockConfig,
     pool: &MySqlPool,
     hooks: &Hooks,
     conn: &mut ConnectionManager,
@@ -757,7 +813,7 @@ async fn already_recorded(
 
 /// Acknowledges recorded entries and takes them out of `pending` (one script call).
 async fn acknowledge(
-    settings: &RedisStockSettings,
+    settings: &RedisStockConfig,
     conn: &mut ConnectionManager,
     recorded: &[(Sale, bool)],
 ) -> redis::RedisResult<()> {
@@ -783,7 +839,7 @@ async fn acknowledge(
 /// (claiming every entry, however recently read), then sets each counter to the
 /// database's quantity minus what is still pending.
 async fn reconcile(
-    settings: &RedisStockSettings,
+    settings: &RedisStockConfig,
     pool: &MySqlPool,
     hooks: &Hooks,
     conn: &mut ConnectionManager,

@@ -45,16 +45,21 @@ pub struct Unsafe;
 static INFO: StrategyInfo = StrategyInfo {
     name: "unsafe",
     description: "No lock: plain read, check, write the computed value. The control group; it oversells.",
-
     family: Family::Control,
-
     when_to_use: "Never: it is the control group, the oversell every other strategy prevents.",
-
     explanation: "Reads the quantity, checks it, writes read − requested. Two buyers who read the same value both write the same result: one sale vanishes from the stock while the ledger keeps both. Never use it; it is the control group.",
     backend: "database",
     safe_across_instances: false,
     fencing: "none",
 };
+
+impl super::Declare for Unsafe {
+    type Settings = super::NoSettings;
+
+    fn build(_: &super::NoSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+        std::sync::Arc::new(Unsafe)
+    }
+}
 
 #[async_trait(?Send)]
 impl Strategy for Unsafe {

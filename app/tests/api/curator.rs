@@ -64,10 +64,12 @@ impl Java {
 async fn app_with_short_lock_wait() -> (crate::helpers::TestApp, String) {
     let database = fresh_database().await;
     let settings = Settings {
-        lock_wait_ms: 1_000,
         ..test_settings(&database)
-    };
-    let lock_path = format!("{}/stock/1", settings.zk_root);
+    }
+    .with(|s| {
+        s.shared.lock_wait_ms = 1_000;
+    });
+    let lock_path = format!("{}/stock/1", settings.shared.zk_root);
     (spawn_with(settings).await, lock_path)
 }
 

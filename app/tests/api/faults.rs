@@ -110,11 +110,15 @@ async fn redis_restart_keeps_tokens_ahead_of_the_fence() {
     let db = testbed::MariaDb::start().unwrap();
     let url = db.create_database("tokens").unwrap();
     let lease = Duration::from_millis(1000);
-    let app = spawn_with(stock_app::config::Settings {
-        redis_urls: vec![redis.url()],
-        lock_lease_ms: lease.as_millis() as u64,
-        ..test_settings(&url)
-    })
+    let app = spawn_with(
+        stock_app::config::Settings {
+            ..test_settings(&url)
+        }
+        .with(|s| {
+            s.shared.redis_urls = vec![redis.url()];
+            s.shared.lock_lease_ms = lease.as_millis() as u64;
+        }),
+    )
     .await;
     app.stock(1, 10).await;
 
@@ -175,14 +179,18 @@ async fn redis_restart_keeps_tokens_ahead_of_the_fence() {
 /// A service whose `redis-lock` reaches Redis through the Sentinels of `ha`.
 async fn through_sentinel(ha: &testbed::RedisHa, min_replicas: u32) -> crate::helpers::TestApp {
     let db = crate::helpers::fresh_database().await;
-    let app = spawn_with(stock_app::config::Settings {
-        redis_sentinels: ha.sentinel_addrs(),
-        redis_master_name: testbed::sentinel::MASTER_NAME.into(),
-        redis_lock_min_replicas: min_replicas,
-        redis_lock_replica_timeout_ms: 200,
-        lock_lease_ms: 1000,
-        ..test_settings(&db)
-    })
+    let app = spawn_with(
+        stock_app::config::Settings {
+            ..test_settings(&db)
+        }
+        .with(|s| {
+            s.shared.redis_sentinels = ha.sentinel_addrs();
+            s.shared.redis_master_name = testbed::sentinel::MASTER_NAME.into();
+            s.strategies.redis_lock.min_replicas = min_replicas;
+            s.strategies.redis_lock.replica_timeout_ms = 200;
+            s.shared.lock_lease_ms = 1000;
+        }),
+    )
     .await;
     app.stock(1, 10).await;
     app.stock(2, 10).await;
@@ -314,11 +322,15 @@ async fn redis_failover_mitigation_waits_for_the_replica() {
 async fn replica_lag_makes_reads_stale() {
     let pair = testbed::replication::MariaDbReplicas::start().unwrap();
     let url = pair.primary.create_database("lag").unwrap();
-    let app = spawn_with(stock_app::config::Settings {
-        read_replica_url: Some(pair.replica.server.url("lag")),
-        optimistic_max_attempts: 5,
-        ..test_settings(&url)
-    })
+    let app = spawn_with(
+        stock_app::config::Settings {
+            read_replica_url: Some(pair.replica.server.url("lag")),
+            ..test_settings(&url)
+        }
+        .with(|s| {
+            s.strategies.optimistic.max_attempts = 5;
+        }),
+    )
     .await;
     app.stock(1, 10).await;
     app.stock(2, 10).await;

@@ -538,9 +538,13 @@ async fn buy_from(app: &TestApp, strategy: &str, request_id: &str) -> StatusCode
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_persisters_entries_are_claimed_by_another() {
     let database = fresh_database().await;
-    let settings = || Settings {
-        redis_stock_claim_ms: 300,
-        ..test_settings(&database)
+    let settings = || {
+        Settings {
+            ..test_settings(&database)
+        }
+        .with(|s| {
+            s.strategies.redis_stock.claim_ms = 300;
+        })
     };
     let first = spawn_with(settings()).await;
     first.stock(1, 10).await;
@@ -568,10 +572,14 @@ async fn a_dead_persisters_entries_are_claimed_by_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_the_request_key_expired_is_caught_by_the_database() {
     let database = fresh_database().await;
-    let app = spawn_with(Settings {
-        redis_stock_id_ttl_secs: 1,
-        ..test_settings(&database)
-    })
+    let app = spawn_with(
+        Settings {
+            ..test_settings(&database)
+        }
+        .with(|s| {
+            s.strategies.redis_stock.id_ttl_secs = 1;
+        }),
+    )
     .await;
     app.stock(1, 10).await;
     assert_eq!(buy_from(&app, "redis-stock", "x").await, StatusCode::OK);

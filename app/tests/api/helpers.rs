@@ -64,25 +64,28 @@ pub fn test_settings(database_url: &str) -> Settings {
         workers: Some(2),
         enable_test_hooks: true,
         lock_wait_timeout_secs: 2,
-        optimistic_max_attempts: 1000,
-        // Room for a loaded 2-core machine running tests in parallel.
-        redlock_node_timeout_ms: 200,
-        zk_connect: std::env::var("ZK_CONNECT").ok(),
-        // A ZooKeeper root of the test's own (the database name), so parallel tests
-        // never queue on each other's lock nodes.
-        zk_root: format!(
-            "/stock-locks-test/{}",
-            database_url.rsplit('/').next().unwrap_or("db")
-        ),
-        // redis-stock's keys of the test's own, so parallel tests never persist each
-        // other's sales.
-        redis_stock_prefix: format!("t:{}:rs:", database_url.rsplit('/').next().unwrap_or("db")),
-        // The shared testbed's Redis (the first serves redis-lock).
-        redis_urls: std::env::var("REDIS_URLS")
-            .map(|v| v.split(',').map(str::to_string).collect())
-            .unwrap_or_default(),
         ..Settings::for_database(database_url)
     }
+    .with(|s| {
+        // A ZooKeeper root of the test's own (the database name), so parallel tests
+        // never queue on each other's lock nodes.
+        s.shared.zk_root = format!(
+            "/stock-locks-test/{}",
+            database_url.rsplit('/').next().unwrap_or("db")
+        );
+        // redis-stock's keys of the test's own, so parallel tests never persist each
+        // other's sales.
+        s.strategies.redis_stock.prefix =
+            format!("t:{}:rs:", database_url.rsplit('/').next().unwrap_or("db"));
+        s.strategies.optimistic.max_attempts = 1000;
+        // Room for a loaded 2-core machine running tests in parallel.
+        s.strategies.redlock.node_timeout_ms = 200;
+        s.shared.zk_connect = std::env::var("ZK_CONNECT").ok();
+        // The shared testbed's Redis (the first serves redis-lock).
+        s.shared.redis_urls = std::env::var("REDIS_URLS")
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_default();
+    })
 }
 
 /// Turns `async fn name(strategy: &str)` into that function plus one test per strategy,
@@ -131,9 +134,10 @@ pub async fn spawn_with(settings: Settings) -> TestApp {
     }
     let database_url = settings.database_url.clone();
     let redis = settings
+        .shared
         .redis_urls
         .first()
-        .map(|url| (url.clone(), settings.redis_stock_prefix.clone()));
+        .map(|url| (url.clone(), settings.strategies.redis_stock.prefix.clone()));
     let app = Application::build(settings).await.expect("build the app");
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();

@@ -9,7 +9,6 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use stock_app::Settings;
 
 /// `requests` single-unit deductions at `concurrency` in flight, round-robin over two
 /// instances, stock 50: exactly 50 sell, the rest are 409 (or 503 busy), each answered
@@ -137,11 +136,12 @@ async fn redis_lock_400_requests_two_instances() {
 /// Unfenced, it writes its stale value: the unit is sold twice, every run.
 async fn holder_outlives_its_lock(strategy: &str, fencing: bool) {
     let database = fresh_database().await;
-    let short_locks = |url: &str| Settings {
-        lock_lease_ms: 300,
-        lock_max_hold_ms: 300,
-        fencing,
-        ..test_settings(url)
+    let short_locks = |url: &str| {
+        test_settings(url).with(|s| {
+            s.shared.fencing = fencing;
+            s.shared.lock_lease_ms = 300;
+            s.shared.lock_max_hold_ms = 300;
+        })
     };
     let first = spawn_with(short_locks(&database)).await;
     let second = spawn_with(short_locks(&database)).await;
@@ -257,11 +257,12 @@ async fn zookeeper_partitioned_holder(fencing: bool) {
         .parse()
         .unwrap();
     let proxy = testbed::proxy::Proxy::start(zk_port).unwrap();
-    let settings = |zk: String| Settings {
-        zk_connect: Some(zk),
-        zk_session_timeout_ms: 2_000,
-        fencing,
-        ..test_settings(&database)
+    let settings = |zk: String| {
+        test_settings(&database).with(|s| {
+            s.shared.fencing = fencing;
+            s.shared.zk_connect = Some(zk);
+            s.shared.zk_session_timeout_ms = 2_000;
+        })
     };
     let first = spawn_with(settings(format!("127.0.0.1:{}", proxy.port()))).await;
     let second = spawn_with(settings(std::env::var("ZK_CONNECT").unwrap())).await;
@@ -363,8 +364,8 @@ async fn fencing_per_request() {
 async fn lock_backends_that_are_there_and_not() {
     let database = fresh_database().await;
     let mut settings = test_settings(&database);
-    settings.redis_urls.truncate(1);
-    settings.zk_connect = None;
+    settings.shared.redis_urls.truncate(1);
+    settings.shared.zk_connect = None;
     let one_redis = spawn_with(settings.clone()).await;
     one_redis.stock(1, 10).await;
     for strategy in ["atomic-sql", "pessimistic", "mysql-lock", "redis-lock"] {
@@ -388,7 +389,7 @@ async fn lock_backends_that_are_there_and_not() {
     );
     one_redis.stop().await;
 
-    settings.redis_urls.clear();
+    settings.shared.redis_urls.clear();
     let no_redis = spawn_with(settings).await;
     let body = assert_error(
         no_redis

@@ -331,11 +331,15 @@ async fn pool_waits_are_timed() {
 /// (`max_hold`), answering `lock_lost`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_renewals_and_losses_are_counted() {
-    let app = crate::helpers::spawn_with(stock_app::Settings {
-        lock_lease_ms: 300,
-        lock_max_hold_ms: 500,
-        ..crate::helpers::test_settings(&fresh_database().await)
-    })
+    let app = crate::helpers::spawn_with(
+        stock_app::Settings {
+            ..crate::helpers::test_settings(&fresh_database().await)
+        }
+        .with(|s| {
+            s.shared.lock_lease_ms = 300;
+            s.shared.lock_max_hold_ms = 500;
+        }),
+    )
     .await;
     app.stock(77, 10).await;
     let held = app

@@ -16,12 +16,16 @@ const LEASE_MS: u64 = 500;
 /// A service on its own database and its own Redis (lease 500 ms, lock wait 300 ms).
 async fn app_with_redis() -> (TestApp, testbed::Redis) {
     let redis = testbed::Redis::start("mistakes").unwrap();
-    let app = spawn_with(Settings {
-        redis_urls: vec![redis.url()],
-        lock_lease_ms: LEASE_MS,
-        lock_wait_ms: 300,
-        ..test_settings(&fresh_database().await)
-    })
+    let app = spawn_with(
+        Settings {
+            ..test_settings(&fresh_database().await)
+        }
+        .with(|s| {
+            s.shared.redis_urls = vec![redis.url()];
+            s.shared.lock_lease_ms = LEASE_MS;
+            s.shared.lock_wait_ms = 300;
+        }),
+    )
     .await;
     app.stock(1, 10).await;
     (app, redis)
@@ -200,12 +204,15 @@ async fn get_then_del_deletes_the_next_holders_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persistent_node_blocks_every_buyer_after_its_holder_dies() {
     let settings = Settings {
-        zk_session_timeout_ms: 1000,
-        lock_wait_ms: 300,
         ..test_settings(&fresh_database().await)
-    };
-    let root = settings.zk_root.clone();
+    }
+    .with(|s| {
+        s.shared.zk_session_timeout_ms = 1000;
+        s.shared.lock_wait_ms = 300;
+    });
+    let root = settings.shared.zk_root.clone();
     let connect = settings
+        .shared
         .zk_connect
         .clone()
         .expect("ZK_CONNECT (run under testbed)");

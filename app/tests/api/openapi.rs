@@ -333,12 +333,16 @@ async fn every_answer_matches_the_contract() {
 
     // A service without test hooks or an admin token, and with a Redis that is not
     // there: 403, 404 for the hooks, /ready 503, a Redis strategy's 503.
-    let bare = spawn_with(stock_app::Settings {
-        admin_token: None,
-        enable_test_hooks: false,
-        redis_urls: vec!["redis://127.0.0.1:1".into()],
-        ..test_settings(&database)
-    })
+    let bare = spawn_with(
+        stock_app::Settings {
+            admin_token: None,
+            enable_test_hooks: false,
+            ..test_settings(&database)
+        }
+        .with(|s| {
+            s.shared.redis_urls = vec!["redis://127.0.0.1:1".into()];
+        }),
+    )
     .await;
     contract
         .check("put", stock, bare.put_stock(1, 1).await)

@@ -106,11 +106,15 @@ async fn ready_names_each_backend() {
         "run under testbed"
     );
 
-    let healthy = spawn_with(Settings {
-        redis_urls: redis_urls.clone(),
-        zk_connect: zk_connect.clone(),
-        ..Settings::for_database(&database)
-    })
+    let healthy = spawn_with(
+        Settings {
+            ..Settings::for_database(&database)
+        }
+        .with(|s| {
+            s.shared.redis_urls = redis_urls.clone();
+            s.shared.zk_connect = zk_connect.clone();
+        }),
+    )
     .await;
     let response = healthy.get("/ready").await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -135,14 +139,13 @@ async fn ready_names_each_backend() {
         .local_addr()
         .unwrap()
         .port();
-    let broken = spawn_with(Settings {
-        redis_urls: vec![
+    let broken = spawn_with(Settings::for_database(&database).with(|s| {
+        s.shared.zk_connect = zk_connect;
+        s.shared.redis_urls = vec![
             redis_urls[0].clone(),
             format!("redis://127.0.0.1:{dead_port}"),
-        ],
-        zk_connect,
-        ..Settings::for_database(&database)
-    })
+        ];
+    }))
     .await;
     let body = assert_error(
         broken.get("/ready").await,

@@ -1,0 +1,192 @@
+//! What several strategies share, declared once: the servers besides the database
+//! (Redis, ZooKeeper) and the options of every distributed lock. Each strategy's own
+//! flags live in its own file (`PessimisticSettings`, `RedisStockSettings`, ...).
+
+use locks::LockOptions;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The shared settings (flags and environment variables, like every setting).
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct Shared {
+    /// Redis servers, comma-separated. The first serves the single-Redis strategies;
+    /// all of them (5) form the RedLock. Reported by /ready; never waited on at start.
+    #[arg(long, env = "REDIS_URLS", value_delimiter = ',')]
+    pub redis_urls: Vec<String>,
+
+    /// Redis Sentinels, comma-separated host:port. When set, the single-Redis
+    /// strategies use the primary they name for `--redis-master-name` (instead of the
+    /// first of `REDIS_URLS`) and follow a failover without a restart. RedLock keeps
+    /// using `REDIS_URLS`: its nodes are independent on purpose.
+    #[arg(long, env = "REDIS_SENTINELS", value_delimiter = ',')]
+    pub redis_sentinels: Vec<String>,
+
+    /// The name the Sentinels monitor the primary under.
+    #[arg(long, env = "REDIS_MASTER_NAME", default_value = "mymaster")]
+    pub redis_master_name: String,
+
+    /// ZooKeeper connect string, e.g. 127.0.0.1:2181,127.0.0.1:2182. Reported by
+    /// /ready; never waited on at start.
+    #[arg(long, env = "ZK_CONNECT")]
+    pub zk_connect: Option<String>,
+
+    /// ZooKeeper session timeout, in milliseconds. A holder counts its lock as lost
+    /// after two thirds of it without reaching the ensemble, before the server would
+    /// expire the session.
+    #[arg(long, env = "ZK_SESSION_TIMEOUT_MS", default_value_t = 6_000)]
+    pub zk_session_timeout_ms: u64,
+
+    /// The ZooKeeper path under which lock nodes live (`<root>/stock/<product_id>`).
+    #[arg(long, env = "ZK_ROOT", default_value = "/stock-locks")]
+    pub zk_root: String,
+
+    /// Lease of the distributed locks, in milliseconds. The watchdog renews it every
+    /// third of that while the request runs.
+    #[arg(long, env = "LOCK_LEASE_MS", default_value_t = 10_000)]
+    pub lock_lease_ms: u64,
+
+    /// How long a request waits for its locks (all of an order's products together)
+    /// before it is answered 503 busy, in milliseconds.
+    #[arg(long, env = "LOCK_WAIT_MS", default_value_t = 5_000)]
+    pub lock_wait_ms: u64,
+
+    /// The longest a request may hold a lock, in milliseconds: the watchdog stops
+    /// renewing then, so a hung request cannot hold a product forever.
+    #[arg(long, env = "LOCK_MAX_HOLD_MS", default_value_t = 30_000)]
+    pub lock_max_hold_ms: u64,
+
+    /// Fenced writes for the lock strategies (claim the product with the lock's token,
+    /// write only while it is the newest). `--fencing false` trusts the lock alone, as
+    /// the seeds' code does: the experiment that shows why fencing exists.
+    #[arg(long, env = "FENCING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub fencing: bool,
+}
+
+impl Shared {
+    /// The single Redis: the primary `REDIS_SENTINELS` name, else the first of
+    /// `REDIS_URLS`.
+    pub fn redis_endpoint(&self) -> Option<locks::redis::Endpoint> {
+        if self.redis_sentinels.is_empty() {
+            self.redis_urls
+                .first()
+                .cloned()
+                .map(locks::redis::Endpoint::Url)
+        } else {
+            Some(locks::redis::Endpoint::Sentinel {
+                sentinels: self.redis_sentinels.clone(),
+                master: self.redis_master_name.clone(),
+            })
+        }
+    }
+
+    /// The lease, renewal and maximum hold of every lock the service takes.
+    pub fn lock_options(&self) -> LockOptions {
+        LockOptions {
+            lease: Duration::from_millis(self.lock_lease_ms),
+            renew: true,
+            max_hold: Some(Duration::from_millis(self.lock_max_hold_ms)),
+        }
+    }
+
+    /// How long an order may wait for all its locks.
+    pub fn lock_wait(&self) -> Duration {
+        Duration::from_millis(self.lock_wait_ms)
+    }
+
+    /// The ZooKeeper session timeout.
+    pub fn zk_session(&self) -> Duration {
+        Duration::from_millis(self.zk_session_timeout_ms)
+    }
+
+    /// `/ready`'s look at these servers, checked concurrently, each within `limit`:
+    /// each one's name and what it answered (or what would configure it).
+    pub async fn check(&self, limit: Duration) -> Vec<(String, Reached)> {
+        let bounded = async |check: BoxedCheck<'_>| {
+            tokio::time::timeout(limit, check)
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
+        };
+        let redis = futures::future::join_all(
+            self.redis_urls
+                .iter()
+                .map(|url| bounded(Box::pin(redis_ping(url)))),
+        );
+        let zookeeper = async {
+            match &self.zk_connect {
+                Some(connect) => {
+                    Reached::Answered(bounded(Box::pin(zookeeper_srvr(connect))).await)
+                }
+                None => Reached::NotConfigured("ZK_CONNECT is not set"),
+            }
+        };
+        let (redis, zookeeper) = tokio::join!(redis, zookeeper);
+        let mut checks = Vec::new();
+        if self.redis_urls.is_empty() {
+            checks.push((
+                "redis".into(),
+                Reached::NotConfigured("REDIS_URLS is not set"),
+            ));
+        }
+        for (i, result) in redis.into_iter().enumerate() {
+            checks.push((format!("redis-{}", i + 1), Reached::Answered(result)));
+        }
+        checks.push(("zookeeper".into(), zookeeper));
+        checks
+    }
+}
+
+type BoxedCheck<'a> = std::pin::Pin<Box<dyn Future<Output = Result<String, String>> + 'a>>;
+
+/// What a server said to `/ready`.
+pub enum Reached {
+    /// Not configured; what would configure it.
+    NotConfigured(&'static str),
+    /// Its answer, or why there was none.
+    Answered(Result<String, String>),
+}
+
+async fn redis_ping(url: &str) -> Result<String, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let pong: String = redis::cmd("PING")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(pong)
+}
+
+/// Asks each server of the connect string for `srvr` (the four-letter word allowed by
+/// default, also in the official Docker image) and reports the first that serves.
+async fn zookeeper_srvr(connect: &str) -> Result<String, String> {
+    // A connect string may end with a chroot: host:port,host:port/path.
+    let hosts = connect.split('/').next().unwrap_or_default();
+    let mut errors = Vec::new();
+    for host in hosts.split(',').filter(|h| !h.is_empty()) {
+        match srvr(host).await {
+            Ok(mode) => return Ok(format!("{host}: {mode}")),
+            Err(e) => errors.push(format!("{host}: {e}")),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+async fn srvr(host: &str) -> Result<String, String> {
+    let mut stream = tokio::net::TcpStream::connect(host)
+        .await
+        .map_err(|e| e.to_string())?;
+    stream.write_all(b"srvr").await.map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .map_err(|e| e.to_string())?;
+    answer
+        .lines()
+        .find_map(|l| l.strip_prefix("Mode: "))
+        .map(|mode| format!("mode {}", mode.trim()))
+        .ok_or_else(|| format!("not serving: {}", answer.trim()))
+}
