@@ -260,11 +260,8 @@ async fn ambiguous_or_oversized_input_is_refused_briefly_and_changes_nothing() {
     app.stock(8, 10).await;
     let before = (app.db_state(7).await, app.db_state(8).await);
     let strategies: Vec<String> = app
-        .client
-        .get(app.url("/strategies"))
-        .send()
+        .get("/strategies")
         .await
-        .unwrap()
         .json::<Vec<Value>>()
         .await
         .unwrap()
