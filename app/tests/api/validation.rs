@@ -309,19 +309,9 @@ async fn ambiguous_or_oversized_input_is_refused_briefly_and_changes_nothing() {
         text.contains("atomic-sql"),
         "still lists the strategies: {text}"
     );
-    let response = app
-        .client
-        .get(app.url(&format!("/{long}")))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get(&format!("/{long}")).await;
     brief(response, StatusCode::NOT_FOUND, "not_found").await;
-    let response = app
-        .client
-        .get(app.url(&format!("/stock/{long}")))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get(&format!("/stock/{long}")).await;
     brief(response, StatusCode::BAD_REQUEST, "invalid_request").await;
 
     let restock = |body: &'static str| {
@@ -347,15 +337,7 @@ async fn ambiguous_or_oversized_input_is_refused_briefly_and_changes_nothing() {
         .unwrap();
     let text = brief(response, StatusCode::BAD_REQUEST, "invalid_request").await;
     assert!(text.contains("`mode`"), "{text}");
-    let hooks: Value = app
-        .client
-        .get(app.url("/hooks"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hooks: Value = app.get("/hooks").await.json().await.unwrap();
     assert_eq!(hooks["failpoints"]["after_read"]["mode"], "off", "{hooks}");
 
     assert_eq!((app.db_state(7).await, app.db_state(8).await), before);
