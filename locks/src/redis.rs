@@ -42,7 +42,7 @@
 //!   works, and a second holder acquires. Fence the writes with the token.
 //! - The unlock is one script because a client-side `GET`, compare, `DEL` deletes the
 //!   next holder's lock when the lease ends between the two (the `get-then-del`
-//!   mistake in `app/src/strategies/mistakes.rs`, runnable).
+//!   mistake in `app/src/strategies/distributed/mistakes.rs`, runnable).
 //!
 //! # Tokens that survive Redis losing them
 //! A plain `INCR` counter goes back with the data: after a restart it starts at 1 again,

@@ -21,7 +21,7 @@
 //! token, and waiters can only poll (a jittered 1-20 ms pause between attempts).
 //!
 //! The two mistakes of steps 1 and 2 are runnable in the service (test hooks),
-//! `app/src/strategies/mistakes.rs`: `setnx-then-expire` (a holder crashed between
+//! `app/src/strategies/distributed/mistakes.rs`: `setnx-then-expire` (a holder crashed between
 //! the two leaves a lock nobody ever gets again) and `get-then-del` (a holder whose
 //! lease ran out between the two deletes the next holder's lock; a third walks in).
 

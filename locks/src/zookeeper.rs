@@ -42,7 +42,7 @@
 //!   and more under load (README, "Faults and fencing").
 //! - **The mistake: a PERSISTENT lock node.** It does not die with its holder's
 //!   session, so a holder that crashes blocks everyone for good. Runnable in the
-//!   service as the `persistent-node` mistake (`app/src/strategies/mistakes.rs`).
+//!   service as the `persistent-node` mistake (`app/src/strategies/distributed/mistakes.rs`).
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;

@@ -25,7 +25,7 @@
 //! one after the other, and the second evaluates `quantity >= :q` on the first one's
 //! result. The check and the write are one statement: there is no window between them
 //! for another request. The `CHECK (quantity >= 0)` on the table is a second net:
-//! without the `quantity >= ?` guard (the [`no-guard`](super::mistakes) mistake) the
+//! without the `quantity >= ?` guard (the `no-guard` mistake, [`no_guard`] below) the
 //! last unit still sells once, and the next buyer gets the constraint's error (4025)
 //! instead of a clean refusal.
 //!
@@ -42,9 +42,9 @@
 //! Almost always, for a counter like stock. It is the baseline the lock strategies are
 //! measured against in the report.
 
+use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::txn::{self, Sold};
-use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
-use crate::error::AppError;
+use crate::domain::error::{DeductError, mysql_error_number};
 use async_trait::async_trait;
 
 /// The conditional-UPDATE strategy. Stateless.
@@ -61,10 +61,13 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "not needed",
 };
 
-impl super::Declare for AtomicSql {
-    type Settings = super::NoSettings;
+impl<S> super::contract::Declare<S> for AtomicSql {
+    type Settings = super::contract::NoSettings;
 
-    fn build(_: &super::NoSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+    fn build(
+        _: &super::contract::NoSettings,
+        _: &super::contract::Context<'_, S>,
+    ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(AtomicSql)
     }
 }
@@ -75,7 +78,7 @@ impl Strategy for AtomicSql {
         &INFO
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let mut tx = d.begin().await?;
         let mut sold = Vec::with_capacity(d.order.items.len());
         for item in d.order.by_product() {
@@ -92,7 +95,7 @@ impl Strategy for AtomicSql {
             .await?;
             if done.rows_affected() == 0 {
                 tx.rollback().await?;
-                return Err(AppError::InsufficientStock {
+                return Err(DeductError::InsufficientStock {
                     product_id: item.product_id,
                     requested: item.quantity.into(),
                     available: None,
@@ -103,9 +106,64 @@ impl Strategy for AtomicSql {
                 remaining: done.last_insert_id() as i32,
             });
         }
-        d.hooks.after_read(d.knobs).await;
+        d.probe.after_read(d.knobs).await;
         let done = txn::record(&mut tx, d, &sold, 1, None).await?;
-        txn::commit(tx, d.hooks).await?;
+        txn::commit(tx, d.probe).await?;
         Ok(done)
     }
+
+    fn mistakes(&self) -> &'static [&'static str] {
+        &["no-guard"]
+    }
+
+    async fn deduct_mistaken(
+        &self,
+        _no_guard: &str,
+        d: &Deduction<'_>,
+    ) -> Result<Deducted, DeductError> {
+        no_guard(d).await
+    }
+}
+
+/// The mistake `no-guard` (test hooks only), the classic next to the algorithm it
+/// breaks: `UPDATE stock SET quantity = quantity - ?` with no `quantity >= ?`: the CHECK
+/// constraint refuses what would go below zero, with an error instead of 0 rows.
+async fn no_guard(d: &Deduction<'_>) -> Result<Deducted, DeductError> {
+    let mut tx = d.begin().await?;
+    let mut sold = Vec::new();
+    for item in d.order.by_product() {
+        // The mistake: no `AND quantity >= ?`.
+        let updated = sqlx::query(
+            "UPDATE stock SET quantity = quantity - ?, version = version + 1 WHERE product_id = ?",
+        )
+        .bind(item.quantity)
+        .bind(item.product_id)
+        .execute(&mut *tx)
+        .await;
+        let done = match updated {
+            Err(e) if mysql_error_number(&e) == Some(4025) => {
+                tx.rollback().await?;
+                return Err(DeductError::StockConstraint(format!(
+                    "product {}: {} requested; the UPDATE had no `quantity >= ?` guard, so \
+                     the CHECK constraint stock_quantity_not_negative refused it (MariaDB \
+                     error 4025): the constraint is the last net",
+                    item.product_id, item.quantity
+                )));
+            }
+            other => other?,
+        };
+        if done.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Err(DeductError::UnknownProduct(item.product_id));
+        }
+        let remaining = sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ?")
+            .bind(item.product_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        sold.push(Sold { item, remaining });
+    }
+    d.probe.after_read(d.knobs).await;
+    let done = txn::record(&mut tx, d, &sold, 1, None).await?;
+    txn::commit(tx, d.probe).await?;
+    Ok(done)
 }

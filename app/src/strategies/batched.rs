@@ -78,11 +78,11 @@
 //! it is confirmed. It needs no other server. It does not help a catalogue of many
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
+use super::contract::{Deducted, Deduction, Family, ItemResult, Strategy, StrategyInfo};
 use super::txn::{self, backoff, retry_on_lock_conflict};
-use super::{Deducted, Deduction, Family, ItemResult, Strategy, StrategyInfo};
-use crate::error::{AppError, mysql_error_number};
-use crate::hooks::{Hooks, RequestHooks};
-use crate::order::Order;
+use crate::domain::error::{DeductError, mysql_error_number};
+use crate::domain::order::Order;
+use crate::domain::probe::{Knobs, Probe};
 use async_trait::async_trait;
 use sqlx::{MySql, MySqlPool, QueryBuilder};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -123,7 +123,7 @@ struct Queue {
 /// A buyer in a queue: what it asks for, and where its answer goes.
 struct Waiting {
     buyer: Buyer,
-    answer: oneshot::Sender<Result<Deducted, AppError>>,
+    answer: oneshot::Sender<Result<Deducted, DeductError>>,
 }
 
 /// What a batch needs to know about one request.
@@ -174,10 +174,10 @@ pub struct BatchedSettings {
     pub max_attempts: u32,
 }
 
-impl super::Declare for Batched {
+impl<S> super::contract::Declare<S> for Batched {
     type Settings = BatchedSettings;
 
-    fn build(settings: &BatchedSettings, _: &super::Context<'_>) -> Arc<dyn Strategy> {
+    fn build(settings: &BatchedSettings, _: &super::contract::Context<'_, S>) -> Arc<dyn Strategy> {
         Arc::new(Batched::new(BatchSettings {
             window: Duration::from_micros(settings.window_us),
             max_batch: settings.max_batch as usize,
@@ -203,7 +203,7 @@ impl Strategy for Batched {
         &INFO
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let buyer = Buyer {
             order: d.order.clone(),
             fingerprint: d.fingerprint.clone(),
@@ -212,7 +212,7 @@ impl Strategy for Batched {
         if d.order.items.len() > 1 {
             // A batch of its own: it locks several rows, in product order.
             let settings = &self.shared.settings;
-            let mut answers = settle(d.pool, d.hooks, settings.max_attempts, vec![buyer]).await;
+            let mut answers = settle(d.pool, d.probe, settings.max_attempts, vec![buyer]).await;
             return answers.pop().expect("one answer per buyer");
         }
         let product_id = d.order.items[0].product_id;
@@ -231,10 +231,10 @@ impl Strategy for Batched {
                 product_id,
                 finished: false,
             };
-            tokio::spawn(task.run(d.pool.clone(), d.hooks.clone()));
+            tokio::spawn(task.run(d.pool.clone(), d.probe.clone()));
         }
         answered.await.unwrap_or_else(|_| {
-            Err(AppError::OutcomeUnknown(
+            Err(DeductError::OutcomeUnknown(
                 "the batch ended without an answer; retry with the same request_id".into(),
             ))
         })
@@ -250,7 +250,7 @@ struct BatchTask {
 }
 
 impl BatchTask {
-    async fn run(mut self, pool: MySqlPool, hooks: Arc<Hooks>) {
+    async fn run(mut self, pool: MySqlPool, probe: Arc<dyn Probe>) {
         let settings = self.shared.settings;
         loop {
             if !settings.window.is_zero() {
@@ -261,7 +261,7 @@ impl BatchTask {
             };
             let (buyers, answers): (Vec<Buyer>, Vec<_>) =
                 batch.into_iter().map(|w| (w.buyer, w.answer)).unzip();
-            let results = settle(&pool, &hooks, settings.max_attempts, buyers).await;
+            let results = settle(&pool, &probe, settings.max_attempts, buyers).await;
             for (answer, result) in answers.into_iter().zip(results) {
                 // Err: the buyer hung up. Its sale (if any) stands; a retry finds it.
                 let _ = answer.send(result);
@@ -315,7 +315,7 @@ enum Failed {
     /// The `orders` INSERT met a request id that is already there.
     Duplicate,
     /// Anything else: every member gets this answer.
-    Error(AppError),
+    Error(DeductError),
 }
 
 impl From<sqlx::Error> for Failed {
@@ -333,11 +333,11 @@ impl From<sqlx::Error> for Failed {
 /// it fails.
 async fn settle(
     pool: &MySqlPool,
-    hooks: &Hooks,
+    probe: &Arc<dyn Probe>,
     max_attempts: u32,
     buyers: Vec<Buyer>,
-) -> Vec<Result<Deducted, AppError>> {
-    let mut answers: Vec<Option<Result<Deducted, AppError>>> =
+) -> Vec<Result<Deducted, DeductError>> {
+    let mut answers: Vec<Option<Result<Deducted, DeductError>>> =
         buyers.iter().map(|_| None).collect();
     let mut attempt = 0;
     loop {
@@ -349,7 +349,7 @@ async fn settle(
         }
         attempt += 1;
         let batch: Vec<&Buyer> = live.iter().map(|&i| &buyers[i]).collect();
-        let failed = match transact(pool, hooks, &batch, attempt).await {
+        let failed = match transact(pool, probe, &batch, attempt).await {
             Ok(results) => {
                 for (i, result) in live.into_iter().zip(results) {
                     answers[i] = Some(result);
@@ -365,7 +365,7 @@ async fn settle(
                     Ok(done) if !done.is_empty() => {
                         for i in live {
                             if done.contains_key(&buyers[i].order.request_id) {
-                                answers[i] = Some(Err(AppError::AlreadyDone(
+                                answers[i] = Some(Err(DeductError::AlreadyDone(
                                     buyers[i].order.request_id.clone(),
                                 )));
                             }
@@ -374,7 +374,7 @@ async fn settle(
                     Ok(_) => {
                         let e =
                             anyhow::anyhow!("duplicate key in orders, but no request id is there");
-                        fail(&mut answers, &live, AppError::Unexpected(e));
+                        fail(&mut answers, &live, DeductError::Unexpected(e));
                     }
                     Err(e) => fail(&mut answers, &live, e.into()),
                 }
@@ -384,7 +384,7 @@ async fn settle(
                 tokio::time::sleep(backoff(attempt)).await;
             }
             Failed::Conflict(reason) => {
-                let e = AppError::Busy(format!("gave up after {attempt} attempts: {reason}"));
+                let e = DeductError::Busy(format!("gave up after {attempt} attempts: {reason}"));
                 fail(&mut answers, &live, e);
             }
             Failed::Error(e) => fail(&mut answers, &live, e),
@@ -394,8 +394,8 @@ async fn settle(
 }
 
 /// Gives every live member of a failed batch the batch's error.
-fn fail(answers: &mut [Option<Result<Deducted, AppError>>], live: &[usize], e: AppError) {
-    if matches!(e, AppError::Unexpected(_)) {
+fn fail(answers: &mut [Option<Result<Deducted, DeductError>>], live: &[usize], e: DeductError) {
+    if matches!(e, DeductError::Unexpected(_)) {
         tracing::error!(error = ?e, members = live.len(), "a batch failed");
     }
     for &i in live {
@@ -405,15 +405,15 @@ fn fail(answers: &mut [Option<Result<Deducted, AppError>>], live: &[usize], e: A
 
 /// The same error, once per member (errors are not `Clone`: an internal cause is
 /// logged once by [`fail`] and not repeated to clients).
-fn for_each_member(e: &AppError) -> AppError {
+fn for_each_member(e: &DeductError) -> DeductError {
     match e {
-        AppError::Busy(m) => AppError::Busy(m.clone()),
-        AppError::OutcomeUnknown(m) => AppError::OutcomeUnknown(m.clone()),
-        AppError::BackendUnavailable { backend, detail } => AppError::BackendUnavailable {
+        DeductError::Busy(m) => DeductError::Busy(m.clone()),
+        DeductError::OutcomeUnknown(m) => DeductError::OutcomeUnknown(m.clone()),
+        DeductError::BackendUnavailable { backend, detail } => DeductError::BackendUnavailable {
             backend: backend.clone(),
             detail: detail.clone(),
         },
-        _ => AppError::Unexpected(anyhow::anyhow!("the batch's transaction failed")),
+        _ => DeductError::Unexpected(anyhow::anyhow!("the batch's transaction failed")),
     }
 }
 
@@ -421,10 +421,10 @@ fn for_each_member(e: &AppError) -> AppError {
 /// write every sale, COMMIT. Returns each member's answer, in order.
 async fn transact(
     pool: &MySqlPool,
-    hooks: &Hooks,
+    probe: &Arc<dyn Probe>,
     batch: &[&Buyer],
     attempt: u32,
-) -> Result<Vec<Result<Deducted, AppError>>, Failed> {
+) -> Result<Vec<Result<Deducted, DeductError>>, Failed> {
     let mut products: Vec<i64> = batch
         .iter()
         .flat_map(|b| b.order.items.iter().map(|item| item.product_id))
@@ -461,11 +461,11 @@ async fn transact(
     }
     // The business step between decide and write, for the whole batch: the longest
     // hold any member asked for (or the server's `--hold-ms`).
-    let hold = RequestHooks {
+    let hold = Knobs {
         hold_ms: batch.iter().filter_map(|b| b.hold_ms).max(),
-        ..RequestHooks::default()
+        ..Knobs::default()
     };
-    hooks.after_read(&hold).await;
+    probe.after_read(&hold).await;
     if sold.is_empty() {
         tx.rollback().await?;
         return Ok(results
@@ -524,7 +524,7 @@ async fn transact(
             .await?;
         }
     }
-    txn::commit(tx, hooks).await.map_err(Failed::Error)?;
+    txn::commit(tx, probe).await.map_err(Failed::Error)?;
 
     let mut answers = answers.into_iter();
     Ok(results
@@ -535,13 +535,13 @@ async fn transact(
 
 /// Takes an order's units from `left` if every item fits (and changes nothing if one
 /// does not): the items as answered, each with what its product has left.
-fn allocate(left: &mut HashMap<i64, i32>, order: &Order) -> Result<Vec<ItemResult>, AppError> {
+fn allocate(left: &mut HashMap<i64, i32>, order: &Order) -> Result<Vec<ItemResult>, DeductError> {
     for item in &order.items {
         let Some(&available) = left.get(&item.product_id) else {
-            return Err(AppError::UnknownProduct(item.product_id));
+            return Err(DeductError::UnknownProduct(item.product_id));
         };
         if available < item.quantity {
-            return Err(AppError::InsufficientStock {
+            return Err(DeductError::InsufficientStock {
                 product_id: item.product_id,
                 requested: item.quantity.into(),
                 available: Some(available.into()),

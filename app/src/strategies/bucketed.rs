@@ -64,10 +64,10 @@
 //! is confirmed. Choose K around the number of buyers that should proceed at once
 //! (more buckets than database connections buys nothing).
 
+use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::txn::{self, Sold, TxError, retry_on_lock_conflict};
-use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
-use crate::error::AppError;
-use crate::order::Item;
+use crate::domain::error::DeductError;
+use crate::domain::order::Item;
 use async_trait::async_trait;
 use rand::Rng;
 use sqlx::MySqlConnection;
@@ -101,10 +101,13 @@ pub struct BucketedSettings {
     pub max_attempts: u32,
 }
 
-impl super::Declare for Bucketed {
+impl<S> super::contract::Declare<S> for Bucketed {
     type Settings = BucketedSettings;
 
-    fn build(settings: &BucketedSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+    fn build(
+        settings: &BucketedSettings,
+        _: &super::contract::Context<'_, S>,
+    ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(Bucketed::new(settings.max_attempts))
     }
 }
@@ -157,7 +160,7 @@ impl Strategy for Bucketed {
         &INFO
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         // Answers name what is left in the bucket that sold (the product's total is
         // not read on the fast path; GET /stock sums the buckets).
         if let [item] = d.order.items[..] {
@@ -205,8 +208,8 @@ impl Strategy for Bucketed {
     }
 }
 
-fn short(item: Item, available: Option<i32>) -> AppError {
-    AppError::InsufficientStock {
+fn short(item: Item, available: Option<i32>) -> DeductError {
+    DeductError::InsufficientStock {
         product_id: item.product_id,
         requested: item.quantity.into(),
         available: available.map(Into::into),
@@ -220,7 +223,7 @@ async fn take_from(
     item: Item,
     bucket: Bucket,
     attempt: u32,
-) -> Result<Option<Deducted>, AppError> {
+) -> Result<Option<Deducted>, DeductError> {
     let mut tx = d.begin().await?;
     let taken = match bucket {
         Bucket::Split(b) => sqlx::query(
@@ -249,18 +252,18 @@ async fn take_from(
         tx.rollback().await?;
         return Ok(None);
     }
-    d.hooks.after_read(d.knobs).await;
+    d.probe.after_read(d.knobs).await;
     let sold = [Sold {
         item,
         remaining: taken.last_insert_id() as i32,
     }];
     let done = txn::record(&mut tx, d, &sold, attempt, None).await?;
-    txn::commit(tx, d.hooks).await?;
+    txn::commit(tx, d.probe).await?;
     Ok(Some(done))
 }
 
 /// Step 2's read: every bucket of the product and what it holds, no lock.
-async fn read_buckets(d: &Deduction<'_>, product_id: i64) -> Result<Vec<(i16, i32)>, AppError> {
+async fn read_buckets(d: &Deduction<'_>, product_id: i64) -> Result<Vec<(i16, i32)>, DeductError> {
     Ok(sqlx::query_as(
         "SELECT bucket, quantity FROM stock_bucket WHERE product_id = ? ORDER BY bucket",
     )
@@ -294,7 +297,7 @@ async fn gather(
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(retry_on_lock_conflict)?
-                    .ok_or(AppError::UnknownProduct(item.product_id))?;
+                    .ok_or(DeductError::UnknownProduct(item.product_id))?;
             txn::check_enough(item, quantity)?;
             sqlx::query(
                 "UPDATE stock SET quantity = ?, version = version + 1 WHERE product_id = ?",
@@ -334,6 +337,6 @@ async fn gather(
             remaining: total - item.quantity,
         });
     }
-    d.hooks.after_read(d.knobs).await;
+    d.probe.after_read(d.knobs).await;
     Ok(txn::record(tx, d, &sold, attempt, None).await?)
 }

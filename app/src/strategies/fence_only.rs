@@ -38,10 +38,10 @@
 //! Not for stock: `atomic-sql` is a compare-and-set with no refusals. It is here to
 //! separate what the fence guarantees from what the lock adds.
 
+use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::fencing::{self, Claim, Fence};
-use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
-use crate::error::AppError;
-use crate::hooks::Failpoint;
+use crate::domain::error::DeductError;
+use crate::domain::probe::Failpoint;
 use async_trait::async_trait;
 
 /// The backend name of this strategy's rows in `stock_fence`.
@@ -61,10 +61,13 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "token (ticket)",
 };
 
-impl super::Declare for FenceOnly {
-    type Settings = super::NoSettings;
+impl<S> super::contract::Declare<S> for FenceOnly {
+    type Settings = super::contract::NoSettings;
 
-    fn build(_: &super::NoSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+    fn build(
+        _: &super::contract::NoSettings,
+        _: &super::contract::Context<'_, S>,
+    ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(FenceOnly)
     }
 }
@@ -75,7 +78,7 @@ impl Strategy for FenceOnly {
         &INFO
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let ticket = fencing::next_ticket(d.pool).await?;
         let mut claims = Vec::with_capacity(d.order.items.len());
         for item in d.order.by_product() {
@@ -86,7 +89,7 @@ impl Strategy for FenceOnly {
                 fence,
             });
         }
-        d.hooks.at(Failpoint::AfterLock).await;
+        d.probe.at(Failpoint::AfterLock).await;
         // Nothing to release: a claim is overtaken, never freed.
         fencing::read_check_write(d, BACKEND, Some(&claims), Some(ticket), || true).await
     }

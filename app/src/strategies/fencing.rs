@@ -40,10 +40,10 @@
 //! holder that claims late takes the product over from a live one (which is then
 //! refused) instead of being refused itself.
 
+use super::contract::{Deducted, Deduction};
 use super::txn::{self, Sold};
 use super::unsafe_control;
-use super::{Deducted, Deduction};
-use crate::error::AppError;
+use crate::domain::error::DeductError;
 use sqlx::{MySqlConnection, MySqlPool};
 
 /// What a claim and a guarded write carry: a token, or (RedLock) an owner tag.
@@ -66,7 +66,7 @@ pub async fn claim(
     backend: &str,
     product_id: i64,
     fence: Fence<'_>,
-) -> Result<(), AppError> {
+) -> Result<(), DeductError> {
     let token = match fence {
         Fence::Token(token) => token,
         Fence::Owner(owner) => {
@@ -108,7 +108,7 @@ pub async fn claim(
     if raise().await? {
         return Ok(());
     }
-    Err(AppError::LockLost(format!(
+    Err(DeductError::LockLost(format!(
         "fencing token {token} for product {product_id} is older than a newer holder's"
     )))
 }
@@ -152,9 +152,9 @@ pub async fn read_check_write(
     claims: Option<&[Claim<'_>]>,
     fence_token: Option<u64>,
     still_held: impl Fn() -> bool,
-) -> Result<Deducted, AppError> {
+) -> Result<Deducted, DeductError> {
     let sold = unsafe_control::read_and_check(d).await?;
-    d.hooks.after_read(d.knobs).await;
+    d.probe.after_read(d.knobs).await;
     let mut tx = d.begin().await?;
     for s in &sold {
         let Some(claims) = claims else {
@@ -168,7 +168,7 @@ pub async fn read_check_write(
             .expect("every product was claimed");
         if !guarded_write(&mut tx, backend, s, claim.fence).await? {
             tx.rollback().await?;
-            return Err(AppError::LockLost(format!(
+            return Err(DeductError::LockLost(format!(
                 "product {product_id}: this request's claim is no longer the newest; \
                  a newer holder claimed it since (this one was paused, or overtaken)"
             )));
@@ -177,11 +177,11 @@ pub async fn read_check_write(
     let done = txn::record(&mut tx, d, &sold, 1, fence_token).await?;
     if !still_held() {
         tx.rollback().await?;
-        return Err(AppError::LockLost(
+        return Err(DeductError::LockLost(
             "the lock was lost before COMMIT; nothing was written".into(),
         ));
     }
-    txn::commit(tx, d.hooks).await?;
+    txn::commit(tx, d.probe).await?;
     Ok(done)
 }
 

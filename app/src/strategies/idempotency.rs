@@ -16,8 +16,8 @@
 //!   its twin to finish and then goes, instead of racing it for locks and rows only to
 //!   roll back.
 
-use super::{Deducted, Deduction};
-use crate::error::AppError;
+use super::contract::{Deducted, Deduction};
+use crate::domain::error::DeductError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
@@ -83,8 +83,8 @@ impl Drop for Entered<'_> {
 pub async fn once(
     in_flight: &InFlight,
     d: &Deduction<'_>,
-    run: impl Future<Output = Result<Deducted, AppError>>,
-) -> Result<Deducted, AppError> {
+    run: impl Future<Output = Result<Deducted, DeductError>>,
+) -> Result<Deducted, DeductError> {
     let _entered = in_flight.enter(&d.order.request_id).await;
     match run.await {
         Err(refusal) if refusal.is_refusal() => after_refusal(d, refusal).await,
@@ -95,9 +95,12 @@ pub async fn once(
 /// One read after a refusal: this request id's stored answer, if it succeeded before
 /// (marked `duplicate`; 422 when it was for another request), and what is left of the
 /// product that refused.
-pub async fn after_refusal(d: &Deduction<'_>, refusal: AppError) -> Result<Deducted, AppError> {
+pub async fn after_refusal(
+    d: &Deduction<'_>,
+    refusal: DeductError,
+) -> Result<Deducted, DeductError> {
     let product_id = match &refusal {
-        AppError::InsufficientStock { product_id, .. } => *product_id,
+        DeductError::InsufficientStock { product_id, .. } => *product_id,
         _ => 0, // no product: the stock column stays NULL
     };
     // `ascii_bin` columns and MariaDB's JSON come back flagged as binary, which sqlx
@@ -117,25 +120,25 @@ pub async fn after_refusal(d: &Deduction<'_>, refusal: AppError) -> Result<Deduc
         .await?;
     if let (Some(request_hash), Some(response)) = (request_hash, response) {
         if request_hash != d.fingerprint {
-            return Err(AppError::RequestIdReused(d.order.request_id.clone()));
+            return Err(DeductError::RequestIdReused(d.order.request_id.clone()));
         }
         let mut stored: Deducted = serde_json::from_str(&response).map_err(|e| {
-            AppError::Unexpected(anyhow::Error::new(e).context("stored response unreadable"))
+            DeductError::Unexpected(anyhow::Error::new(e).context("stored response unreadable"))
         })?;
         stored.duplicate = true;
         return Ok(stored);
     }
     Err(match refusal {
-        AppError::AlreadyDone(_) => AppError::Unexpected(anyhow::anyhow!(
+        DeductError::AlreadyDone(_) => DeductError::Unexpected(anyhow::anyhow!(
             "orders row vanished after a duplicate-key error"
         )),
-        AppError::InsufficientStock {
+        DeductError::InsufficientStock {
             product_id,
             requested,
             available: None,
         } => match available {
-            None => AppError::UnknownProduct(product_id),
-            Some(left) => AppError::InsufficientStock {
+            None => DeductError::UnknownProduct(product_id),
+            Some(left) => DeductError::InsufficientStock {
                 product_id,
                 requested,
                 available: Some(left.into()),

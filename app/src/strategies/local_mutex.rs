@@ -38,11 +38,11 @@
 //! The map keeps one entry per product ever deducted (a few dozen bytes each). There
 //! is no wait bound: requests queue on the mutex in arrival order.
 
+use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::unsafe_control::read_check_write;
-use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
-use crate::error::AppError;
-use crate::hooks::Failpoint;
-use crate::metrics::Phase;
+use crate::domain::error::DeductError;
+use crate::domain::probe::Failpoint;
+use crate::strategies::phases::Phase;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -72,10 +72,13 @@ impl LocalMutex {
     }
 }
 
-impl super::Declare for LocalMutex {
-    type Settings = super::NoSettings;
+impl<S> super::contract::Declare<S> for LocalMutex {
+    type Settings = super::contract::NoSettings;
 
-    fn build(_: &super::NoSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+    fn build(
+        _: &super::contract::NoSettings,
+        _: &super::contract::Context<'_, S>,
+    ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(LocalMutex::default())
     }
 }
@@ -86,13 +89,13 @@ impl Strategy for LocalMutex {
         &INFO
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let mut held = Vec::with_capacity(d.order.items.len());
         for item in d.order.by_product() {
             let mutex = self.mutex(item.product_id);
             held.push(d.phases.time(Phase::Lock, mutex.lock_owned()).await);
         }
-        d.hooks.at(Failpoint::AfterLock).await;
+        d.probe.at(Failpoint::AfterLock).await;
         let done = d.phases.time(Phase::Transaction, read_check_write(d)).await;
         // Released after COMMIT (or ROLLBACK), last taken first.
         while let Some(guard) = held.pop() {

@@ -42,9 +42,9 @@
 //! When conflicts are rare (many products, few buyers each) and holding locks while
 //! the application thinks is costly. For one hot product, use `atomic-sql`.
 
+use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
-use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
-use crate::error::AppError;
+use crate::domain::error::DeductError;
 use async_trait::async_trait;
 
 /// Version compare-and-set with bounded retries.
@@ -67,12 +67,12 @@ pub struct OptimisticSettings {
     pub max_attempts: u32,
 }
 
-impl super::Declare for Optimistic {
+impl<S> super::contract::Declare<S> for Optimistic {
     type Settings = OptimisticSettings;
 
     fn build(
         settings: &OptimisticSettings,
-        _: &super::Context<'_>,
+        _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(Optimistic {
             max_attempts: settings.max_attempts,
@@ -97,7 +97,7 @@ impl Strategy for Optimistic {
         &INFO
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         txn::with_retries(self.max_attempts, async |attempt| {
             let mut reads = Vec::with_capacity(d.order.items.len());
             for item in d.order.by_product() {
@@ -106,7 +106,7 @@ impl Strategy for Optimistic {
                         .bind(item.product_id)
                         .fetch_optional(d.reads)
                         .await?
-                        .ok_or(AppError::UnknownProduct(item.product_id))?;
+                        .ok_or(DeductError::UnknownProduct(item.product_id))?;
                 check_enough(item, quantity)?;
                 let sold = Sold {
                     item,
@@ -114,7 +114,7 @@ impl Strategy for Optimistic {
                 };
                 reads.push((sold, version));
             }
-            d.hooks.after_read(d.knobs).await;
+            d.probe.after_read(d.knobs).await;
             let mut tx = d.begin().await?;
             for (sold, version) in &reads {
                 let written = sqlx::query(
@@ -141,7 +141,7 @@ impl Strategy for Optimistic {
             }
             let sold: Vec<Sold> = reads.iter().map(|(sold, _)| *sold).collect();
             let done = txn::record(&mut tx, d, &sold, attempt, None).await?;
-            txn::commit(tx, d.hooks).await?;
+            txn::commit(tx, d.probe).await?;
             Ok(done)
         })
         .await

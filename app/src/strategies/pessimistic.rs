@@ -40,11 +40,11 @@
 //! contention per row is moderate. For a plain counter, `atomic-sql` does the same
 //! in one statement.
 
+use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
-use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
-use crate::error::AppError;
-use crate::metrics::Phase;
-use crate::order::Item;
+use crate::domain::error::DeductError;
+use crate::domain::order::Item;
+use crate::strategies::phases::Phase;
 use async_trait::async_trait;
 use sqlx::MySqlConnection;
 
@@ -68,12 +68,12 @@ pub struct PessimisticSettings {
     pub max_attempts: u32,
 }
 
-impl super::Declare for Pessimistic {
+impl<S> super::contract::Declare<S> for Pessimistic {
     type Settings = PessimisticSettings;
 
     fn build(
         settings: &PessimisticSettings,
-        _: &super::Context<'_>,
+        _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(Pessimistic {
             max_attempts: settings.max_attempts,
@@ -98,9 +98,9 @@ impl Strategy for Pessimistic {
         &INFO
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         // The test hook `unsorted` keeps the client's order, to make deadlocks happen.
-        let items = if d.knobs.unsorted && d.hooks.enabled() {
+        let items = if d.knobs.unsorted && d.probe.enabled() {
             d.order.items.clone()
         } else {
             d.order.by_product()
@@ -139,10 +139,10 @@ async fn lock_check_write(
             .time(Phase::Lock, locked)
             .await
             .map_err(retry_on_lock_conflict)?
-            .ok_or(AppError::UnknownProduct(item.product_id))?;
+            .ok_or(DeductError::UnknownProduct(item.product_id))?;
         if i == 0 {
             // Test hook: wait here, holding the first row, for the other parties.
-            d.hooks.barrier(d.knobs, attempt).await?;
+            d.probe.barrier(d.knobs, attempt).await?;
         }
         check_enough(item, quantity)?;
         sold.push(Sold {
@@ -150,7 +150,7 @@ async fn lock_check_write(
             remaining: quantity - item.quantity,
         });
     }
-    d.hooks.after_read(d.knobs).await;
+    d.probe.after_read(d.knobs).await;
     for s in &sold {
         // Safe to write the computed value: nobody can write the row until COMMIT.
         sqlx::query("UPDATE stock SET quantity = ?, version = version + 1 WHERE product_id = ?")

@@ -2,12 +2,13 @@
 //! transaction itself, the orders + ledger rows (one sale, or a batch), the COMMIT. A strategy calls them; none of them calls a
 //! strategy back.
 
-use super::{Deducted, Deduction, ItemResult};
-use crate::error::{AppError, is_connection_error, mysql_error_number};
-use crate::hooks::{Failpoint, Hooks};
-use crate::order::Item;
+use super::contract::{Deducted, Deduction, ItemResult};
+use crate::domain::error::{DeductError, is_connection_error, mysql_error_number};
+use crate::domain::order::Item;
+use crate::domain::probe::{Failpoint, Probe};
 use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder, Transaction};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One item a deduction sold, and what it left.
@@ -19,9 +20,9 @@ pub struct Sold {
 }
 
 /// 409 when fewer than the requested units are left.
-pub fn check_enough(item: Item, available: i32) -> Result<(), AppError> {
+pub fn check_enough(item: Item, available: i32) -> Result<(), DeductError> {
     if available < item.quantity {
-        return Err(AppError::InsufficientStock {
+        return Err(DeductError::InsufficientStock {
             product_id: item.product_id,
             requested: item.quantity.into(),
             available: Some(available.into()),
@@ -37,10 +38,10 @@ pub enum TxError {
     /// why, for the final `busy` answer.
     Retry(String),
     /// Give up with this answer.
-    Fail(AppError),
+    Fail(DeductError),
 }
 
-impl<E: Into<AppError>> From<E> for TxError {
+impl<E: Into<DeductError>> From<E> for TxError {
     fn from(e: E) -> Self {
         TxError::Fail(e.into())
     }
@@ -53,7 +54,7 @@ impl<E: Into<AppError>> From<E> for TxError {
 pub async fn with_retries<T>(
     max_attempts: u32,
     mut attempt: impl AsyncFnMut(u32) -> Result<T, TxError>,
-) -> Result<T, AppError> {
+) -> Result<T, DeductError> {
     let mut tries = 0;
     loop {
         tries += 1;
@@ -61,7 +62,7 @@ pub async fn with_retries<T>(
             Ok(done) => return Ok(done),
             Err(TxError::Fail(e)) => return Err(e),
             Err(TxError::Retry(reason)) if tries >= max_attempts.max(1) => {
-                return Err(AppError::Busy(format!(
+                return Err(DeductError::Busy(format!(
                     "gave up after {tries} attempts: {reason}"
                 )));
             }
@@ -107,7 +108,7 @@ pub async fn record(
     sold: &[Sold],
     attempts: u32,
     fence_token: Option<u64>,
-) -> Result<Deducted, AppError> {
+) -> Result<Deducted, DeductError> {
     let order = d.order;
     let items = order
         .items
@@ -148,7 +149,7 @@ pub async fn record(
     .await;
     if let Err(e) = stored {
         return Err(match mysql_error_number(&e) {
-            Some(1062) => AppError::AlreadyDone(order.request_id.clone()),
+            Some(1062) => DeductError::AlreadyDone(order.request_id.clone()),
             _ => e.into(),
         });
     }
@@ -250,7 +251,7 @@ pub async fn transaction<T>(
     let mut tx = d.begin().await?;
     match body(&mut tx).await {
         Ok(done) => {
-            commit(tx, d.hooks).await?;
+            commit(tx, d.probe).await?;
             Ok(done)
         }
         Err(e) => {
@@ -263,11 +264,11 @@ pub async fn transaction<T>(
 /// The `before_commit` failpoint, then COMMIT. A connection that breaks during the
 /// COMMIT leaves its outcome unknown: 503 `outcome_unknown`, and a retry with the same
 /// request id finds out (the `orders` row makes it a no-op if the COMMIT landed).
-pub async fn commit(tx: Transaction<'_, MySql>, hooks: &Hooks) -> Result<(), AppError> {
-    hooks.at(Failpoint::BeforeCommit).await;
+pub async fn commit(tx: Transaction<'_, MySql>, probe: &Arc<dyn Probe>) -> Result<(), DeductError> {
+    probe.at(Failpoint::BeforeCommit).await;
     tx.commit().await.map_err(|e| {
         if is_connection_error(&e) {
-            AppError::OutcomeUnknown(format!(
+            DeductError::OutcomeUnknown(format!(
                 "the database connection broke during COMMIT ({e}); retry with the same request_id"
             ))
         } else {

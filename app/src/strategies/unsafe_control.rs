@@ -33,9 +33,9 @@
 //! # When to use it
 //! Never; it is here so every experiment has something that visibly breaks.
 
+use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::txn::{self, Sold, check_enough};
-use super::{Deducted, Deduction, Family, Strategy, StrategyInfo};
-use crate::error::AppError;
+use crate::domain::error::DeductError;
 use async_trait::async_trait;
 use sqlx::MySqlConnection;
 
@@ -53,10 +53,13 @@ static INFO: StrategyInfo = StrategyInfo {
     fencing: "none",
 };
 
-impl super::Declare for Unsafe {
-    type Settings = super::NoSettings;
+impl<S> super::contract::Declare<S> for Unsafe {
+    type Settings = super::contract::NoSettings;
 
-    fn build(_: &super::NoSettings, _: &super::Context<'_>) -> std::sync::Arc<dyn Strategy> {
+    fn build(
+        _: &super::contract::NoSettings,
+        _: &super::contract::Context<'_, S>,
+    ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(Unsafe)
     }
 }
@@ -67,36 +70,36 @@ impl Strategy for Unsafe {
         &INFO
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         read_check_write(d).await
     }
 }
 
 /// The whole algorithm: what `unsafe` runs with no lock, and what `local-mutex` runs
 /// under its mutex.
-pub async fn read_check_write(d: &Deduction<'_>) -> Result<Deducted, AppError> {
+pub async fn read_check_write(d: &Deduction<'_>) -> Result<Deducted, DeductError> {
     let sold = read_and_check(d).await?;
-    d.hooks.after_read(d.knobs).await;
+    d.probe.after_read(d.knobs).await;
     let mut tx = d.begin().await?;
     for s in &sold {
         write(&mut tx, s).await?;
     }
     let done = txn::record(&mut tx, d, &sold, 1, None).await?;
-    txn::commit(tx, d.hooks).await?;
+    txn::commit(tx, d.probe).await?;
     Ok(done)
 }
 
 /// Step 1: a plain read of each item (in product order), checked: 404 for a product
 /// never stocked, 409 for too few units. Returns what each item would leave. The lock
 /// strategies read exactly this way under their locks.
-pub async fn read_and_check(d: &Deduction<'_>) -> Result<Vec<Sold>, AppError> {
+pub async fn read_and_check(d: &Deduction<'_>) -> Result<Vec<Sold>, DeductError> {
     let mut sold = Vec::with_capacity(d.order.items.len());
     for item in d.order.by_product() {
         let quantity: i32 = sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ?")
             .bind(item.product_id)
             .fetch_optional(d.reads)
             .await?
-            .ok_or(AppError::UnknownProduct(item.product_id))?;
+            .ok_or(DeductError::UnknownProduct(item.product_id))?;
         check_enough(item, quantity)?;
         sold.push(Sold {
             item,

@@ -61,7 +61,7 @@
 //! # Orders with several items
 //! Supported, all or nothing: the script checks every item before it changes any.
 //!
-//! # Test hooks
+//! # Test probe
 //! `before_commit` is the persister's (a request commits nothing). There is no step
 //! between read and write to hold: `--hold-ms` does not apply, and a request's
 //! `hold_ms` is a 400.
@@ -72,10 +72,13 @@
 //! chosen for the loss you can accept (`always` for none, at the cost of an fsync per
 //! write). It needs a Redis, a persister that runs, and watching `pending`.
 
-use super::txn;
-use super::{Deducted, Deduction, Family, ItemResult, Started, Strategy, StrategyInfo};
-use crate::error::{AppError, mysql_error_number};
-use crate::hooks::{Failpoint, Hooks};
+use crate::domain::error::{DeductError, mysql_error_number};
+use crate::domain::probe::{Failpoint, Probe};
+use crate::strategies::contract::{
+    Context, Declare, Deducted, Deduction, Family, ItemResult, Started, Strategy, StrategyInfo,
+};
+use crate::strategies::shared::Shared;
+use crate::strategies::txn;
 use locks::redis::{Endpoint, Primary};
 use redis::aio::ConnectionManager;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
@@ -184,11 +187,11 @@ pub struct RedisStockSettings {
     pub claim_ms: u64,
 }
 
-impl super::Declare for RedisStock {
+impl Declare<Shared> for RedisStock {
     type Settings = RedisStockSettings;
 
     /// Its Redis is the single Redis the strategies share ([`super::shared::Shared`]).
-    fn build(settings: &RedisStockSettings, context: &super::Context<'_>) -> Arc<dyn Strategy> {
+    fn build(settings: &RedisStockSettings, context: &Context<'_, Shared>) -> Arc<dyn Strategy> {
         Arc::new(RedisStock::new(RedisStockConfig {
             endpoint: context.shared.redis_endpoint(),
             keys: Keys::new(&settings.prefix),
@@ -291,8 +294,8 @@ impl Sale {
     }
 }
 
-fn unavailable(e: impl std::fmt::Display) -> AppError {
-    AppError::BackendUnavailable {
+fn unavailable(e: impl std::fmt::Display) -> DeductError {
+    DeductError::BackendUnavailable {
         backend: "redis".into(),
         detail: e.to_string(),
     }
@@ -327,12 +330,12 @@ impl RedisStock {
         self.settings.endpoint.is_some()
     }
 
-    async fn primary(&self) -> Result<&Primary, AppError> {
+    async fn primary(&self) -> Result<&Primary, DeductError> {
         let endpoint =
             self.settings
                 .endpoint
                 .as_ref()
-                .ok_or_else(|| AppError::BackendUnavailable {
+                .ok_or_else(|| DeductError::BackendUnavailable {
                     backend: "redis".into(),
                     detail: "not configured: set REDIS_URLS".into(),
                 })?;
@@ -342,7 +345,7 @@ impl RedisStock {
             .map_err(unavailable)
     }
 
-    async fn conn(&self) -> Result<ConnectionManager, AppError> {
+    async fn conn(&self) -> Result<ConnectionManager, DeductError> {
         Ok(self.primary().await?.conn().0)
     }
 
@@ -363,7 +366,7 @@ impl RedisStock {
     }
 
     /// The product's counter, if Redis is configured and has one.
-    pub async fn counter(&self, product_id: i64) -> Result<Option<Counter>, AppError> {
+    pub async fn counter(&self, product_id: i64) -> Result<Option<Counter>, DeductError> {
         let mut conn = self.conn().await?;
         let fields: HashMap<String, i64> = conn
             .hgetall(self.settings.keys.counter(product_id))
@@ -408,13 +411,13 @@ impl RedisStock {
         conn: &mut ConnectionManager,
         d: &Deduction<'_>,
         product_id: i64,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), DeductError> {
         let row: Option<(i32, i32)> =
             sqlx::query_as("SELECT quantity, epoch FROM stock WHERE product_id = ?")
                 .bind(product_id)
                 .fetch_optional(d.pool)
                 .await?;
-        let (quantity, epoch) = row.ok_or(AppError::UnknownProduct(product_id))?;
+        let (quantity, epoch) = row.ok_or(DeductError::UnknownProduct(product_id))?;
         let _created: i64 = INIT
             .key(self.settings.keys.counter(product_id))
             .arg(quantity)
@@ -442,7 +445,7 @@ impl Strategy for RedisStock {
         Some(tokio::spawn(persist_forever(
             self.settings.clone(),
             started.pool.clone(),
-            started.hooks.clone(),
+            started.probe.clone(),
         )))
     }
 
@@ -481,9 +484,9 @@ impl Strategy for RedisStock {
         }
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         if d.knobs.hold_ms.is_some() {
-            return Err(AppError::InvalidRequest(
+            return Err(DeductError::InvalidRequest(
                 "hold_ms does not apply to redis-stock: its sale is one Lua script, with no step between read and write to hold"
                     .into(),
             ));
@@ -529,7 +532,10 @@ impl Strategy for RedisStock {
                         request_id: order.request_id.clone(),
                         fingerprint: d.fingerprint.clone(),
                         lines: parse_lines(&text(2)).ok_or_else(|| {
-                            AppError::Unexpected(anyhow::anyhow!("unreadable sale {:?}", text(2)))
+                            DeductError::Unexpected(anyhow::anyhow!(
+                                "unreadable sale {:?}",
+                                text(2)
+                            ))
                         })?,
                     };
                     return Ok(sale.answer());
@@ -543,27 +549,27 @@ impl Strategy for RedisStock {
                 "short" => {
                     let i: usize = text(1).parse().unwrap_or(1);
                     let item = order.items[i.saturating_sub(1)];
-                    return Err(AppError::InsufficientStock {
+                    return Err(DeductError::InsufficientStock {
                         product_id: item.product_id,
                         requested: item.quantity.into(),
                         available: text(2).parse().ok(),
                     });
                 }
                 "recovering" => {
-                    return Err(AppError::BackendUnavailable {
+                    return Err(DeductError::BackendUnavailable {
                         backend: "redis".into(),
                         detail: "redis-stock is reconciling its counters after a Redis restart"
                             .into(),
                     });
                 }
                 other => {
-                    return Err(AppError::Unexpected(anyhow::anyhow!(
+                    return Err(DeductError::Unexpected(anyhow::anyhow!(
                         "redis-stock script answered {other:?}"
                     )));
                 }
             }
         }
-        Err(AppError::Unexpected(anyhow::anyhow!(
+        Err(DeductError::Unexpected(anyhow::anyhow!(
             "redis-stock: counters still missing after initialising them"
         )))
     }
@@ -571,18 +577,18 @@ impl Strategy for RedisStock {
 
 /// The answer to a request id Redis already sold: its stored sale as a duplicate, or
 /// 422 if that was a different request.
-fn stored_answer(d: &Deduction<'_>, stored: &str) -> Result<Deducted, AppError> {
+fn stored_answer(d: &Deduction<'_>, stored: &str) -> Result<Deducted, DeductError> {
     let mut parts = stored.splitn(3, '\n');
     let (fingerprint, entry, lines) = (parts.next(), parts.next(), parts.next());
     if fingerprint != Some(d.fingerprint.as_str()) {
-        return Err(AppError::RequestIdReused(d.order.request_id.clone()));
+        return Err(DeductError::RequestIdReused(d.order.request_id.clone()));
     }
     let sale = Sale {
         entry: entry.unwrap_or_default().to_string(),
         request_id: d.order.request_id.clone(),
         fingerprint: d.fingerprint.clone(),
         lines: lines.and_then(parse_lines).ok_or_else(|| {
-            AppError::Unexpected(anyhow::anyhow!("unreadable stored sale {stored:?}"))
+            DeductError::Unexpected(anyhow::anyhow!("unreadable stored sale {stored:?}"))
         })?,
     };
     Ok(Deducted {
@@ -595,7 +601,7 @@ fn stored_answer(d: &Deduction<'_>, stored: &str) -> Result<Deducted, AppError> 
 /// is configured. Runs until the task is aborted.
 /// Its transactions pass the `before_commit` failpoint (how a test stops a persister
 /// between its writes and its COMMIT).
-pub async fn persist_forever(settings: RedisStockConfig, pool: MySqlPool, hooks: Arc<Hooks>) {
+pub async fn persist_forever(settings: RedisStockConfig, pool: MySqlPool, probe: Arc<dyn Probe>) {
     let Some(endpoint) = settings.endpoint.clone() else {
         return;
     };
@@ -620,7 +626,7 @@ pub async fn persist_forever(settings: RedisStockConfig, pool: MySqlPool, hooks:
                     let now = server_run_id(&mut conn).await?;
                     if run_id.as_ref().is_some_and(|seen| *seen != now) {
                         tracing::warn!("redis-stock: Redis restarted; reconciling the counters");
-                        reconcile(&settings, &pool, &hooks, &mut conn, &consumer).await?;
+                        reconcile(&settings, &pool, &probe, &mut conn, &consumer).await?;
                     }
                     run_id = Some(now);
                     checked = Some(Instant::now());
@@ -628,7 +634,7 @@ pub async fn persist_forever(settings: RedisStockConfig, pool: MySqlPool, hooks:
                 let claim = due.then_some(settings.claim_after);
                 let sales = next_batch(&settings, &mut conn, &consumer, claim).await?;
                 if !sales.is_empty() {
-                    persist_and_ack(&settings, &pool, &hooks, &mut conn, sales).await?;
+                    persist_and_ack(&settings, &pool, &probe, &mut conn, sales).await?;
                 }
             }
             #[allow(unreachable_code)]
@@ -722,13 +728,13 @@ async fn next_batch(
 async fn persist_and_ack(
     settings: &RedisStockConfig,
     pool: &MySqlPool,
-    hooks: &Hooks,
+    probe: &Arc<dyn Probe>,
     conn: &mut ConnectionManager,
     mut sales: Vec<Sale>,
 ) -> anyhow::Result<()> {
     let mut recorded: Vec<(Sale, bool)> = Vec::new();
     while !sales.is_empty() {
-        match write(pool, hooks, &sales).await {
+        match write(pool, probe, &sales).await {
             Ok(()) => {
                 recorded.extend(sales.drain(..).map(|s| (s, false)));
             }
@@ -760,7 +766,7 @@ async fn persist_and_ack(
 }
 
 /// Orders, ledger and stock for `sales`, one transaction.
-async fn write(pool: &MySqlPool, hooks: &Hooks, sales: &[Sale]) -> sqlx::Result<()> {
+async fn write(pool: &MySqlPool, probe: &Arc<dyn Probe>, sales: &[Sale]) -> sqlx::Result<()> {
     let mut tx = pool.begin().await?;
     let answers: Vec<Deducted> = sales.iter().map(Sale::answer).collect();
     let records: Vec<txn::Record> = sales
@@ -789,7 +795,7 @@ async fn write(pool: &MySqlPool, hooks: &Hooks, sales: &[Sale]) -> sqlx::Result<
         .execute(&mut *tx)
         .await?;
     }
-    hooks.at(Failpoint::BeforeCommit).await;
+    probe.at(Failpoint::BeforeCommit).await;
     tx.commit().await
 }
 
@@ -841,7 +847,7 @@ async fn acknowledge(
 async fn reconcile(
     settings: &RedisStockConfig,
     pool: &MySqlPool,
-    hooks: &Hooks,
+    probe: &Arc<dyn Probe>,
     conn: &mut ConnectionManager,
     consumer: &str,
 ) -> anyhow::Result<()> {
@@ -853,7 +859,7 @@ async fn reconcile(
         if sales.is_empty() {
             break;
         }
-        persist_and_ack(settings, pool, hooks, conn, sales).await?;
+        persist_and_ack(settings, pool, probe, conn, sales).await?;
     }
     let pattern = format!("{}p:*", settings.keys.prefix);
     let counters: Vec<String> = {

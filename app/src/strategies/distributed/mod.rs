@@ -1,5 +1,5 @@
 //! The wiring of the four lock strategies: which backend, which key, how it connects.
-//! The algorithm they share is [`super::locked`]; the locks themselves are the
+//! The algorithm they share is [`algorithm`]; the locks themselves are the
 //! `locks` crate's files, each with its algorithm and failure scenarios.
 //!
 //! # How each one fails (what the chaos runner shows; README "Faults and fencing")
@@ -22,11 +22,15 @@
 //!   write is a lost update; fenced by czxid, it is refused. A killed holder's lock
 //!   comes back after the session timeout.
 
-use super::locked::{Connect, LockStrategy};
-use super::shared::Shared;
-use super::{Context, Declare, Family, NoSettings, Strategy, StrategyInfo};
-use crate::error::AppError;
+pub mod algorithm;
+pub mod mistakes;
+
+use crate::domain::error::DeductError;
+use crate::strategies::contract::{Context, Declare, Family, NoSettings, Strategy, StrategyInfo};
+use crate::strategies::shared::Shared;
+use algorithm::{Connect, LockStrategy};
 use locks::{LockError, Locker};
+use mistakes::WithMistakes;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -39,12 +43,14 @@ pub struct ZooKeeper;
 
 fn strategy(
     info: StrategyInfo,
+    backend: &'static str,
     key_prefix: &'static str,
     connect: Connect,
     shared: &Shared,
 ) -> LockStrategy {
     LockStrategy {
         info,
+        backend,
         key_prefix,
         connect,
         locker: OnceCell::new(),
@@ -52,6 +58,7 @@ fn strategy(
         wait: shared.lock_wait(),
         fencing: shared.fencing,
         instance: uuid::Uuid::new_v4().simple().to_string(),
+        counters: std::sync::OnceLock::new(),
     }
 }
 
@@ -60,20 +67,20 @@ fn connector<C, F, Fut>(config: C, connect: F) -> Connect
 where
     C: Clone + Send + Sync + 'static,
     F: Fn(C) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Locker, AppError>> + Send + 'static,
+    Fut: Future<Output = Result<Locker, DeductError>> + Send + 'static,
 {
     Box::new(move || Box::pin(connect(config.clone())))
 }
 
-fn unavailable(backend: &'static str) -> impl Fn(LockError) -> AppError {
-    move |e| AppError::BackendUnavailable {
+fn unavailable(backend: &'static str) -> impl Fn(LockError) -> DeductError {
+    move |e| DeductError::BackendUnavailable {
         backend: backend.into(),
         detail: e.to_string(),
     }
 }
 
-fn not_set(backend: &str, variable: &str) -> AppError {
-    AppError::BackendUnavailable {
+fn not_set(backend: &str, variable: &str) -> DeductError {
+    DeductError::BackendUnavailable {
         backend: backend.into(),
         detail: format!("{variable} is not set"),
     }
@@ -94,16 +101,16 @@ pub struct MysqlLockSettings {
     pub pool_size: u32,
 }
 
-impl Declare for MysqlLock {
+impl Declare<Shared> for MysqlLock {
     type Settings = MysqlLockSettings;
 
-    fn build(settings: &MysqlLockSettings, context: &Context<'_>) -> Arc<dyn Strategy> {
+    fn build(settings: &MysqlLockSettings, context: &Context<'_, Shared>) -> Arc<dyn Strategy> {
         Arc::new(mysql(settings, context))
     }
 }
 
 /// `mysql-lock`: the lock table, on pools of its own in the service's database.
-fn mysql(settings: &MysqlLockSettings, context: &Context<'_>) -> LockStrategy {
+fn mysql(settings: &MysqlLockSettings, context: &Context<'_, Shared>) -> LockStrategy {
     let config = (context.database_url.to_string(), settings.pool_size);
     let connect = connector(config, async |(url, size)| {
         let backend = locks::mysql::MysqlLock::connect(&url, size)
@@ -121,7 +128,7 @@ fn mysql(settings: &MysqlLockSettings, context: &Context<'_>) -> LockStrategy {
         safe_across_instances: true,
         fencing: "token",
     };
-    strategy(info, "stock:", connect, context.shared)
+    strategy(info, "mysql", "stock:", connect, context.shared)
 }
 
 /// `redis-lock`'s flags.
@@ -150,11 +157,16 @@ pub struct RedisLockSettings {
     pub replica_timeout_ms: u64,
 }
 
-impl Declare for RedisLock {
+impl Declare<Shared> for RedisLock {
     type Settings = RedisLockSettings;
 
-    fn build(settings: &RedisLockSettings, context: &Context<'_>) -> Arc<dyn Strategy> {
-        Arc::new(redis(settings, context.shared))
+    fn build(settings: &RedisLockSettings, context: &Context<'_, Shared>) -> Arc<dyn Strategy> {
+        let strategy = redis(settings, context.shared);
+        Arc::new(WithMistakes::new(
+            strategy,
+            context.shared,
+            &mistakes::MADE_IN_REDIS_LOCK,
+        ))
     }
 }
 
@@ -184,7 +196,7 @@ fn redis(settings: &RedisLockSettings, shared: &Shared) -> LockStrategy {
         safe_across_instances: true,
         fencing: "token",
     };
-    strategy(info, "stock:", connect, shared)
+    strategy(info, "redis", "stock:", connect, shared)
 }
 
 /// `redlock`'s flags.
@@ -202,10 +214,10 @@ pub struct RedLockSettings {
     pub node_timeout_ms: u64,
 }
 
-impl Declare for RedLock {
+impl Declare<Shared> for RedLock {
     type Settings = RedLockSettings;
 
-    fn build(settings: &RedLockSettings, context: &Context<'_>) -> Arc<dyn Strategy> {
+    fn build(settings: &RedLockSettings, context: &Context<'_, Shared>) -> Arc<dyn Strategy> {
         Arc::new(redlock(settings, context.shared))
     }
 }
@@ -216,7 +228,7 @@ fn redlock(settings: &RedLockSettings, shared: &Shared) -> LockStrategy {
     let config = (shared.redis_urls.clone(), node_timeout);
     let connect = connector(config, async |(urls, node_timeout)| {
         let backend = locks::redlock::RedLock::new(&urls)
-            .map_err(|e| AppError::BackendUnavailable {
+            .map_err(|e| DeductError::BackendUnavailable {
                 backend: "redlock".into(),
                 detail: format!("{e} (REDIS_URLS)"),
             })?
@@ -233,14 +245,19 @@ fn redlock(settings: &RedLockSettings, shared: &Shared) -> LockStrategy {
         safe_across_instances: true,
         fencing: "owner tag",
     };
-    strategy(info, "redlock:stock:", connect, shared)
+    strategy(info, "redlock", "redlock:stock:", connect, shared)
 }
 
-impl Declare for ZooKeeper {
+impl Declare<Shared> for ZooKeeper {
     type Settings = NoSettings;
 
-    fn build(_: &NoSettings, context: &Context<'_>) -> Arc<dyn Strategy> {
-        Arc::new(zookeeper(context.shared))
+    fn build(_: &NoSettings, context: &Context<'_, Shared>) -> Arc<dyn Strategy> {
+        let strategy = zookeeper(context.shared);
+        Arc::new(WithMistakes::new(
+            strategy,
+            context.shared,
+            &mistakes::MADE_IN_ZOOKEEPER,
+        ))
     }
 }
 
@@ -266,7 +283,7 @@ fn zookeeper(shared: &Shared) -> LockStrategy {
         safe_across_instances: true,
         fencing: "token (czxid)",
     };
-    let mut strategy = strategy(info, "stock/", connect, shared);
+    let mut strategy = strategy(info, "zookeeper", "stock/", connect, shared);
     // The "lease" of a session lock is the holder's safety margin: give up after
     // two thirds of the session timeout without reaching the ensemble.
     strategy.options.lease = strategy.options.lease.min(session * 2 / 3);

@@ -5,9 +5,8 @@
 //! (`items[2].quantity must be an integer from 1 to 1000000`) instead of serde's
 //! "invalid type at line 1 column 30".
 
-use crate::error::AppError;
-use crate::hooks::RequestHooks;
-use crate::strict_json::clip;
+use crate::domain::error::{DeductError, clip};
+
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -23,21 +22,6 @@ pub const MAX_REQUEST_ID: usize = 64;
 pub struct Item {
     pub product_id: i64,
     pub quantity: i32,
-}
-
-/// A deduct body: the order, and the test-hook knobs that travel beside it (all
-/// default unless the service runs with `--enable-test-hooks`).
-pub fn parse_body(
-    body: &Value,
-    generated_id: &str,
-    hooks_enabled: bool,
-) -> Result<(Order, RequestHooks), AppError> {
-    let Value::Object(fields) = body else {
-        return Err(invalid("the body must be a JSON object"));
-    };
-    let knobs = RequestHooks::parse(fields, hooks_enabled)?;
-    let order = Order::parse(fields, generated_id, &RequestHooks::FIELDS)?;
-    Ok((order, knobs))
 }
 
 /// A validated deduction request. All-or-nothing over its items.
@@ -57,7 +41,7 @@ impl Order {
         fields: &Map<String, Value>,
         generated_id: &str,
         also_read: &[&str],
-    ) -> Result<Order, AppError> {
+    ) -> Result<Order, DeductError> {
         const ALLOWED: &str = "product_id, quantity, items, request_id";
         for key in fields.keys() {
             match key.as_str() {
@@ -116,8 +100,8 @@ impl Order {
     }
 }
 
-fn invalid(detail: impl Into<String>) -> AppError {
-    AppError::InvalidRequest(detail.into())
+fn invalid(detail: impl Into<String>) -> DeductError {
+    DeductError::InvalidRequest(detail.into())
 }
 
 /// 1 to 64 characters of `[A-Za-z0-9._:-]`.
@@ -127,7 +111,7 @@ pub fn is_valid_request_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
-fn parse_request_id(value: &Value) -> Result<String, AppError> {
+fn parse_request_id(value: &Value) -> Result<String, DeductError> {
     match value.as_str() {
         Some(s) if is_valid_request_id(s) => Ok(s.to_string()),
         _ => Err(invalid(format!(
@@ -136,7 +120,7 @@ fn parse_request_id(value: &Value) -> Result<String, AppError> {
     }
 }
 
-fn parse_items(value: &Value) -> Result<Vec<Item>, AppError> {
+fn parse_items(value: &Value) -> Result<Vec<Item>, DeductError> {
     let Some(list) = value.as_array() else {
         return Err(invalid(
             "items must be an array of {\"product_id\", \"quantity\"} objects",
@@ -178,7 +162,7 @@ fn parse_items(value: &Value) -> Result<Vec<Item>, AppError> {
     Ok(items)
 }
 
-fn parse_item(fields: &Map<String, Value>, prefix: &str) -> Result<Item, AppError> {
+fn parse_item(fields: &Map<String, Value>, prefix: &str) -> Result<Item, DeductError> {
     let product_id = match fields.get("product_id") {
         None => return Err(invalid(format!("{prefix}product_id is required"))),
         Some(v) => match v.as_i64() {
@@ -218,9 +202,8 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<Order, String> {
-        parse_body(&v, "generated", false)
-            .map(|(order, _)| order)
-            .map_err(|e| e.to_string())
+        let fields = v.as_object().expect("an object");
+        Order::parse(fields, "generated", &[]).map_err(|e| e.to_string())
     }
 
     /// The single form defaults quantity to 1 and takes the generated id.
@@ -241,7 +224,6 @@ mod tests {
     #[test]
     fn rejections_name_the_field() {
         let cases = [
-            (json!([1]), "JSON object"),
             (json!({"product_id": 1, "colour": "red"}), "`colour`"),
             (json!({"quantity": 1}), "product_id is required"),
             (json!({"product_id": 1, "quantity": 0}), "quantity"),
@@ -280,14 +262,7 @@ mod tests {
                 "request_id",
             ),
             (json!({"product_id": 1, "request_id": ""}), "request_id"),
-            (
-                json!({"product_id": 1, "hold_ms": 5}),
-                "--enable-test-hooks",
-            ),
-            (
-                json!({"product_id": 1, "unsorted": true}),
-                "--enable-test-hooks",
-            ),
+            (json!({"product_id": 1, "hold_ms": 5}), "`hold_ms`"),
         ];
         for (body, expected) in cases {
             let err = parse(body.clone()).expect_err(&body.to_string());
@@ -302,29 +277,6 @@ mod tests {
                 .unwrap_err()
                 .contains("got 101")
         );
-    }
-
-    /// With hooks enabled the hook fields are parsed and checked.
-    #[test]
-    fn hook_fields_with_hooks_enabled() {
-        let (_, knobs) = parse_body(
-            &json!({"product_id": 1, "hold_ms": 5, "unsorted": true, "barrier": {"name": "b", "parties": 2}}),
-            "g",
-            true,
-        )
-        .unwrap();
-        assert_eq!(knobs.hold_ms, Some(5));
-        assert!(knobs.unsorted);
-        assert_eq!(knobs.barrier, Some(("b".to_string(), 2)));
-        for bad in [
-            json!({"product_id": 1, "hold_ms": -1}),
-            json!({"product_id": 1, "hold_ms": 60001}),
-            json!({"product_id": 1, "unsorted": 1}),
-            json!({"product_id": 1, "barrier": {"name": "b", "parties": 1}}),
-            json!({"product_id": 1, "barrier": {"name": "b"}}),
-        ] {
-            assert!(parse_body(&bad, "g", true).is_err(), "{bad}");
-        }
     }
 
     /// Two spellings of the same request share a fingerprint; a change does not.

@@ -5,7 +5,7 @@
 //! as such and does not make the service unready: the strategies that need it answer
 //! 503 `backend_unavailable` on their own.
 
-use crate::config::Settings;
+use crate::http::config::Settings;
 use crate::strategies::shared::Reached;
 use serde::Serialize;
 use sqlx::MySqlPool;

@@ -1,11 +1,13 @@
 //! HTTP handlers, the request-context middleware and the extractor configuration.
 
-use crate::error::{AnsweredId, ApiError, AppError, ErrorBody};
-use crate::hooks::{Failpoint, Setting};
-use crate::startup::AppState;
+use crate::domain::error::DeductError;
+use crate::domain::probe::Failpoint;
+use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody};
+use crate::http::hooks::{self, Setting};
+use crate::http::state::AppState;
+use crate::http::strict_json::{DUPLICATE_KEY, StrictValue, clip, clip_to};
+use crate::http::{ready, stock};
 use crate::strategies::{Deduction, idempotency};
-use crate::strict_json::{DUPLICATE_KEY, StrictValue, clip, clip_to};
-use crate::{order, ready, stock};
 use actix_web::body::MessageBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::{JsonPayloadError, PathError};
@@ -156,7 +158,7 @@ pub async fn request_context(
         .headers()
         .get(&X_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
-        .filter(|v| crate::order::is_valid_request_id(v))
+        .filter(|v| crate::domain::order::is_valid_request_id(v))
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     req.extensions_mut().insert(RequestId(id.clone()));
@@ -270,13 +272,13 @@ async fn health(state: web::Data<AppState>) -> HttpResponse {
     })
 }
 
-/// `GET /openapi.json`: this service's OpenAPI 3.1 document ([`crate::openapi`]).
+/// `GET /openapi.json`: this service's OpenAPI 3.1 document ([`crate::http::openapi`]).
 #[utoipa::path(get, path = "/openapi.json", tag = "service",
     responses((status = 200, description = "The OpenAPI 3.1 document.", body = Object)))]
-async fn openapi_json() -> HttpResponse {
+async fn openapi_json(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(crate::openapi::json())
+        .body(state.openapi.clone())
 }
 
 /// The failpoint named in the path, when hooks are enabled; 404 otherwise (the hooks
@@ -301,7 +303,7 @@ fn failpoint(
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct HooksState {
     /// Each failpoint by name.
-    pub failpoints: std::collections::HashMap<&'static str, crate::hooks::PointState>,
+    pub failpoints: std::collections::HashMap<&'static str, crate::http::hooks::PointState>,
     pub hold_ms: u64,
 }
 
@@ -343,7 +345,7 @@ async fn hooks_state(
 /// `PUT /hooks/{failpoint}` `{"mode": "off" | "pause" | "sleep", "ms": N, "count": N}`.
 #[utoipa::path(put, path = "/hooks/{failpoint}", tag = "test-hooks", params(("failpoint" = String, Path, description = "after_lock, after_read, before_commit, ... (GET /hooks lists them)")),
     request_body = Setting, responses(
-    (status = 200, description = "The failpoint's new state.", body = crate::hooks::PointState),
+    (status = 200, description = "The failpoint's new state.", body = crate::http::hooks::PointState),
     (status = 400, description = "A body that is not a setting: `invalid_request`.", body = ErrorBody),
     (status = 404, description = "Test hooks are off (`not_found`), or no such failpoint (`unknown_failpoint`).", body = ErrorBody)))]
 async fn hooks_set(
@@ -436,7 +438,7 @@ async fn hooks_paused(
 
 /// `GET /ready`: every configured backend answers.
 #[utoipa::path(get, path = "/ready", tag = "service", responses(
-    (status = 200, description = "Every configured backend answers.", body = crate::ready::Readiness),
+    (status = 200, description = "Every configured backend answers.", body = crate::http::ready::Readiness),
     (status = 503, description = "A configured backend does not: `backend_unavailable` naming it, with every backend's state in `backends`.", body = ErrorBody)))]
 async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpResponse, ApiError> {
     let report = ready::check(&state.pool, &state.settings).await;
@@ -449,11 +451,11 @@ async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpRe
             .filter(|b| b.configured && !b.ok)
             .map(|b| b.backend.as_str())
             .collect();
-        let error = AppError::BackendUnavailable {
+        let error = DeductError::BackendUnavailable {
             backend: down.join(", "),
             detail: "not reachable".into(),
         };
-        Err(ApiError::new(error, id.0).with_backends(report.backends))
+        Err(ApiError::new(error.into(), id.0).with_backends(report.backends))
     }
 }
 
@@ -479,7 +481,7 @@ fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {
 
 /// `GET /stock/{product_id}`.
 #[utoipa::path(get, path = "/stock/{product_id}", tag = "stock", params(("product_id" = i64, Path, minimum = 1)), responses(
-    (status = 200, description = "The product's stock and what its ledger says was sold this epoch.", body = crate::stock::StockView),
+    (status = 200, description = "The product's stock and what its ledger says was sold this epoch.", body = crate::http::stock::StockView),
     (status = 400, description = "A product id that is not a positive integer: `invalid_request`.", body = ErrorBody),
     (status = 404, description = "No such product: `unknown_product`.", body = ErrorBody),
     (status = 500, description = "Anything else: `internal` (details only in the server log).", body = ErrorBody),
@@ -492,7 +494,12 @@ async fn get_stock(
     let product_id = parse_product_id(&path, &id.0)?;
     let mut view = match stock::find(&state.pool, product_id).await {
         Ok(Some(view)) => view,
-        Ok(None) => return Err(ApiError::new(AppError::UnknownProduct(product_id), id.0)),
+        Ok(None) => {
+            return Err(ApiError::new(
+                DeductError::UnknownProduct(product_id).into(),
+                id.0,
+            ));
+        }
         Err(e) => return Err(ApiError::new(e.into(), id.0)),
     };
     for strategy in state.strategies.iter() {
@@ -504,8 +511,8 @@ async fn get_stock(
 /// `PUT /stock/{product_id}` `{"quantity": N, "buckets": K}` (admin): create, or
 /// restock into a new epoch; `buckets` (optional) splits the units for `bucketed`.
 #[utoipa::path(put, path = "/stock/{product_id}", tag = "stock", params(("product_id" = i64, Path, minimum = 1)),
-    request_body = crate::openapi::Restock, security(("admin_token" = [])), responses(
-    (status = 200, description = "The product as it is now (a new epoch).", body = crate::stock::StockView),
+    request_body = crate::http::bodies::Restock, security(("admin_token" = [])), responses(
+    (status = 200, description = "The product as it is now (a new epoch).", body = crate::http::stock::StockView),
     (status = 400, description = "Bad input, naming the field: `invalid_request`.", body = ErrorBody),
     (status = 401, description = "Missing or wrong `Authorization: Bearer <ADMIN_TOKEN>`: `unauthorized`.", body = ErrorBody),
     (status = 403, description = "The service runs without ADMIN_TOKEN: `admin_disabled`.", body = ErrorBody),
@@ -568,7 +575,7 @@ async fn put_stock(
 /// `POST /deduct/{strategy}`.
 #[utoipa::path(post, path = "/deduct/{strategy}", tag = "deduct",
     params(("strategy" = String, Path, description = "A strategy's name (GET /strategies).")),
-    request_body = crate::openapi::DeductRequest, responses(
+    request_body = crate::http::bodies::DeductRequest, responses(
     (status = 200, description = "Deducted; or, for a request_id that already succeeded with the same request, the stored answer with `duplicate: true` (nothing deducted twice).", body = crate::strategies::Deducted),
     (status = 400, description = "Bad input, naming the field: `invalid_request`.", body = ErrorBody),
     (status = 404, description = "No such strategy (`unknown_strategy`, listing them) or product (`unknown_product`).", body = ErrorBody),
@@ -595,8 +602,10 @@ async fn deduct(
         ));
     };
     let served = strategy.info().name;
-    let (order, knobs) =
-        order::parse_body(&body.0.0, &id.0, state.hooks.enabled()).map_err(|e| {
+    let mistakes = state.strategies.mistakes();
+    let names: Vec<&str> = mistakes.iter().map(|(m, _)| *m).collect();
+    let (order, knobs) = hooks::deduct_body(&body.0.0, &id.0, state.hooks.enabled(), &names)
+        .map_err(|e| {
             state.metrics.deduction(served, e.code(), started.elapsed());
             ApiError::new(e, id.0.clone())
         })?;
@@ -606,33 +615,36 @@ async fn deduct(
     if order.request_id != id.0 {
         span.record("order_id", order.request_id.as_str());
     }
-    let phases = crate::metrics::Phases::default();
+    let phases = crate::strategies::phases::Phases::default();
     let d = Deduction {
         pool: &state.pool,
         reads: &state.reads,
         order: &order,
         knobs: &knobs,
-        hooks: &state.hooks,
+        probe: &state.probe,
         strategy: strategy.info().name,
         fingerprint: order.fingerprint(strategy.info().name),
         phases: &phases,
     };
-    let result = match knobs.mistake {
+    let maker = |name: &str| mistakes.iter().find(|(m, _)| *m == name).map(|(_, s)| s);
+    let result = match knobs.mistake.as_deref() {
         None => {
             let work = phases.strategy(strategy.deduct(&d));
             idempotency::once(&state.in_flight, &d, work).await
         }
-        Some(mistake) if mistake.strategy() == d.strategy => {
-            let mistaken = phases.strategy(state.strategies.mistakes.deduct(mistake, &d));
-            idempotency::once(&state.in_flight, &d, mistaken).await
-        }
-        Some(mistake) => Err(AppError::InvalidRequest(format!(
-            "mistake `{}` is made in `{}`, not in `{}`",
-            mistake.name(),
-            mistake.strategy(),
-            d.strategy
-        ))),
-    };
+        Some(mistake) => match maker(mistake) {
+            Some(maker) if maker.info().name == d.strategy => {
+                let mistaken = phases.strategy(strategy.deduct_mistaken(mistake, &d));
+                idempotency::once(&state.in_flight, &d, mistaken).await
+            }
+            maker => Err(DeductError::InvalidRequest(format!(
+                "mistake `{mistake}` is made in `{}`, not in `{}`",
+                maker.map_or("no strategy", |s| s.info().name),
+                d.strategy
+            ))),
+        },
+    }
+    .map_err(AppError::from);
     state.metrics.phases(served, &phases);
     match result {
         Ok(done) => {
@@ -660,15 +672,14 @@ async fn deduct(
     }
 }
 
-/// `GET /metrics`: the Prometheus text format ([`crate::metrics`]).
+/// `GET /metrics`: the Prometheus text format ([`crate::http::metrics`]).
 #[utoipa::path(get, path = "/metrics", tag = "service", responses(
     (status = 200, description = "The Prometheus text format, version 0.0.4.", body = String, content_type = "text/plain; version=0.0.4")))]
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     for strategy in state.strategies.iter() {
         strategy.scrape().await;
     }
-    let now = crate::metrics::Scrape {
-        locks: state.strategies.lock_stats(),
+    let now = crate::http::metrics::Scrape {
         pool: (
             state.pool.size(),
             state.pool.num_idle(),

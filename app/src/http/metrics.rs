@@ -30,101 +30,22 @@
 //! - `stock_locks_transactions_total{strategy}`: the transactions the sales took
 //!   (their `attempts`: more than the sales when `optimistic` or `pessimistic` retried).
 //! - `stock_locks_batch_size{strategy}`: sales per shared transaction, for `batched`.
-//! - `stock_locks_lock_renewals_total{backend}` and
-//!   `stock_locks_locks_lost_total{backend, reason}` (`not_holder`, `expired`,
-//!   `max_hold`): what the distributed locks' watchdogs did ([`locks::LockStats`],
-//!   read at each scrape).
 //! - `stock_locks_db_pool_connections{state}` (`in_use`, `idle`) and
 //!   `stock_locks_db_pool_max_connections`: the database pool at the scrape; a pool
 //!   whose connections are all in use makes requests wait for one.
 //!
-//! A strategy may register metrics of its own at start (`Strategy::start`, e.g. a
-//! backlog of sales not yet in the database) and update them before each scrape
-//! (`Strategy::scrape`); its file documents them.
+//! A strategy may register metrics of its own at start (`Strategy::start`: a lock's
+//! renewals and losses, a backlog of sales not yet in the database) and update them
+//! before each scrape (`Strategy::scrape`); its file documents them.
 
+use crate::strategies::phases::{Phase, Phases};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
-use std::cell::Cell;
-use std::time::{Duration, Instant};
-
-/// A part of a deduction's time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Lock,
-    Transaction,
-    Release,
-}
-
-impl Phase {
-    const ALL: [Phase; 3] = [Phase::Lock, Phase::Transaction, Phase::Release];
-
-    fn label(self) -> &'static str {
-        match self {
-            Phase::Lock => "lock",
-            Phase::Transaction => "transaction",
-            Phase::Release => "release",
-        }
-    }
-}
-
-/// One request's phase times, filled by its strategy ([`Phases::time`]) and recorded
-/// by the handler. A `Cell` per phase: a request runs on one thread.
-#[derive(Debug, Default)]
-pub struct Phases {
-    spent: [Cell<Option<Duration>>; 3],
-    /// Waiting for a database connection from the pool (inside the transaction phase).
-    pool_wait: Cell<Option<Duration>>,
-}
-
-impl Phases {
-    /// Runs a strategy's whole deduction. A strategy that reported no phase (one
-    /// without a lock: its work is its transaction, retries included) gets the whole
-    /// time as `transaction`.
-    pub async fn strategy<T>(&self, work: impl Future<Output = T>) -> T {
-        let started = Instant::now();
-        let result = work.await;
-        if self.spent.iter().all(|cell| cell.get().is_none()) {
-            self.add(Phase::Transaction, started.elapsed());
-        }
-        result
-    }
-
-    /// Waits for a pooled connection, adding the wait to the request's pool wait.
-    pub async fn pool_wait<T>(&self, acquire: impl Future<Output = T>) -> T {
-        let started = Instant::now();
-        let result = acquire.await;
-        add_to(&self.pool_wait, started.elapsed());
-        result
-    }
-
-    /// Adds `spent` to `phase` (a retried transaction adds up).
-    pub fn add(&self, phase: Phase, spent: Duration) {
-        add_to(&self.spent[phase as usize], spent);
-    }
-
-    /// What `phase` has added up to so far.
-    pub fn spent(&self, phase: Phase) -> Duration {
-        self.spent[phase as usize].get().unwrap_or_default()
-    }
-
-    /// Runs `work`, adding its time to `phase`.
-    pub async fn time<T>(&self, phase: Phase, work: impl Future<Output = T>) -> T {
-        let started = Instant::now();
-        let result = work.await;
-        self.add(phase, started.elapsed());
-        result
-    }
-}
-
-/// Adds `spent` to what `cell` holds (none yet: zero).
-fn add_to(cell: &Cell<Option<Duration>>, spent: Duration) {
-    cell.set(Some(cell.get().unwrap_or_default() + spent));
-}
+use std::time::Duration;
 
 /// What is read at a scrape, not counted as it happens.
-pub struct Scrape<'a> {
-    pub locks: Vec<(&'static str, &'a locks::LockStats)>,
+pub struct Scrape {
     /// The pool's size, idle connections and maximum.
     pub pool: (u32, usize, u32),
 }
@@ -138,12 +59,8 @@ pub struct Metrics {
     pool_wait: HistogramVec,
     transactions: IntCounterVec,
     batch_size: HistogramVec,
-    renewals: IntCounterVec,
-    lost: IntCounterVec,
     pool: prometheus::IntGaugeVec,
     pool_max: prometheus::IntGauge,
-    /// One scrape at a time: each brings the lock counters up to the locks' counts.
-    scraping: std::sync::Mutex<()>,
 }
 
 /// Upper bounds of the duration histogram, in seconds: from a cache-hot 0.5 ms sale to
@@ -213,22 +130,6 @@ impl Metrics {
             &["strategy"],
         )
         .expect("a valid metric");
-        let renewals = IntCounterVec::new(
-            Opts::new(
-                "stock_locks_lock_renewals_total",
-                "Lease renewals by the distributed locks' watchdogs, by backend.",
-            ),
-            &["backend"],
-        )
-        .expect("a valid metric");
-        let lost = IntCounterVec::new(
-            Opts::new(
-                "stock_locks_locks_lost_total",
-                "Locks lost while held (not_holder, expired, max_hold), by backend and reason.",
-            ),
-            &["backend", "reason"],
-        )
-        .expect("a valid metric");
         let pool = prometheus::IntGaugeVec::new(
             Opts::new(
                 "stock_locks_db_pool_connections",
@@ -249,8 +150,6 @@ impl Metrics {
             Box::new(pool_wait.clone()),
             Box::new(transactions.clone()),
             Box::new(batch_size.clone()),
-            Box::new(renewals.clone()),
-            Box::new(lost.clone()),
         ] {
             registry.register(metric).expect("registered once");
         }
@@ -268,11 +167,8 @@ impl Metrics {
             pool_wait,
             transactions,
             batch_size,
-            renewals,
-            lost,
             pool,
             pool_max,
-            scraping: std::sync::Mutex::new(()),
         }
     }
 
@@ -316,13 +212,13 @@ impl Metrics {
     /// Records the phases a strategy reported for one request.
     pub fn phases(&self, strategy: &'static str, phases: &Phases) {
         for phase in Phase::ALL {
-            if let Some(spent) = phases.spent[phase as usize].get() {
+            if let Some(spent) = phases.reported(phase) {
                 self.phases
                     .with_label_values(&[strategy, phase.label()])
                     .observe(spent.as_secs_f64());
             }
         }
-        if let Some(waited) = phases.pool_wait.get() {
+        if let Some(waited) = phases.pool_waited() {
             self.pool_wait
                 .with_label_values(&[strategy])
                 .observe(waited.as_secs_f64());
@@ -330,28 +226,14 @@ impl Metrics {
     }
 
     /// Everything, in the text exposition format (version 0.0.4), with what is read
-    /// at the scrape first (the lock counters brought up to `locks`' counts, the
-    /// pool, the backlog).
-    pub fn render(&self, now: &Scrape<'_>) -> String {
-        let _one_at_a_time = self.scraping.lock().expect("metrics poisoned");
+    /// at the scrape first (the pool).
+    pub fn render(&self, now: &Scrape) -> String {
         let (size, idle, max) = now.pool;
         self.pool
             .with_label_values(&["in_use"])
             .set(i64::from(size) - idle as i64);
         self.pool.with_label_values(&["idle"]).set(idle as i64);
         self.pool_max.set(i64::from(max));
-        for (backend, stats) in &now.locks {
-            let renewals = self.renewals.with_label_values(&[backend]);
-            renewals.inc_by(stats.renewals().saturating_sub(renewals.get()));
-            for (reason, label) in [
-                (locks::LostReason::NotHolder, "not_holder"),
-                (locks::LostReason::Expired, "expired"),
-                (locks::LostReason::MaxHold, "max_hold"),
-            ] {
-                let lost = self.lost.with_label_values(&[backend, label]);
-                lost.inc_by(stats.lost(reason).saturating_sub(lost.get()));
-            }
-        }
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)

@@ -52,8 +52,11 @@
 //! and write, with or without `--enable-test-hooks` (the demo uses it to make the
 //! controls fail visibly).
 
-use crate::error::AppError;
-use crate::strategies::mistakes::Mistake;
+use crate::domain::error::DeductError;
+use crate::domain::order::Order;
+use crate::domain::probe::{Failpoint, Knobs, Passed, Probe};
+use crate::http::error::AppError;
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -68,41 +71,6 @@ pub const MAX_PAUSE: Duration = Duration::from_secs(120);
 pub const MAX_HOLD_MS: u64 = 60_000;
 /// The longest a request waits at a barrier for the other parties.
 pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A named place in the deduction path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Failpoint {
-    AfterLock,
-    AfterRead,
-    BeforeCommit,
-    BeforeLock,
-    BeforeRelease,
-}
-
-impl Failpoint {
-    pub const ALL: [Failpoint; 5] = [
-        Failpoint::AfterLock,
-        Failpoint::AfterRead,
-        Failpoint::BeforeCommit,
-        Failpoint::BeforeLock,
-        Failpoint::BeforeRelease,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Failpoint::AfterLock => "after_lock",
-            Failpoint::AfterRead => "after_read",
-            Failpoint::BeforeCommit => "before_commit",
-            Failpoint::BeforeLock => "before_lock",
-            Failpoint::BeforeRelease => "before_release",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Failpoint> {
-        Failpoint::ALL.into_iter().find(|f| f.name() == name)
-    }
-}
 
 /// What a failpoint does to a request that reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -158,96 +126,99 @@ impl Default for PointState {
     }
 }
 
-/// Per-request hook fields, parsed from the deduct body next to (not inside) the
-/// order: they steer the experiment, they are not what the client buys.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RequestHooks {
-    pub hold_ms: Option<u64>,
-    pub unsorted: bool,
-    pub barrier: Option<(String, usize)>,
-    /// Overrides the server's `--fencing` for this request (lock strategies).
-    pub fencing: Option<bool>,
-    /// A classic mistake to make instead of the strategy's algorithm.
-    pub mistake: Option<Mistake>,
+/// A deduct body: the order, and the test knobs that travel beside it (all default
+/// unless the service runs with `--enable-test-hooks`). `mistakes`: the names of the
+/// classic mistakes the strategies can make.
+pub fn deduct_body(
+    body: &Value,
+    generated_id: &str,
+    hooks_enabled: bool,
+    mistakes: &[&str],
+) -> Result<(Order, Knobs), AppError> {
+    let Value::Object(fields) = body else {
+        return Err(invalid("the body must be a JSON object"));
+    };
+    let knobs = knobs(fields, hooks_enabled, mistakes)?;
+    let order = Order::parse(fields, generated_id, &KNOB_FIELDS)?;
+    Ok((order, knobs))
 }
 
-impl RequestHooks {
-    /// The deduct-body fields that are test hooks.
-    pub const FIELDS: [&str; 5] = ["hold_ms", "unsorted", "barrier", "fencing", "mistake"];
+/// The deduct-body fields that are test knobs ([`Knobs`]).
+pub const KNOB_FIELDS: [&str; 5] = ["hold_ms", "unsorted", "barrier", "fencing", "mistake"];
 
-    /// Reads the hook fields of a deduct body. With hooks off, any of them is a 400
-    /// naming the flag that turns them on.
-    pub fn parse(fields: &Map<String, Value>, enabled: bool) -> Result<RequestHooks, AppError> {
-        if !enabled && let Some(hook) = fields.keys().find(|k| Self::FIELDS.contains(&k.as_str())) {
-            return Err(invalid(format!(
-                "`{hook}` is a test hook: start the service with --enable-test-hooks to use it"
-            )));
-        }
-        let hold_ms = match fields.get("hold_ms") {
-            None => None,
-            Some(v) => match v.as_u64() {
-                Some(ms) if ms <= MAX_HOLD_MS => Some(ms),
+/// Reads the knobs of a deduct body. With hooks off, any of them is a 400 naming the
+/// flag that turns them on. `mistakes`: the names the strategies can make.
+pub fn knobs(
+    fields: &Map<String, Value>,
+    enabled: bool,
+    mistakes: &[&str],
+) -> Result<Knobs, AppError> {
+    if !enabled && let Some(hook) = fields.keys().find(|k| KNOB_FIELDS.contains(&k.as_str())) {
+        return Err(invalid(format!(
+            "`{hook}` is a test hook: start the service with --enable-test-hooks to use it"
+        )));
+    }
+    let hold_ms = match fields.get("hold_ms") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(ms) if ms <= MAX_HOLD_MS => Some(ms),
+            _ => {
+                return Err(invalid(format!(
+                    "hold_ms must be an integer from 0 to {MAX_HOLD_MS}"
+                )));
+            }
+        },
+    };
+    let unsorted = match fields.get("unsorted") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(invalid("unsorted must be true or false")),
+    };
+    let barrier = match fields.get("barrier") {
+        None => None,
+        Some(v) => {
+            let name = v
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty() && n.len() <= 64);
+            let parties = v
+                .get("parties")
+                .and_then(Value::as_u64)
+                .filter(|p| (2..=64).contains(p));
+            match (name, parties, v.as_object().map(|o| o.len())) {
+                (Some(name), Some(parties), Some(2)) => Some((name.to_string(), parties as usize)),
                 _ => {
-                    return Err(invalid(format!(
-                        "hold_ms must be an integer from 0 to {MAX_HOLD_MS}"
-                    )));
-                }
-            },
-        };
-        let unsorted = match fields.get("unsorted") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(invalid("unsorted must be true or false")),
-        };
-        let barrier = match fields.get("barrier") {
-            None => None,
-            Some(v) => {
-                let name = v
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty() && n.len() <= 64);
-                let parties = v
-                    .get("parties")
-                    .and_then(Value::as_u64)
-                    .filter(|p| (2..=64).contains(p));
-                match (name, parties, v.as_object().map(|o| o.len())) {
-                    (Some(name), Some(parties), Some(2)) => {
-                        Some((name.to_string(), parties as usize))
-                    }
-                    _ => {
-                        return Err(invalid(
-                            "barrier must be {\"name\": 1-64 characters, \"parties\": 2 to 64}",
-                        ));
-                    }
+                    return Err(invalid(
+                        "barrier must be {\"name\": 1-64 characters, \"parties\": 2 to 64}",
+                    ));
                 }
             }
-        };
-        let fencing = match fields.get("fencing") {
-            None => None,
-            Some(Value::Bool(b)) => Some(*b),
-            Some(_) => return Err(invalid("fencing must be true or false")),
-        };
-        let mistake = match fields.get("mistake") {
-            None => None,
-            Some(v) => match v.as_str().and_then(Mistake::parse) {
-                Some(m) => Some(m),
-                None => {
-                    let names: Vec<&str> = Mistake::ALL.iter().map(|m| m.name()).collect();
-                    return Err(invalid(format!(
-                        "mistake must be one of: {}",
-                        names.join(", ")
-                    )));
-                }
-            },
-        };
-        Ok(RequestHooks {
-            hold_ms,
-            unsorted,
-            barrier,
-            fencing,
-            mistake,
-        })
-    }
+        }
+    };
+    let fencing = match fields.get("fencing") {
+        None => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => return Err(invalid("fencing must be true or false")),
+    };
+    let mistake = match fields.get("mistake") {
+        None => None,
+        Some(v) => match v.as_str().filter(|m| mistakes.contains(m)) {
+            Some(m) => Some(m.to_string()),
+            None => {
+                return Err(invalid(format!(
+                    "mistake must be one of: {}",
+                    mistakes.join(", ")
+                )));
+            }
+        },
+    };
+    Ok(Knobs {
+        hold_ms,
+        unsorted,
+        barrier,
+        fencing,
+        mistake,
+    })
 }
 
 fn invalid(detail: impl Into<String>) -> AppError {
@@ -349,26 +320,8 @@ impl Hooks {
         }
     }
 
-    /// Passes failpoint `point`: counts the hit, then sleeps or pauses as set.
-    pub async fn at(&self, point: Failpoint) {
-        if self.enabled {
-            self.pass(point).await;
-        }
-    }
-
-    /// [`Hooks::at`], where the `crash` mode is honoured: `Err` (500) when it is set,
-    /// and the caller returns at once, leaving behind whatever it holds.
-    pub async fn at_or_crash(&self, point: Failpoint) -> Result<(), AppError> {
-        if self.enabled && self.pass(point).await == Mode::Crash {
-            return Err(AppError::Unexpected(anyhow::anyhow!(
-                "crashed at failpoint {} (test hook)",
-                point.name()
-            )));
-        }
-        Ok(())
-    }
-
-    async fn pass(&self, point: Failpoint) -> Mode {
+    /// Counts the hit at `point`, then sleeps or pauses as set.
+    async fn pass_here(&self, point: Failpoint) -> Mode {
         let (mode, released) = self.change(|points| {
             let state = points.entry(point).or_default();
             state.hits += 1;
@@ -412,12 +365,28 @@ impl Hooks {
         }
         mode
     }
+}
 
-    /// Between a deduction's read and its write: the `after_read` failpoint, then the
-    /// hold (the request's `hold_ms`, else the server's `--hold-ms`).
-    pub async fn after_read(&self, knobs: &RequestHooks) {
-        self.at(Failpoint::AfterRead).await;
-        let hold = knobs.hold_ms.unwrap_or(self.hold_ms);
+#[async_trait]
+impl Probe for Hooks {
+    fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Counts the hit, then sleeps or pauses as set (nothing with hooks off).
+    async fn pass(&self, point: Failpoint) -> Passed {
+        if self.enabled && self.pass_here(point).await == Mode::Crash {
+            return Passed::Crash;
+        }
+        Passed::On
+    }
+
+    /// The request's `hold_ms`, else the server's `--hold-ms` (hooks on or off).
+    async fn hold(&self, knobs: &Knobs) {
+        let hold = knobs
+            .hold_ms
+            .filter(|_| self.enabled)
+            .unwrap_or(self.hold_ms);
         if hold > 0 {
             tokio::time::sleep(Duration::from_millis(hold)).await;
         }
@@ -425,7 +394,7 @@ impl Hooks {
 
     /// The request's barrier, on its first attempt only (a retry must not wait for
     /// parties that already left).
-    pub async fn barrier(&self, knobs: &RequestHooks, attempt: u32) -> Result<(), AppError> {
+    async fn barrier(&self, knobs: &Knobs, attempt: u32) -> Result<(), DeductError> {
         let Some((name, parties)) = knobs
             .barrier
             .as_ref()
@@ -441,7 +410,7 @@ impl Hooks {
             .or_insert_with(|| Arc::new(Barrier::new(*parties)))
             .clone();
         tokio::time::timeout(BARRIER_TIMEOUT, barrier.wait()).await.map_err(|_| {
-            AppError::InvalidRequest(format!(
+            DeductError::InvalidRequest(format!(
                 "barrier `{name}`: fewer than {parties} requests arrived within {BARRIER_TIMEOUT:?}"
             ))
         })?;
@@ -460,5 +429,61 @@ impl Drop for PausedHere<'_> {
             let state = points.entry(self.point).or_default();
             state.paused = state.paused.saturating_sub(1);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Without `--enable-test-hooks` a knob is refused, naming the flag; the body must
+    /// be an object.
+    #[test]
+    fn knobs_need_the_flag() {
+        for knob in [
+            json!({"product_id": 1, "hold_ms": 5}),
+            json!({"product_id": 1, "unsorted": true}),
+        ] {
+            let err = deduct_body(&knob, "g", false, &[]).unwrap_err().to_string();
+            assert!(err.contains("--enable-test-hooks"), "{knob}: {err}");
+        }
+        let err = deduct_body(&json!([1]), "g", false, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("JSON object"), "{err}");
+        let err = deduct_body(
+            &json!({"product_id": 1, "mistake": "x"}),
+            "g",
+            true,
+            &["no-guard"],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("one of: no-guard"), "{err}");
+    }
+
+    /// With hooks enabled the hook fields are parsed and checked.
+    #[test]
+    fn hook_fields_with_hooks_enabled() {
+        let (_, knobs) = deduct_body(
+            &json!({"product_id": 1, "hold_ms": 5, "unsorted": true, "barrier": {"name": "b", "parties": 2}}),
+            "g",
+            true,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(knobs.hold_ms, Some(5));
+        assert!(knobs.unsorted);
+        assert_eq!(knobs.barrier, Some(("b".to_string(), 2)));
+        for bad in [
+            json!({"product_id": 1, "hold_ms": -1}),
+            json!({"product_id": 1, "hold_ms": 60001}),
+            json!({"product_id": 1, "unsorted": 1}),
+            json!({"product_id": 1, "barrier": {"name": "b", "parties": 1}}),
+            json!({"product_id": 1, "barrier": {"name": "b"}}),
+        ] {
+            assert!(deduct_body(&bad, "g", true, &[]).is_err(), "{bad}");
+        }
     }
 }

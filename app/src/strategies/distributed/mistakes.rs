@@ -24,13 +24,15 @@
 //! EXPIRE) and `persistent-node` (node created): the request stops there as a killed
 //! process would, holding what it holds.
 
-use super::locked::not_acquired;
-use super::shared::Shared;
-use super::txn::{self, Sold, check_enough};
-use super::unsafe_control::{self, read_check_write};
-use super::{Deducted, Deduction};
-use crate::error::{AppError, mysql_error_number};
-use crate::hooks::Failpoint;
+use super::algorithm::LockStrategy;
+use super::algorithm::not_acquired;
+use crate::domain::error::DeductError;
+use crate::domain::probe::Failpoint;
+use crate::strategies::contract::{Deducted, Deduction, Started, Strategy, StrategyInfo};
+use crate::strategies::shared::Shared;
+use crate::strategies::txn::{self, Sold, check_enough};
+use crate::strategies::unsafe_control::{self, read_check_write};
+use async_trait::async_trait;
 use locks::redis::{Endpoint, Primary, RedisLock};
 use locks::{HolderId, LockGuard, LockOptions, Locker};
 use redis::aio::ConnectionManager;
@@ -48,17 +50,15 @@ pub enum Mistake {
     SetnxThenExpire,
     GetThenDel,
     PersistentNode,
-    NoGuard,
 }
 
 impl Mistake {
-    pub const ALL: [Mistake; 6] = [
+    pub const ALL: [Mistake; 5] = [
         Mistake::LockInsideTransaction,
         Mistake::ReleaseBeforeCommit,
         Mistake::SetnxThenExpire,
         Mistake::GetThenDel,
         Mistake::PersistentNode,
-        Mistake::NoGuard,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,21 +68,76 @@ impl Mistake {
             Mistake::SetnxThenExpire => "setnx-then-expire",
             Mistake::GetThenDel => "get-then-del",
             Mistake::PersistentNode => "persistent-node",
-            Mistake::NoGuard => "no-guard",
-        }
-    }
-
-    /// The strategy whose algorithm the mistake breaks (the only one it is made in).
-    pub fn strategy(self) -> &'static str {
-        match self {
-            Mistake::PersistentNode => "zookeeper",
-            Mistake::NoGuard => "atomic-sql",
-            _ => "redis-lock",
         }
     }
 
     pub fn parse(name: &str) -> Option<Mistake> {
         Mistake::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// The mistakes made in `redis-lock`.
+pub const MADE_IN_REDIS_LOCK: [&str; 4] = [
+    "lock-inside-transaction",
+    "release-before-commit",
+    "setnx-then-expire",
+    "get-then-del",
+];
+/// The mistake made in `zookeeper`.
+pub const MADE_IN_ZOOKEEPER: [&str; 1] = ["persistent-node"];
+
+/// A lock strategy that can also be made to make some of the classic mistakes
+/// (`names`), on a request's `mistake` test knob.
+pub struct WithMistakes {
+    strategy: LockStrategy,
+    mistakes: Mistakes,
+    names: &'static [&'static str],
+}
+
+impl WithMistakes {
+    pub fn new(strategy: LockStrategy, shared: &Shared, names: &'static [&'static str]) -> Self {
+        WithMistakes {
+            strategy,
+            mistakes: Mistakes::new(shared),
+            names,
+        }
+    }
+}
+
+#[async_trait(?Send)]
+impl Strategy for WithMistakes {
+    fn info(&self) -> &StrategyInfo {
+        self.strategy.info()
+    }
+
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
+        self.strategy.deduct(d).await
+    }
+
+    fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
+        self.strategy.start(started)
+    }
+
+    async fn scrape(&self) {
+        self.strategy.scrape().await
+    }
+
+    fn mistakes(&self) -> &'static [&'static str] {
+        self.names
+    }
+
+    async fn deduct_mistaken(
+        &self,
+        name: &str,
+        d: &Deduction<'_>,
+    ) -> Result<Deducted, DeductError> {
+        match Mistake::parse(name).filter(|_| self.names.contains(&name)) {
+            Some(mistake) => self.mistakes.deduct(mistake, d).await,
+            None => Err(DeductError::InvalidRequest(format!(
+                "`{}` makes no mistake `{name}`",
+                self.info().name
+            ))),
+        }
     }
 }
 
@@ -115,21 +170,24 @@ impl Mistakes {
     }
 
     /// Deducts `d.order` the mistaken way.
-    pub async fn deduct(&self, mistake: Mistake, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    pub async fn deduct(
+        &self,
+        mistake: Mistake,
+        d: &Deduction<'_>,
+    ) -> Result<Deducted, DeductError> {
         match mistake {
             Mistake::LockInsideTransaction => self.lock_inside_transaction(d).await,
             Mistake::ReleaseBeforeCommit => self.release_before_commit(d).await,
             Mistake::SetnxThenExpire => self.setnx_then_expire(d).await,
             Mistake::GetThenDel => self.get_then_del(d).await,
             Mistake::PersistentNode => self.persistent_node(d).await,
-            Mistake::NoGuard => no_guard(d).await,
         }
     }
 
     /// BEGIN; a first read (it fixes the transaction's snapshot); lock; the read
     /// under the lock (from that snapshot: stale if a holder committed since); write;
     /// COMMIT; release.
-    async fn lock_inside_transaction(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn lock_inside_transaction(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let mut tx = d.begin().await?;
         // The mistake: the transaction reads before the lock is taken. Any read does
         // (checking the product exists, a price); REPEATABLE READ then answers every
@@ -137,9 +195,9 @@ impl Mistakes {
         for item in d.order.by_product() {
             read_quantity(&mut tx, item.product_id).await?;
         }
-        d.hooks.at(Failpoint::BeforeLock).await;
+        d.probe.at(Failpoint::BeforeLock).await;
         let held = self.lock_all(d).await?;
-        d.hooks.at(Failpoint::AfterLock).await;
+        d.probe.at(Failpoint::AfterLock).await;
         let done = async {
             let mut sold = Vec::new();
             for item in d.order.by_product() {
@@ -150,12 +208,12 @@ impl Mistakes {
                     remaining: quantity - item.quantity,
                 });
             }
-            d.hooks.after_read(d.knobs).await;
+            d.probe.after_read(d.knobs).await;
             for s in &sold {
                 unsafe_control::write(&mut tx, s).await?;
             }
             let done = txn::record(&mut tx, d, &sold, 1, None).await?;
-            txn::commit(tx, d.hooks).await?;
+            txn::commit(tx, d.probe).await?;
             Ok(done)
         }
         .await;
@@ -164,31 +222,31 @@ impl Mistakes {
     }
 
     /// Lock; read; BEGIN; write; release; COMMIT.
-    async fn release_before_commit(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn release_before_commit(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let held = self.lock_all(d).await?;
-        d.hooks.at(Failpoint::AfterLock).await;
+        d.probe.at(Failpoint::AfterLock).await;
         let written = async {
             let sold = unsafe_control::read_and_check(d).await?;
-            d.hooks.after_read(d.knobs).await;
+            d.probe.after_read(d.knobs).await;
             let mut tx = d.begin().await?;
             for s in &sold {
                 unsafe_control::write(&mut tx, s).await?;
             }
             let done = txn::record(&mut tx, d, &sold, 1, None).await?;
-            Ok::<_, AppError>((tx, done))
+            Ok::<_, DeductError>((tx, done))
         }
         .await;
         // The mistake: released while the write is not yet committed (a `finally`
         // inside a method whose transaction commits when it returns).
         release_all(held).await;
         let (tx, done) = written?;
-        txn::commit(tx, d.hooks).await?;
+        txn::commit(tx, d.probe).await?;
         Ok(done)
     }
 
     /// `SETNX key holder`, then `EXPIRE key lease`, then the sale, then a correct
     /// (atomic) unlock.
-    async fn setnx_then_expire(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn setnx_then_expire(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let mut redis = self.redis().await?;
         let holder = d.order.request_id.as_str();
         let keys = self
@@ -202,7 +260,7 @@ impl Mistakes {
                 if taken {
                     // The mistake: a crash here leaves a key with no TTL. (Nothing
                     // releases it: the holder is gone, and the key never expires.)
-                    d.hooks.at_or_crash(Failpoint::AfterLock).await?;
+                    d.probe.at_or_crash(Failpoint::AfterLock).await?;
                     let () = redis::cmd("PEXPIRE")
                         .arg(key)
                         .arg(self.options.lease.as_millis() as u64)
@@ -226,7 +284,7 @@ impl Mistakes {
 
     /// `SET key holder NX PX lease` (correct), the sale, then unlock by `GET`, compare,
     /// `DEL`: three steps where one script is needed.
-    async fn get_then_del(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn get_then_del(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let mut redis = self.redis().await?;
         let holder = d.order.request_id.as_str();
         let lease_ms = self.options.lease.as_millis() as u64;
@@ -244,7 +302,7 @@ impl Mistakes {
                 Ok(set.is_some())
             })
             .await?;
-        d.hooks.at(Failpoint::AfterLock).await;
+        d.probe.at(Failpoint::AfterLock).await;
         let done = read_check_write(d).await;
         for key in &keys {
             let current: Option<String> = redis::cmd("GET")
@@ -255,7 +313,7 @@ impl Mistakes {
             if current.as_deref() == Some(holder) {
                 // The mistake: between the GET and the DEL the lease may run out and
                 // another buyer take the lock; this DEL then deletes *its* lock.
-                d.hooks.at(Failpoint::BeforeRelease).await;
+                d.probe.at(Failpoint::BeforeRelease).await;
                 let _: i64 = redis::cmd("DEL")
                     .arg(key)
                     .query_async(&mut redis)
@@ -268,7 +326,7 @@ impl Mistakes {
 
     /// A ZooKeeper session of the request's own (as a process has), a PERSISTENT node
     /// per product as the lock (exists: someone holds it, wait), the sale, delete.
-    async fn persistent_node(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn persistent_node(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let connect = self
             .zk_connect
             .as_deref()
@@ -297,7 +355,7 @@ impl Mistakes {
             })
             .await?;
         // A crash here ends the request's session: an ephemeral node would go with it.
-        d.hooks.at_or_crash(Failpoint::AfterLock).await?;
+        d.probe.at_or_crash(Failpoint::AfterLock).await?;
         let done = read_check_write(d).await;
         for key in &paths {
             let path = format!("{parent}/{}", key.replace(':', "-"));
@@ -308,18 +366,18 @@ impl Mistakes {
 
     /// Takes `stock:{id}` on `redis-lock`'s Redis for each product in order, the
     /// correct lock of `redis-lock` (its reentrant hash, shared with correct requests).
-    async fn lock_all(&self, d: &Deduction<'_>) -> Result<Vec<LockGuard>, AppError> {
+    async fn lock_all(&self, d: &Deduction<'_>) -> Result<Vec<LockGuard>, DeductError> {
         let locker = self
             .locker
             .get_or_try_init(async || {
                 let lock = RedisLock::connect_to(self.endpoint()?)
                     .await
                     .map_err(|e| unavailable("redis", e))?;
-                Ok::<_, AppError>(Locker::new(lock))
+                Ok::<_, DeductError>(Locker::new(lock))
             })
             .await?;
         let holder = HolderId::new(format!("mistake:{}", d.order.request_id))
-            .map_err(|e| AppError::Unexpected(e.into()))?;
+            .map_err(|e| DeductError::Unexpected(e.into()))?;
         let deadline = Instant::now() + self.wait;
         let mut held = Vec::new();
         for item in d.order.by_product() {
@@ -341,8 +399,8 @@ impl Mistakes {
     async fn take_each(
         &self,
         d: &Deduction<'_>,
-        try_take: impl AsyncFn(&str) -> Result<bool, AppError>,
-    ) -> Result<Vec<String>, AppError> {
+        try_take: impl AsyncFn(&str) -> Result<bool, DeductError>,
+    ) -> Result<Vec<String>, DeductError> {
         let deadline = Instant::now() + self.wait;
         let mut keys = Vec::new();
         for item in d.order.by_product() {
@@ -351,7 +409,7 @@ impl Mistakes {
                 if Instant::now() >= deadline {
                     // What was taken stays until its lease ends (or, for the mistakes
                     // without one, for good): the point of the two mistakes.
-                    return Err(AppError::Busy(format!(
+                    return Err(DeductError::Busy(format!(
                         "lock {key} not acquired within {:?}",
                         self.wait
                     )));
@@ -364,14 +422,14 @@ impl Mistakes {
         Ok(keys)
     }
 
-    fn endpoint(&self) -> Result<&Endpoint, AppError> {
+    fn endpoint(&self) -> Result<&Endpoint, DeductError> {
         self.redis
             .as_ref()
             .ok_or_else(|| unavailable("redis", "REDIS_URLS is not set"))
     }
 
     /// A connection to `redis-lock`'s Redis, for the mistakes' hand-made locks.
-    async fn redis(&self) -> Result<ConnectionManager, AppError> {
+    async fn redis(&self) -> Result<ConnectionManager, DeductError> {
         let primary = self
             .primary
             .get_or_try_init(async || {
@@ -386,55 +444,17 @@ impl Mistakes {
 
 /// The correct unlock: the minimal lock's compare-and-delete script.
 static COMPARE_AND_DELETE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../../locks/lua/simple_unlock.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("../../../../locks/lua/simple_unlock.lua")));
 
-/// `UPDATE stock SET quantity = quantity - ?` with no `quantity >= ?`: the CHECK
-/// constraint refuses what would go below zero, with an error instead of 0 rows.
-async fn no_guard(d: &Deduction<'_>) -> Result<Deducted, AppError> {
-    let mut tx = d.begin().await?;
-    let mut sold = Vec::new();
-    for item in d.order.by_product() {
-        // The mistake: no `AND quantity >= ?`.
-        let updated = sqlx::query(
-            "UPDATE stock SET quantity = quantity - ?, version = version + 1 WHERE product_id = ?",
-        )
-        .bind(item.quantity)
-        .bind(item.product_id)
-        .execute(&mut *tx)
-        .await;
-        let done = match updated {
-            Err(e) if mysql_error_number(&e) == Some(4025) => {
-                tx.rollback().await?;
-                return Err(AppError::StockConstraint(format!(
-                    "product {}: {} requested; the UPDATE had no `quantity >= ?` guard, so \
-                     the CHECK constraint stock_quantity_not_negative refused it (MariaDB \
-                     error 4025): the constraint is the last net",
-                    item.product_id, item.quantity
-                )));
-            }
-            other => other?,
-        };
-        if done.rows_affected() == 0 {
-            tx.rollback().await?;
-            return Err(AppError::UnknownProduct(item.product_id));
-        }
-        sold.push(Sold {
-            item,
-            remaining: read_quantity(&mut tx, item.product_id).await?,
-        });
-    }
-    d.hooks.after_read(d.knobs).await;
-    let done = txn::record(&mut tx, d, &sold, 1, None).await?;
-    txn::commit(tx, d.hooks).await?;
-    Ok(done)
-}
-
-async fn read_quantity(tx: &mut sqlx::MySqlConnection, product_id: i64) -> Result<i32, AppError> {
+async fn read_quantity(
+    tx: &mut sqlx::MySqlConnection,
+    product_id: i64,
+) -> Result<i32, DeductError> {
     sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ?")
         .bind(product_id)
         .fetch_optional(tx)
         .await?
-        .ok_or(AppError::UnknownProduct(product_id))
+        .ok_or(DeductError::UnknownProduct(product_id))
 }
 
 async fn release_all(mut held: Vec<LockGuard>) {
@@ -443,12 +463,12 @@ async fn release_all(mut held: Vec<LockGuard>) {
     }
 }
 
-fn redis_down(e: redis::RedisError) -> AppError {
+fn redis_down(e: redis::RedisError) -> DeductError {
     unavailable("redis", e)
 }
 
-fn unavailable(backend: &str, detail: impl std::fmt::Display) -> AppError {
-    AppError::BackendUnavailable {
+fn unavailable(backend: &str, detail: impl std::fmt::Display) -> DeductError {
+    DeductError::BackendUnavailable {
         backend: backend.into(),
         detail: detail.to_string(),
     }

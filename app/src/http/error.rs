@@ -1,20 +1,27 @@
-//! One error enum for the service, and the one table that maps it to HTTP.
+//! The edge's errors, and the one table that maps every error (the domain's
+//! [`DeductError`] included) to an HTTP status and a stable code.
 //!
 //! Every error body is `{"error": CODE, "detail": TEXT, "request_id": ID}`. The headers
 //! every answer carries (`X-Request-Id`, and `Retry-After` on a 503) are set in one
 //! place, the request-context middleware in `routes`; an error only says which request
 //! id it answers. Database and other internal details are logged, never sent.
 
-use crate::ready::BackendStatus;
+use crate::domain::error::DeductError;
+use crate::http::ready::BackendStatus;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
-/// What went wrong while serving a request.
+/// What went wrong while serving a request: a deduction's own error
+/// ([`DeductError`]), or one only the edge can make (a path, a method, a token).
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
-    /// Bad input, naming the field and what is wrong with it. 400.
+    /// What the domain says: stock, locks, backends, the order's fields.
+    #[error(transparent)]
+    Deduct(#[from] DeductError),
+    /// Bad input the edge found (a body that is not JSON, a repeated key, a path or
+    /// query parameter), naming what is wrong. 400.
     #[error("{0}")]
     InvalidRequest(String),
     /// The body is over the size limit. 413 (code `invalid_request`).
@@ -29,9 +36,6 @@ pub enum AppError {
     /// 404 for `/deduct/{name}` with a name we do not serve.
     #[error("unknown strategy `{name}`; strategies: {known}")]
     UnknownStrategy { name: String, known: String },
-    /// 404 for a product that was never stocked.
-    #[error("unknown product {0}")]
-    UnknownProduct(i64),
     /// 404 for any other path.
     #[error("no route for {0}")]
     NotFound(String),
@@ -49,43 +53,12 @@ pub enum AppError {
         method: String,
         allowed: &'static str,
     },
-    /// Not enough stock: nothing was deducted. 409. `available` is `None` when the
-    /// strategy's statement only said "not enough" (a conditional UPDATE that matched
-    /// nothing); the refusal path reads it.
-    #[error("product {product_id}: {requested} requested, {} available", available.map_or("fewer".to_string(), |a| a.to_string()))]
-    InsufficientStock {
-        product_id: i64,
-        requested: i64,
-        available: Option<i64>,
-    },
-    /// Not enough stock, found by the CHECK constraint instead of the statement's
-    /// guard (the `no-guard` mistake only). 409 (code `insufficient_stock`).
-    #[error("{0}")]
-    StockConstraint(String),
-    /// The request_id was used before for a different request. 422.
-    #[error("request_id `{0}` was already used for a different request")]
-    RequestIdReused(String),
-    /// The lock was not acquired within the wait, or the retries ran out. 503.
-    #[error("{0}")]
-    Busy(String),
-    /// The lock was lost before COMMIT, or our fencing token is stale. 503, nothing written.
-    #[error("{0}")]
-    LockLost(String),
-    /// COMMIT was sent and its reply lost: it may or may not have happened. 503; retry
-    /// with the same request_id to find out (it is never applied twice).
-    #[error("{0}")]
-    OutcomeUnknown(String),
-    /// A backend the request needs is not configured or not reachable. 503.
-    #[error("{backend} unavailable: {detail}")]
-    BackendUnavailable { backend: String, detail: String },
-    /// The `orders` insert hit the primary key: this request id committed meanwhile
-    /// (a twin on another instance, or an earlier try). Never sent: the idempotency
-    /// layer answers it with the stored response.
-    #[error("request_id `{0}` has already succeeded")]
-    AlreadyDone(String),
-    /// Anything else. 500; the cause is logged, not sent.
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for AppError {
+    fn from(e: sqlx::Error) -> AppError {
+        AppError::Deduct(e.into())
+    }
 }
 
 impl AppError {
@@ -122,81 +95,41 @@ impl AppError {
 
     fn table(&self) -> (StatusCode, &'static str) {
         use AppError::*;
+        use DeductError as D;
         use StatusCode as S;
         match self {
+            Deduct(e) => match e {
+                D::InvalidRequest(_) => (S::BAD_REQUEST, "invalid_request"),
+                D::UnknownProduct(_) => (S::NOT_FOUND, "unknown_product"),
+                D::InsufficientStock { .. } | D::StockConstraint(_) => {
+                    (S::CONFLICT, "insufficient_stock")
+                }
+                D::RequestIdReused(_) => (S::UNPROCESSABLE_ENTITY, "request_id_reused"),
+                D::Busy(_) => (S::SERVICE_UNAVAILABLE, "busy"),
+                D::LockLost(_) => (S::SERVICE_UNAVAILABLE, "lock_lost"),
+                D::OutcomeUnknown(_) => (S::SERVICE_UNAVAILABLE, "outcome_unknown"),
+                D::BackendUnavailable { .. } => (S::SERVICE_UNAVAILABLE, "backend_unavailable"),
+                D::AlreadyDone(_) | D::Unexpected(_) => (S::INTERNAL_SERVER_ERROR, "internal"),
+            },
             InvalidRequest(_) => (S::BAD_REQUEST, "invalid_request"),
             PayloadTooLarge(_) => (S::PAYLOAD_TOO_LARGE, "invalid_request"),
             Unauthorized => (S::UNAUTHORIZED, "unauthorized"),
             AdminDisabled => (S::FORBIDDEN, "admin_disabled"),
             UnknownStrategy { .. } => (S::NOT_FOUND, "unknown_strategy"),
-            UnknownProduct(_) => (S::NOT_FOUND, "unknown_product"),
             NotFound(_) => (S::NOT_FOUND, "not_found"),
             UnknownFailpoint(_) => (S::NOT_FOUND, "unknown_failpoint"),
             MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed"),
             HookTimeout(_) => (S::REQUEST_TIMEOUT, "hook_timeout"),
-            InsufficientStock { .. } | StockConstraint(_) => (S::CONFLICT, "insufficient_stock"),
-            RequestIdReused(_) => (S::UNPROCESSABLE_ENTITY, "request_id_reused"),
-            Busy(_) => (S::SERVICE_UNAVAILABLE, "busy"),
-            LockLost(_) => (S::SERVICE_UNAVAILABLE, "lock_lost"),
-            OutcomeUnknown(_) => (S::SERVICE_UNAVAILABLE, "outcome_unknown"),
-            BackendUnavailable { .. } => (S::SERVICE_UNAVAILABLE, "backend_unavailable"),
-            AlreadyDone(_) | Unexpected(_) => (S::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
 
-    /// An answer that a request which already succeeded could also get (its retry
-    /// after the stock ran out, while another holds the lock, or racing its twin to
-    /// the `orders` key): answered from `orders` when this request id has a stored
-    /// response.
-    pub fn is_refusal(&self) -> bool {
+    /// An answer whose cause is logged and not sent (500 `internal`).
+    fn is_internal(&self) -> bool {
         matches!(
             self,
-            AppError::InsufficientStock { .. }
-                | AppError::Busy(_)
-                | AppError::LockLost(_)
-                | AppError::AlreadyDone(_)
+            AppError::Deduct(DeductError::Unexpected(_) | DeductError::AlreadyDone(_))
         )
     }
-
-    /// The database is down or every pooled connection is busy.
-    pub fn database(detail: impl std::fmt::Display) -> AppError {
-        AppError::BackendUnavailable {
-            backend: "database".into(),
-            detail: detail.to_string(),
-        }
-    }
-}
-
-impl From<sqlx::Error> for AppError {
-    fn from(e: sqlx::Error) -> AppError {
-        if is_connection_error(&e) {
-            AppError::database(e)
-        } else {
-            AppError::Unexpected(anyhow::Error::new(e).context("database error"))
-        }
-    }
-}
-
-/// Errors that mean "the database could not be reached or the connection broke", as
-/// opposed to an answer from the database.
-pub fn is_connection_error(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
-        sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::Protocol(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-    )
-}
-
-/// The MariaDB error number of a database error (1062 duplicate key, 1213 deadlock,
-/// 1205 lock wait timeout, ...).
-pub fn mysql_error_number(e: &sqlx::Error) -> Option<u16> {
-    e.as_database_error()?
-        .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-        .map(|e| e.number())
 }
 
 /// An [`AppError`] and the request id it answers: what handlers return.
@@ -274,12 +207,12 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let detail = match &self.error {
-            AppError::Unexpected(_) | AppError::AlreadyDone(_) => {
+            internal if internal.is_internal() => {
                 tracing::error!(request_id = %self.request_id, error = ?self.error, "internal error");
                 "internal error; the request id is in the server log".to_string()
             }
             // A bound on every detail, whatever quoted what: an error answer stays small.
-            other => crate::strict_json::clip_to(&other.to_string(), 512).into_owned(),
+            other => crate::http::strict_json::clip_to(&other.to_string(), 512).into_owned(),
         };
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self.error, AppError::Unauthorized) {

@@ -1,10 +1,12 @@
 //! Building the service: pool, migrations, listener, routes.
 
-use crate::config::Settings;
-use crate::hooks::Hooks;
-use crate::routes;
+use crate::http::config::Settings;
+use crate::http::hooks::Hooks;
+use crate::http::openapi;
+use crate::http::routes;
+use crate::http::state::AppState;
+use crate::strategies;
 use crate::strategies::idempotency::InFlight;
-use crate::strategies::{self, Strategies};
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
@@ -14,20 +16,6 @@ use sqlx::mysql::MySqlPoolOptions;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What every handler shares. Built once, **outside** `HttpServer::new`'s factory:
-/// the factory runs once per worker thread, and anything created inside it (a mutex
-/// map, a cache) would exist once per worker instead of once per process.
-pub struct AppState {
-    pub pool: MySqlPool,
-    /// Where plain reads go: the read replica (`--read-replica-url`), else `pool`.
-    pub reads: MySqlPool,
-    pub settings: Settings,
-    pub strategies: Strategies,
-    pub in_flight: InFlight,
-    pub hooks: Arc<Hooks>,
-    pub metrics: crate::metrics::Metrics,
-}
 
 /// Applies the migrations under a lock of our own. sqlx takes `GET_LOCK(name, -1)` and
 /// ignores the answer; MariaDB answers NULL to a negative timeout (no lock at all), so
@@ -95,6 +83,7 @@ impl Application {
         let listener = TcpListener::bind(&settings.bind)
             .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
+        let hooks = Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms));
         let state = web::Data::new(AppState {
             strategies: strategies::all(
                 &settings.strategies,
@@ -106,8 +95,10 @@ impl Application {
             pool,
             reads,
             in_flight: InFlight::default(),
-            hooks: Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms)),
-            metrics: crate::metrics::Metrics::new(),
+            probe: hooks.clone(),
+            hooks,
+            openapi: openapi::json(),
+            metrics: crate::http::metrics::Metrics::new(),
             settings,
         });
         let shared = state.clone();
@@ -127,7 +118,7 @@ impl Application {
         }
         let started = strategies::Started {
             pool: &state.pool,
-            hooks: &state.hooks,
+            probe: &state.probe,
             registry: state.metrics.registry(),
         };
         let background = state

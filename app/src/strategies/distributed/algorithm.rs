@@ -50,23 +50,26 @@
 //! between read and write) and you can fence the final write. For stock in one
 //! database, `atomic-sql` is simpler and faster; the report shows by how much.
 
-use super::fencing::{self, Claim, Fence};
-use super::{Deducted, Deduction, Strategy, StrategyInfo};
-use crate::error::AppError;
-use crate::hooks::Failpoint;
-use crate::metrics::Phase;
+use crate::domain::error::DeductError;
+use crate::domain::probe::Failpoint;
+use crate::strategies::contract::{Deducted, Deduction, Started, Strategy, StrategyInfo};
+use crate::strategies::fencing::{self, Claim, Fence};
+use crate::strategies::phases::Phase;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use locks::{HolderId, LockError, LockGuard, LockOptions, Locker};
+use prometheus::{IntCounterVec, Opts};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
 /// Connects a lock backend (on first use: startup never waits on Redis).
-pub type Connect = Box<dyn Fn() -> BoxFuture<'static, Result<Locker, AppError>> + Send + Sync>;
+pub type Connect = Box<dyn Fn() -> BoxFuture<'static, Result<Locker, DeductError>> + Send + Sync>;
 
 /// A strategy that trusts one distributed lock backend.
 pub struct LockStrategy {
     pub info: StrategyInfo,
+    /// The backend's name in metrics and errors (`mysql`, `redis`, ...).
+    pub backend: &'static str,
     /// Lock keys are `<prefix><product_id>`.
     pub key_prefix: &'static str,
     pub connect: Connect,
@@ -78,6 +81,8 @@ pub struct LockStrategy {
     pub fencing: bool,
     /// Names this process in holder ids (`<instance>:<request_id>`).
     pub instance: String,
+    /// Its metrics, registered at start.
+    pub counters: std::sync::OnceLock<LockCounters>,
 }
 
 /// The locks an order holds, by product.
@@ -89,7 +94,7 @@ impl Strategy for LockStrategy {
         &self.info
     }
 
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, AppError> {
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let locker = self.locker.get_or_try_init(|| (self.connect)()).await?;
         let mut held = Held::new();
         let done = self.under_locks(d, locker, &mut held).await;
@@ -111,10 +116,78 @@ impl Strategy for LockStrategy {
         })
     }
 
-    fn lock_stats(&self) -> Option<(&'static str, &locks::LockStats)> {
-        self.locker
-            .get()
-            .map(|locker| (locker.name(), locker.stats()))
+    /// Registers the backend's lock counters (`stock_locks_lock_renewals_total`,
+    /// `stock_locks_locks_lost_total`, labelled with the backend).
+    fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
+        let counters = LockCounters::register(started.registry, self.backend);
+        let _ = self.counters.set(counters);
+        None
+    }
+
+    /// Brings the counters up to what the lock's watchdogs did.
+    async fn scrape(&self) {
+        if let (Some(counters), Some(locker)) = (self.counters.get(), self.locker.get()) {
+            counters.catch_up(locker.stats());
+        }
+    }
+}
+
+/// What a lock backend's watchdogs did, as Prometheus counters: one pair per
+/// backend, each with a constant `backend` label (the registry merges the four into
+/// one metric family each).
+pub struct LockCounters {
+    renewals: IntCounterVec,
+    lost: IntCounterVec,
+    /// One catch-up at a time (two concurrent scrapes would add the same delta).
+    catching_up: std::sync::Mutex<()>,
+}
+
+impl LockCounters {
+    fn register(registry: &prometheus::Registry, backend: &str) -> LockCounters {
+        // Series appear at the first scrape after the backend connected.
+        let renewals = IntCounterVec::new(
+            Opts::new(
+                "stock_locks_lock_renewals_total",
+                "Lease renewals by the distributed locks' watchdogs, by backend.",
+            )
+            .const_label("backend", backend),
+            &[],
+        )
+        .expect("a valid metric");
+        let lost = IntCounterVec::new(
+            Opts::new(
+                "stock_locks_locks_lost_total",
+                "Locks lost while held (not_holder, expired, max_hold), by backend and reason.",
+            )
+            .const_label("backend", backend),
+            &["reason"],
+        )
+        .expect("a valid metric");
+        registry
+            .register(Box::new(renewals.clone()))
+            .expect("registered once per backend");
+        registry
+            .register(Box::new(lost.clone()))
+            .expect("registered once per backend");
+        LockCounters {
+            renewals,
+            lost,
+            catching_up: std::sync::Mutex::new(()),
+        }
+    }
+
+    fn catch_up(&self, stats: &locks::LockStats) {
+        let _one = self.catching_up.lock().expect("lock counters poisoned");
+        let renewals = self.renewals.with_label_values::<&str>(&[]);
+        renewals.inc_by(stats.renewals().saturating_sub(renewals.get()));
+        for (reason, label) in [
+            (locks::LostReason::NotHolder, "not_holder"),
+            (locks::LostReason::Expired, "expired"),
+            (locks::LostReason::MaxHold, "max_hold"),
+        ] {
+            let lost = self.lost.with_label_values(&[label]);
+            lost.inc_by(stats.lost(reason).saturating_sub(lost.get()));
+        }
     }
 }
 
@@ -125,11 +198,11 @@ impl LockStrategy {
         d: &Deduction<'_>,
         locker: &Locker,
         held: &mut Held,
-    ) -> Result<Deducted, AppError> {
+    ) -> Result<Deducted, DeductError> {
         let backend = locker.name();
         let fenced = d.knobs.fencing.unwrap_or(self.fencing);
         let holder = HolderId::new(format!("{}:{}", self.instance, d.order.request_id))
-            .map_err(|e| AppError::Unexpected(e.into()))?;
+            .map_err(|e| DeductError::Unexpected(e.into()))?;
         let deadline = tokio::time::Instant::now() + self.wait;
         for item in d.order.by_product() {
             // 1. Lock.
@@ -152,7 +225,7 @@ impl LockStrategy {
                 d.phases.time(Phase::Transaction, claim).await?;
             }
         }
-        d.hooks.at(Failpoint::AfterLock).await;
+        d.probe.at(Failpoint::AfterLock).await;
         // 3 and 4.
         let claims: Vec<Claim> = held
             .iter()
@@ -171,16 +244,16 @@ impl LockStrategy {
 
 /// A lock that could not be taken, as an answer: 503 `busy` when the wait ran out,
 /// 503 `backend_unavailable` when the backend failed.
-pub(super) fn not_acquired(backend: &str, key: &str, e: LockError) -> AppError {
+pub(super) fn not_acquired(backend: &str, key: &str, e: LockError) -> DeductError {
     match e {
         LockError::TimedOut { waited, .. } => {
-            AppError::Busy(format!("lock {key} not acquired within {waited:?}"))
+            DeductError::Busy(format!("lock {key} not acquired within {waited:?}"))
         }
-        LockError::Backend(detail) => AppError::BackendUnavailable {
+        LockError::Backend(detail) => DeductError::BackendUnavailable {
             backend: backend.into(),
             detail,
         },
-        other => AppError::Unexpected(other.into()),
+        other => DeductError::Unexpected(other.into()),
     }
 }
 

@@ -1,0 +1,128 @@
+//! What can go wrong in a deduction, in the domain's words. No HTTP here: the edge
+//! (`http::error`) holds the one table that maps each of these to a status and a
+//! stable code.
+
+use std::borrow::Cow;
+
+/// The most characters of client input an error body or a log line repeats.
+pub const ECHO_LIMIT: usize = 64;
+
+/// `s`, cut to [`ECHO_LIMIT`] characters (marked with `…` when cut): what an error
+/// repeats of a value it did not choose (a path segment, a key, a name).
+pub fn clip(s: &str) -> Cow<'_, str> {
+    clip_to(s, ECHO_LIMIT)
+}
+
+/// `s`, cut to `limit` characters (marked with `…` when cut): for a whole message
+/// that quotes input in ways the service does not control (a parser's error).
+pub fn clip_to(s: &str, limit: usize) -> Cow<'_, str> {
+    match s.char_indices().nth(limit) {
+        None => Cow::Borrowed(s),
+        Some((end, _)) => Cow::Owned(format!("{}…", &s[..end])),
+    }
+}
+
+/// Why a deduction did not happen (or, for [`DeductError::OutcomeUnknown`], may not
+/// have).
+#[derive(Debug, thiserror::Error)]
+pub enum DeductError {
+    /// Bad input, naming the field and what is wrong with it.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// A product that was never stocked.
+    #[error("unknown product {0}")]
+    UnknownProduct(i64),
+    /// Not enough stock: nothing was deducted. `available` is `None` when the
+    /// strategy's statement only said "not enough" (a conditional UPDATE that matched
+    /// nothing); the refusal path reads it.
+    #[error("product {product_id}: {requested} requested, {} available", available.map_or("fewer".to_string(), |a| a.to_string()))]
+    InsufficientStock {
+        product_id: i64,
+        requested: i64,
+        available: Option<i64>,
+    },
+    /// Not enough stock, found by the CHECK constraint instead of the statement's
+    /// guard (the `no-guard` mistake only).
+    #[error("{0}")]
+    StockConstraint(String),
+    /// The request_id was used before for a different request.
+    #[error("request_id `{0}` was already used for a different request")]
+    RequestIdReused(String),
+    /// The lock was not acquired within the wait, or the retries ran out.
+    #[error("{0}")]
+    Busy(String),
+    /// The lock was lost before COMMIT, or our fencing token is stale: nothing written.
+    #[error("{0}")]
+    LockLost(String),
+    /// COMMIT was sent and its reply lost: it may or may not have happened; retry
+    /// with the same request_id to find out (it is never applied twice).
+    #[error("{0}")]
+    OutcomeUnknown(String),
+    /// A backend the request needs is not configured or not reachable.
+    #[error("{backend} unavailable: {detail}")]
+    BackendUnavailable { backend: String, detail: String },
+    /// The `orders` insert hit the primary key: this request id committed meanwhile
+    /// (a twin on another instance, or an earlier try). Never answered as such: the
+    /// idempotency layer answers it with the stored response.
+    #[error("request_id `{0}` has already succeeded")]
+    AlreadyDone(String),
+    /// Anything else; the cause is logged, not sent.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl DeductError {
+    /// An answer that a request which already succeeded could also get (its retry
+    /// after the stock ran out, while another holds the lock, or racing its twin to
+    /// the `orders` key): answered from `orders` when this request id has a stored
+    /// response.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            DeductError::InsufficientStock { .. }
+                | DeductError::Busy(_)
+                | DeductError::LockLost(_)
+                | DeductError::AlreadyDone(_)
+        )
+    }
+
+    /// The database is down or every pooled connection is busy.
+    pub fn database(detail: impl std::fmt::Display) -> DeductError {
+        DeductError::BackendUnavailable {
+            backend: "database".into(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
+impl From<sqlx::Error> for DeductError {
+    fn from(e: sqlx::Error) -> DeductError {
+        if is_connection_error(&e) {
+            DeductError::database(e)
+        } else {
+            DeductError::Unexpected(anyhow::Error::new(e).context("database error"))
+        }
+    }
+}
+
+/// Errors that mean "the database could not be reached or the connection broke", as
+/// opposed to an answer from the database.
+pub fn is_connection_error(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+    )
+}
+
+/// The MariaDB error number of a database error (1062 duplicate key, 1213 deadlock,
+/// 1205 lock wait timeout, ...).
+pub fn mysql_error_number(e: &sqlx::Error) -> Option<u16> {
+    e.as_database_error()?
+        .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .map(|e| e.number())
+}

@@ -1,0 +1,133 @@
+//! What a strategy is handed to make races happen on purpose: named failpoints it
+//! passes, and the per-request test knobs. In production the probe does nothing
+//! ([`NoProbe`], or the service's test hooks switched off); the service's test hooks
+//! (`http::hooks`) implement it, and a copied strategy takes [`NoProbe`].
+//!
+//! # Failpoints
+//! Three places in every deduction, in the order a request passes them:
+//! - `after_lock`: the strategy's lock is held, the transaction has not begun;
+//! - `after_read`: the stock has been read (or conditionally updated), the write has
+//!   not happened;
+//! - `before_commit`: everything is written, COMMIT has not been sent.
+//!
+//! Two more exist for the classic mistakes only: `before_lock` (a request has begun
+//! and read, and is about to lock) and `before_release` (an unlock has compared, not
+//! deleted).
+
+use super::error::DeductError;
+use async_trait::async_trait;
+
+/// A named place in the deduction path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failpoint {
+    AfterLock,
+    AfterRead,
+    BeforeCommit,
+    BeforeLock,
+    BeforeRelease,
+}
+
+impl Failpoint {
+    pub const ALL: [Failpoint; 5] = [
+        Failpoint::AfterLock,
+        Failpoint::AfterRead,
+        Failpoint::BeforeCommit,
+        Failpoint::BeforeLock,
+        Failpoint::BeforeRelease,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Failpoint::AfterLock => "after_lock",
+            Failpoint::AfterRead => "after_read",
+            Failpoint::BeforeCommit => "before_commit",
+            Failpoint::BeforeLock => "before_lock",
+            Failpoint::BeforeRelease => "before_release",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Failpoint> {
+        Failpoint::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Per-request test knobs, read from the deduct body next to (not inside) the order:
+/// they steer an experiment, they are not what the client buys. All default (off)
+/// unless the service runs its test hooks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Knobs {
+    /// Sleep this long between read and write (a slow business step).
+    pub hold_ms: Option<u64>,
+    /// `pessimistic` locks rows in the order the items are listed (to make deadlocks).
+    pub unsorted: bool,
+    /// `(name, parties)`: wait after the first row lock until that many requests
+    /// reached the barrier of that name.
+    pub barrier: Option<(String, usize)>,
+    /// Overrides the server's `--fencing` for this request (lock strategies).
+    pub fencing: Option<bool>,
+    /// A classic mistake to make instead of the strategy's algorithm (its name, one
+    /// the strategy lists in `Strategy::mistakes`).
+    pub mistake: Option<String>,
+}
+
+/// What [`Probe::at`] found at a failpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Passed {
+    /// Go on (after a sleep or a pause, if one was set).
+    On,
+    /// Stop here as if the process had died (honoured by [`Probe::at_or_crash`]).
+    Crash,
+}
+
+/// The places a strategy tells about; every method does nothing by default.
+#[async_trait]
+pub trait Probe: Send + Sync {
+    /// Whether the per-request knobs are honoured (test hooks on).
+    fn enabled(&self) -> bool {
+        false
+    }
+
+    /// Passes failpoint `point`: may sleep or pause there.
+    async fn pass(&self, _point: Failpoint) -> Passed {
+        Passed::On
+    }
+
+    /// The hold between a deduction's read and its write (a slow business step).
+    async fn hold(&self, _knobs: &Knobs) {}
+
+    /// The request's barrier (`knobs.barrier`) on its first attempt.
+    async fn barrier(&self, _knobs: &Knobs, _attempt: u32) -> Result<(), DeductError> {
+        Ok(())
+    }
+}
+
+impl dyn Probe + '_ {
+    /// Passes failpoint `point` (a `crash` there counts as going on).
+    pub async fn at(&self, point: Failpoint) {
+        self.pass(point).await;
+    }
+
+    /// Passes failpoint `point` where a crash is the point: `Err` when it is set, and
+    /// the caller returns at once, leaving behind whatever it holds.
+    pub async fn at_or_crash(&self, point: Failpoint) -> Result<(), DeductError> {
+        match self.pass(point).await {
+            Passed::On => Ok(()),
+            Passed::Crash => Err(DeductError::Unexpected(anyhow::anyhow!(
+                "crashed at failpoint {} (test hook)",
+                point.name()
+            ))),
+        }
+    }
+
+    /// Between a deduction's read and its write: `after_read`, then the hold.
+    pub async fn after_read(&self, knobs: &Knobs) {
+        self.at(Failpoint::AfterRead).await;
+        self.hold(knobs).await;
+    }
+}
+
+/// The probe of a service without test hooks, and of a copied strategy.
+pub struct NoProbe;
+
+impl Probe for NoProbe {}

@@ -1,0 +1,35 @@
+//! The HTTP edge: everything that knows about requests, status codes and the
+//! process. It may use [`crate::strategies`] and [`crate::domain`]; nothing below
+//! uses it.
+//!
+//! - [`config`]: settings from flags and environment variables (each strategy's own
+//!   flags come from its file, through the registry).
+//! - [`startup`]: [`startup::Application::build`]: pool, migrations, listener, routes.
+//! - [`state`]: what every handler shares.
+//! - [`routes`]: handlers, the request-context middleware (request id, `X-Request-Id`
+//!   and `Retry-After` on every answer, in one place), admin auth, extractor errors.
+//! - [`error`]: the edge's errors and the one table that maps every error, the
+//!   domain's included, to a status and a code.
+//! - [`hooks`]: failpoints, holds and barriers for deterministic race tests (off by
+//!   default): the service's [`crate::domain::probe::Probe`].
+//! - [`strict_json`]: JSON bodies that refuse a repeated key; cutting echoed input.
+//! - [`stock`]: the admin's SQL (restock, read a product).
+//! - [`ready`]: the backend checks behind `/ready`.
+//! - [`metrics`]: `GET /metrics`, the Prometheus counters and histograms.
+//! - [`bodies`]: the request bodies as the OpenAPI document describes them.
+//! - [`openapi`]: `GET /openapi.json`, the OpenAPI 3.1 document, generated (utoipa).
+//! - [`telemetry`]: the tracing subscriber.
+
+pub mod bodies;
+pub mod config;
+pub mod error;
+pub mod hooks;
+pub mod metrics;
+pub mod openapi;
+pub mod ready;
+pub mod routes;
+pub mod startup;
+pub mod state;
+pub mod stock;
+pub mod strict_json;
+pub mod telemetry;

@@ -1,0 +1,29 @@
+//! What every handler shares: built once by `startup`, read by `routes`.
+
+use crate::domain::probe::Probe;
+use crate::http::config::Settings;
+use crate::http::hooks::Hooks;
+use crate::http::metrics::Metrics;
+use crate::strategies::Strategies;
+use crate::strategies::idempotency::InFlight;
+use sqlx::MySqlPool;
+use std::sync::Arc;
+
+/// What every handler shares. Built once, **outside** `HttpServer::new`'s factory:
+/// the factory runs once per worker thread, and anything created inside it (a mutex
+/// map, a cache) would exist once per worker instead of once per process.
+pub struct AppState {
+    pub pool: MySqlPool,
+    /// Where plain reads go: the read replica (`--read-replica-url`), else `pool`.
+    pub reads: MySqlPool,
+    pub settings: Settings,
+    pub strategies: Strategies,
+    pub in_flight: InFlight,
+    /// The test hooks (failpoints, holds, barriers).
+    pub hooks: Arc<Hooks>,
+    /// The same hooks, as the strategies are handed them.
+    pub probe: Arc<dyn Probe>,
+    /// `GET /openapi.json`'s body, generated once at start.
+    pub openapi: String,
+    pub metrics: Metrics,
+}

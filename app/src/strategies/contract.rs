@@ -1,0 +1,202 @@
+//! What a strategy is: the trait it implements, what it is handed, what it answers,
+//! and how it declares itself. The registry (`super`) and the edge use this file; a
+//! strategy uses this file and its helpers, never the registry.
+//!
+//! A strategy copied out of this repository takes this file with it (its "Copying
+//! this file" section says so): it needs only the domain (`crate::domain`).
+
+use super::phases::Phases;
+use crate::domain::error::DeductError;
+use crate::domain::order::Order;
+use crate::domain::probe::{Knobs, Probe};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use sqlx::{MySql, MySqlPool, Transaction};
+use std::sync::Arc;
+
+/// The four kinds of strategy, in teaching order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// What goes wrong without a (real) lock, and the fence alone.
+    Control,
+    /// The database's own concurrency control: a conditional UPDATE, row locks, CAS.
+    Database,
+    /// One product, many buyers: coalescing, split rows, Redis in front.
+    HotProduct,
+    /// A lock service around a plain read-check-write, fenced.
+    DistributedLock,
+}
+
+/// What a strategy says about itself: declared once, in its own file.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct StrategyInfo {
+    /// The path segment: `POST /deduct/{name}`.
+    pub name: &'static str,
+    pub family: Family,
+    /// One sentence: the mechanism.
+    pub description: &'static str,
+    /// One sentence: when to choose it.
+    pub when_to_use: &'static str,
+    /// A paragraph for a reader: how it works, what it costs, how it fails.
+    pub explanation: &'static str,
+    /// What it depends on besides the database (`database` when nothing else).
+    pub backend: &'static str,
+    /// Whether it prevents overselling when several service instances share the stock.
+    pub safe_across_instances: bool,
+    /// How writes are fenced against a holder that lost its lock: `none`,
+    /// `not needed` (the database does the locking), `token`, `owner tag`.
+    pub fencing: &'static str,
+}
+
+/// One deduction as a strategy sees it: the order and what it may use.
+pub struct Deduction<'a> {
+    pub pool: &'a MySqlPool,
+    /// Where the plain reads outside a transaction go: the read replica
+    /// (`--read-replica-url`) when there is one, else `pool`. A read from a replica
+    /// may be stale (replication lag): `optimistic`'s compare-and-set then fails and
+    /// retries; a lock strategy writes a value computed from it (the chaos scenario
+    /// `replica-lag`).
+    pub reads: &'a MySqlPool,
+    pub order: &'a Order,
+    /// The test knobs of this request (all default unless the test hooks are on).
+    pub knobs: &'a Knobs,
+    /// Where the strategy tells it passed a failpoint (an `Arc`: a batch task keeps
+    /// it); does nothing in production.
+    pub probe: &'a Arc<dyn Probe>,
+    /// The strategy's name, stored with the order and its ledger rows.
+    pub strategy: &'static str,
+    /// Where the time goes ([`Phases`]): a strategy with a lock
+    /// reports its lock, transaction and release times here; one without gets its
+    /// whole work counted as its transaction. [`Deduction::begin`] times pool waits.
+    pub phases: &'a Phases,
+    /// What the request asks for, hashed ([`Order::fingerprint`]): a retry must match.
+    pub fingerprint: String,
+}
+
+impl Deduction<'_> {
+    /// BEGIN on a connection from the pool, what `pool.begin()` does, with the wait
+    /// for the connection timed (`stock_locks_db_pool_wait_seconds`: sqlx's pool has
+    /// no hook that reports it, so the acquisition is timed here and the transaction
+    /// begun on the connection the way `Pool::begin` itself does).
+    pub async fn begin(&self) -> Result<Transaction<'static, MySql>, sqlx::Error> {
+        let connection = self.phases.pool_wait(self.pool.acquire()).await?;
+        Transaction::begin(connection, None).await
+    }
+}
+
+/// What a strategy is handed when the service starts ([`Strategy::start`]).
+pub struct Started<'a> {
+    pub pool: &'a MySqlPool,
+    pub probe: &'a Arc<dyn Probe>,
+    /// The service's metrics registry, for metrics of the strategy's own.
+    pub registry: &'a prometheus::Registry,
+}
+
+/// One way to deduct stock. Implementations live one per file (or folder) beside
+/// this one.
+///
+/// Besides [`deduct`](Strategy::deduct), a strategy may take part in the service's
+/// life through the hooks below; each does nothing unless the strategy says
+/// otherwise, so the service around the strategies never names one of them.
+///
+/// The futures are not `Send`: actix-web runs each request on one worker thread.
+#[async_trait(?Send)]
+pub trait Strategy: Send + Sync + 'static {
+    fn info(&self) -> &StrategyInfo;
+
+    /// Deducts every item of `d.order`, all or nothing, and records it.
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError>;
+
+    /// At start: register the strategy's own metrics, start its background work
+    /// (the task is aborted when the service stops). Must not wait on a backend.
+    fn start(&self, _started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
+        None
+    }
+
+    /// After `PUT /stock/{product_id}` started a new epoch: forget what the
+    /// strategy kept about the product elsewhere.
+    async fn restocked(&self, _product_id: i64) {}
+
+    /// Fields `GET /stock/{product_id}` adds for this strategy (what it keeps about
+    /// the product outside the database), merged into the answer.
+    async fn stock_view(&self, _product_id: i64) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+
+    /// Before `/metrics` is rendered: bring the strategy's own gauges up to date.
+    async fn scrape(&self) {}
+
+    /// The classic mistakes this strategy can be made to make (the `mistake` test
+    /// knob), by name; none by default.
+    fn mistakes(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Deducts `d.order` making `mistake` (one of [`Strategy::mistakes`]) instead of
+    /// the strategy's own algorithm.
+    async fn deduct_mistaken(
+        &self,
+        mistake: &str,
+        _d: &Deduction<'_>,
+    ) -> Result<Deducted, DeductError> {
+        Err(DeductError::InvalidRequest(format!(
+            "`{}` makes no mistake `{mistake}`",
+            self.info().name
+        )))
+    }
+}
+
+/// One line of a successful deduction's response.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ItemResult {
+    pub product_id: i64,
+    pub quantity: i32,
+    pub remaining: i32,
+}
+
+/// The 200 body of a deduction; also what `orders.response` stores.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Deducted {
+    pub deducted: bool,
+    pub request_id: String,
+    pub strategy: String,
+    pub items: Vec<ItemResult>,
+    /// Transactions run for this request (more than 1 after retries).
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence_token: Option<u64>,
+    /// The lock was found lost only after COMMIT (the write was already safe or fenced).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lock_lost_after_commit: bool,
+    /// This is the stored answer to an earlier request with the same request_id.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
+    /// Sales committed in the same transaction as this one (`batched`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+    /// The Redis stream entry that carries this sale to the database (`redis-stock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_entry: Option<String>,
+}
+
+/// How a strategy enters the registry: its settings (a `clap::Args` struct of its
+/// own, `NoSettings` when it has none; mark it `#[group(skip)]`) and how it is built
+/// from them and from what the strategies share (`Shared`: the registry's
+/// `shared::Shared`; a strategy that needs none of it is generic over it).
+pub trait Declare<Shared> {
+    type Settings: clap::Args + clap::FromArgMatches + Clone + std::fmt::Debug;
+
+    fn build(settings: &Self::Settings, context: &Context<'_, Shared>) -> Arc<dyn Strategy>;
+}
+
+/// What every strategy may be built with besides its own settings.
+pub struct Context<'a, Shared> {
+    pub database_url: &'a str,
+    pub shared: &'a Shared,
+}
+
+/// The settings of a strategy that has none.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[group(skip)]
+pub struct NoSettings {}
