@@ -6,18 +6,9 @@
 //! the flag the endpoint is a 404 and hook fields are a 400.
 //!
 //! # Failpoints
-//! Three places in every deduction, in the order a request passes them:
-//! - `after_lock`: the strategy's lock is held, the transaction has not begun (the
-//!   strategies with a lock: `local-mutex`, the distributed locks, and `fence-only`
-//!   once its claims are made);
-//! - `after_read`: the stock has been read (or, for `atomic-sql`, conditionally
-//!   updated), the write has not happened;
-//! - `before_commit`: everything is written, COMMIT has not been sent (for
-//!   `redis-stock`, whose requests commit nothing: its persister's COMMIT).
-//!
-//! Two more exist for the classic mistakes only ([`crate::strategies::mistakes`]):
-//! `before_lock` (a `lock-inside-transaction` request has begun and read, and is about
-//! to lock) and `before_release` (a `get-then-del` unlock has compared, not deleted).
+//! The places a deduction passes are [`crate::domain::probe::Failpoint`]s (each
+//! strategy's file says where it passes them); this is the service's
+//! [`Probe`](crate::domain::probe::Probe).
 //!
 //! Each is `off`, `sleep` (`ms`), or `pause`: the request blocks there until it is
 //! released (`crash`, for the mistakes only: see [`Mode::Crash`]). A mode may be limited to the next `count` requests that reach it, which is
@@ -44,9 +35,8 @@
 //! - `fencing`: `true` or `false`, overriding the server's `--fencing` for a lock
 //!   strategy (the chaos experiments compare both on one server);
 //! - `mistake`: the name of a classic mistake, run instead of the strategy's own
-//!   algorithm (`redis-lock`: `lock-inside-transaction`, `release-before-commit`,
-//!   `setnx-then-expire`, `get-then-del`; `zookeeper`: `persistent-node`;
-//!   `atomic-sql`: `no-guard`; see [`crate::strategies::mistakes`]).
+//!   algorithm: one the strategy lists (`Strategy::mistakes`; each made in the file of
+//!   the strategy it breaks).
 //!
 //! The server flag `--hold-ms N` is not a hook: it holds every deduction between read
 //! and write, with or without `--enable-test-hooks` (the demo uses it to make the

@@ -1,6 +1,6 @@
 //! `mysql-lock`, `redis-lock`, `redlock` and `zookeeper`: a distributed lock around
 //! `unsafe`'s plain read-check-write, with fenced writes. The four differ only in the
-//! lock (wired in [`super::distributed`], with how each one fails).
+//! lock (wired in [`super`], with how each one fails).
 //!
 //! # Algorithm
 //! 1. For each product of the order, in product_id order: acquire the lock

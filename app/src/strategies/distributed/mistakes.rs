@@ -1,18 +1,17 @@
-//! The classic mistakes of the write-ups, made on purpose: each one a few lines away
-//! from the correct strategy it breaks, switched on per request with the test hook
+//! The classic lock mistakes of the write-ups, made on purpose: each one a few lines
+//! away from the correct algorithm it breaks ([`super::algorithm`]), switched on per request with the test hook
 //! `"mistake": NAME` (only with `--enable-test-hooks`; never in production), and each
 //! shown failing by a test in `app/tests/api/mistakes.rs` and by the chaos runner's
 //! scenario `mistakes` (README "Faults and fencing").
 //!
 //! | mistake | made in | what goes wrong | the correct code |
 //! |---|---|---|---|
-//! | `lock-inside-transaction` | `redis-lock` | BEGIN and a first read *before* the lock: under REPEATABLE READ the read under the lock comes from a snapshot older than the previous holder's COMMIT, and the write erases that holder's sale (lost update) | [`super::locked`]: lock, then BEGIN |
-//! | `release-before-commit` | `redis-lock` | the lock is released, then COMMIT: the next holder reads the stock before the first one's write is visible, and its write (queued behind the first one's row lock) erases it | [`super::locked`]: COMMIT, then release |
+//! | `lock-inside-transaction` | `redis-lock` | BEGIN and a first read *before* the lock: under REPEATABLE READ the read under the lock comes from a snapshot older than the previous holder's COMMIT, and the write erases that holder's sale (lost update) | [`super::algorithm`]: lock, then BEGIN |
+//! | `release-before-commit` | `redis-lock` | the lock is released, then COMMIT: the next holder reads the stock before the first one's write is visible, and its write (queued behind the first one's row lock) erases it | [`super::algorithm`]: COMMIT, then release |
 //! | `setnx-then-expire` | `redis-lock` | `SETNX` then `EXPIRE`, two commands: a holder that dies between them leaves a key with no TTL, and nobody ever gets the lock again | [`locks::redis_simple`]: `SET key value NX PX lease`, one command |
 //! | `get-then-del` | `redis-lock` | unlock by `GET`, compare, `DEL`: a holder whose lease ran out between its GET and its DEL deletes the *next* holder's lock, and a third one walks in while the second still works (lost update) | `locks/lua/simple_unlock.lua`: compare and delete in one script |
 //! | `persistent-node` | `zookeeper` | the lock node is PERSISTENT, not EPHEMERAL: a holder that dies (its session ends) leaves the node, and every later buyer waits forever | [`locks::zookeeper`]: ephemeral sequential nodes |
-//! | `no-guard` | `atomic-sql` | `UPDATE ... SET quantity = quantity - ?` without `AND quantity >= ?`: the CHECK constraint `quantity >= 0` is the last net, and the buyer gets its error instead of a clean refusal | [`super::atomic_sql`] |
-//!
+//! //!
 //! Each function below is the *whole* mistaken algorithm, written the way it is
 //! usually written, so it can be read against the correct file. The mistakes run
 //! unfenced, as the write-ups' code does: fencing would hide the first four.

@@ -2,6 +2,16 @@
 //! The algorithm they share is [`algorithm`]; the locks themselves are the
 //! `locks` crate's files, each with its algorithm and failure scenarios.
 //!
+//! # Layout
+//! - this file: each lock strategy's card, flags and connection;
+//! - [`algorithm`]: lock, claim, read-check-write, release (one for all four), and
+//!   the lock counters each registers;
+//! - [`mistakes`]: the classic lock mistakes, made on purpose (test knob only).
+//!
+//! It may touch the strategies' contract, the fence (`fencing`), the transaction
+//! helpers, `shared` (the Redis, ZooKeeper and lock settings several strategies
+//! share) and the `locks` crate; nothing of the service around it.
+//!
 //! # How each one fails (what the chaos runner shows; README "Faults and fencing")
 //! - **`mysql-lock`** ([`locks::mysql`]): the lease is judged by the database's clock.
 //!   A holder paused past it loses the lock to the next attempt (a steal); unfenced,

@@ -1,6 +1,17 @@
 //! `redis-stock`: Redis in front, the database as the record. A sale is decided and
 //! answered by one Lua script in Redis; a persister writes it into MariaDB afterwards.
 //!
+//! # Layout
+//! - this file: the request path (steps 1-2), the settings, the counters' view;
+//! - [`persister`]: steps 3-5, the background task (started by [`Strategy::start`]);
+//! - [`stream`]: what both share (keys, settings, a sale as the stream carries it);
+//! - `lua/`: the four scripts.
+//!
+//! It may touch the strategies' contract, the transaction helpers (`txn`, for the
+//! persister's batches) and the domain; nothing of the service around it, and no
+//! other strategy. Its metric (`stock_locks_redis_stock_backlog`), its `GET /stock`
+//! fields and its background task reach the service through the `Strategy` trait.
+//!
 //! # Algorithm
 //! Per product, Redis keeps a counter hash `{stock, pending, epoch}`: units Redis may
 //! still sell, units it sold that the database has not recorded yet, and the database
@@ -72,77 +83,28 @@
 //! chosen for the loss you can accept (`always` for none, at the cost of an fsync per
 //! write). It needs a Redis, a persister that runs, and watching `pending`.
 
-use crate::domain::error::{DeductError, mysql_error_number};
-use crate::domain::probe::{Failpoint, Probe};
+pub mod persister;
+pub mod stream;
+
+use crate::domain::error::DeductError;
 use crate::strategies::contract::{
-    Context, Declare, Deducted, Deduction, Family, ItemResult, Started, Strategy, StrategyInfo,
+    Context, Declare, Deducted, Deduction, Family, Started, Strategy, StrategyInfo,
 };
 use crate::strategies::shared::Shared;
-use crate::strategies::txn;
-use locks::redis::{Endpoint, Primary};
+use locks::redis::Primary;
 use redis::aio::ConnectionManager;
-use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use redis::{AsyncCommands, Script, Value};
 use serde::Serialize;
-use sqlx::MySqlPool;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use stream::{Keys, NAME, RedisStockConfig, Sale, parse_lines, unavailable};
 use tokio::sync::OnceCell;
 
 static DEDUCT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/redis_stock_deduct.lua")));
 static INIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/redis_stock_init.lua")));
-static ACK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/redis_stock_ack.lua")));
-static RECONCILE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/redis_stock_reconcile.lua")));
-
-/// The consumer group of the persisters.
-const GROUP: &str = "persisters";
-
-/// Where this service's keys live in Redis: `<prefix>p:<id>` (counters),
-/// `<prefix>req:<request_id>`, `<prefix>sales` (the stream), `<prefix>reconciling`.
-#[derive(Debug, Clone)]
-pub struct Keys {
-    prefix: String,
-}
-
-impl Keys {
-    pub fn new(prefix: &str) -> Keys {
-        Keys {
-            prefix: prefix.to_string(),
-        }
-    }
-    fn counter(&self, product_id: i64) -> String {
-        format!("{}p:{product_id}", self.prefix)
-    }
-    fn request(&self, request_id: &str) -> String {
-        format!("{}req:{request_id}", self.prefix)
-    }
-    fn stream(&self) -> String {
-        format!("{}sales", self.prefix)
-    }
-    fn reconciling(&self) -> String {
-        format!("{}reconciling", self.prefix)
-    }
-}
-
-/// The settings of `redis-stock` and its persister.
-#[derive(Debug, Clone)]
-pub struct RedisStockConfig {
-    /// The Redis (the first of `REDIS_URLS`, or the primary of `REDIS_SENTINELS`).
-    pub endpoint: Option<Endpoint>,
-    pub keys: Keys,
-    /// How long a request key answers retries from Redis.
-    pub id_ttl_secs: u64,
-    /// Entries one persister transaction carries at most.
-    pub batch: usize,
-    /// How long an entry may sit unacknowledged with a consumer before another claims it.
-    pub claim_after: Duration,
-}
-
 /// `redis-stock`'s flags.
 #[derive(clap::Args, Debug, Clone)]
 #[group(skip)]
@@ -213,7 +175,7 @@ pub struct RedisStock {
 }
 
 static INFO: StrategyInfo = StrategyInfo {
-    name: "redis-stock",
+    name: NAME,
     description: "Redis in front: one Lua script checks the request id, decrements the counter and appends the sale to a stream; a persister writes the stream into MariaDB in batches (orders, ledger, stock), acknowledging after COMMIT.",
     family: Family::HotProduct,
     when_to_use: "The hottest sales, where answering fast matters more than every sale being on disk before the buyer hears of it.",
@@ -222,84 +184,6 @@ static INFO: StrategyInfo = StrategyInfo {
     safe_across_instances: true,
     fencing: "not needed",
 };
-
-/// One line of a sale as the stream carries it.
-#[derive(Debug, Clone, PartialEq)]
-struct Line {
-    product_id: i64,
-    quantity: i32,
-    /// What the counter had left after this sale.
-    left: i64,
-    epoch: i32,
-}
-
-/// A sale as the stream carries it.
-#[derive(Debug, Clone)]
-struct Sale {
-    entry: String,
-    request_id: String,
-    fingerprint: String,
-    lines: Vec<Line>,
-}
-
-/// `p:q:left:epoch,...` (what the script writes).
-fn parse_lines(text: &str) -> Option<Vec<Line>> {
-    text.split(',')
-        .map(|line| {
-            let mut parts = line.split(':');
-            let line = Line {
-                product_id: parts.next()?.parse().ok()?,
-                quantity: parts.next()?.parse().ok()?,
-                left: parts.next()?.parse().ok()?,
-                epoch: parts.next()?.parse().ok()?,
-            };
-            parts.next().is_none().then_some(line)
-        })
-        .collect()
-}
-
-impl Sale {
-    /// The answer to the buyer, and what `orders.response` stores: the same for the
-    /// request path and the persister, so a retry gets what the buyer got.
-    fn answer(&self) -> Deducted {
-        Deducted {
-            deducted: true,
-            request_id: self.request_id.clone(),
-            strategy: INFO.name.to_string(),
-            items: self
-                .lines
-                .iter()
-                .map(|l| ItemResult {
-                    product_id: l.product_id,
-                    quantity: l.quantity,
-                    remaining: l.left.clamp(0, i64::from(i32::MAX)) as i32,
-                })
-                .collect(),
-            attempts: 1,
-            fence_token: None,
-            lock_lost_after_commit: false,
-            duplicate: false,
-            batch_size: None,
-            stream_entry: Some(self.entry.clone()),
-        }
-    }
-
-    fn from_entry(entry: &StreamId) -> Option<Sale> {
-        Some(Sale {
-            entry: entry.id.clone(),
-            request_id: entry.get("request_id")?,
-            fingerprint: entry.get("hash")?,
-            lines: parse_lines(&entry.get::<String>("items")?)?,
-        })
-    }
-}
-
-fn unavailable(e: impl std::fmt::Display) -> DeductError {
-    DeductError::BackendUnavailable {
-        backend: "redis".into(),
-        detail: e.to_string(),
-    }
-}
 
 /// A product's counter in Redis, as `GET /stock/{id}` shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -442,7 +326,7 @@ impl Strategy for RedisStock {
             .registry
             .register(Box::new(self.backlog.clone()))
             .expect("registered once");
-        Some(tokio::spawn(persist_forever(
+        Some(tokio::spawn(persister::persist_forever(
             self.settings.clone(),
             started.pool.clone(),
             started.probe.clone(),
@@ -595,309 +479,4 @@ fn stored_answer(d: &Deduction<'_>, stored: &str) -> Result<Deducted, DeductErro
         duplicate: true,
         ..sale.answer()
     })
-}
-
-/// The persister (steps 3-5): one per instance, started with the service when Redis
-/// is configured. Runs until the task is aborted.
-/// Its transactions pass the `before_commit` failpoint (how a test stops a persister
-/// between its writes and its COMMIT).
-pub async fn persist_forever(settings: RedisStockConfig, pool: MySqlPool, probe: Arc<dyn Probe>) {
-    let Some(endpoint) = settings.endpoint.clone() else {
-        return;
-    };
-    let consumer = format!("persister-{}", uuid::Uuid::new_v4().simple());
-    let mut run_id: Option<String> = None;
-    loop {
-        let result = async {
-            // Through Sentinel: the primary of now (after a failover, the new one,
-            // whose new run_id makes the persister reconcile the counters).
-            let mut conn = Primary::connect(&endpoint).await?.conn().0;
-            ensure_group(&settings, &mut conn).await?;
-            // The housekeeping round trips (is this still the same Redis? did a
-            // persister die?) run on (re)connecting and then every half claim period,
-            // not before every batch. A restart breaks the connection, so it is also
-            // seen at once, through the error and the reconnect.
-            let every = settings.claim_after / 2;
-            let mut checked: Option<Instant> = None;
-            loop {
-                let due = checked.is_none_or(|t| t.elapsed() >= every);
-                if due {
-                    // A new run_id: Redis restarted, and may have forgotten sales.
-                    let now = server_run_id(&mut conn).await?;
-                    if run_id.as_ref().is_some_and(|seen| *seen != now) {
-                        tracing::warn!("redis-stock: Redis restarted; reconciling the counters");
-                        reconcile(&settings, &pool, &probe, &mut conn, &consumer).await?;
-                    }
-                    run_id = Some(now);
-                    checked = Some(Instant::now());
-                }
-                let claim = due.then_some(settings.claim_after);
-                let sales = next_batch(&settings, &mut conn, &consumer, claim).await?;
-                if !sales.is_empty() {
-                    persist_and_ack(&settings, &pool, &probe, &mut conn, sales).await?;
-                }
-            }
-            #[allow(unreachable_code)]
-            Ok::<(), anyhow::Error>(())
-        }
-        .await;
-        if let Err(e) = result {
-            if pool.is_closed() {
-                return;
-            }
-            tracing::warn!(error = %e, "redis-stock persister: retrying in 500 ms");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-}
-
-async fn server_run_id(conn: &mut ConnectionManager) -> redis::RedisResult<String> {
-    let info: String = redis::cmd("INFO").arg("server").query_async(conn).await?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("run_id:"))
-        .unwrap_or_default()
-        .trim()
-        .to_string())
-}
-
-/// Creates the stream and the group when missing (first start, or a Redis that came
-/// back empty: reading then fails with NOGROUP, and the reconnect lands here).
-async fn ensure_group(
-    settings: &RedisStockConfig,
-    conn: &mut ConnectionManager,
-) -> redis::RedisResult<()> {
-    let created: redis::RedisResult<()> = conn
-        .xgroup_create_mkstream(settings.keys.stream(), GROUP, "0")
-        .await;
-    match created {
-        Err(e) if e.code() != Some("BUSYGROUP") => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// Entries to persist: with `claim`, first any a consumer has held unacknowledged for
-/// longer than that (it crashed, or this is a drain); else, or if there were none,
-/// new ones (waiting up to 100 ms for them).
-async fn next_batch(
-    settings: &RedisStockConfig,
-    conn: &mut ConnectionManager,
-    consumer: &str,
-    claim: Option<Duration>,
-) -> anyhow::Result<Vec<Sale>> {
-    let stream = settings.keys.stream();
-    let mut entries = Vec::new();
-    if let Some(idle) = claim {
-        let claimed: redis::streams::StreamAutoClaimReply = conn
-            .xautoclaim_options(
-                &stream,
-                GROUP,
-                consumer,
-                idle.as_millis() as u64,
-                "0-0",
-                StreamAutoClaimOptions::default().count(settings.batch),
-            )
-            .await?;
-        entries = claimed.claimed;
-    }
-    if entries.is_empty() {
-        let options = StreamReadOptions::default()
-            .group(GROUP, consumer)
-            .count(settings.batch)
-            .block(100);
-        let read: Option<StreamReadReply> =
-            conn.xread_options(&[&stream], &[">"], &options).await?;
-        entries = read
-            .map(|r| r.keys.into_iter().flat_map(|k| k.ids).collect())
-            .unwrap_or_default();
-    }
-    Ok(entries
-        .iter()
-        .filter_map(|entry| {
-            let sale = Sale::from_entry(entry);
-            if sale.is_none() {
-                tracing::error!(entry = %entry.id, "redis-stock: unreadable stream entry skipped");
-            }
-            sale
-        })
-        .collect())
-}
-
-/// One batch: written in one transaction, then acknowledged (step 3), with entries
-/// the database already has set aside (step 4).
-async fn persist_and_ack(
-    settings: &RedisStockConfig,
-    pool: &MySqlPool,
-    probe: &Arc<dyn Probe>,
-    conn: &mut ConnectionManager,
-    mut sales: Vec<Sale>,
-) -> anyhow::Result<()> {
-    let mut recorded: Vec<(Sale, bool)> = Vec::new();
-    while !sales.is_empty() {
-        match write(pool, probe, &sales).await {
-            Ok(()) => {
-                recorded.extend(sales.drain(..).map(|s| (s, false)));
-            }
-            Err(e) if mysql_error_number(&e) == Some(1062) => {
-                let known = already_recorded(pool, &sales).await?;
-                if known.is_empty() {
-                    return Err(anyhow::anyhow!(
-                        "duplicate key in orders, none of the batch there"
-                    ));
-                }
-                let (done, rest): (Vec<Sale>, Vec<Sale>) = sales
-                    .into_iter()
-                    .partition(|s| known.contains_key(&s.request_id));
-                for sale in done {
-                    // The database has this request id: this very entry (its
-                    // persister died before acknowledging), or an earlier sale of a
-                    // retry that came after its request key expired: then this
-                    // entry's units were never really sold.
-                    let give_back = known[&sale.request_id].as_deref() != Some(sale.entry.as_str());
-                    recorded.push((sale, give_back));
-                }
-                sales = rest;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    acknowledge(settings, conn, &recorded).await?;
-    Ok(())
-}
-
-/// Orders, ledger and stock for `sales`, one transaction.
-async fn write(pool: &MySqlPool, probe: &Arc<dyn Probe>, sales: &[Sale]) -> sqlx::Result<()> {
-    let mut tx = pool.begin().await?;
-    let answers: Vec<Deducted> = sales.iter().map(Sale::answer).collect();
-    let records: Vec<txn::Record> = sales
-        .iter()
-        .zip(&answers)
-        .map(|(sale, answer)| txn::Record {
-            answer,
-            fingerprint: &sale.fingerprint,
-            epochs: sale.lines.iter().map(|l| l.epoch).collect(),
-        })
-        .collect();
-    txn::record_many(&mut tx, INFO.name, &records).await?;
-    // One UPDATE per product and epoch; a sale of an epoch since restocked is in the
-    // ledger under its epoch and leaves the new stock alone (0 rows).
-    let mut sold: BTreeMap<(i64, i32), i64> = BTreeMap::new();
-    for line in sales.iter().flat_map(|s| &s.lines) {
-        *sold.entry((line.product_id, line.epoch)).or_default() += i64::from(line.quantity);
-    }
-    for ((product_id, epoch), quantity) in sold {
-        sqlx::query(
-            "UPDATE stock SET quantity = quantity - ?, version = version + 1 WHERE product_id = ? AND epoch = ?",
-        )
-        .bind(quantity)
-        .bind(product_id)
-        .bind(epoch)
-        .execute(&mut *tx)
-        .await?;
-    }
-    probe.at(Failpoint::BeforeCommit).await;
-    tx.commit().await
-}
-
-/// The request ids of `sales` already in `orders`, with the stream entry their stored
-/// answer names.
-async fn already_recorded(
-    pool: &MySqlPool,
-    sales: &[Sale],
-) -> sqlx::Result<HashMap<String, Option<String>>> {
-    let stored = txn::recorded(pool, sales.iter().map(|s| s.request_id.as_str())).await?;
-    Ok(stored
-        .into_iter()
-        .map(|(id, response)| {
-            let entry = serde_json::from_str::<Deducted>(&response)
-                .ok()
-                .and_then(|d| d.stream_entry);
-            (id, entry)
-        })
-        .collect())
-}
-
-/// Acknowledges recorded entries and takes them out of `pending` (one script call).
-async fn acknowledge(
-    settings: &RedisStockConfig,
-    conn: &mut ConnectionManager,
-    recorded: &[(Sale, bool)],
-) -> redis::RedisResult<()> {
-    if recorded.is_empty() {
-        return Ok(());
-    }
-    let mut call = ACK.prepare_invoke();
-    call.key(settings.keys.stream()).arg(GROUP);
-    for (sale, give_back) in recorded {
-        call.arg(&sale.entry)
-            .arg(sale.lines.len())
-            .arg(u8::from(*give_back));
-        for line in &sale.lines {
-            call.key(settings.keys.counter(line.product_id));
-            call.arg(line.quantity).arg(line.epoch);
-        }
-    }
-    let _: i64 = call.invoke_async(conn).await?;
-    Ok(())
-}
-
-/// Step 5: no sales while the counters are set right again. Drains the stream
-/// (claiming every entry, however recently read), then sets each counter to the
-/// database's quantity minus what is still pending.
-async fn reconcile(
-    settings: &RedisStockConfig,
-    pool: &MySqlPool,
-    probe: &Arc<dyn Probe>,
-    conn: &mut ConnectionManager,
-    consumer: &str,
-) -> anyhow::Result<()> {
-    let flag = settings.keys.reconciling();
-    let _: () = conn.set_ex(&flag, 1, 60).await?;
-    ensure_group(settings, conn).await?;
-    loop {
-        let sales = next_batch(settings, conn, consumer, Some(Duration::ZERO)).await?;
-        if sales.is_empty() {
-            break;
-        }
-        persist_and_ack(settings, pool, probe, conn, sales).await?;
-    }
-    let pattern = format!("{}p:*", settings.keys.prefix);
-    let counters: Vec<String> = {
-        let mut iter: redis::AsyncIter<String> = conn.scan_match(&pattern).await?;
-        let mut all = HashSet::new();
-        while let Some(key) = futures_next(&mut iter).await {
-            all.insert(key);
-        }
-        all.into_iter().collect()
-    };
-    for key in counters {
-        let Some(product_id) = key.rsplit(':').next().and_then(|id| id.parse::<i64>().ok()) else {
-            continue;
-        };
-        let row: Option<(i32, i32)> =
-            sqlx::query_as("SELECT quantity, epoch FROM stock WHERE product_id = ?")
-                .bind(product_id)
-                .fetch_optional(pool)
-                .await?;
-        if let Some((quantity, epoch)) = row {
-            let change: i64 = RECONCILE
-                .key(&key)
-                .arg(quantity)
-                .arg(epoch)
-                .invoke_async(conn)
-                .await?;
-            if change != 0 {
-                tracing::warn!(product_id, change, "redis-stock: counter corrected");
-            }
-        }
-    }
-    let _: i64 = conn.del(&flag).await?;
-    Ok(())
-}
-
-async fn futures_next(iter: &mut redis::AsyncIter<'_, String>) -> Option<String> {
-    match iter.next_item().await {
-        Some(Ok(key)) => Some(key),
-        _ => None,
-    }
 }
