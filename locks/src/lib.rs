@@ -90,6 +90,8 @@ pub mod noop;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "redis")]
+pub mod redis_sentinel;
+#[cfg(feature = "redis")]
 pub mod redis_simple;
 #[cfg(feature = "redlock")]
 pub mod redlock;

@@ -154,44 +154,17 @@ pub trait LockBackend: Send + Sync + 'static {
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError>;
 }
 
-/// What the watchdogs of one [`Locker`] did so far (counts since it was made), for
-/// a service's metrics.
-#[derive(Debug, Default)]
-pub struct LockStats {
-    renewals: std::sync::atomic::AtomicU64,
-    lost: [std::sync::atomic::AtomicU64; 3],
-}
-
-impl LockStats {
-    /// Successful renewals.
-    pub fn renewals(&self) -> u64 {
-        self.renewals.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Locks lost while held, for this reason.
-    pub fn lost(&self, reason: LostReason) -> u64 {
-        self.lost[reason as usize].load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
 /// A lock backend made into a full lock: guards, the watchdog, the lost signal.
 #[derive(Clone)]
 pub struct Locker {
     backend: Arc<dyn LockBackend>,
-    stats: Arc<LockStats>,
 }
 
 impl Locker {
     pub fn new(backend: impl LockBackend) -> Locker {
         Locker {
             backend: Arc::new(backend),
-            stats: Arc::default(),
         }
-    }
-
-    /// Renewals and losses so far.
-    pub fn stats(&self) -> &LockStats {
-        &self.stats
     }
 
     pub fn backend(&self) -> &Arc<dyn LockBackend> {
@@ -234,13 +207,7 @@ impl Locker {
         let (lost_tx, lost) = watch::channel(None);
         let (key, holder, backend) = (key.to_string(), holder.clone(), self.backend.clone());
         let held = (backend.clone(), key.clone(), holder.clone());
-        let watchdog = watchdog(
-            held,
-            options.clone(),
-            acquired.since,
-            lost_tx,
-            self.stats.clone(),
-        );
+        let watchdog = watchdog(held, options.clone(), acquired.since, lost_tx);
         let watchdog = Some(tokio::spawn(watchdog));
         let token = acquired.token;
         Ok(LockGuard {
@@ -303,7 +270,12 @@ impl LockGuard {
 
     /// Whether the lock is known to be lost (poll).
     pub fn is_lost(&self) -> bool {
-        self.lost.borrow().is_some()
+        self.lost_reason().is_some()
+    }
+
+    /// Why the lock was lost, once it is known to be.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        *self.lost.borrow()
     }
 
     /// Completes when the lock is lost (await).
@@ -367,7 +339,6 @@ async fn watchdog(
     options: LockOptions,
     since: Instant,
     lost: watch::Sender<Option<LostReason>>,
-    stats: Arc<LockStats>,
 ) {
     let max_hold_end = options.max_hold.map(|max| since + max);
     let mut valid_until = since + first_lease(&options);
@@ -401,9 +372,6 @@ async fn watchdog(
         next_renewal = now + period;
         match tokio::time::timeout_at(valid_until, backend.renew(&key, &holder, lease)).await {
             Ok(Ok(Some(since))) => {
-                stats
-                    .renewals
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 valid_until = since + lease;
                 cut_by_max_hold = lease < options.lease;
             }
@@ -415,6 +383,5 @@ async fn watchdog(
         }
     };
     tracing::info!(%key, %holder, %reason, "lock lost");
-    stats.lost[reason as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let _ = lost.send(Some(reason));
 }

@@ -5,7 +5,7 @@
 //! # Copying this file
 //! Take `src/lock.rs` (the core), this file and `lua/lock.lua`, `lua/unlock.lua`,
 //! `lua/renew.lua` into your crate, with `mod lock; mod redis;` at its root. Crates:
-//! `redis` (features `tokio-comp`, `script`, `connection-manager`, `sentinel`), `futures`, `tokio`
+//! `redis` (features `tokio-comp`, `script`, `connection-manager`), `futures`, `tokio`
 //! (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`, `uuid`
 //! (features `v4`). `./scripts/copy-check redis DIR` builds such a copy and runs it on
 //! a real server. Example: `cargo run -p locks --example redis`.
@@ -65,31 +65,17 @@
 //!   ambiguous COMMIT, a Sentinel failover); the README's "Faults and fencing" has what
 //!   one run showed.
 //!
-//! # Sentinel, and what it does not fix
-//! [`RedisLock::connect_to`] with [`Endpoint::Sentinel`] asks the Sentinels which server
-//! is the primary, and asks again when a command fails the way a dead or demoted
-//! primary fails (connection refused or dropped, a timeout, `READONLY`): after a
-//! failover the next command goes to the new primary, and the failed one is retried
-//! there once. That keeps the lock *available*. It does not keep it *safe*: replication
-//! is asynchronous, so a lock the old primary granted and had not yet sent to the
-//! replica is simply not on the new primary, and a second holder gets it (the chaos
-//! scenario `redis-failover` makes exactly that happen).
-//!
-//! The usual mitigation is [`RedisLock::with_min_replicas`]: after taking the lock, `WAIT
-//! n timeout` until `n` replicas acknowledged it, and give it back (an error) when they
-//! did not. A lock is then granted only once a replica has it, so a failover to that
-//! replica keeps it. It costs a round trip per acquisition (and the replica's
-//! acknowledgement), and it trades availability for it: with fewer than `n` replicas
-//! reachable nobody gets the lock. It is not consensus either: Sentinel may still
-//! promote a replica that had not acknowledged (with several replicas), and a replica
-//! that restarts empty forgets. For a guarantee, fence the writes.
+//! # Sentinel
+//! [`RedisLock::connect`] talks to one server. `redis_sentinel.rs` (optional: take it
+//! too, and the `redis` crate's `sentinel` feature) follows the primary that
+//! Sentinel names across failovers, and says what that does not fix;
+//! [`RedisLock::with_min_replicas`] is the usual mitigation.
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{ErrorKind, FromRedisValue, RedisError, Script, ScriptInvocation, ServerErrorKind};
+use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
@@ -161,19 +147,14 @@ impl Wakeups {
 /// release channel and wakes local waiters. It reconnects after a failure; meanwhile
 /// waiters fall back to the holder's PTTL.
 async fn subscribe(
-    primary: Arc<Primary>,
+    primary: Arc<dyn Connection>,
     wakeups: Arc<Wakeups>,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut ready = Some(ready);
     loop {
         // The primary of now: after a failover, the new one.
-        let client = primary
-            .current
-            .lock()
-            .expect("primary poisoned")
-            .client
-            .clone();
+        let client = primary.client();
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => match pubsub.psubscribe(format!("{CHANNEL_PREFIX}*")).await {
                 Ok(()) => {
@@ -198,36 +179,47 @@ async fn subscribe(
     }
 }
 
-/// Where the lock's Redis is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
-    /// One server, `redis://host:port`.
-    Url(String),
-    /// The primary the Sentinels (`host:port` each) name for `master`, followed across
-    /// failovers.
-    Sentinel {
-        sentinels: Vec<String>,
-        master: String,
-    },
+/// Where the lock's commands go: one server ([`Single`], what [`RedisLock::connect`]
+/// uses), or the primary Sentinel names, followed across failovers (`redis_sentinel.rs`).
+#[async_trait]
+pub trait Connection: Send + Sync + 'static {
+    /// The connection now, and its generation (pass it to [`Connection::follow`]).
+    fn conn(&self) -> (ConnectionManager, u64);
+    /// A client for the server of now (the release subscription opens its own).
+    fn client(&self) -> redis::Client;
+    /// After `error` on the connection of `generation`: `true` when the connection
+    /// moved to another server (retry there, once). One server never moves.
+    async fn follow(&self, _error: &RedisError, _generation: u64) -> bool {
+        false
+    }
 }
 
-/// The connection to the primary: one server, or the one the Sentinels name, moved to
-/// the new primary after a failover (`generation` counts the moves). Public so that
-/// other Redis users of the same deployment (the service's `redis-stock`) follow a
-/// failover the same way.
-pub struct Primary {
-    sentinel: Option<tokio::sync::Mutex<SentinelClient>>,
-    // A std mutex: held to clone or replace the connection, never across an `.await`.
-    current: Mutex<Current>,
-}
-
-struct Current {
+/// One server.
+pub struct Single {
     client: redis::Client,
     conn: ConnectionManager,
-    generation: u64,
 }
 
-async fn open(client: &redis::Client) -> Result<ConnectionManager, RedisError> {
+impl Single {
+    pub async fn connect(url: &str) -> Result<Single, RedisError> {
+        let client = redis::Client::open(url)?;
+        let conn = open(&client).await?;
+        Ok(Single { client, conn })
+    }
+}
+
+impl Connection for Single {
+    fn conn(&self) -> (ConnectionManager, u64) {
+        (self.conn.clone(), 0)
+    }
+
+    fn client(&self) -> redis::Client {
+        self.client.clone()
+    }
+}
+
+/// A connection that gives up after 2 s (connect, answer) and retries twice.
+pub async fn open(client: &redis::Client) -> Result<ConnectionManager, RedisError> {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(2)))
         .set_response_timeout(Some(Duration::from_secs(2)))
@@ -235,84 +227,9 @@ async fn open(client: &redis::Client) -> Result<ConnectionManager, RedisError> {
     ConnectionManager::new_with_config(client.clone(), config).await
 }
 
-impl Primary {
-    /// Connects (through Sentinel: to the primary it names now).
-    pub async fn connect(endpoint: &Endpoint) -> Result<Primary, RedisError> {
-        let (sentinel, client) = match endpoint {
-            Endpoint::Url(url) => (None, redis::Client::open(url.as_str())?),
-            Endpoint::Sentinel { sentinels, master } => {
-                let urls: Vec<String> = sentinels.iter().map(|s| format!("redis://{s}")).collect();
-                let mut sentinel =
-                    SentinelClient::build(urls, master.clone(), None, SentinelServerType::Master)?;
-                let client = sentinel.async_get_client().await?;
-                (Some(tokio::sync::Mutex::new(sentinel)), client)
-            }
-        };
-        let conn = open(&client).await?;
-        Ok(Primary {
-            sentinel,
-            current: Mutex::new(Current {
-                client,
-                conn,
-                generation: 0,
-            }),
-        })
-    }
-
-    /// The connection, and its generation (pass it to [`Primary::follow`]).
-    pub fn conn(&self) -> (ConnectionManager, u64) {
-        let current = self.current.lock().expect("primary poisoned");
-        (current.conn.clone(), current.generation)
-    }
-
-    /// After `error` on the connection of `generation`: with Sentinel, and an error a
-    /// dead or demoted primary gives, asks which server is the primary now and moves
-    /// there. `true` when the connection is another one than the failed (retry on it).
-    pub async fn follow(&self, error: &RedisError, generation: u64) -> bool {
-        let Some(sentinel) = &self.sentinel else {
-            return false;
-        };
-        let gone = error.is_io_error()
-            || error.is_connection_dropped()
-            || error.is_connection_refusal()
-            || error.is_timeout()
-            || error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly);
-        if !gone {
-            return false;
-        }
-        // One question to Sentinel at a time; whoever waited finds the move made.
-        let mut sentinel = sentinel.lock().await;
-        if self.conn().1 != generation {
-            return true;
-        }
-        let Ok(client) = sentinel.async_get_client().await else {
-            return false;
-        };
-        let same = {
-            let current = self.current.lock().expect("primary poisoned");
-            client.get_connection_info().addr() == current.client.get_connection_info().addr()
-        };
-        // Sentinel still names the failed server: it has not failed over (yet).
-        if same {
-            return false;
-        }
-        let Ok(conn) = open(&client).await else {
-            return false;
-        };
-        tracing::warn!(primary = %client.get_connection_info().addr(), "redis lock: following a failover to the new primary");
-        let mut current = self.current.lock().expect("primary poisoned");
-        *current = Current {
-            client,
-            conn,
-            generation: generation + 1,
-        };
-        true
-    }
-}
-
 /// The Redisson-style reentrant lock with fencing tokens and pub/sub wake-up.
 pub struct RedisLock {
-    primary: Arc<Primary>,
+    primary: Arc<dyn Connection>,
     wakeups: Arc<Wakeups>,
     subscription: JoinHandle<()>,
     /// `WAIT` for this many replicas, this long, after each acquisition.
@@ -320,16 +237,16 @@ pub struct RedisLock {
 }
 
 impl RedisLock {
-    /// Connects to one server; see [`RedisLock::connect_to`].
+    /// Connects to one server; see [`RedisLock::on`].
     pub async fn connect(url: &str) -> Result<RedisLock, LockError> {
-        Self::connect_to(&Endpoint::Url(url.to_string())).await
+        let single = Single::connect(url).await.map_err(backend)?;
+        Ok(Self::on(Arc::new(single)).await)
     }
 
-    /// Connects (through Sentinel: to the primary it names), and opens the process's
-    /// release subscription (waiting up to 2 s for it to be confirmed, so that no
-    /// release after `connect` returns is missed).
-    pub async fn connect_to(endpoint: &Endpoint) -> Result<RedisLock, LockError> {
-        let primary = Arc::new(Primary::connect(endpoint).await.map_err(backend)?);
+    /// The lock on `primary`, with the process's release subscription open (waiting
+    /// up to 2 s for it to be confirmed, so that no release after this returns is
+    /// missed).
+    pub async fn on(primary: Arc<dyn Connection>) -> RedisLock {
         let wakeups = Arc::new(Wakeups::default());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let subscription = tokio::spawn(subscribe(primary.clone(), wakeups.clone(), ready_tx));
@@ -341,17 +258,18 @@ impl RedisLock {
                 "redis lock: release subscription not confirmed yet; waiters use PTTL until it is"
             );
         }
-        Ok(RedisLock {
+        RedisLock {
             primary,
             wakeups,
             subscription,
             min_replicas: None,
-        })
+        }
     }
 
     /// Grants a lock only once `replicas` replicas acknowledged it (`WAIT replicas
     /// timeout` after the lock script); otherwise gives it back and fails with
-    /// [`LockError::Backend`]. See "Sentinel, and what it does not fix" above.
+    /// [`LockError::Backend`]. See "Sentinel, and what it does not fix" in
+    /// `redis_sentinel.rs`.
     pub fn with_min_replicas(mut self, replicas: u32, timeout: Duration) -> RedisLock {
         self.min_replicas = (replicas > 0).then_some((replicas, timeout));
         self

@@ -2,26 +2,6 @@
 //! (`http::error`) holds the one table that maps each of these to a status and a
 //! stable code.
 
-use std::borrow::Cow;
-
-/// The most characters of client input an error body or a log line repeats.
-pub const ECHO_LIMIT: usize = 64;
-
-/// `s`, cut to [`ECHO_LIMIT`] characters (marked with `…` when cut): what an error
-/// repeats of a value it did not choose (a path segment, a key, a name).
-pub fn clip(s: &str) -> Cow<'_, str> {
-    clip_to(s, ECHO_LIMIT)
-}
-
-/// `s`, cut to `limit` characters (marked with `…` when cut): for a whole message
-/// that quotes input in ways the service does not control (a parser's error).
-pub fn clip_to(s: &str, limit: usize) -> Cow<'_, str> {
-    match s.char_indices().nth(limit) {
-        None => Cow::Borrowed(s),
-        Some((end, _)) => Cow::Owned(format!("{}…", &s[..end])),
-    }
-}
-
 /// Why a deduction did not happen (or, for [`DeductError::OutcomeUnknown`], may not
 /// have).
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,8 @@
 //! The domain: what a deduction is, independent of how it is served or how it is
 //! made safe. It uses no other module of the crate and knows no HTTP (no actix).
 //!
-//! - [`order`]: the deduction request, validated field by field, fingerprinted.
+//! - [`order`]: the deduction request, fingerprinted.
+//! - [`parse`]: the request from JSON, validated field by field.
 //! - [`error`]: what can go wrong in a deduction (not enough stock, the lock lost, a
 //!   backend down, ...); the edge maps each to a status.
 //! - [`probe`]: the named failpoints a strategy passes and the per-request test
@@ -10,4 +11,5 @@
 
 pub mod error;
 pub mod order;
+pub mod parse;
 pub mod probe;

@@ -1,5 +1,6 @@
-//! What a strategy is handed to make races happen on purpose: named failpoints it
-//! passes, and the per-request test knobs. In production the probe does nothing
+//! What a strategy is handed to tell what it does: the named failpoints it passes
+//! (where tests make races happen on purpose), the time each phase took, and the
+//! per-request test knobs. In production the probe does nothing
 //! ([`NoProbe`], or the service's test hooks switched off); the service's test hooks
 //! (`http::hooks`) implement it, and a copied strategy takes [`NoProbe`].
 //!
@@ -16,6 +17,7 @@
 
 use super::error::DeductError;
 use async_trait::async_trait;
+use std::time::{Duration, Instant};
 
 /// A named place in the deduction path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -71,7 +73,30 @@ pub struct Knobs {
     pub mistake: Option<String>,
 }
 
-/// What [`Probe::at`] found at a failpoint.
+/// A part of a deduction's time, as a strategy reports it ([`Probe::spent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for and taking the lock.
+    Lock,
+    /// The database work under it.
+    Transaction,
+    /// Giving the lock back.
+    Release,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 3] = [Phase::Lock, Phase::Transaction, Phase::Release];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Lock => "lock",
+            Phase::Transaction => "transaction",
+            Phase::Release => "release",
+        }
+    }
+}
+
+/// What [`Probe::pass`] found at a failpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Passed {
     /// Go on (after a sleep or a pause, if one was set).
@@ -100,6 +125,12 @@ pub trait Probe: Send + Sync {
     async fn barrier(&self, _knobs: &Knobs, _attempt: u32) -> Result<(), DeductError> {
         Ok(())
     }
+
+    /// `took` went to `phase` (a retried transaction adds up).
+    fn spent(&self, _phase: Phase, _took: Duration) {}
+
+    /// `took` went to waiting for a pooled database connection.
+    fn pool_waited(&self, _took: Duration) {}
 }
 
 impl dyn Probe + '_ {
@@ -118,6 +149,14 @@ impl dyn Probe + '_ {
                 point.name()
             ))),
         }
+    }
+
+    /// Runs `work`, telling the time it took as `phase`.
+    pub async fn time<T>(&self, phase: Phase, work: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = work.await;
+        self.spent(phase, started.elapsed());
+        result
     }
 
     /// Between a deduction's read and its write: `after_read`, then the hold.

@@ -38,7 +38,8 @@
 //! renewals and losses, a backlog of sales not yet in the database) and update them
 //! before each scrape (`Strategy::scrape`); its file documents them.
 
-use crate::strategies::phases::{Phase, Phases};
+use crate::domain::probe::Phase;
+use crate::http::phases::Phases;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };

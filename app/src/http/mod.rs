@@ -12,8 +12,10 @@
 //!   domain's included, to a status and a code.
 //! - [`hooks`]: failpoints, holds and barriers for deterministic race tests (off by
 //!   default): the service's [`crate::domain::probe::Probe`].
+//! - [`in_flight`]: a request waits for its in-flight twin in this process.
 //! - [`strict_json`]: JSON bodies that refuse a repeated key; cutting echoed input.
 //! - [`stock`]: the admin's SQL (restock, read a product).
+//! - [`phases`]: where a request's time goes (its probe adds it up).
 //! - [`ready`]: the backend checks behind `/ready`.
 //! - [`metrics`]: `GET /metrics`, the Prometheus counters and histograms.
 //! - [`bodies`]: the request bodies as the OpenAPI document describes them.
@@ -24,8 +26,10 @@ pub mod bodies;
 pub mod config;
 pub mod error;
 pub mod hooks;
+pub mod in_flight;
 pub mod metrics;
 pub mod openapi;
+pub mod phases;
 pub mod ready;
 pub mod routes;
 pub mod startup;

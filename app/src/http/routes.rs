@@ -1,9 +1,10 @@
 //! HTTP handlers, the request-context middleware and the extractor configuration.
 
 use crate::domain::error::DeductError;
-use crate::domain::probe::Failpoint;
+use crate::domain::probe::{Failpoint, Probe};
 use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody};
 use crate::http::hooks::{self, Setting};
+use crate::http::phases::RequestProbe;
 use crate::http::state::AppState;
 use crate::http::strict_json::{DUPLICATE_KEY, StrictValue, clip, clip_to};
 use crate::http::{ready, stock};
@@ -16,6 +17,7 @@ use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
 use serde_json::Value;
 use std::future::{Ready, ready as ready_future};
+use std::sync::Arc;
 use tracing::Instrument;
 
 /// The response header that names the request (the body's `request_id` for a deduction).
@@ -615,27 +617,31 @@ async fn deduct(
     if order.request_id != id.0 {
         span.record("order_id", order.request_id.as_str());
     }
-    let phases = crate::strategies::phases::Phases::default();
+    // This request's probe: the service's hooks, and where its time goes.
+    let request = Arc::new(RequestProbe::new(state.hooks.clone()));
+    let probe: Arc<dyn Probe> = request.clone();
+    let phases = &request.phases;
     let d = Deduction {
         pool: &state.pool,
         reads: &state.reads,
         order: &order,
         knobs: &knobs,
-        probe: &state.probe,
+        probe: &probe,
         strategy: strategy.info().name,
         fingerprint: order.fingerprint(strategy.info().name),
-        phases: &phases,
     };
+    // A twin of this request id in flight here: wait for it (then `orders` answers).
+    let _entered = state.in_flight.enter(&order.request_id).await;
     let maker = |name: &str| mistakes.iter().find(|(m, _)| *m == name).map(|(_, s)| s);
     let result = match knobs.mistake.as_deref() {
         None => {
             let work = phases.strategy(strategy.deduct(&d));
-            idempotency::once(&state.in_flight, &d, work).await
+            idempotency::once(&d, work).await
         }
         Some(mistake) => match maker(mistake) {
             Some(maker) if maker.info().name == d.strategy => {
                 let mistaken = phases.strategy(strategy.deduct_mistaken(mistake, &d));
-                idempotency::once(&state.in_flight, &d, mistaken).await
+                idempotency::once(&d, mistaken).await
             }
             maker => Err(DeductError::InvalidRequest(format!(
                 "mistake `{mistake}` is made in `{}`, not in `{}`",
@@ -645,7 +651,7 @@ async fn deduct(
         },
     }
     .map_err(AppError::from);
-    state.metrics.phases(served, &phases);
+    state.metrics.phases(served, phases);
     match result {
         Ok(done) => {
             let outcome = if done.duplicate {

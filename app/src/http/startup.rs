@@ -2,11 +2,11 @@
 
 use crate::http::config::Settings;
 use crate::http::hooks::Hooks;
+use crate::http::in_flight::InFlight;
 use crate::http::openapi;
 use crate::http::routes;
 use crate::http::state::AppState;
 use crate::strategies;
-use crate::strategies::idempotency::InFlight;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};

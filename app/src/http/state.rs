@@ -3,9 +3,9 @@
 use crate::domain::probe::Probe;
 use crate::http::config::Settings;
 use crate::http::hooks::Hooks;
+use crate::http::in_flight::InFlight;
 use crate::http::metrics::Metrics;
 use crate::strategies::Strategies;
-use crate::strategies::idempotency::InFlight;
 use sqlx::MySqlPool;
 use std::sync::Arc;
 

@@ -14,7 +14,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
-pub use crate::domain::error::{ECHO_LIMIT, clip, clip_to};
+pub use crate::domain::parse::{ECHO_LIMIT, clip, clip_to};
 
 /// The prefix of the error a duplicated key makes; the extractor's error handler
 /// recognises it.

@@ -79,6 +79,7 @@
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
 use super::contract::{Deducted, Deduction, Family, ItemResult, Strategy, StrategyInfo};
+use super::record_many;
 use super::txn::{self, backoff, retry_on_lock_conflict};
 use crate::domain::error::{DeductError, mysql_error_number};
 use crate::domain::order::Order;
@@ -360,7 +361,9 @@ async fn settle(
         };
         match failed {
             Failed::Duplicate => {
-                match txn::recorded(pool, batch.iter().map(|b| b.order.request_id.as_str())).await {
+                match record_many::recorded(pool, batch.iter().map(|b| b.order.request_id.as_str()))
+                    .await
+                {
                     // Answered from `orders` by the idempotency layer; the rest go again.
                     Ok(done) if !done.is_empty() => {
                         for i in live {
@@ -494,9 +497,9 @@ async fn transact(
             (i, answer)
         })
         .collect();
-    let records: Vec<txn::Record> = answers
+    let records: Vec<record_many::Record> = answers
         .iter()
-        .map(|(i, answer)| txn::Record {
+        .map(|(i, answer)| record_many::Record {
             answer,
             fingerprint: &batch[*i].fingerprint,
             epochs: answer
@@ -506,7 +509,7 @@ async fn transact(
                 .collect(),
         })
         .collect();
-    if let Err(e) = txn::record_many(&mut tx, INFO.name, &records).await {
+    if let Err(e) = record_many::record_many(&mut tx, INFO.name, &records).await {
         tx.rollback().await?;
         return Err(match mysql_error_number(&e) {
             Some(1062) => Failed::Duplicate,

@@ -5,7 +5,6 @@
 //! A strategy copied out of this repository takes this file with it (its "Copying
 //! this file" section says so): it needs only the domain (`crate::domain`).
 
-use super::phases::Phases;
 use crate::domain::error::DeductError;
 use crate::domain::order::Order;
 use crate::domain::probe::{Knobs, Probe};
@@ -66,10 +65,6 @@ pub struct Deduction<'a> {
     pub probe: &'a Arc<dyn Probe>,
     /// The strategy's name, stored with the order and its ledger rows.
     pub strategy: &'static str,
-    /// Where the time goes ([`Phases`]): a strategy with a lock
-    /// reports its lock, transaction and release times here; one without gets its
-    /// whole work counted as its transaction. [`Deduction::begin`] times pool waits.
-    pub phases: &'a Phases,
     /// What the request asks for, hashed ([`Order::fingerprint`]): a retry must match.
     pub fingerprint: String,
 }
@@ -80,7 +75,10 @@ impl Deduction<'_> {
     /// no hook that reports it, so the acquisition is timed here and the transaction
     /// begun on the connection the way `Pool::begin` itself does).
     pub async fn begin(&self) -> Result<Transaction<'static, MySql>, sqlx::Error> {
-        let connection = self.phases.pool_wait(self.pool.acquire()).await?;
+        let started = std::time::Instant::now();
+        let connection = self.pool.acquire().await;
+        self.probe.pool_waited(started.elapsed());
+        let connection = connection?;
         Transaction::begin(connection, None).await
     }
 }

@@ -12,80 +12,19 @@
 //!   already succeeded (422 if it was for something else), the refusal otherwise. The
 //!   same read says what is left of the product when the strategy's statement could
 //!   not (a conditional UPDATE that matched nothing), or that it does not exist (404).
-//! - **In-flight twins wait** ([`InFlight`]): inside one process, a duplicate waits for
-//!   its twin to finish and then goes, instead of racing it for locks and rows only to
-//!   roll back.
+//! - **In-flight twins wait** (the edge's `InFlight`): inside one process, a duplicate
+//!   waits for its twin to finish and then goes, instead of racing it for locks and
+//!   rows only to roll back.
 
 use super::contract::{Deducted, Deduction};
 use crate::domain::error::DeductError;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-/// The map from request id to a per-id async mutex. Entries live only while a request
-/// with that id is in flight.
-#[derive(Default)]
-pub struct InFlight {
-    // A std mutex: it is held only to look up or remove an entry, never across an
-    // `.await`, so it cannot block the runtime for long.
-    ids: Mutex<HashMap<String, Arc<AsyncMutex<()>>>>,
-}
-
-/// Held while a request is being processed; dropping it lets the next twin in.
-pub struct Entered<'a> {
-    map: &'a InFlight,
-    id: String,
-    guard: Option<OwnedMutexGuard<()>>,
-}
-
-impl InFlight {
-    /// Waits until no other request with this id is in flight here, then enters.
-    pub async fn enter(&self, id: &str) -> Entered<'_> {
-        let slot = {
-            let mut ids = self.ids.lock().expect("in-flight map poisoned");
-            ids.entry(id.to_string()).or_default().clone()
-        };
-        let guard = slot.lock_owned().await;
-        Entered {
-            map: self,
-            id: id.to_string(),
-            guard: Some(guard),
-        }
-    }
-
-    /// How many ids are in flight (for tests).
-    pub fn len(&self) -> usize {
-        self.ids.lock().expect("in-flight map poisoned").len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl Drop for Entered<'_> {
-    fn drop(&mut self) {
-        let mut ids = self.map.ids.lock().expect("in-flight map poisoned");
-        self.guard.take();
-        // Counts only change under the map lock: 1 means nobody else holds or awaits
-        // this slot, so the entry can go.
-        if ids
-            .get(&self.id)
-            .is_some_and(|slot| Arc::strong_count(slot) == 1)
-        {
-            ids.remove(&self.id);
-        }
-    }
-}
-
-/// Runs one deduction (`run`) for `d`'s request id: waits for an in-flight twin
-/// here, and answers a refusal or a duplicate key from `orders` ([`after_refusal`]).
+/// Runs one deduction (`run`) for `d`'s request id, and answers a refusal or a
+/// duplicate key from `orders` ([`after_refusal`]).
 pub async fn once(
-    in_flight: &InFlight,
     d: &Deduction<'_>,
     run: impl Future<Output = Result<Deducted, DeductError>>,
 ) -> Result<Deducted, DeductError> {
-    let _entered = in_flight.enter(&d.order.request_id).await;
     match run.await {
         Err(refusal) if refusal.is_refusal() => after_refusal(d, refusal).await,
         done => done,

@@ -42,7 +42,7 @@ use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::unsafe_control::read_check_write;
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
-use crate::strategies::phases::Phase;
+use crate::domain::probe::Phase;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -93,10 +93,10 @@ impl Strategy for LocalMutex {
         let mut held = Vec::with_capacity(d.order.items.len());
         for item in d.order.by_product() {
             let mutex = self.mutex(item.product_id);
-            held.push(d.phases.time(Phase::Lock, mutex.lock_owned()).await);
+            held.push(d.probe.time(Phase::Lock, mutex.lock_owned()).await);
         }
         d.probe.at(Failpoint::AfterLock).await;
-        let done = d.phases.time(Phase::Transaction, read_check_write(d)).await;
+        let done = d.probe.time(Phase::Transaction, read_check_write(d)).await;
         // Released after COMMIT (or ROLLBACK), last taken first.
         while let Some(guard) = held.pop() {
             drop(guard);

@@ -60,7 +60,7 @@ pub mod idempotency;
 pub mod local_mutex;
 pub mod optimistic;
 pub mod pessimistic;
-pub mod phases;
+pub mod record_many;
 pub mod redis_stock;
 pub mod shared;
 pub mod txn;

@@ -44,9 +44,11 @@ use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
 use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
 use crate::domain::error::DeductError;
 use crate::domain::order::Item;
-use crate::strategies::phases::Phase;
+use crate::domain::probe::Phase;
 use async_trait::async_trait;
 use sqlx::MySqlConnection;
+use std::cell::Cell;
+use std::time::Duration;
 
 /// `SELECT ... FOR UPDATE` with bounded whole-transaction retries.
 pub struct Pessimistic {
@@ -108,15 +110,21 @@ impl Strategy for Pessimistic {
         // An explicit ROLLBACK on every way out (`txn::transaction`): after a lock
         // wait timeout the transaction still holds its other row locks.
         let started = std::time::Instant::now();
+        let waited = Cell::new(Duration::ZERO);
         let done = txn::with_retries(self.max_attempts, async |attempt| {
-            txn::transaction(d, async |tx| lock_check_write(tx, d, &items, attempt).await).await
+            let try_once = async |tx: &mut MySqlConnection| {
+                lock_check_write(tx, d, &items, attempt, &waited).await
+            };
+            txn::transaction(d, try_once).await
         })
         .await;
         // Where the time went: waiting in FOR UPDATE (the lock), the rest of the
         // transactions (retries included).
-        let waited = d.phases.spent(Phase::Lock);
-        d.phases
-            .add(Phase::Transaction, started.elapsed().saturating_sub(waited));
+        if !waited.get().is_zero() {
+            d.probe.spent(Phase::Lock, waited.get());
+        }
+        let rest = started.elapsed().saturating_sub(waited.get());
+        d.probe.spent(Phase::Transaction, rest);
         done
     }
 }
@@ -127,6 +135,7 @@ async fn lock_check_write(
     d: &Deduction<'_>,
     items: &[Item],
     attempt: u32,
+    waited: &Cell<Duration>,
 ) -> Result<Deducted, TxError> {
     let mut sold = Vec::with_capacity(items.len());
     for (i, &item) in items.iter().enumerate() {
@@ -134,10 +143,10 @@ async fn lock_check_write(
             sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ? FOR UPDATE")
                 .bind(item.product_id)
                 .fetch_optional(&mut *tx);
-        let quantity: i32 = d
-            .phases
-            .time(Phase::Lock, locked)
-            .await
+        let started = std::time::Instant::now();
+        let locked = locked.await;
+        waited.set(waited.get() + started.elapsed());
+        let quantity: i32 = locked
             .map_err(retry_on_lock_conflict)?
             .ok_or(DeductError::UnknownProduct(item.product_id))?;
         if i == 0 {

@@ -66,14 +66,14 @@ pub struct Shared {
 impl Shared {
     /// The single Redis: the primary `REDIS_SENTINELS` name, else the first of
     /// `REDIS_URLS`.
-    pub fn redis_endpoint(&self) -> Option<locks::redis::Endpoint> {
+    pub fn redis_endpoint(&self) -> Option<locks::redis_sentinel::Endpoint> {
         if self.redis_sentinels.is_empty() {
             self.redis_urls
                 .first()
                 .cloned()
-                .map(locks::redis::Endpoint::Url)
+                .map(locks::redis_sentinel::Endpoint::Url)
         } else {
-            Some(locks::redis::Endpoint::Sentinel {
+            Some(locks::redis_sentinel::Endpoint::Sentinel {
                 sentinels: self.redis_sentinels.clone(),
                 master: self.redis_master_name.clone(),
             })

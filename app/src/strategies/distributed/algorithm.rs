@@ -52,18 +52,22 @@
 
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
+use crate::domain::probe::Phase;
 use crate::strategies::contract::{Deducted, Deduction, Started, Strategy, StrategyInfo};
 use crate::strategies::fencing::{self, Claim, Fence};
-use crate::strategies::phases::Phase;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use locks::{HolderId, LockError, LockGuard, LockOptions, Locker};
-use prometheus::{IntCounterVec, Opts};
+use locks::{
+    Acquired, HolderId, LockBackend, LockError, LockGuard, LockOptions, Locker, LostReason,
+};
+use prometheus::{IntCounter, IntCounterVec, Opts};
 use std::time::Duration;
 use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 /// Connects a lock backend (on first use: startup never waits on Redis).
-pub type Connect = Box<dyn Fn() -> BoxFuture<'static, Result<Locker, DeductError>> + Send + Sync>;
+pub type Connect =
+    Box<dyn Fn() -> BoxFuture<'static, Result<Box<dyn LockBackend>, DeductError>> + Send + Sync>;
 
 /// A strategy that trusts one distributed lock backend.
 pub struct LockStrategy {
@@ -95,13 +99,19 @@ impl Strategy for LockStrategy {
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
-        let locker = self.locker.get_or_try_init(|| (self.connect)()).await?;
+        let locker = self.locker.get_or_try_init(|| self.connect()).await?;
         let mut held = Held::new();
         let done = self.under_locks(d, locker, &mut held).await;
         // 5. Release, last taken first, whatever happened.
         let lost_after_commit = held.iter().any(|(_, guard)| guard.is_lost());
         let release = async {
             while let Some((_, guard)) = held.pop() {
+                if let (Some(reason), Some(counters)) = (guard.lost_reason(), self.counters.get()) {
+                    counters
+                        .lost
+                        .with_label_values(&[reason_label(reason)])
+                        .inc();
+                }
                 let key = guard.key().to_string();
                 if let Err(e) = guard.release().await {
                     // Lost before the release (expired and taken): nothing left to free.
@@ -109,7 +119,7 @@ impl Strategy for LockStrategy {
                 }
             }
         };
-        d.phases.time(Phase::Release, release).await;
+        d.probe.time(Phase::Release, release).await;
         done.map(|done| Deducted {
             lock_lost_after_commit: lost_after_commit,
             ..done
@@ -123,23 +133,15 @@ impl Strategy for LockStrategy {
         let _ = self.counters.set(counters);
         None
     }
-
-    /// Brings the counters up to what the lock's watchdogs did.
-    async fn scrape(&self) {
-        if let (Some(counters), Some(locker)) = (self.counters.get(), self.locker.get()) {
-            counters.catch_up(locker.stats());
-        }
-    }
 }
 
 /// What a lock backend's watchdogs did, as Prometheus counters: one pair per
 /// backend, each with a constant `backend` label (the registry merges the four into
-/// one metric family each).
+/// one metric family each). Renewals are counted as the backend answers them
+/// ([`Counted`]), losses when a lost guard is released.
 pub struct LockCounters {
     renewals: IntCounterVec,
     lost: IntCounterVec,
-    /// One catch-up at a time (two concurrent scrapes would add the same delta).
-    catching_up: std::sync::Mutex<()>,
 }
 
 impl LockCounters {
@@ -169,29 +171,78 @@ impl LockCounters {
         registry
             .register(Box::new(lost.clone()))
             .expect("registered once per backend");
-        LockCounters {
-            renewals,
-            lost,
-            catching_up: std::sync::Mutex::new(()),
-        }
+        LockCounters { renewals, lost }
     }
 
-    fn catch_up(&self, stats: &locks::LockStats) {
-        let _one = self.catching_up.lock().expect("lock counters poisoned");
-        let renewals = self.renewals.with_label_values::<&str>(&[]);
-        renewals.inc_by(stats.renewals().saturating_sub(renewals.get()));
-        for (reason, label) in [
-            (locks::LostReason::NotHolder, "not_holder"),
-            (locks::LostReason::Expired, "expired"),
-            (locks::LostReason::MaxHold, "max_hold"),
+    /// The series, at zero, once the backend connected; the renewals counter.
+    fn connected(&self) -> IntCounter {
+        for reason in [
+            LostReason::NotHolder,
+            LostReason::Expired,
+            LostReason::MaxHold,
         ] {
-            let lost = self.lost.with_label_values(&[label]);
-            lost.inc_by(stats.lost(reason).saturating_sub(lost.get()));
+            self.lost.with_label_values(&[reason_label(reason)]);
         }
+        self.renewals.with_label_values::<&str>(&[])
+    }
+}
+
+fn reason_label(reason: LostReason) -> &'static str {
+    match reason {
+        LostReason::NotHolder => "not_holder",
+        LostReason::Expired => "expired",
+        LostReason::MaxHold => "max_hold",
+    }
+}
+
+/// A backend whose successful renewals are counted.
+struct Counted {
+    backend: Box<dyn LockBackend>,
+    renewals: Option<IntCounter>,
+}
+
+#[async_trait]
+impl LockBackend for Counted {
+    fn name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    async fn acquire(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Option<Acquired>, LockError> {
+        self.backend.acquire(key, holder, lease, wait).await
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+    ) -> Result<Option<Instant>, LockError> {
+        let renewed = self.backend.renew(key, holder, lease).await;
+        if let (Ok(Some(_)), Some(renewals)) = (&renewed, &self.renewals) {
+            renewals.inc();
+        }
+        renewed
+    }
+
+    async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
+        self.backend.unlock(key, holder).await
     }
 }
 
 impl LockStrategy {
+    /// Connects the backend, its renewals counted.
+    async fn connect(&self) -> Result<Locker, DeductError> {
+        let backend = (self.connect)().await?;
+        let renewals = self.counters.get().map(LockCounters::connected);
+        Ok(Locker::new(Counted { backend, renewals }))
+    }
+
     /// Steps 1-4; the locks taken are left in `held` for the caller to release.
     async fn under_locks(
         &self,
@@ -209,7 +260,7 @@ impl LockStrategy {
             let key = format!("{}{}", self.key_prefix, item.product_id);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let guard = d
-                .phases
+                .probe
                 .time(
                     Phase::Lock,
                     locker.acquire(&key, &holder, &self.options, left),
@@ -222,7 +273,7 @@ impl LockStrategy {
             if fenced {
                 let (_, guard) = held.last().expect("just pushed");
                 let claim = fencing::claim(d.pool, backend, item.product_id, fence(guard));
-                d.phases.time(Phase::Transaction, claim).await?;
+                d.probe.time(Phase::Transaction, claim).await?;
             }
         }
         d.probe.at(Failpoint::AfterLock).await;
@@ -238,7 +289,7 @@ impl LockStrategy {
         let still_held = || !fenced || held.iter().all(|(_, guard)| !guard.is_lost());
         let claims = fenced.then_some(claims.as_slice());
         let work = fencing::read_check_write(d, backend, claims, token, still_held);
-        d.phases.time(Phase::Transaction, work).await
+        d.probe.time(Phase::Transaction, work).await
     }
 }
 

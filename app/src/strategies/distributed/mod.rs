@@ -39,7 +39,7 @@ use crate::domain::error::DeductError;
 use crate::strategies::contract::{Context, Declare, Family, NoSettings, Strategy, StrategyInfo};
 use crate::strategies::shared::Shared;
 use algorithm::{Connect, LockStrategy};
-use locks::{LockError, Locker};
+use locks::{LockBackend, LockError};
 use mistakes::WithMistakes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,7 +77,7 @@ fn connector<C, F, Fut>(config: C, connect: F) -> Connect
 where
     C: Clone + Send + Sync + 'static,
     F: Fn(C) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Locker, DeductError>> + Send + 'static,
+    Fut: Future<Output = Result<Box<dyn LockBackend>, DeductError>> + Send + 'static,
 {
     Box::new(move || Box::pin(connect(config.clone())))
 }
@@ -126,7 +126,7 @@ fn mysql(settings: &MysqlLockSettings, context: &Context<'_, Shared>) -> LockStr
         let backend = locks::mysql::MysqlLock::connect(&url, size)
             .await
             .map_err(unavailable("database"))?;
-        Ok(Locker::new(backend))
+        Ok(Box::new(backend) as Box<dyn LockBackend>)
     });
     let info = StrategyInfo {
         name: "mysql-lock",
@@ -194,7 +194,7 @@ fn redis(settings: &RedisLockSettings, shared: &Shared) -> LockStrategy {
             .await
             .map_err(unavailable("redis"))?
             .with_min_replicas(n, timeout);
-        Ok(Locker::new(backend))
+        Ok(Box::new(backend) as Box<dyn LockBackend>)
     });
     let info = StrategyInfo {
         name: "redis-lock",
@@ -243,7 +243,7 @@ fn redlock(settings: &RedLockSettings, shared: &Shared) -> LockStrategy {
                 detail: format!("{e} (REDIS_URLS)"),
             })?
             .with_node_timeout(node_timeout);
-        Ok(Locker::new(backend))
+        Ok(Box::new(backend) as Box<dyn LockBackend>)
     });
     let info = StrategyInfo {
         name: "redlock",
@@ -281,7 +281,7 @@ fn zookeeper(shared: &Shared) -> LockStrategy {
         let backend = locks::zookeeper::ZooKeeperLock::connect(&connect_string, &root, session)
             .await
             .map_err(unavailable("zookeeper"))?;
-        Ok(Locker::new(backend))
+        Ok(Box::new(backend) as Box<dyn LockBackend>)
     });
     let info = StrategyInfo {
         name: "zookeeper",

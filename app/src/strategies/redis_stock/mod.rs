@@ -91,7 +91,8 @@ use crate::strategies::contract::{
     Context, Declare, Deducted, Deduction, Family, Started, Strategy, StrategyInfo,
 };
 use crate::strategies::shared::Shared;
-use locks::redis::Primary;
+use locks::redis::Connection;
+use locks::redis_sentinel::Primary;
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script, Value};
 use serde::Serialize;

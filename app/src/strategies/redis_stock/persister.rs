@@ -8,8 +8,9 @@ use super::stream::{GROUP, NAME, RedisStockConfig, Sale};
 use crate::domain::error::mysql_error_number;
 use crate::domain::probe::{Failpoint, Probe};
 use crate::strategies::contract::Deducted;
-use crate::strategies::txn;
-use locks::redis::Primary;
+use crate::strategies::record_many;
+use locks::redis::Connection;
+use locks::redis_sentinel::Primary;
 use redis::aio::ConnectionManager;
 use redis::streams::{StreamAutoClaimOptions, StreamReadOptions, StreamReadReply};
 use redis::{AsyncCommands, Script};
@@ -195,16 +196,16 @@ async fn persist_and_ack(
 async fn write(pool: &MySqlPool, probe: &Arc<dyn Probe>, sales: &[Sale]) -> sqlx::Result<()> {
     let mut tx = pool.begin().await?;
     let answers: Vec<Deducted> = sales.iter().map(Sale::answer).collect();
-    let records: Vec<txn::Record> = sales
+    let records: Vec<record_many::Record> = sales
         .iter()
         .zip(&answers)
-        .map(|(sale, answer)| txn::Record {
+        .map(|(sale, answer)| record_many::Record {
             answer,
             fingerprint: &sale.fingerprint,
             epochs: sale.lines.iter().map(|l| l.epoch).collect(),
         })
         .collect();
-    txn::record_many(&mut tx, NAME, &records).await?;
+    record_many::record_many(&mut tx, NAME, &records).await?;
     // One UPDATE per product and epoch; a sale of an epoch since restocked is in the
     // ledger under its epoch and leaves the new stock alone (0 rows).
     let mut sold: BTreeMap<(i64, i32), i64> = BTreeMap::new();
@@ -231,7 +232,7 @@ async fn already_recorded(
     pool: &MySqlPool,
     sales: &[Sale],
 ) -> sqlx::Result<HashMap<String, Option<String>>> {
-    let stored = txn::recorded(pool, sales.iter().map(|s| s.request_id.as_str())).await?;
+    let stored = record_many::recorded(pool, sales.iter().map(|s| s.request_id.as_str())).await?;
     Ok(stored
         .into_iter()
         .map(|(id, response)| {

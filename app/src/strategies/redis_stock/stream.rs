@@ -4,7 +4,7 @@
 
 use crate::domain::error::DeductError;
 use crate::strategies::contract::{Deducted, ItemResult};
-use locks::redis::Endpoint;
+use locks::redis_sentinel::Endpoint;
 use redis::streams::StreamId;
 use std::time::Duration;
 
