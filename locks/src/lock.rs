@@ -4,7 +4,6 @@
 //! [`Locker`] turns its answer (token, lease start) into a guard.
 
 use async_trait::async_trait;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -53,9 +52,8 @@ pub enum LostReason {
     MaxHold,
 }
 
-/// Who holds a lock. Async Rust has no thread id to play Redisson's `uuid:threadId`,
-/// so the caller names the holder: one id per logical owner (a request, a job).
-/// Reentrancy is counted per holder, and only the holder may release.
+/// Who holds a lock (Redisson's `uuid:threadId`; async Rust has no thread id): one id
+/// per logical owner (a request, a job). Reentrancy is per holder; only it releases.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HolderId(String);
 
@@ -83,8 +81,8 @@ impl HolderId {
     }
 }
 
-impl fmt::Display for HolderId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl std::fmt::Display for HolderId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
@@ -113,9 +111,9 @@ impl Default for LockOptions {
     }
 }
 
-/// A backend's yes: the fencing token (`None` if the backend has none; a reentrant
-/// acquisition returns the first one's) and the instant the lease counts from on the
-/// holder's clock (before the request was sent, less any allowance for clock drift).
+/// A backend's yes: the fencing token (`None` if it has none; a reentrant acquisition
+/// returns the first one's) and the instant the lease counts from on the holder's
+/// clock (before the request was sent, less any allowance for clock drift).
 #[derive(Debug, Clone, Copy)]
 pub struct Acquired {
     pub token: Option<u64>,
@@ -157,7 +155,8 @@ pub trait LockBackend: Send + Sync + 'static {
 /// A lock backend made into a full lock: guards, the watchdog, the lost signal.
 #[derive(Clone)]
 pub struct Locker {
-    backend: Arc<dyn LockBackend>,
+    /// The backend itself, for what a guard does not do (a stranger's unlock, a test).
+    pub backend: Arc<dyn LockBackend>,
 }
 
 impl Locker {
@@ -165,10 +164,6 @@ impl Locker {
         Locker {
             backend: Arc::new(backend),
         }
-    }
-
-    pub fn backend(&self) -> &Arc<dyn LockBackend> {
-        &self.backend
     }
 
     pub fn name(&self) -> &'static str {
@@ -184,8 +179,7 @@ impl Locker {
     ///
     /// # Cancellation safety
     /// Dropped while the backend's request is in flight, the lock may be taken with
-    /// no guard to release it: it stays until its lease (or session) ends. Each
-    /// backend's `acquire` says what exactly it leaves behind.
+    /// no guard to release it, until its lease (or session) ends (see the backend's).
     pub async fn acquire(
         &self,
         key: &str,

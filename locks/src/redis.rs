@@ -13,20 +13,19 @@
 //! # Algorithm
 //! The lock is a hash `{holder: count, "#token": token}` with a TTL; three Lua scripts
 //! (`lua/`), each loaded once (`LazyLock<Script>`, EVALSHA with reload on NOSCRIPT):
-//! 1. `lock.lua`: no hash → create it with count 1, `PEXPIRE`, take the next token
-//!    (`max(last token + 1, TIME in µs)`, see below) and store it: acquired. Our holder in the hash → count + 1,
-//!    `PEXPIRE`, return the **stored** token: re-entered. Someone else → return its
-//!    `PTTL`.
+//! 1. `lock.lua`: no hash → create it with count 1, `PEXPIRE`, store the next token
+//!    (below): acquired. Our holder in the hash → count + 1, `PEXPIRE`, return the
+//!    **stored** token: re-entered. Someone else → return its `PTTL`.
 //! 2. `unlock.lua`: not our holder → refuse. Count − 1; at 0, `DEL` and `PUBLISH` on
 //!    the key's channel.
 //! 3. `renew.lua`: `PEXPIRE` only if our holder is still in the hash.
 //!
-//! Renewal every lease/3 is the shared watchdog in [`crate::lock::Locker`] (Redisson's
-//! "watchdog"). Waiting ([`RedisLock::acquire`]) is pub/sub: each process keeps **one** pattern subscription
-//! to every lock's release channel, made when the lock connects. A waiter registers
+//! Renewal every lease/3 is the shared watchdog ([`crate::lock::Locker`], Redisson's
+//! "watchdog"). Waiting ([`RedisLock::acquire`]) is pub/sub: each process keeps
+//! **one** pattern subscription to every lock's release channel. A waiter registers
 //! for its key *before* its attempt; a release wakes one local waiter, which tries
-//! again. If the notification never comes (subscription down, a holder that expired
-//! instead of releasing), the waiter wakes after the holder's `PTTL`. No busy polling.
+//! again; without a notification (subscription down, a holder that expired instead of
+//! releasing) it wakes after the holder's `PTTL`. No busy polling.
 //!
 //! # Guarantees
 //! Mutual exclusion while Redis keeps its data and the holder runs within its lease;
@@ -38,38 +37,32 @@
 //! - **Pause past the lease** (GC, SIGSTOP): the key expires, another holder takes it;
 //!   the paused one wakes and writes. Fence writes with the token.
 //! - **Redis restart without persistence, or failover to a replica that missed the
-//!   write** (replication is asynchronous): the lock is gone while its holder still
-//!   works, and a second holder acquires. Fence the writes with the token.
+//!   write** (replication is asynchronous): the lock is gone while its holder works,
+//!   and a second holder acquires. Fence the writes with the token.
+//! - **Clocks**: Redis expires keys by its own clock; a jump ends leases early. The
+//!   holder's deadline runs on its monotonic clock from before the request, so the
+//!   holder gives up first.
 //! - The unlock is one script because a client-side `GET`, compare, `DEL` deletes the
 //!   next holder's lock when the lease ends between the two (the `get-then-del`
 //!   mistake in `app/src/strategies/distributed/mistakes.rs`, runnable).
+//! - `./scripts/chaos` shows each of these in the service under load.
 //!
 //! # Tokens that survive Redis losing them
-//! A plain `INCR` counter goes back with the data: after a restart it starts at 1 again,
-//! every new holder's token is one the resource's fence has already outgrown, and every
-//! holder is refused until the counter climbs back (with tokens in the millions:
-//! forever). So a token is `max(last + 1, the Redis server's clock in µs)` (`TIME`
-//! inside the script): one per acquisition and increasing like a counter while Redis
-//! keeps its data; after a loss, the clock is already past every token handed out
-//! before (a lost increment is at most the clock at that moment). No extra round trip,
-//! nothing outside Redis. The clock only decides *liveness*: a server clock set back
-//! across a data loss makes the fence refuse holders until it has caught up again
-//! (safe); it can never let a stale holder through, because the resource compares
-//! tokens, not Redis. (ZooKeeper's zxid does the same with an election epoch in its
-//! high 32 bits.)
-//! - **Clocks**: Redis expires keys by its own clock; a jump of the server's clock
-//!   ends leases early. The holder's deadline runs on its monotonic clock from before
-//!   the request, so the holder gives up first.
-//! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its
-//!   lease, holder killed, Redis restarted empty, holder partitioned from Redis, an
-//!   ambiguous COMMIT, a Sentinel failover); the README's "Faults and fencing" has what
-//!   one run showed.
+//! A plain `INCR` counter goes back with the data: after a restart every new token is
+//! one the resource's fence has already outgrown, and every holder is refused until
+//! the counter climbs back. So a token is `max(last + 1, the server's clock in µs)`
+//! (`TIME` inside the script): increasing like a counter while Redis keeps its data;
+//! after a loss, the clock is already past every token handed out before. No extra
+//! round trip. The clock only decides *liveness*: a clock set back across a data loss
+//! makes the fence refuse holders until it catches up (safe); it never lets a stale
+//! holder through, because the resource compares tokens. (ZooKeeper's zxid does the
+//! same with an election epoch in its high 32 bits.)
 //!
 //! # Sentinel
-//! [`RedisLock::connect`] talks to one server. `redis_sentinel.rs` (optional: take it
-//! too, and the `redis` crate's `sentinel` feature) follows the primary that
-//! Sentinel names across failovers, and says what that does not fix;
-//! [`RedisLock::with_min_replicas`] is the usual mitigation.
+//! [`RedisLock::connect`] talks to one server. `redis_sentinel.rs` (optional, with
+//! the `redis` crate's `sentinel` feature) follows the primary Sentinel names across
+//! failovers, says what that does not fix, and has the usual mitigation
+//! (`with_min_replicas`).
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
@@ -89,10 +82,6 @@ static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../l
 
 /// Every lock's release channel starts with this; the process subscribes to the pattern.
 const CHANNEL_PREFIX: &str = "lock-released:";
-
-fn channel(key: &str) -> String {
-    format!("{CHANNEL_PREFIX}{key}")
-}
 
 /// The key's last token. (In Redis Cluster, wrap the lock key in a hash tag,
 /// `{stock:42}`, so the lock and its counter live in the same slot.)
@@ -130,14 +119,9 @@ impl Wakeups {
     }
 
     fn released(&self, key: &str) {
-        let notify = self
-            .by_key
-            .lock()
-            .expect("wakeups poisoned")
-            .get(key)
-            .and_then(Weak::upgrade);
-        if let Some(notify) = notify {
-            // One waiter per release: the others stay asleep instead of stampeding.
+        let by_key = self.by_key.lock().expect("wakeups poisoned");
+        // One waiter per release: the others stay asleep instead of stampeding.
+        if let Some(notify) = by_key.get(key).and_then(Weak::upgrade) {
             notify.notify_one();
         }
     }
@@ -179,42 +163,31 @@ async fn subscribe(
     }
 }
 
-/// Where the lock's commands go: one server ([`Single`], what [`RedisLock::connect`]
-/// uses), or the primary Sentinel names, followed across failovers (`redis_sentinel.rs`).
+/// Where the lock's commands go: one server ([`Single`]), or the primary Sentinel
+/// names, followed across failovers (`redis_sentinel.rs`).
 #[async_trait]
 pub trait Connection: Send + Sync + 'static {
     /// The connection now, and its generation (pass it to [`Connection::follow`]).
     fn conn(&self) -> (ConnectionManager, u64);
     /// A client for the server of now (the release subscription opens its own).
     fn client(&self) -> redis::Client;
-    /// After `error` on the connection of `generation`: `true` when the connection
-    /// moved to another server (retry there, once). One server never moves.
+    /// After `error` on the connection of `generation`: `true` when it moved to
+    /// another server (retry there, once). One server never moves.
     async fn follow(&self, _error: &RedisError, _generation: u64) -> bool {
         false
     }
 }
 
-/// One server.
-pub struct Single {
-    client: redis::Client,
-    conn: ConnectionManager,
-}
-
-impl Single {
-    pub async fn connect(url: &str) -> Result<Single, RedisError> {
-        let client = redis::Client::open(url)?;
-        let conn = open(&client).await?;
-        Ok(Single { client, conn })
-    }
-}
+/// One server: its client and connection.
+pub struct Single(redis::Client, ConnectionManager);
 
 impl Connection for Single {
     fn conn(&self) -> (ConnectionManager, u64) {
-        (self.conn.clone(), 0)
+        (self.1.clone(), 0)
     }
 
     fn client(&self) -> redis::Client {
-        self.client.clone()
+        self.0.clone()
     }
 }
 
@@ -232,15 +205,14 @@ pub struct RedisLock {
     primary: Arc<dyn Connection>,
     wakeups: Arc<Wakeups>,
     subscription: JoinHandle<()>,
-    /// `WAIT` for this many replicas, this long, after each acquisition.
-    min_replicas: Option<(u32, Duration)>,
 }
 
 impl RedisLock {
     /// Connects to one server; see [`RedisLock::on`].
     pub async fn connect(url: &str) -> Result<RedisLock, LockError> {
-        let single = Single::connect(url).await.map_err(backend)?;
-        Ok(Self::on(Arc::new(single)).await)
+        let client = redis::Client::open(url).map_err(backend)?;
+        let conn = open(&client).await.map_err(backend)?;
+        Ok(Self::on(Arc::new(Single(client, conn))).await)
     }
 
     /// The lock on `primary`, with the process's release subscription open (waiting
@@ -262,32 +234,25 @@ impl RedisLock {
             primary,
             wakeups,
             subscription,
-            min_replicas: None,
         }
     }
 
-    /// Grants a lock only once `replicas` replicas acknowledged it (`WAIT replicas
-    /// timeout` after the lock script); otherwise gives it back and fails with
-    /// [`LockError::Backend`]. See "Sentinel, and what it does not fix" in
-    /// `redis_sentinel.rs`.
-    pub fn with_min_replicas(mut self, replicas: u32, timeout: Duration) -> RedisLock {
-        self.min_replicas = (replicas > 0).then_some((replicas, timeout));
-        self
+    /// Where the lock's commands go.
+    pub fn connection(&self) -> &Arc<dyn Connection> {
+        &self.primary
     }
 
     /// Runs a script on the primary; after a failover, once more on the new one.
-    /// Returns the answer and the connection that gave it (a `WAIT` must follow on it).
     async fn run<T: FromRedisValue>(
         &self,
         invocation: ScriptInvocation<'_>,
-    ) -> Result<(T, ConnectionManager), LockError> {
+    ) -> Result<T, LockError> {
         let (mut conn, generation) = self.primary.conn();
         match invocation.invoke_async(&mut conn).await {
-            Ok(answer) => Ok((answer, conn)),
+            Ok(answer) => Ok(answer),
             Err(e) if self.primary.follow(&e, generation).await => {
                 let (mut conn, _) = self.primary.conn();
-                let answer = invocation.invoke_async(&mut conn).await.map_err(backend)?;
-                Ok((answer, conn))
+                invocation.invoke_async(&mut conn).await.map_err(backend)
             }
             Err(e) => Err(backend(e)),
         }
@@ -297,53 +262,6 @@ impl RedisLock {
 impl Drop for RedisLock {
     fn drop(&mut self) {
         self.subscription.abort();
-    }
-}
-
-/// One attempt's outcome: the token, or busy with the holder's remaining lease.
-enum Attempt {
-    Acquired(u64),
-    Busy(Option<Duration>),
-}
-
-impl RedisLock {
-    /// One attempt (`lock.lua`): the token, or the holder's remaining lease.
-    async fn attempt(
-        &self,
-        key: &str,
-        holder: &HolderId,
-        lease: Duration,
-    ) -> Result<Attempt, LockError> {
-        let mut invocation = LOCK.prepare_invoke();
-        invocation
-            .key(key)
-            .key(token_key(key))
-            .arg(holder.as_str())
-            .arg(lease_ms(lease));
-        let ((acquired, value), mut conn): ((i64, i64), _) = self.run(invocation).await?;
-        if acquired == 1
-            && let Some((replicas, timeout)) = self.min_replicas
-        {
-            // On the connection that took the lock: WAIT counts the replicas that
-            // acknowledged this connection's writes.
-            let acked: i64 = redis::cmd("WAIT")
-                .arg(replicas)
-                .arg(timeout.as_millis() as u64)
-                .query_async(&mut conn)
-                .await
-                .map_err(backend)?;
-            if acked < i64::from(replicas) {
-                let _ = self.unlock(key, holder).await;
-                return Err(LockError::Backend(format!(
-                    "redis: the lock was acknowledged by {acked} of the {replicas} replica(s) required within {timeout:?}; given back"
-                )));
-            }
-        }
-        Ok(match acquired {
-            1 => Attempt::Acquired(value as u64),
-            // PTTL: -1 no expiry (not ours to judge), -2 gone since (retry soon).
-            _ => Attempt::Busy((value >= 0).then(|| Duration::from_millis(value as u64))),
-        })
     }
 }
 
@@ -376,15 +294,21 @@ impl LockBackend for RedisLock {
             let mut released = std::pin::pin!(self.wakeups.register(key).notified_owned());
             released.as_mut().enable();
             let since = Instant::now();
-            let pttl = match self.attempt(key, holder, lease).await? {
-                Attempt::Acquired(token) => {
-                    return Ok(Some(Acquired {
-                        token: Some(token),
-                        since,
-                    }));
-                }
-                Attempt::Busy(pttl) => pttl,
-            };
+            // One attempt (`lock.lua`): the token, or the holder's remaining lease.
+            let mut invocation = LOCK.prepare_invoke();
+            let lease_ms = lease_ms(lease);
+            invocation
+                .key(key)
+                .key(token_key(key))
+                .arg(holder.as_str())
+                .arg(lease_ms);
+            let (acquired, value): (i64, i64) = self.run(invocation).await?;
+            if acquired == 1 {
+                let token = Some(value as u64);
+                return Ok(Some(Acquired { token, since }));
+            }
+            // PTTL: -1 no expiry (not ours to judge), -2 gone since (retry soon).
+            let pttl = (value >= 0).then(|| Duration::from_millis(value as u64));
             let now = Instant::now();
             if now >= deadline {
                 return Ok(None);
@@ -409,7 +333,7 @@ impl LockBackend for RedisLock {
             .key(key)
             .arg(holder.as_str())
             .arg(lease_ms(lease));
-        let (renewed, _): (i64, _) = self.run(invocation).await?;
+        let renewed: i64 = self.run(invocation).await?;
         Ok((renewed == 1).then_some(since))
     }
 
@@ -418,8 +342,11 @@ impl LockBackend for RedisLock {
     /// when Redis failed (the lease then ends the lock).
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
         let mut invocation = UNLOCK.prepare_invoke();
-        invocation.key(key).arg(holder.as_str()).arg(channel(key));
-        let (left, _): (i64, _) = self.run(invocation).await?;
+        invocation
+            .key(key)
+            .arg(holder.as_str())
+            .arg(format!("{CHANNEL_PREFIX}{key}"));
+        let left: i64 = self.run(invocation).await?;
         if left < 0 {
             return Err(LockError::not_holder(key, holder));
         }

@@ -14,7 +14,7 @@
 //! replica is simply not on the new primary, and a second holder gets it (the chaos
 //! scenario `redis-failover` makes exactly that happen).
 //!
-//! The usual mitigation is [`RedisLock::with_min_replicas`]: after taking the lock, `WAIT
+//! The usual mitigation is [`RedisLock::with_min_replicas`] ([`Replicated`]): after taking the lock, `WAIT
 //! n timeout` until `n` replicas acknowledged it, and give it back (an error) when they
 //! did not. A lock is then granted only once a replica has it, so a failover to that
 //! replica keeps it. It costs a round trip per acquisition (and the replica's
@@ -23,13 +23,15 @@
 //! promote a replica that had not acknowledged (with several replicas), and a replica
 //! that restarts empty forgets. For a guarantee, fence the writes.
 
-use crate::lock::LockError;
+use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use crate::redis::{Connection, RedisLock, open};
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Where the lock's Redis is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,5 +154,73 @@ impl RedisLock {
             .await
             .map_err(|e| LockError::Backend(format!("redis: {e}")))?;
         Ok(RedisLock::on(Arc::new(primary)).await)
+    }
+
+    /// Grants a lock only once `replicas` replicas acknowledged it (`WAIT replicas
+    /// timeout` after the lock script); otherwise gives it back and fails with
+    /// [`LockError::Backend`]. See "What it does not fix" above.
+    pub fn with_min_replicas(self, replicas: u32, timeout: Duration) -> Replicated {
+        Replicated {
+            lock: self,
+            replicas,
+            timeout,
+        }
+    }
+}
+
+/// A [`RedisLock`] whose acquisitions count only once replicas have them.
+pub struct Replicated {
+    lock: RedisLock,
+    replicas: u32,
+    timeout: Duration,
+}
+
+#[async_trait]
+impl LockBackend for Replicated {
+    fn name(&self) -> &'static str {
+        self.lock.name()
+    }
+
+    /// The lock's acquisition, then `WAIT` on the connection that took it (it counts
+    /// the replicas that acknowledged this connection's writes).
+    async fn acquire(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Option<Acquired>, LockError> {
+        let acquired = self.lock.acquire(key, holder, lease, wait).await?;
+        if acquired.is_none() || self.replicas == 0 {
+            return Ok(acquired);
+        }
+        let (mut conn, _) = self.lock.connection().conn();
+        let acked: i64 = redis::cmd("WAIT")
+            .arg(self.replicas)
+            .arg(self.timeout.as_millis() as u64)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| LockError::Backend(format!("redis: {e}")))?;
+        if acked < i64::from(self.replicas) {
+            let _ = self.lock.unlock(key, holder).await;
+            let (replicas, timeout) = (self.replicas, self.timeout);
+            return Err(LockError::Backend(format!(
+                "redis: the lock was acknowledged by {acked} of the {replicas} replica(s) required within {timeout:?}; given back"
+            )));
+        }
+        Ok(acquired)
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+    ) -> Result<Option<Instant>, LockError> {
+        self.lock.renew(key, holder, lease).await
+    }
+
+    async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
+        self.lock.unlock(key, holder).await
     }
 }

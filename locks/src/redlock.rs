@@ -59,10 +59,7 @@
 //!   clock moved 30 s by an `LD_PRELOAD` shim): unfenced, an update lost; fenced by
 //!   owner tag, the stale holder refused.
 //! - Every operation costs N round trips in parallel: latency is the slowest node of
-//!   the majority.
-//! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its
-//!   lease, holder killed, 2 or 3 of 5 nodes frozen, holder partitioned from all
-//!   nodes); the README's "Faults and fencing" has what one run showed.
+//!   the majority. `./scripts/chaos` shows these faults in the service under load.
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;

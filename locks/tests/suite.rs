@@ -254,7 +254,7 @@ async fn holder_only_release(subject: &Subject) -> Check {
         .await
         .unwrap()
         .ok_or("not acquired")?;
-    let refused = locker.backend().unlock(&key, &b).await;
+    let refused = locker.backend.unlock(&key, &b).await;
     ensure(
         matches!(refused, Err(LockError::NotHolder { .. })),
         format!("a stranger's unlock: {refused:?}"),

@@ -31,14 +31,6 @@ pub enum Failpoint {
 }
 
 impl Failpoint {
-    pub const ALL: [Failpoint; 5] = [
-        Failpoint::AfterLock,
-        Failpoint::AfterRead,
-        Failpoint::BeforeCommit,
-        Failpoint::BeforeLock,
-        Failpoint::BeforeRelease,
-    ];
-
     pub fn name(self) -> &'static str {
         match self {
             Failpoint::AfterLock => "after_lock",
@@ -47,10 +39,6 @@ impl Failpoint {
             Failpoint::BeforeLock => "before_lock",
             Failpoint::BeforeRelease => "before_release",
         }
-    }
-
-    pub fn parse(name: &str) -> Option<Failpoint> {
-        Failpoint::ALL.into_iter().find(|f| f.name() == name)
     }
 }
 
@@ -82,18 +70,6 @@ pub enum Phase {
     Transaction,
     /// Giving the lock back.
     Release,
-}
-
-impl Phase {
-    pub const ALL: [Phase; 3] = [Phase::Lock, Phase::Transaction, Phase::Release];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Phase::Lock => "lock",
-            Phase::Transaction => "transaction",
-            Phase::Release => "release",
-        }
-    }
 }
 
 /// What [`Probe::pass`] found at a failpoint.

@@ -54,6 +54,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Barrier, watch};
 
+/// Every failpoint.
+pub const FAILPOINTS: [Failpoint; 5] = [
+    Failpoint::AfterLock,
+    Failpoint::AfterRead,
+    Failpoint::BeforeCommit,
+    Failpoint::BeforeLock,
+    Failpoint::BeforeRelease,
+];
+
+/// The failpoint of that name.
+pub fn failpoint(name: &str) -> Option<Failpoint> {
+    FAILPOINTS.into_iter().find(|f| f.name() == name)
+}
+
 /// The longest a request stays paused at a failpoint before it goes on by itself, so a
 /// forgotten pause cannot wedge a service forever.
 pub const MAX_PAUSE: Duration = Duration::from_secs(120);
@@ -232,7 +246,7 @@ impl Hooks {
             enabled,
             hold_ms,
             points: Mutex::new(
-                Failpoint::ALL
+                FAILPOINTS
                     .into_iter()
                     .map(|f| (f, PointState::default()))
                     .collect(),

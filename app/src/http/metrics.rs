@@ -38,8 +38,7 @@
 //! renewals and losses, a backlog of sales not yet in the database) and update them
 //! before each scrape (`Strategy::scrape`); its file documents them.
 
-use crate::domain::probe::Phase;
-use crate::http::phases::Phases;
+use crate::http::phases::{PHASES, Phases};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
@@ -212,10 +211,10 @@ impl Metrics {
 
     /// Records the phases a strategy reported for one request.
     pub fn phases(&self, strategy: &'static str, phases: &Phases) {
-        for phase in Phase::ALL {
+        for (phase, label) in PHASES {
             if let Some(spent) = phases.reported(phase) {
                 self.phases
-                    .with_label_values(&[strategy, phase.label()])
+                    .with_label_values(&[strategy, label])
                     .observe(spent.as_secs_f64());
             }
         }

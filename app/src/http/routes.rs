@@ -297,7 +297,7 @@ fn failpoint(
             id,
         ));
     }
-    Failpoint::parse(name)
+    hooks::failpoint(name)
         .ok_or_else(|| ApiError::new(AppError::UnknownFailpoint(clip(name).into_owned()), id))
 }
 

@@ -183,3 +183,10 @@ registry! {
     redlock: distributed::RedLock,
     zookeeper: distributed::ZooKeeper,
 }
+
+/// `redis-stock`'s Redis is the single Redis the strategies share.
+impl redis_stock::RedisEndpoint for shared::Shared {
+    fn redis_endpoint(&self) -> Option<locks::redis_sentinel::Endpoint> {
+        shared::Shared::redis_endpoint(self)
+    }
+}

@@ -1,6 +1,23 @@
 //! `redis-stock`: Redis in front, the database as the record. A sale is decided and
 //! answered by one Lua script in Redis; a persister writes it into MariaDB afterwards.
 //!
+//! # Copying this file
+//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
+//! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
+//! `app/src/strategies/idempotency.rs`, `app/src/strategies/record_many.rs`, its Redis
+//! connection from the `locks` crate (`locks/src/lock.rs`, `locks/src/redis.rs`,
+//! `locks/src/redis_sentinel.rs`, `locks/lua/lock.lua`, `locks/lua/unlock.lua`,
+//! `locks/lua/renew.lua`, as a crate named `locks`) and this folder into your crate
+//! under the same module paths (`crate::domain::…`, `crate::strategies::…`), with the
+//! tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
+//! `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
+//! `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`,
+//! `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa` (features `macros`),
+//! `prometheus`, `redis` (features `tokio-comp`, `script`, `connection-manager`,
+//! `sentinel`, `streams`), `futures`, `uuid` (features `v4`). `./scripts/copy-check
+//! redis-stock DIR` builds such a copy and sells from it on a real server (three units
+//! sold, the fourth refused, a retry answered once).
+//!
 //! # Layout
 //! - this file: the request path (steps 1-2), the settings, the counters' view;
 //! - [`persister`]: steps 3-5, the background task (started by [`Strategy::start`]);
@@ -90,9 +107,8 @@ use crate::domain::error::DeductError;
 use crate::strategies::contract::{
     Context, Declare, Deducted, Deduction, Family, Started, Strategy, StrategyInfo,
 };
-use crate::strategies::shared::Shared;
 use locks::redis::Connection;
-use locks::redis_sentinel::Primary;
+use locks::redis_sentinel::{Endpoint, Primary};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script, Value};
 use serde::Serialize;
@@ -150,11 +166,16 @@ pub struct RedisStockSettings {
     pub claim_ms: u64,
 }
 
-impl Declare<Shared> for RedisStock {
+/// Where the Redis is: what `redis-stock` needs of the settings the strategies share
+/// (the service's `shared::Shared`; a copy says it its own way).
+pub trait RedisEndpoint {
+    fn redis_endpoint(&self) -> Option<Endpoint>;
+}
+
+impl<S: RedisEndpoint> Declare<S> for RedisStock {
     type Settings = RedisStockSettings;
 
-    /// Its Redis is the single Redis the strategies share ([`super::shared::Shared`]).
-    fn build(settings: &RedisStockSettings, context: &Context<'_, Shared>) -> Arc<dyn Strategy> {
+    fn build(settings: &RedisStockSettings, context: &Context<'_, S>) -> Arc<dyn Strategy> {
         Arc::new(RedisStock::new(RedisStockConfig {
             endpoint: context.shared.redis_endpoint(),
             keys: Keys::new(&settings.prefix),
