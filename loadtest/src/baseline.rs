@@ -1,6 +1,7 @@
-//! The `baseline` row: the `atomic-sql` transaction driven directly over sqlx, with no
+//! The `baseline` row: the reference's transaction (the conditional UPDATE) driven
+//! directly over sqlx, with no
 //! HTTP and no service in between, at the same concurrency. The gap between this row
-//! and `atomic-sql` is what the service itself costs (HTTP, JSON, idempotency check,
+//! and the reference is what the service itself costs (HTTP, JSON, idempotency check,
 //! orders row).
 
 use crate::engine::{Answer, Fired, Outcome};

@@ -22,6 +22,31 @@ pub struct Card {
     pub order: usize,
     /// `#rrggbb`: its colour in every chart.
     pub colour: String,
+    /// Its file (a folder's `mod.rs` for a strategy of several files).
+    #[serde(default)]
+    pub source: String,
+    /// What the load test may ask it for (`conditional-update`, `session-lock`, ...).
+    #[serde(default)]
+    pub traits: Vec<String>,
+    /// The fault experiments it declares.
+    #[serde(default)]
+    pub chaos: Vec<ChaosCard>,
+}
+
+/// A fault experiment a strategy declares: scenario, fencing, the verdicts expected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChaosCard {
+    pub scenario: String,
+    pub fencing: Option<bool>,
+    pub expect: Vec<String>,
+    pub extra: bool,
+}
+
+impl Card {
+    /// Whether the strategy declares this trait.
+    pub fn has(&self, name: &str) -> bool {
+        self.traits.iter().any(|t| t == name)
+    }
 }
 
 /// Every strategy a service serves, in its order.
@@ -43,6 +68,22 @@ impl Catalogue {
             .json()
             .await?;
         Ok(Catalogue(cards))
+    }
+
+    /// The strategies that declare `name`, in order.
+    pub fn with(&self, name: &str) -> Vec<&Card> {
+        self.0.iter().filter(|c| c.has(name)).collect()
+    }
+
+    /// The first strategy that declares `name` (e.g. the `conditional-update`
+    /// reference the others are compared with).
+    pub fn first_with(&self, name: &str) -> Option<&Card> {
+        self.0.iter().find(|c| c.has(name))
+    }
+
+    /// Whether `strategy` declares `name`.
+    pub fn has(&self, strategy: &str, name: &str) -> bool {
+        self.get(strategy).is_some_and(|c| c.has(name))
     }
 
     pub fn get(&self, name: &str) -> Option<&Card> {
@@ -104,6 +145,9 @@ mod tests {
             fencing: "none".into(),
             order,
             colour: colour.into(),
+            source: String::new(),
+            traits: Vec::new(),
+            chaos: Vec::new(),
         }
     }
 

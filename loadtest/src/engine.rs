@@ -50,15 +50,17 @@ pub struct Fired {
     pub unknown: Vec<String>,
     /// Sum of `attempts` over the 200 answers.
     pub attempts: u64,
-    /// Transactions the sales rode in: each sale counts 1/`batch_size` (`batched`
-    /// says how many sales shared its transaction; any other sale counts 1).
+    /// Transactions the sales rode in: each sale counts 1/`batch_size` (a batching
+    /// strategy's answer says how many sales shared its transaction; any other sale
+    /// counts 1).
     pub transactions: f64,
     /// First come, first served, per instance: requests answered 409 although a
     /// request sent later to the same instance got a unit (0 when every sale went
     /// to the earliest buyers).
     pub overtaken: Vec<u64>,
     pub elapsed: Duration,
-    /// `redis-stock`: units sold, acknowledged and not yet in the database when the
+    /// A strategy that records later: units sold, acknowledged and not yet in the
+    /// database when the
     /// last answer came, and how long the persisters took to record them.
     pub pending_at_end: i64,
     pub drain: Duration,
@@ -381,7 +383,7 @@ async fn fire_quietly(
 
 /// Restocks a product through the admin API (a new epoch).
 /// Waits until no product of `products` has sales pending in Redis (`GET /stock`'s
-/// `pending`: `redis-stock`'s sales not yet in the database), up to `timeout`.
+/// `pending`: sales not yet in the database), up to `timeout`.
 /// Returns the units pending at the first look and how long the drain took.
 pub async fn drained(
     client: &reqwest::Client,

@@ -1,21 +1,24 @@
 //! The flash sale: one hot product, thousands of buyers at once (`loadtest demo`'s
 //! last section).
 //!
-//! Three runs, all on two instances:
-//! - **Throughput**: every strategy that is safe across instances, one product whose
-//!   stock is never the limit, at high concurrency. Besides sales/s and latency it
-//!   measures what limits each strategy: statements per sale (MariaDB's `Questions`
-//!   before and after), sales per transaction (`batched` answers say their batch
-//!   size), and the CPU each process used (instances, servers, this load generator).
-//! - **Sell-out**: stock 1000, 20,000 buyers, for the flash-sale strategies and
-//!   `atomic-sql`: exactly the stock sold, everyone else 409, nobody twice; and first
-//!   come, first served measured per instance (refused requests that were sent before
-//!   a request that got a unit).
-//! - **Buckets**: `bucketed` with 1, 4 and the default number of buckets, for the
-//!   claim that splitting the row scales.
+//! Three runs, all on two instances; which strategies each takes comes from their
+//! cards (`GET /strategies`: family and traits), never from a list here:
+//! - **Throughput**: every strategy that is safe across instances (but the one that
+//!   refuses overtaken requests), one product whose stock is never the limit, at high
+//!   concurrency. Besides sales/s and latency it measures what limits each strategy:
+//!   statements per sale (MariaDB's `Questions` before and after), sales per
+//!   transaction (a batching strategy's answers say their batch size), and the CPU
+//!   each process used (instances, servers, this load generator).
+//! - **Sell-out**: stock 1000, 20,000 buyers, for the hot-product family and the
+//!   conditional-update reference: exactly the stock sold, everyone else 409, nobody
+//!   twice; and first come, first served measured per instance (refused requests that
+//!   were sent before a request that got a unit).
+//! - **Buckets**: the strategy that splits the stock, with 1, 4 and the default number
+//!   of buckets, for the claim that splitting the row scales.
 //!
 //! Verdicts come from the ledger, as everywhere; the claims from this run's numbers.
 
+use crate::catalogue::{Card, Catalogue};
 use crate::claims::{NOISE, all, claim, larger};
 use crate::engine::Fired;
 use crate::html::{bar_chart, escape};
@@ -27,9 +30,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Instant;
 
-/// The strategies made for a hot product (and `atomic-sql`, the row-lock reference):
-/// the sell-out runs them.
-pub const FLASH_STRATEGIES: [&str; 4] = ["atomic-sql", "batched", "bucketed", "redis-stock"];
+/// The strategies the sell-out runs: the hot-product family, and the reference (the
+/// conditional UPDATE) they are measured against.
+pub fn sell_out_strategies(catalogue: &Catalogue) -> Vec<&Card> {
+    catalogue
+        .0
+        .iter()
+        .filter(|c| c.family == "hot-product" || c.has("conditional-update"))
+        .collect()
+}
 
 /// The bucket counts of the buckets run (the default is the throughput run's).
 pub const BUCKET_SCAN: [u16; 2] = [1, 4];
@@ -65,15 +74,15 @@ impl Default for FlashOptions {
 pub struct Limits {
     pub strategy: String,
     pub sales_per_second: f64,
-    /// Sales per second over `atomic-sql`'s in the same run.
+    /// Sales per second over the reference's (the conditional UPDATE) in the same run.
     pub times_atomic_sql: Option<f64>,
     /// Statements MariaDB ran per sale (`Questions`, the whole server).
     pub statements_per_sale: f64,
     pub sales_per_transaction: f64,
     /// Percent of one core each process used during the run.
     pub cpu_percent: BTreeMap<String, f64>,
-    /// Sales acknowledged but not in the database when the last answer came
-    /// (`redis-stock`), and the milliseconds its persisters took to record them.
+    /// Sales acknowledged but not in the database when the last answer came (a
+    /// strategy that records later), and the milliseconds its persisters took.
     pub pending_at_end: i64,
     pub drain_ms: f64,
 }
@@ -174,7 +183,7 @@ fn flash_plan(
         strategy: strategy.into(),
         products: vec![product],
         stock,
-        buckets: crate::buckets_for(strategy, BUCKETS),
+        buckets: BUCKETS,
         requests,
         concurrency: options.concurrency,
         rate: options.rate,
@@ -193,16 +202,18 @@ pub struct FlashSale {
     pub rows: Vec<Row>,
     pub limits: Vec<Limits>,
     pub sell_outs: Vec<SellOut>,
-    /// `bucketed`'s sales per second by number of buckets.
+    /// The splitting strategy's sales per second by number of buckets.
     pub buckets: Vec<(u16, f64)>,
     pub options: FlashOptions,
+    /// The strategies as the service describes them.
+    pub catalogue: Catalogue,
 }
 
-/// Runs the flash sale: `strategies` are the ones the service lists, with whether
-/// each is safe across instances; `first_product` gives each run fresh products.
+/// Runs the flash sale over the strategies the service lists; `first_product` gives
+/// each run fresh products.
 pub async fn run(
     runner: &Runner,
-    strategies: &[(String, bool)],
+    catalogue: &Catalogue,
     options: FlashOptions,
     processes: &Processes,
     first_product: impl Fn(usize) -> i64,
@@ -213,18 +224,21 @@ pub async fn run(
         sell_outs: Vec::new(),
         buckets: Vec::new(),
         options: options.clone(),
+        catalogue: catalogue.clone(),
     };
     let mut n = 0;
     let mut next = || {
         n += 1;
         first_product(n)
     };
-    // `fence-only` is a control for the fencing experiments: it refuses every request
-    // a newer ticket overtook, so under this load it sells next to nothing.
-    let sellers = strategies
+    // The control that refuses every request a newer ticket overtook sells next to
+    // nothing under this load: it is for the fencing experiments.
+    let sellers = catalogue
+        .0
         .iter()
-        .filter(|(name, safe)| *safe && name != "fence-only");
-    for (strategy, _) in sellers {
+        .filter(|c| c.safe_across_instances && !c.has("refuses-overtaken"));
+    for card in sellers {
+        let strategy = &card.name;
         eprintln!(
             "flash sale: {strategy}: {} requests at concurrency {} over {} instances ...",
             options.requests,
@@ -241,23 +255,22 @@ pub async fn run(
             &options,
         );
         let (row, _, limits) = measured(runner, &plan, processes).await?;
-        if strategy == "bucketed" {
+        if card.has("splits-stock") {
             sale.buckets.push((BUCKETS, limits.sales_per_second));
         }
         sale.rows.push(row);
         sale.limits.push(limits);
     }
-    let reference = sale
-        .limits
-        .iter()
-        .find(|l| l.strategy == "atomic-sql")
+    let reference = catalogue
+        .first_with("conditional-update")
+        .and_then(|r| sale.limits.iter().find(|l| l.strategy == r.name))
         .map(|l| l.sales_per_second);
     for limits in &mut sale.limits {
         limits.times_atomic_sql = reference.map(|r| limits.sales_per_second / r.max(1e-9));
     }
 
-    let listed = |name: &str| strategies.iter().any(|(s, _)| s == name);
-    for strategy in FLASH_STRATEGIES.into_iter().filter(|s| listed(s)) {
+    for card in sell_out_strategies(catalogue) {
+        let strategy = card.name.as_str();
         eprintln!(
             "flash sale: {strategy} sells out: stock {}, {} buyers ...",
             options.sell_out_stock, options.sell_out_buyers
@@ -292,12 +305,12 @@ pub async fn run(
         sale.rows.push(row);
     }
 
-    if listed("bucketed") {
+    if let Some(splits) = catalogue.first_with("splits-stock") {
         for buckets in BUCKET_SCAN {
-            eprintln!("flash sale: bucketed with {buckets} bucket(s) ...");
+            eprintln!("flash sale: {} with {buckets} bucket(s) ...", splits.name);
             let mut plan = flash_plan(
                 "buckets",
-                "bucketed",
+                &splits.name,
                 next(),
                 options.requests as i64,
                 options.requests,
@@ -322,15 +335,19 @@ impl FlashSale {
                 .find(|l| l.strategy == name)
                 .map(|l| (l.sales_per_second, l.statements_per_sale))
         };
+        let named = |t: &str| self.catalogue.with(t).into_iter().map(|c| c.name.as_str());
         let mut claims = Vec::new();
-        if let Some((batched, batched_statements)) = rate("batched") {
-            let row_locks: Vec<(&str, f64)> = ["atomic-sql", "pessimistic"]
-                .iter()
-                .filter_map(|s| rate(s).map(|r| (*s, r.0)))
+        for batching in named("batches") {
+            let Some((sales, statements)) = rate(batching) else {
+                continue;
+            };
+            let row_locks: Vec<(&str, f64)> = named("conditional-update")
+                .chain(named("row-lock"))
+                .filter_map(|s| rate(s).map(|r| (s, r.0)))
                 .collect();
             if !row_locks.is_empty() {
                 let verdicts: Vec<Option<bool>> =
-                    row_locks.iter().map(|(_, r)| larger(batched, *r)).collect();
+                    row_locks.iter().map(|(_, r)| larger(sales, *r)).collect();
                 let listed: Vec<String> = row_locks
                     .iter()
                     .map(|(s, r)| format!("{s} {r:.0}"))
@@ -340,17 +357,20 @@ impl FlashSale {
                     "issue 14 (request coalescing)",
                     all(&verdicts),
                     format!(
-                        "batched {batched:.0} sales/s ({batched_statements:.2} statements per sale); {}",
+                        "{batching} {sales:.0} sales/s ({statements:.2} statements per sale); {}",
                         listed.join(", ")
                     ),
                 ));
             }
         }
-        if let Some((redis, _)) = rate("redis-stock") {
+        for later in named("records-later") {
+            let Some((redis, _)) = rate(later) else {
+                continue;
+            };
             let others: Vec<(&str, f64)> = self
                 .limits
                 .iter()
-                .filter(|l| l.strategy != "redis-stock")
+                .filter(|l| l.strategy != later)
                 .map(|l| (l.strategy.as_str(), l.sales_per_second))
                 .collect();
             let fastest = others
@@ -360,14 +380,14 @@ impl FlashSale {
             let limits = self
                 .limits
                 .iter()
-                .find(|l| l.strategy == "redis-stock")
+                .find(|l| l.strategy == later)
                 .expect("measured");
             claims.push(claim(
                 "A Redis counter in front is fastest, and what it can lose",
                 "issue 14 (Redis stock in front of the database)",
                 all(&[larger(redis, fastest.1)]),
                 format!(
-                    "redis-stock {redis:.0} sales/s, fastest other {} {:.0}; acknowledged before durable: \
+                    "{later} {redis:.0} sales/s, fastest other {} {:.0}; acknowledged before durable: \
                      {} sales pending when the last buyer was answered, recorded {:.0} ms later \
                      (what a Redis crash then loses: the chaos run measures it per persistence setting)",
                     fastest.0, fastest.1, limits.pending_at_end, limits.drain_ms
@@ -387,9 +407,13 @@ impl FlashSale {
                 .collect();
             claims.push(claim(
                 "Splitting the row scales with the number of buckets",
-                "issue 14 (bucketed stock)",
+                "issue 14 (split stock)",
                 all(&steps),
-                format!("bucketed sales/s by buckets: {}", listed.join(", ")),
+                format!(
+                    "{} sales/s by buckets: {}",
+                    named("splits-stock").next().unwrap_or_default(),
+                    listed.join(", ")
+                ),
             ));
         }
         claims
@@ -424,11 +448,29 @@ impl FlashSale {
 
     fn html(&self) -> String {
         let o = &self.options;
+        // The strategies of a trait, named as the service names them.
+        let named = |t: &str| {
+            let names: Vec<String> = self
+                .catalogue
+                .with(t)
+                .iter()
+                .map(|c| format!("<code>{}</code>", escape(&c.name)))
+                .collect();
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        };
+        let reference = self
+            .catalogue
+            .first_with("conditional-update")
+            .map_or("the reference".to_string(), |c| escape(&c.name));
         let mut html = format!(
             "<h2>Flash sale: one hot product</h2><p>Every strategy safe across instances on one product whose stock is \
-             never the limit: {} requests at {} over 2 instances (<code>fence-only</code>, a control that refuses every \
-             overtaken request, is left out). Every other strategy passes one row lock (or one lock key) per sale; <code>batched</code> carries many sales per transaction, <code>bucketed</code> spreads them \
-             over {BUCKETS} rows, <code>redis-stock</code> sells from a Redis counter and records the sales afterwards \
+             never the limit: {} requests at {} over 2 instances ({}, a control that refuses every \
+             overtaken request, is left out). Every other strategy passes one row lock (or one lock key) per sale; {} carries many sales per transaction, {} spreads them \
+             over {BUCKETS} rows, {} sells from a Redis counter and records the sales afterwards \
              (<b>pending at the end</b>: sales answered but not yet in the database when the last buyer was answered). <b>Statements per sale</b> is MariaDB's own count (<code>Questions</code>) over the run; \
              <b>CPU</b> is percent of one core per process: where the machine's time went.</p>",
             o.requests,
@@ -437,14 +479,19 @@ impl FlashSale {
                     "{r:.0} requests/s (open loop, at most {} in flight)",
                     o.concurrency
                 )),
+            named("refuses-overtaken"),
+            named("batches"),
+            named("splits-stock"),
+            named("records-later"),
         );
         let rows: Vec<&Row> = self
             .rows
             .iter()
             .filter(|r| r.section == "flash-sale")
             .collect();
-        html.push_str(
-            "<table><tr><th>strategy</th><th>sales/s</th><th>× atomic-sql</th><th>p50 ms</th><th>p99 ms</th><th>refused</th>\
+        let _ = write!(
+            html,
+            "<table><tr><th>strategy</th><th>sales/s</th><th>× {reference}</th><th>p50 ms</th><th>p99 ms</th><th>refused</th>\
              <th>statements/sale</th><th>sales/transaction</th><th>pending at the end (recorded after)</th><th>CPU % (one core = 100)</th><th>verdict</th></tr>",
         );
         for (row, limits) in rows.iter().zip(&self.limits) {
@@ -520,9 +567,11 @@ impl FlashSale {
         html.push_str("</table>");
 
         if !self.buckets.is_empty() {
-            html.push_str(
-                "<h3>bucketed by number of buckets</h3><p>The same load; the product split into K rows at restock.</p>\
+            let _ = write!(
+                html,
+                "<h3>{} by number of buckets</h3><p>The same load; the product split into K rows at restock.</p>\
                  <table><tr><th>buckets</th><th>sales/s</th></tr>",
+                named("splits-stock"),
             );
             for (k, r) in &self.buckets {
                 let _ = write!(html, "<tr><td>{k}</td><td>{r:.0}</td></tr>");

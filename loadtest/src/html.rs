@@ -239,7 +239,7 @@ pub fn table(rows: &[&Row]) -> String {
 
 /// What the baseline row is: it is `loadtest`'s own measurement, not a strategy of the
 /// service (their paragraphs come with the report: [`crate::catalogue`]).
-const BASELINE: &str = "The atomic-sql transaction driven directly over sqlx, no HTTP: the gap to atomic-sql is the service's own overhead.";
+const BASELINE: &str = "The reference's transaction (the conditional UPDATE) driven directly over sqlx, no HTTP: the gap to the reference is the service's own overhead.";
 
 /// Renders the whole report.
 pub fn render(report: &Report) -> String {

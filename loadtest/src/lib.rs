@@ -14,7 +14,7 @@
 //! - [`sweep`]: every strategy across concurrency 1-256, one hot product vs 100
 //!   (`loadtest sweep`), drawn as lines.
 //! - [`flash`]: the flash sale (one hot product at high concurrency, a sell-out,
-//!   `bucketed` by number of buckets), with what limits each strategy.
+//!   the split stock by number of buckets), with what limits each strategy.
 //! - [`live`]: the live page (`demo --serve`): server-sent events of every run's
 //!   progress read from the database, the page embedded.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
@@ -23,7 +23,8 @@
 //!   after a run (lock wait, transaction, release, the rest).
 //! - [`catalogue`]: the strategies as the service lists them (order, family, colour,
 //!   explanation): nothing here lists strategies by hand.
-//! - [`baseline`]: the atomic-sql transaction over sqlx, no HTTP: the service's overhead.
+//! - [`baseline`]: the reference (conditional UPDATE) transaction over sqlx, no HTTP:
+//!   the service's overhead.
 //! - [`Runner`]: one strategy's run, start to verdict.
 //! - the binary: `main.rs` parses the command line; each subcommand lives in
 //!   `src/cli/` (`run` against running services; `demo`, what `./scripts/demo` runs;
@@ -49,18 +50,13 @@ use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
 use verify::Verdict;
 
-/// The longest a run waits for `redis-stock`'s persisters before its verdict.
+/// The longest a run waits for the persisters of a strategy that records its sales
+/// later before its verdict.
 pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Buckets per product for `bucketed` unless told otherwise: enough for the
-/// database connections of two instances to work on different rows.
+/// Buckets per product for a strategy that splits the stock, unless told otherwise:
+/// enough for the database connections of two instances to work on different rows.
 pub const BUCKETS: u16 = 32;
-
-/// How many buckets `strategy`'s products are split into at restock: `buckets` for
-/// `bucketed`, none (0) for every other strategy, which sells only the product row.
-pub fn buckets_for(strategy: &str, buckets: u16) -> u16 {
-    if strategy == "bucketed" { buckets } else { 0 }
-}
 
 /// Runs strategies against running services, one at a time, each on fresh stock.
 pub struct Runner {
@@ -80,7 +76,8 @@ pub struct Plan {
     /// The products to restock and deduct.
     pub products: Vec<i64>,
     pub stock: i64,
-    /// Buckets each product is split into at restock (`bucketed`; 0: not split).
+    /// Buckets each product is split into at restock, if the strategy sells from split
+    /// rows (its card's `splits-stock`); the others sell only the product row.
     pub buckets: u16,
     pub requests: usize,
     pub concurrency: usize,
@@ -105,6 +102,11 @@ impl Runner {
     /// [`Runner::run`], also returning what the clients saw request by request.
     pub async fn run_fired(&self, plan: &Plan) -> anyhow::Result<(Row, Fired)> {
         let id = uuid::Uuid::new_v4().simple().to_string();
+        let buckets = if self.strategies().await?.has(&plan.strategy, "splits-stock") {
+            plan.buckets
+        } else {
+            0
+        };
         if plan.warmup > 0 {
             // Warm-up on a product of its own, not counted.
             let warm_product = plan.products[0] + 1_000_000;
@@ -114,7 +116,7 @@ impl Runner {
                 &self.admin_token,
                 warm_product,
                 plan.warmup as i64,
-                plan.buckets,
+                buckets,
             )
             .await?;
             let warm = Load {
@@ -139,7 +141,7 @@ impl Runner {
                 &self.admin_token,
                 product,
                 plan.stock,
-                plan.buckets,
+                buckets,
             )
             .await?;
         }
@@ -170,8 +172,8 @@ impl Runner {
         if let Some(watch) = watch {
             watch.abort();
         }
-        // `redis-stock` answers before the database has the sale: the verdict waits
-        // for its persisters.
+        // A strategy that records later answers before the database has the sale: the
+        // verdict waits for its persisters (nothing pending for the others).
         let (pending, drain) =
             engine::drained(&self.client, &self.bases[0], &plan.products, DRAIN_TIMEOUT).await?;
         fired.pending_at_end = pending;

@@ -1,6 +1,6 @@
 //! `loadtest sweep`: how cost grows as load grows. Every strategy at concurrency 1, 4,
 //! 16, 64 and 256, on one hot product and spread over 100 products; throughput, p99
-//! and (optimistic) transactions per sale for each cell, drawn as one line per
+//! and (a compare-and-set's) transactions per sale for each cell, drawn as one line per
 //! strategy in the report.
 //!
 //! # How many requests a cell gets
@@ -10,14 +10,14 @@
 //! (each product holds as many units as the cell has requests), so no answer is "sold
 //! out": a request either deducts or is refused by the strategy itself (`busy`,
 //! `lock_lost`). That is why the charts show **sales per second** (200 answers) next
-//! to p99: `fence-only` answers 2000 requests per second on a hot row and sells almost
+//! to p99: the fence alone answers 2000 requests per second on a hot row and sells almost
 //! nothing. Measured on 2 cores (release): the whole default sweep, 10 strategies ×
 //! 5 × 2 = 100 cells, 120,960 requests, in about 3 minutes; figures in the README.
 
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
 use crate::report::{Expect, Part, Row};
-use crate::{BUCKETS, Plan, Runner, buckets_for};
+use crate::{BUCKETS, Plan, Runner};
 use plotters::style::RGBColor;
 use serde::Serialize;
 use std::fmt::Write;
@@ -85,6 +85,7 @@ impl Sweep {
         runner: &Runner,
         first_product: impl Fn(usize) -> i64,
     ) -> anyhow::Result<Vec<Row>> {
+        let catalogue = runner.strategies().await?;
         let mut rows = Vec::new();
         let mut cell = 0;
         for &products in &self.products {
@@ -99,7 +100,7 @@ impl Sweep {
                         products: (0..products as i64).map(|i| first + i).collect(),
                         // Never sold out: every request can be a deduction.
                         stock: requests as i64,
-                        buckets: buckets_for(strategy, BUCKETS),
+                        buckets: BUCKETS,
                         requests,
                         concurrency,
                         rate: None,
@@ -118,7 +119,7 @@ impl Sweep {
                         sales_per_second(&row),
                         row.throughput_rps,
                         row.latency_ms.p99,
-                        if strategy == "optimistic" {
+                        if catalogue.has(strategy, "compare-and-set") {
                             format!(", {:.2} tries/sale", row.attempts_per_success)
                         } else {
                             String::new()
@@ -172,7 +173,7 @@ pub fn sold_percent(row: &Row) -> f64 {
 
 /// The sweep as text: for each layout, one line per strategy, req/s and p99 per
 /// concurrency.
-pub fn print_tables(info: &SweepInfo, rows: &[Row]) {
+pub fn print_tables(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) {
     for &products in &info.products {
         let section = section(products);
         println!(
@@ -201,19 +202,19 @@ pub fn print_tables(info: &SweepInfo, rows: &[Row]) {
             }
             println!("{line}");
         }
-        let optimistic: Vec<String> = info
-            .concurrencies
-            .iter()
-            .filter_map(|&c| {
-                cell(rows, &section, "optimistic", c)
-                    .map(|r| format!("{c}: {:.2}", r.attempts_per_success))
-            })
-            .collect();
-        if !optimistic.is_empty() {
-            println!(
-                "optimistic transactions per sale: {}",
-                optimistic.join(", ")
-            );
+        // A compare-and-set throws a transaction away at every conflict.
+        for cas in catalogue.with("compare-and-set") {
+            let tries: Vec<String> = info
+                .concurrencies
+                .iter()
+                .filter_map(|&c| {
+                    cell(rows, &section, &cas.name, c)
+                        .map(|r| format!("{c}: {:.2}", r.attempts_per_success))
+                })
+                .collect();
+            if !tries.is_empty() {
+                println!("{} transactions per sale: {}", cas.name, tries.join(", "));
+            }
         }
     }
 }
@@ -237,7 +238,7 @@ impl SweepInfo {
 }
 
 /// `loadtest sweep`: per layout, a table and two line charts (throughput, p99), then
-/// optimistic's transactions per sale on both layouts.
+/// a compare-and-set's transactions per sale on both layouts.
 fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
     let mut html = String::new();
     let _ = write!(
@@ -339,7 +340,10 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         }
         html.push_str("</table>");
     }
-    let optimistic: Vec<(String, RGBColor, Vec<Option<f64>>)> = info
+    let Some(cas) = catalogue.first_with("compare-and-set") else {
+        return html;
+    };
+    let tries: Vec<(String, RGBColor, Vec<Option<f64>>)> = info
         .products
         .iter()
         .enumerate()
@@ -348,7 +352,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
             let points: Vec<Option<f64>> = info
                 .concurrencies
                 .iter()
-                .map(|&c| cell(&section, "optimistic", c).map(|r| r.attempts_per_success))
+                .map(|&c| cell(&section, &cas.name, c).map(|r| r.attempts_per_success))
                 .collect();
             let color = if i == 0 {
                 RGBColor(214, 39, 40)
@@ -359,13 +363,15 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         })
         .filter(|(_, _, points)| points.iter().any(Option::is_some))
         .collect();
-    if !optimistic.is_empty() {
-        html.push_str(
-            "<h3>Optimistic CAS: transactions per sale</h3><p>Every failed compare-and-set is \
+    if !tries.is_empty() {
+        let _ = write!(
+            html,
+            "<h3>{}: transactions per sale</h3><p>Every failed compare-and-set is \
              a transaction thrown away. On one hot row the count grows with the buyers; \
              spread over many rows conflicts are rare. ",
+            escape(&cas.name)
         );
-        for (name, color, _) in &optimistic {
+        for (name, color, _) in &tries {
             let _ = write!(
                 html,
                 "<span style=\"color:rgb({},{},{})\">&#9632;</span> {} ",
@@ -377,10 +383,10 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         }
         html.push_str("</p>");
         html.push_str(&line_chart(
-            "optimistic: transactions per sale",
+            &format!("{}: transactions per sale", cas.name),
             "tries/sale",
             &info.concurrencies,
-            &optimistic,
+            &tries,
             false,
         ));
     }

@@ -36,8 +36,8 @@ pub struct TimeSplit {
     /// Deductions the service timed during the run (every request that reached the
     /// handler).
     pub deductions: u64,
-    /// Waiting for and taking the lock (a distributed lock, `local-mutex`'s mutex,
-    /// `pessimistic`'s `SELECT ... FOR UPDATE`).
+    /// Waiting for and taking the lock (a distributed lock, a mutex, a
+    /// `SELECT ... FOR UPDATE`).
     pub lock_ms: f64,
     /// The database work: the transaction under a lock, or a lock-free strategy's
     /// whole work (retries and backoff included).

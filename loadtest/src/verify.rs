@@ -35,7 +35,7 @@ impl Verdict {
 pub async fn stock(db: &MySqlPool, products: &[i64]) -> sqlx::Result<Verdict> {
     let mut verdict = Verdict::default();
     for &product in products {
-        // What is left counts a split product's buckets (`bucketed`).
+        // What is left counts a split product's buckets.
         let (initial, remaining, sold): (i32, i64, i64) = sqlx::query_as(
             r#"
             SELECT s.initial_quantity,

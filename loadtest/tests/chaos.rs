@@ -6,11 +6,19 @@
 
 mod support;
 
-use loadtest::chaos::{Cell, CellSpec, CellVerdict, ChaosReport, Lab, Scenario, Timing, matrix};
+use loadtest::catalogue::Catalogue;
+use loadtest::chaos::{Cell, CellSpec, CellVerdict, ChaosReport, Lab, Scenario, Timing};
 
-/// The matrix's own cell (so the test checks what the runner expects).
-fn spec(scenario: Scenario, strategy: &str, fencing: Option<bool>) -> CellSpec {
-    matrix()
+/// The matrix's own cell, as the strategy declares it (so the test checks what the
+/// runner expects).
+fn spec(
+    catalogue: &Catalogue,
+    scenario: Scenario,
+    strategy: &str,
+    fencing: Option<bool>,
+) -> CellSpec {
+    loadtest::chaos::matrix(catalogue)
+        .expect("every declared cell is one the runner knows")
         .into_iter()
         .find(|c| c.scenario == scenario && c.strategy == strategy && c.fencing == fencing)
         .unwrap_or_else(|| panic!("no cell {scenario:?} / {strategy} / {fencing:?}"))
@@ -50,10 +58,11 @@ async fn lab() -> Lab {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frozen_holder_loses_updates_unless_fenced() {
     let mut lab = lab().await;
+    let cat = lab.catalogue.clone();
 
     let unfenced = run(
         &mut lab,
-        &spec(Scenario::PausePastLease, "redis-lock", Some(false)),
+        &spec(&cat, Scenario::PausePastLease, "redis-lock", Some(false)),
     )
     .await;
     assert_eq!(unfenced.verdict, CellVerdict::Lost);
@@ -61,7 +70,7 @@ async fn frozen_holder_loses_updates_unless_fenced() {
 
     let fenced = run(
         &mut lab,
-        &spec(Scenario::PausePastLease, "redis-lock", Some(true)),
+        &spec(&cat, Scenario::PausePastLease, "redis-lock", Some(true)),
     )
     .await;
     assert_eq!(fenced.verdict, CellVerdict::Refused);
@@ -74,7 +83,7 @@ async fn frozen_holder_loses_updates_unless_fenced() {
 
     let atomic = run(
         &mut lab,
-        &spec(Scenario::PausePastLease, "atomic-sql", None),
+        &spec(&cat, Scenario::PausePastLease, "atomic-sql", None),
     )
     .await;
     assert_eq!(atomic.verdict, CellVerdict::Unavailable);
@@ -82,7 +91,7 @@ async fn frozen_holder_loses_updates_unless_fenced() {
 
     let optimistic = run(
         &mut lab,
-        &spec(Scenario::PausePastLease, "optimistic", None),
+        &spec(&cat, Scenario::PausePastLease, "optimistic", None),
     )
     .await;
     assert_eq!(optimistic.verdict, CellVerdict::Safe);
@@ -95,7 +104,12 @@ async fn frozen_holder_loses_updates_unless_fenced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fence_without_a_lock_is_safe_and_refuses() {
     let mut lab = lab().await;
-    let cell = run(&mut lab, &spec(Scenario::FenceOnly, "fence-only", None)).await;
+    let cat = lab.catalogue.clone();
+    let cell = run(
+        &mut lab,
+        &spec(&cat, Scenario::FenceAlone, "fence-only", None),
+    )
+    .await;
     assert_eq!(cell.verdict, CellVerdict::Refused);
     assert_eq!((cell.lost_updates, cell.beyond_stock), (0, 0));
     assert!(cell.succeeded > 0 && cell.refused > 1, "{cell:?}");
@@ -124,15 +138,16 @@ async fn fence_without_a_lock_is_safe_and_refuses() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_restarted_empty_refuses_only_the_stale_holder() {
     let mut lab = lab().await;
+    let cat = lab.catalogue.clone();
     let unfenced = run(
         &mut lab,
-        &spec(Scenario::RedisRestart, "redis-lock", Some(false)),
+        &spec(&cat, Scenario::RedisRestart, "redis-lock", Some(false)),
     )
     .await;
     assert_eq!(unfenced.verdict, CellVerdict::Lost);
     let fenced = run(
         &mut lab,
-        &spec(Scenario::RedisRestart, "redis-lock", Some(true)),
+        &spec(&cat, Scenario::RedisRestart, "redis-lock", Some(true)),
     )
     .await;
     assert_eq!(fenced.verdict, CellVerdict::Refused);
@@ -148,9 +163,10 @@ async fn redis_restarted_empty_refuses_only_the_stale_holder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_holder_loses_nothing() {
     let mut lab = lab().await;
+    let cat = lab.catalogue.clone();
     let lock = run(
         &mut lab,
-        &spec(Scenario::HolderKilled, "redis-lock", Some(true)),
+        &spec(&cat, Scenario::HolderKilled, "redis-lock", Some(true)),
     )
     .await;
     assert_eq!((lock.lost_updates, lock.double_deducted), (0, 0));
@@ -158,7 +174,11 @@ async fn killed_holder_loses_nothing() {
     // At most one lease (400 ms) after the last renewal; generous bound.
     assert!(back < 2000.0, "lock back after {back} ms");
 
-    let db = run(&mut lab, &spec(Scenario::HolderKilled, "pessimistic", None)).await;
+    let db = run(
+        &mut lab,
+        &spec(&cat, Scenario::HolderKilled, "pessimistic", None),
+    )
+    .await;
     assert_eq!((db.lost_updates, db.double_deducted), (0, 0));
     assert!(db.blocked_ms.is_some());
 
@@ -167,7 +187,11 @@ async fn killed_holder_loses_nothing() {
     // redis-stock: its persister stopped before COMMIT, then killed; B's persister
     // claims its entries.
     for strategy in ["batched", "bucketed", "redis-stock"] {
-        let cell = run(&mut lab, &spec(Scenario::HolderKilled, strategy, None)).await;
+        let cell = run(
+            &mut lab,
+            &spec(&cat, Scenario::HolderKilled, strategy, None),
+        )
+        .await;
         assert_eq!(
             (cell.lost_updates, cell.double_deducted, cell.beyond_stock),
             (0, 0, 0),
@@ -184,8 +208,13 @@ async fn killed_holder_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ambiguous_commit_never_deducts_twice() {
     let mut lab = lab().await;
+    let cat = lab.catalogue.clone();
     for strategy in ["atomic-sql", "batched"] {
-        let cell = run(&mut lab, &spec(Scenario::AmbiguousCommit, strategy, None)).await;
+        let cell = run(
+            &mut lab,
+            &spec(&cat, Scenario::AmbiguousCommit, strategy, None),
+        )
+        .await;
         assert_eq!(
             (cell.lost_updates, cell.double_deducted, cell.beyond_stock),
             (0, 0, 0),
@@ -206,15 +235,21 @@ async fn ambiguous_commit_never_deducts_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_loses_only_what_it_did_not_keep() {
     let mut lab = lab().await;
+    let cat = lab.catalogue.clone();
     let always = run(
         &mut lab,
-        &spec(Scenario::RedisKilledAlways, "redis-stock", None),
+        &spec(&cat, Scenario::RedisKilledAlways, "redis-stock", None),
     )
     .await;
     assert_eq!((always.lost_updates, always.double_deducted), (0, 0));
     assert!(always.recovery_ms.is_some(), "sales resumed: {always:?}");
 
-    let spec = spec(Scenario::RedisKilledNoPersistence, "redis-stock", None);
+    let spec = spec(
+        &cat,
+        Scenario::RedisKilledNoPersistence,
+        "redis-stock",
+        None,
+    );
     let none = lab.run_cell(&spec).await.expect("the cell runs");
     println!(
         "redis-killed-no-persistence: {} of {} acknowledged sales missing: {}",
@@ -237,8 +272,13 @@ async fn redis_killed_loses_only_what_it_did_not_keep() {
 async fn classic_mistakes_fail_as_the_write_ups_say() {
     let mut lab = lab().await;
     let mut cells = Vec::new();
-    for spec in matrix().iter().filter(|c| c.scenario.number() == 10) {
-        cells.push(run(&mut lab, spec).await);
+    for spec in lab
+        .matrix()
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.scenario.number() == 10)
+    {
+        cells.push(run(&mut lab, &spec).await);
     }
     lab.stop().await;
     assert_eq!(cells.len(), 6);
@@ -269,15 +309,16 @@ async fn classic_mistakes_fail_as_the_write_ups_say() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_failover_loses_the_lock_unless_fenced() {
     let mut lab = lab().await;
+    let cat = lab.catalogue.clone();
     let unfenced = run(
         &mut lab,
-        &spec(Scenario::RedisFailover, "redis-lock", Some(false)),
+        &spec(&cat, Scenario::RedisFailover, "redis-lock", Some(false)),
     )
     .await;
     assert_eq!(unfenced.verdict, CellVerdict::Lost);
     let fenced = run(
         &mut lab,
-        &spec(Scenario::RedisFailover, "redis-lock", Some(true)),
+        &spec(&cat, Scenario::RedisFailover, "redis-lock", Some(true)),
     )
     .await;
     assert_eq!(fenced.verdict, CellVerdict::Refused);
@@ -292,15 +333,16 @@ async fn redis_failover_loses_the_lock_unless_fenced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_clock_jump_lets_a_second_majority_in() {
     let mut lab = lab().await;
+    let cat = lab.catalogue.clone();
     let unfenced = run(
         &mut lab,
-        &spec(Scenario::RedlockClockJump, "redlock", Some(false)),
+        &spec(&cat, Scenario::RedlockClockJump, "redlock", Some(false)),
     )
     .await;
     assert_eq!(unfenced.verdict, CellVerdict::Lost);
     let fenced = run(
         &mut lab,
-        &spec(Scenario::RedlockClockJump, "redlock", Some(true)),
+        &spec(&cat, Scenario::RedlockClockJump, "redlock", Some(true)),
     )
     .await;
     assert_eq!(fenced.verdict, CellVerdict::Refused);
@@ -315,18 +357,23 @@ async fn redlock_clock_jump_lets_a_second_majority_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_lag_stalls_optimistic_and_breaks_locks() {
     let mut lab = lab().await;
-    let optimistic = run(&mut lab, &spec(Scenario::ReplicaLag, "optimistic", None)).await;
+    let cat = lab.catalogue.clone();
+    let optimistic = run(
+        &mut lab,
+        &spec(&cat, Scenario::ReplicaLag, "optimistic", None),
+    )
+    .await;
     assert_eq!(optimistic.lost_updates, 0);
     let control = run(
         &mut lab,
-        &spec(Scenario::ReplicaLagPrimaryReads, "optimistic", None),
+        &spec(&cat, Scenario::ReplicaLagPrimaryReads, "optimistic", None),
     )
     .await;
     assert!(optimistic.busy > control.busy, "{optimistic:?} {control:?}");
     for fencing in [false, true] {
         let locked = run(
             &mut lab,
-            &spec(Scenario::ReplicaLag, "redis-lock", Some(fencing)),
+            &spec(&cat, Scenario::ReplicaLag, "redis-lock", Some(fencing)),
         )
         .await;
         assert_eq!(locked.verdict, CellVerdict::Lost);

@@ -52,7 +52,7 @@ fn plan(strategy: &str, expect: Expect) -> Plan {
         strategy: strategy.into(),
         products: vec![1],
         stock: 20,
-        buckets: loadtest::buckets_for(strategy, 4),
+        buckets: 4,
         requests: 60,
         concurrency: 8,
         rate: None,
@@ -141,7 +141,11 @@ async fn the_checker_finds_what_the_database_says() {
     // The JSON report validates against its documented schema (loadtest/report.schema.json).
     let mut report =
         loadtest::report::Report::new(json!({"requests": 60}), vec![clean, red, waited]);
-    report.claims = loadtest::claims::check(&report.results, Some(((4, 1.1), (64, 3.0))));
+    report.claims = loadtest::claims::check(
+        &report.results,
+        Some(((4, 1.1), (64, 3.0))),
+        &runner.strategies().await.unwrap(),
+    );
     support::assert_matches_schema(&report, "report");
     // And the HTML renders every row and claim.
     let html = loadtest::html::render(&report);
@@ -253,11 +257,17 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         admin_token: TOKEN.into(),
         live: None,
     };
-    let strategies: Vec<(String, bool)> =
-        ["unsafe", "atomic-sql", "batched", "bucketed", "redis-stock"]
-            .iter()
-            .map(|s| (s.to_string(), *s != "unsafe"))
-            .collect();
+    // Five of the service's strategies, as it describes them.
+    let all = runner.strategies().await.unwrap();
+    let strategies = loadtest::catalogue::Catalogue(
+        all.0
+            .into_iter()
+            .filter(|c| {
+                ["unsafe", "atomic-sql", "batched", "bucketed", "redis-stock"]
+                    .contains(&c.name.as_str())
+            })
+            .collect(),
+    );
     let options = FlashOptions {
         requests: 300,
         concurrency: 32,

@@ -49,7 +49,8 @@ impl Failpoint {
 pub struct Knobs {
     /// Sleep this long between read and write (a slow business step).
     pub hold_ms: Option<u64>,
-    /// `pessimistic` locks rows in the order the items are listed (to make deadlocks).
+    /// Lock rows in the order the items are listed, not product order (to make
+    /// deadlocks, where a strategy honours it).
     pub unsorted: bool,
     /// `(name, parties)`: wait after the first row lock until that many requests
     /// reached the barrier of that name.

@@ -97,8 +97,8 @@ pub struct Barrier {
 pub struct Restock {
     #[schema(minimum = 0, maximum = 2147483647)]
     pub quantity: i64,
-    /// Split the units into this many bucket rows (for `bucketed`); 0 or absent: not
-    /// split.
+    /// Split the units into this many bucket rows (for a strategy that sells from split
+    /// rows); 0 or absent: not split.
     #[schema(minimum = 0, maximum = 1024, nullable = false)]
     pub buckets: Option<u64>,
 }

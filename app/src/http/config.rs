@@ -26,8 +26,8 @@ pub struct Settings {
 
     /// A read replica of the database (`mysql://...`). When set, the plain reads a
     /// strategy makes outside a transaction go there, as read/write splitting would
-    /// send them: `optimistic`'s read of the version, and the read under the lock of
-    /// `unsafe`, `local-mutex` and the lock strategies. Writes, reads inside a
+    /// send them: a compare-and-set's read of the version, a read under a lock (each
+    /// strategy's file says which reads it makes outside a transaction). Writes, reads inside a
     /// transaction and the refusal's read stay on the primary. Never waited on at start.
     #[arg(long, env = "READ_REPLICA_URL")]
     pub read_replica_url: Option<String>,

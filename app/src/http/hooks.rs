@@ -16,9 +16,9 @@
 //!
 //! ```text
 //! PUT  /hooks/after_read            {"mode": "pause", "count": 1}
-//! POST /deduct/unsafe               request 1 -> blocks after its read
+//! POST /deduct/{strategy}           request 1 -> blocks after its read
 //! GET  /hooks/after_read/paused?at_least=1      returns once request 1 is there
-//! POST /deduct/unsafe               request 2 -> passes (count used up), completes
+//! POST /deduct/{strategy}           request 2 -> passes (count used up), completes
 //! POST /hooks/after_read/release    request 1 resumes and writes its stale value
 //! ```
 //!
@@ -27,8 +27,8 @@
 //!
 //! # Per-request fields (only with the flag)
 //! - `hold_ms`: sleep this long between read and write (a slow business step);
-//! - `unsorted`: `pessimistic` locks rows in the order the items are listed instead of
-//!   product order (to make real deadlocks);
+//! - `unsorted`: a strategy that locks rows locks them in the order the items are
+//!   listed instead of product order (to make real deadlocks);
 //! - `barrier`: `{"name": "...", "parties": N}`: after locking its first row, the
 //!   request waits until N requests reached the barrier of that name (first attempt
 //!   only), so that two opposite-order orders each hold one row and want the other;

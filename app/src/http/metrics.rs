@@ -18,18 +18,18 @@
 //!   read never reaches the handler: counted above, not timed).
 //! - `stock_locks_phase_seconds{strategy, phase}`: where that time went, for the
 //!   strategies that report it ([`Phases`]): `lock` (waiting for and taking the lock:
-//!   a distributed lock's acquisition, `local-mutex`'s mutex, `pessimistic`'s
-//!   `SELECT ... FOR UPDATE`), `transaction` (the database work under it), `release`
-//!   (giving the lock back). A strategy without a lock reports its whole work as
-//!   `transaction` (`optimistic`'s retries and their backoff included; `batched`'s
-//!   wait for its batch; `redis-stock`'s script). The rest of a request is parsing,
-//!   routing, the idempotency layer and answering.
+//!   a distributed lock's acquisition, a mutex, a `SELECT ... FOR UPDATE`),
+//!   `transaction` (the database work under it), `release` (giving the lock back). A
+//!   strategy without a lock reports its whole work as `transaction` (retries and
+//!   their backoff included, a wait for a batch, a Redis script). The rest of a
+//!   request is parsing, routing, the idempotency layer and answering.
 //! - `stock_locks_db_pool_wait_seconds{strategy}`: how long a deduction waited for a
 //!   database connection from the pool before its BEGIN (part of `transaction` above;
 //!   near zero until every connection is in use).
 //! - `stock_locks_transactions_total{strategy}`: the transactions the sales took
-//!   (their `attempts`: more than the sales when `optimistic` or `pessimistic` retried).
-//! - `stock_locks_batch_size{strategy}`: sales per shared transaction, for `batched`.
+//!   (their `attempts`: more than the sales when a strategy retried).
+//! - `stock_locks_batch_size{strategy}`: sales per shared transaction, for a strategy
+//!   that batches them.
 //! - `stock_locks_db_pool_connections{state}` (`in_use`, `idle`) and
 //!   `stock_locks_db_pool_max_connections`: the database pool at the scrape; a pool
 //!   whose connections are all in use makes requests wait for one.

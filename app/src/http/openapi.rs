@@ -18,6 +18,7 @@ use crate::http::hooks::{Mode, PointState, Setting};
 use crate::http::ready::{BackendStatus, Readiness};
 use crate::http::routes::{Health, HooksState, Paused, Released};
 use crate::http::stock::StockView;
+use crate::strategies::contract::{ChaosCell, Trait};
 use crate::strategies::{Deducted, Family, ItemResult, StrategyCard, StrategyInfo};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -45,7 +46,7 @@ use utoipa::{Modify, OpenApi};
     ),
     components(schemas(
         DeductRequest, OneProduct, SeveralProducts, ItemRequest, TestHooks, Barrier, Restock,
-        Deducted, ItemResult, StockView, StrategyInfo, StrategyCard, Family, Health, Readiness,
+        Deducted, ItemResult, StockView, StrategyInfo, StrategyCard, Family, Trait, ChaosCell, Health, Readiness,
         BackendStatus, ErrorBody, ErrorCode, Setting, Mode, PointState, HooksState, Released,
         Paused,
     )),

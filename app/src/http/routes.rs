@@ -511,7 +511,8 @@ async fn get_stock(
 }
 
 /// `PUT /stock/{product_id}` `{"quantity": N, "buckets": K}` (admin): create, or
-/// restock into a new epoch; `buckets` (optional) splits the units for `bucketed`.
+/// restock into a new epoch; `buckets` (optional) splits the units into rows (for a
+/// strategy that sells from split rows).
 #[utoipa::path(put, path = "/stock/{product_id}", tag = "stock", params(("product_id" = i64, Path, minimum = 1)),
     request_body = crate::http::bodies::Restock, security(("admin_token" = [])), responses(
     (status = 200, description = "The product as it is now (a new epoch).", body = crate::http::stock::StockView),

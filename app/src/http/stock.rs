@@ -18,7 +18,7 @@ pub struct StockView {
     pub epoch: i32,
     pub initial_quantity: i32,
     /// Ledger sum for the current epoch. Equals `initial_quantity - quantity` unless
-    /// updates were lost (the unsafe strategies).
+    /// updates were lost (the controls without a real lock).
     pub sold: i64,
     /// Units left in each bucket, when the product is split (the split rows).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -33,10 +33,11 @@ pub struct StockView {
 
 /// Creates the product or restocks it: sets quantity and initial_quantity, starts a
 /// new epoch (so the ledger of the previous one stays apart) and bumps the version
-/// (so an optimistic writer that read the old row fails its compare-and-set).
+/// (so a compare-and-set writer that read the old row fails).
 ///
 /// With `buckets` = K > 0 the units go into K rows of `stock_bucket` (sizes differ by
-/// at most one) and the `stock` row keeps 0: only `bucketed` sells them. Without, the
+/// at most one) and the `stock` row keeps 0: only a strategy that sells from split rows
+/// sells them. Without, the
 /// product's buckets are removed. One transaction.
 pub async fn restock(
     pool: &MySqlPool,

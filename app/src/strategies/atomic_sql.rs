@@ -55,7 +55,9 @@
 //! Almost always, for a counter like stock. It is the baseline the lock strategies are
 //! measured against in the report.
 
-use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
+use super::contract::{
+    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
+};
 use super::txn::{self, Sold};
 use crate::domain::error::{DeductError, mysql_error_number};
 use async_trait::async_trait;
@@ -65,6 +67,7 @@ pub struct AtomicSql;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "atomic-sql",
+    source: file!(),
     description: "One conditional UPDATE per item: quantity = quantity - q WHERE quantity >= q; the row lock serializes buyers.",
     family: Family::Database,
     when_to_use: "Stock is a counter in one database: the first choice.",
@@ -72,6 +75,19 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",
+    statements: Statements {
+        sale: 5,
+        refusal: 4,
+    },
+    traits: &[Trait::ConditionalUpdate],
+    chaos: &[
+        // The row lock is held by the frozen request: everyone else waits.
+        ChaosCell::new("pause-past-lease", None, &["unavailable"]),
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+        // The CHECK constraint is the net: nothing oversold, the buyers get its error.
+        ChaosCell::new("mistake-no-guard", None, &["safe"]),
+    ],
 };
 
 impl<S> super::contract::Declare<S> for AtomicSql {

@@ -91,7 +91,9 @@
 //! it is confirmed. It needs no other server. It does not help a catalogue of many
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
-use super::contract::{Deducted, Deduction, Family, ItemResult, Strategy, StrategyInfo};
+use super::contract::{
+    ChaosCell, Deducted, Deduction, Family, ItemResult, Statements, Strategy, StrategyInfo, Trait,
+};
 use super::record_many;
 use super::txn::{self, backoff, retry_on_lock_conflict};
 use crate::domain::error::{DeductError, mysql_error_number};
@@ -149,6 +151,7 @@ struct Buyer {
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "batched",
+    source: file!(),
     description: "Request coalescing: the buyers of one product queue briefly and share one transaction (row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE).",
     family: Family::HotProduct,
     when_to_use: "One product sells to many buyers at once and no server besides the database is wanted.",
@@ -156,6 +159,19 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",
+    // Per batch; a sequential request is a batch of one. Under load one batch
+    // carries many sales (the flash-sale report counts statements per sale).
+    statements: Statements {
+        sale: 6,
+        refusal: 4,
+    },
+    traits: &[Trait::Batches],
+    chaos: &[
+        // The paused request is a whole batch holding the row lock; a kill breaks every
+        // member's connection mid-transaction, and a batch's COMMIT is the ambiguous one.
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+    ],
 };
 
 /// `batched`'s flags.

@@ -64,7 +64,9 @@
 //! is confirmed. Choose K around the number of buyers that should proceed at once
 //! (more buckets than database connections buys nothing).
 
-use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
+use super::contract::{
+    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
+};
 use super::txn::{self, Sold, TxError, retry_on_lock_conflict};
 use crate::domain::error::DeductError;
 use crate::domain::order::Item;
@@ -138,6 +140,7 @@ impl Bucketed {
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "bucketed",
+    source: file!(),
     description: "The hot row split into K bucket rows (set at restock): one conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request.",
     family: Family::HotProduct,
     when_to_use: "One hot product whose stock may be split at restock, and single units per order.",
@@ -145,6 +148,17 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",
+    // An unsplit product is one bucket: a conditional UPDATE's five; a 409 adds
+    // the read of the buckets that proves every bucket is short.
+    statements: Statements {
+        sale: 5,
+        refusal: 5,
+    },
+    traits: &[Trait::SplitsStock],
+    chaos: &[
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+    ],
 };
 
 /// Where a product's units are: its own row, or bucket `b` of `stock_bucket`.

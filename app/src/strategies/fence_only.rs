@@ -38,7 +38,9 @@
 //! Not for stock: `atomic-sql` is a compare-and-set with no refusals. It is here to
 //! separate what the fence guarantees from what the lock adds.
 
-use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
+use super::contract::{
+    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
+};
 use super::fencing::{self, Claim, Fence};
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
@@ -52,6 +54,7 @@ pub struct FenceOnly;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "fence-only",
+    source: file!(),
     description: "No lock: a ticket from a database sequence, a claim on the product's fence row, a write guarded by the claim; overtaken requests are refused (lock_lost).",
     family: Family::Control,
     when_to_use: "To see that the fence alone is safe: a lock in front of it only makes it efficient.",
@@ -59,6 +62,20 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "database",
     safe_across_instances: true,
     fencing: "token (ticket)",
+    statements: Statements {
+        sale: 8,
+        refusal: 4,
+    },
+    traits: &[Trait::RefusesOvertaken],
+    chaos: &[
+        ChaosCell::new("fence-alone", None, &["refused"]),
+        ChaosCell::new(
+            "ambiguous-commit",
+            None,
+            &["safe", "unavailable", "refused"],
+        )
+        .extra(),
+    ],
 };
 
 impl<S> super::contract::Declare<S> for FenceOnly {

@@ -38,7 +38,9 @@
 //! The map keeps one entry per product ever deducted (a few dozen bytes each). There
 //! is no wait bound: requests queue on the mutex in arrival order.
 
-use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
+use super::contract::{
+    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
+};
 use super::unsafe_control::read_check_write;
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
@@ -56,6 +58,7 @@ pub struct LocalMutex {
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "local-mutex",
+    source: file!(),
     description: "A per-product mutex in this process, taken before BEGIN and released after COMMIT. Safe on one instance only.",
     family: Family::Control,
     when_to_use: "One process only, never behind a load balancer: the lesson that a mutex is local.",
@@ -63,6 +66,12 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "process memory",
     safe_across_instances: false,
     fencing: "none",
+    statements: Statements {
+        sale: 6,
+        refusal: 2,
+    },
+    traits: &[Trait::ProcessLock],
+    chaos: &[ChaosCell::new("pause-past-lease", None, &["lost"]).extra()],
 };
 
 impl LocalMutex {

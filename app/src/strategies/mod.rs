@@ -71,6 +71,7 @@ pub use contract::{
     StrategyInfo,
 };
 use serde::Serialize;
+use shared::Shared;
 use std::sync::Arc;
 
 /// An entry of `GET /strategies`: a strategy's [`StrategyInfo`], and where it stands
@@ -147,6 +148,21 @@ impl Strategies {
 /// strategy's own flags) and [`all`], the strategies it serves, in that order.
 macro_rules! registry {
     ($($field:ident: $strategy:ty),* $(,)?) => {
+        registry!(@with ($) $($field: $strategy),*);
+    };
+    (@with ($d:tt) $($field:ident: $strategy:ty),*) => {
+        /// Every registry line's field, in order (the strategy `unsafe` is the line
+        /// `unsafe_control`): what [`name_of`] maps to a served name.
+        pub const FIELDS: &[&str] = &[$(stringify!($field)),*];
+
+        /// Calls `callback!` with every registry line's field, in order: how a test
+        /// runs once per strategy without listing them
+        /// (`stock_app::for_each_strategy!(my_tests)`).
+        #[macro_export]
+        macro_rules! for_each_strategy {
+            ($d callback:ident) => { $d callback! { $($field),* } };
+        }
+
         /// Every strategy's own settings, each its own struct from its own file.
         #[derive(clap::Args, Debug, Clone)]
         #[group(skip)]
@@ -182,6 +198,22 @@ registry! {
     redis_lock: distributed::RedisLock,
     redlock: distributed::RedLock,
     zookeeper: distributed::ZooKeeper,
+}
+
+/// The name `POST /deduct/{name}` serves for the registry line `field` ([`FIELDS`]),
+/// with every setting at its default.
+pub fn name_of(field: &str) -> Option<&'static str> {
+    use clap::{Args, FromArgMatches};
+    let command = Shared::augment_args(Settings::augment_args(clap::Command::new("names")));
+    let matches = command.get_matches_from(["names"]);
+    let settings = Settings::from_arg_matches(&matches).expect("the defaults parse");
+    let shared = Shared::from_arg_matches(&matches).expect("the defaults parse");
+    let context = Context {
+        database_url: "mysql://localhost/unused",
+        shared: &shared,
+    };
+    let index = FIELDS.iter().position(|f| *f == field)?;
+    Some(all(&settings, &context).cards()[index].info.name)
 }
 
 /// `redis-stock`'s Redis is the single Redis the strategies share.

@@ -55,7 +55,9 @@
 //! When conflicts are rare (many products, few buyers each) and holding locks while
 //! the application thinks is costly. For one hot product, use `atomic-sql`.
 
-use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
+use super::contract::{
+    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
+};
 use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
 use crate::domain::error::DeductError;
 use async_trait::async_trait;
@@ -95,6 +97,7 @@ impl<S> super::contract::Declare<S> for Optimistic {
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "optimistic",
+    source: file!(),
     description: "Read quantity and version, UPDATE ... WHERE version = read; a new transaction per retry, bounded, then busy.",
     family: Family::Database,
     when_to_use: "Conflicts are rare and a transaction must hold nothing while it thinks.",
@@ -102,6 +105,25 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",
+    statements: Statements {
+        sale: 6,
+        refusal: 2,
+    },
+    traits: &[Trait::CompareAndSet],
+    chaos: &[
+        // Holds nothing: the frozen request's compare-and-set fails when it wakes.
+        ChaosCell::new("pause-past-lease", None, &["safe"]),
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new(
+            "ambiguous-commit",
+            None,
+            &["safe", "unavailable", "refused"],
+        )
+        .extra(),
+        // A lagging replica: every stale read is refused (safe, and unavailable).
+        ChaosCell::new("replica-lag", None, &["safe", "unavailable"]),
+        ChaosCell::new("replica-lag-primary-reads", None, &["safe"]),
+    ],
 };
 
 #[async_trait(?Send)]

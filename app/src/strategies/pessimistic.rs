@@ -53,7 +53,9 @@
 //! contention per row is moderate. For a plain counter, `atomic-sql` does the same
 //! in one statement.
 
-use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
+use super::contract::{
+    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
+};
 use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
 use crate::domain::error::DeductError;
 use crate::domain::order::Item;
@@ -98,6 +100,7 @@ impl<S> super::contract::Declare<S> for Pessimistic {
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "pessimistic",
+    source: file!(),
     description: "SELECT ... FOR UPDATE in product order, check, write, COMMIT; retried on deadlock or lock wait timeout.",
     family: Family::Database,
     when_to_use: "The decision needs several statements (read, compute, write) and contention per row is moderate.",
@@ -105,6 +108,17 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "database",
     safe_across_instances: true,
     fencing: "not needed",
+    statements: Statements {
+        sale: 6,
+        refusal: 4,
+    },
+    traits: &[Trait::RowLock],
+    chaos: &[
+        // The row lock is held by the frozen request: everyone else waits.
+        ChaosCell::new("pause-past-lease", None, &["unavailable"]),
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+    ],
 };
 
 #[async_trait(?Send)]

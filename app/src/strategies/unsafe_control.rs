@@ -33,7 +33,9 @@
 //! # When to use it
 //! Never; it is here so every experiment has something that visibly breaks.
 
-use super::contract::{Deducted, Deduction, Family, Strategy, StrategyInfo};
+use super::contract::{
+    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
+};
 use super::txn::{self, Sold, check_enough};
 use crate::domain::error::DeductError;
 use async_trait::async_trait;
@@ -44,6 +46,7 @@ pub struct Unsafe;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: "unsafe",
+    source: file!(),
     description: "No lock: plain read, check, write the computed value. The control group; it oversells.",
     family: Family::Control,
     when_to_use: "Never: it is the control group, the oversell every other strategy prevents.",
@@ -51,6 +54,12 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "database",
     safe_across_instances: false,
     fencing: "none",
+    statements: Statements {
+        sale: 6,
+        refusal: 2,
+    },
+    traits: &[Trait::NoLock],
+    chaos: &[ChaosCell::new("pause-past-lease", None, &["lost"]).extra()],
 };
 
 impl<S> super::contract::Declare<S> for Unsafe {

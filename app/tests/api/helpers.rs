@@ -90,39 +90,30 @@ pub fn test_settings(database_url: &str) -> Settings {
 
 /// Turns `async fn name(strategy: &str)` into that function plus one test per strategy,
 /// `name::unsafe_control`, `name::atomic_sql`, ..., so every strategy runs the
-/// same suite and each shows up on its own in the test report.
+/// same suite and each shows up on its own in the test report. The strategies come
+/// from the service's registry (`stock_app::for_each_strategy!`): a strategy added
+/// there is tested here with nothing to list.
 macro_rules! each_strategy {
     ($(#[$meta:meta])* async fn $name:ident($strategy:ident: &str) $body:block) => {
+        each_strategy!(@with ($) $(#[$meta])* async fn $name($strategy: &str) $body);
+    };
+    (@with ($d:tt) $(#[$meta:meta])* async fn $name:ident($strategy:ident: &str) $body:block) => {
         $(#[$meta])*
         async fn $name($strategy: &str) $body
 
         mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn unsafe_control() { super::$name("unsafe").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn local_mutex() { super::$name("local-mutex").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn atomic_sql() { super::$name("atomic-sql").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn pessimistic() { super::$name("pessimistic").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn optimistic() { super::$name("optimistic").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn fence_only() { super::$name("fence-only").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn batched() { super::$name("batched").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn bucketed() { super::$name("bucketed").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn redis_stock() { super::$name("redis-stock").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mysql_lock() { super::$name("mysql-lock").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn redis_lock() { super::$name("redis-lock").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn redlock() { super::$name("redlock").await }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn zookeeper() { super::$name("zookeeper").await }
+            macro_rules! one_test_each {
+                ($d ($d field:ident),*) => {
+                    $d (
+                        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                        async fn $d field() {
+                            let name = stock_app::strategies::name_of(stringify!($d field));
+                            super::$name(name.expect("a registry line")).await
+                        }
+                    )*
+                };
+            }
+            stock_app::for_each_strategy!(one_test_each);
         }
     };
 }

@@ -75,6 +75,31 @@ async fn every_strategy_carries_its_card() {
             colours.insert(colour.to_string()),
             "{name}: {colour} is taken"
         );
+        // Where it lives, what a client may ask it for, and its fault experiments
+        // (at least one: a strategy nobody subjects to a fault is a strategy whose
+        // failure nobody has seen).
+        let source = card["source"].as_str().unwrap();
+        assert!(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(source)
+                .exists(),
+            "{name}: {source}"
+        );
+        assert!(card["traits"].is_array(), "{name}: traits");
+        let chaos = card["chaos"].as_array().unwrap();
+        assert!(!chaos.is_empty(), "{name}: no chaos cell");
+        for cell in chaos {
+            let expect = cell["expect"].as_array().unwrap();
+            assert!(!expect.is_empty(), "{name}: {cell}");
+            for verdict in expect {
+                let verdicts = ["safe", "refused", "unavailable", "lost"];
+                assert!(
+                    verdicts.contains(&verdict.as_str().unwrap()),
+                    "{name}: {cell}"
+                );
+            }
+        }
     }
     // Families come in teaching order: each starts after the previous one ended.
     let order: Vec<usize> = list

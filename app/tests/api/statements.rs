@@ -14,35 +14,15 @@ use serde_json::json;
 /// Requests counted per strategy and outcome.
 const COUNTED: usize = 100;
 
-/// The most statements a strategy may send: (success, 409), each strategy's file says
-/// which. Before the redesign (issue 13), measured by this test: unsafe, local-mutex,
-/// pessimistic, optimistic 7 / 4; atomic-sql 7 / 5; fence-only 10 / 7; mysql-lock
-/// 11 / 8; redis-lock and zookeeper 9 / 6; redlock 8 / 5 (an up-front replay read,
-/// reads inside the transaction, a read-back, a two-statement claim). A 409 of
-/// `atomic-sql` and `pessimistic` is 4, not 3: BEGIN, the statement that refuses,
-/// ROLLBACK, and the one read a refusal makes to find a stored answer (a retry of a
-/// request that succeeded before the stock ran out gets that answer, not a 409).
-const LIMITS: [(&str, f64, f64); 13] = [
-    ("unsafe", 6.0, 2.0),
-    ("local-mutex", 6.0, 2.0),
-    ("atomic-sql", 5.0, 4.0),
-    ("pessimistic", 6.0, 4.0),
-    ("optimistic", 6.0, 2.0),
-    ("fence-only", 8.0, 4.0),
-    // Per batch; a sequential request is a batch of one. Under load one batch carries
-    // many sales (the flash-sale report counts statements per sale).
-    ("batched", 6.0, 4.0),
-    // An unsplit product is one bucket: atomic-sql's five; a 409 adds the read of the
-    // buckets that proves every bucket is short.
-    ("bucketed", 5.0, 5.0),
-    // The request runs no statement of its own (the persister's are counted: a batch
-    // of one per sequential request here; 409: the refusal's read).
-    ("redis-stock", 6.0, 1.0),
-    ("mysql-lock", 9.0, 5.0),
-    ("redis-lock", 7.0, 3.0),
-    ("redlock", 7.0, 3.0),
-    ("zookeeper", 7.0, 3.0),
-];
+// The most statements a strategy may send, success and 409, is declared on its card
+// (`statements`, in its own file, `GET /strategies`). Before the redesign (issue 13),
+// measured by this test: unsafe, local-mutex, pessimistic, optimistic 7 / 4;
+// atomic-sql 7 / 5; fence-only 10 / 7; mysql-lock 11 / 8; redis-lock and zookeeper
+// 9 / 6; redlock 8 / 5 (an up-front replay read, reads inside the transaction, a
+// read-back, a two-statement claim). A 409 of `atomic-sql` and `pessimistic` is 4, not
+// 3: BEGIN, the statement that refuses, ROLLBACK, and the one read a refusal makes to
+// find a stored answer (a retry of a request that succeeded before the stock ran out
+// gets that answer, not a 409).
 
 /// Statements the server has run, less the session settings of new connections.
 async fn questions(app: &TestApp) -> i64 {
@@ -100,7 +80,13 @@ async fn statements_per_deduction_within_budget() {
         "strategy", "success", "409"
     )];
     let mut over = Vec::new();
-    for (i, (strategy, success_limit, refused_limit)) in LIMITS.into_iter().enumerate() {
+    // Every strategy the service serves, held to what its card declares.
+    let cards: Vec<serde_json::Value> = app.get("/strategies").await.json().await.unwrap();
+    assert!(cards.len() >= 13, "{} strategies", cards.len());
+    for (i, card) in cards.iter().enumerate() {
+        let strategy = card["name"].as_str().unwrap();
+        let success_limit = card["statements"]["sale"].as_f64().unwrap();
+        let refused_limit = card["statements"]["refusal"].as_f64().unwrap();
         let product_id = i as i64 + 1;
         app.stock(product_id, 1000).await;
         let success = per_request(&app, strategy, product_id, StatusCode::OK, "ok").await;

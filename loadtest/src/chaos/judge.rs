@@ -98,6 +98,7 @@ pub(super) fn judge(
         expected: spec.expect.to_vec(),
         as_expected: spec.expect.contains(&cell_verdict),
         why: String::new(),
+        traits: spec.traits.clone(),
     };
     cell.why = why(&cell, timing);
     cell
@@ -112,7 +113,7 @@ pub fn fencing_label(fencing: Option<bool>) -> &'static str {
     }
 }
 
-/// `redis-lock (fenced)`, `atomic-sql`: a cell's strategy and fencing mode.
+/// `name (fenced)`, `name`: a cell's strategy and fencing mode.
 pub fn cell_name(strategy: &str, fencing: Option<bool>) -> String {
     match fencing_label(fencing) {
         "" => strategy.to_string(),
@@ -137,7 +138,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
     let blocked = fmt_ms(c.blocked_ms);
     let lease = timing.lease_ms;
     let session = timing.zk_session_ms;
-    let holder_survives = if c.strategy == "zookeeper" {
+    let holder_survives = if c.has("session-lock") {
         format!("its session ({session} ms)")
     } else {
         format!("its lease ({lease} ms)")
@@ -201,11 +202,11 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             c.refused
         ),
         (Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads, v)
-            if c.strategy == "optimistic" =>
+            if c.has("compare-and-set") =>
         {
             if c.scenario == Scenario::ReplicaLag {
                 format!(
-                    "The version came from a replica that applied nothing for {:.0} ms: each compare-and-set after the first sale of the lag found a newer version on the primary and failed, so {} requests ran out of tries (503 busy) and a sale took {:.2} transactions on average; {} sales were lost ({}). Behind read/write splitting optimistic locking stays safe; 'unreliable' means it stops selling.",
+                    "The version came from a replica that applied nothing for {:.0} ms: each compare-and-set after the first sale of the lag found a newer version on the primary and failed, so {} requests ran out of tries (503 busy) and a sale took {:.2} transactions on average; {} sales were lost ({}). Behind read/write splitting a compare-and-set stays safe; 'unreliable' means it stops selling.",
                     c.fault_ms,
                     c.busy,
                     c.attempts_per_sale,
@@ -237,10 +238,12 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "{} acknowledged sales have no ledger row.",
             c.missing_acknowledged
         ),
-        (Scenario::PausePastLease, Lost) if LOCKS.contains(&c.strategy.as_str()) => format!(
-            "Unfenced, the lock is trusted: after {holder_survives} ran out B's buyers took the lock and sold; the frozen holder woke and wrote the quantity it had computed before, while B held the lock: {} sale(s) vanished from the stock (B's, or its own when B's next write landed on top of it).",
-            c.lost_updates
-        ),
+        (Scenario::PausePastLease, Lost) if c.has("lease-lock") || c.has("session-lock") => {
+            format!(
+                "Unfenced, the lock is trusted: after {holder_survives} ran out B's buyers took the lock and sold; the frozen holder woke and wrote the quantity it had computed before, while B held the lock: {} sale(s) vanished from the stock (B's, or its own when B's next write landed on top of it).",
+                c.lost_updates
+            )
+        }
         (Scenario::PausePastLease, Lost) => format!(
             "No lock across instances: B sold while A's request was frozen between read and write, and A's stale write erased {} sales.",
             c.lost_updates
@@ -255,21 +258,23 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
         (Scenario::PausePastLease, Safe) => format!(
             "Nothing was held while frozen: B kept selling (first sale {blocked} after the freeze), and the frozen request's compare-and-set failed when it woke and was retried."
         ),
-        (Scenario::FenceOnly, Refused) => format!(
+        (Scenario::FenceAlone, Refused) => format!(
             "No lock, still no loss: every write is guarded by the newest claim. The price: {} of {} requests were refused (lock_lost) because a newer ticket overtook them, with or without a fault. A lock strategy with fencing is this plus a queue in front.",
             c.refused, c.requests
         ),
-        (Scenario::HolderKilled, _) if c.strategy == "redis-stock" => format!(
+        (Scenario::HolderKilled, _) if c.has("records-later") => format!(
             "Redis kept selling while A's persister was stopped before its COMMIT and then killed: its entries stayed unacknowledged, B's persister claimed them after about a lease ({lease} ms) and recorded each once: {} sold, nothing lost or doubled.",
             c.sold
         ),
         (Scenario::HolderKilled, _) => format!(
             "A dead holder never writes, so nothing can be lost; B's buyers waited {blocked} for the lock to come back ({}).",
-            match c.strategy.as_str() {
-                "zookeeper" => format!("the session timeout, {session} ms"),
-                "mysql-lock" | "redis-lock" | "redlock" => format!("the lease, {lease} ms"),
-                _ => "MariaDB rolled back the dead client's transaction when its connection closed"
-                    .to_string(),
+            if c.has("session-lock") {
+                format!("the session timeout, {session} ms")
+            } else if c.has("lease-lock") {
+                format!("the lease, {lease} ms")
+            } else {
+                "MariaDB rolled back the dead client's transaction when its connection closed"
+                    .to_string()
             }
         ),
         (Scenario::RedisRestart, Lost) => format!(

@@ -22,6 +22,8 @@ pub struct Lab {
     movable_clock: bool,
     /// A read replica of the lab's MariaDB (started on first use).
     replica: Option<testbed::replication::Replica>,
+    /// The strategies as instance A serves them: their cards declare the cells.
+    pub catalogue: crate::catalogue::Catalogue,
 }
 
 impl Lab {
@@ -112,6 +114,7 @@ impl Lab {
             .connect(&env["DATABASE_URL"])
             .await?;
         let base_args = vec![a.process.args().to_vec(), b.process.args().to_vec()];
+        let catalogue = crate::catalogue::Catalogue::fetch(&client, &a.base).await?;
         Ok(Lab {
             stack,
             redis_proxies,
@@ -125,7 +128,13 @@ impl Lab {
             base_args,
             movable_clock: false,
             replica: None,
+            catalogue,
         })
+    }
+
+    /// Every cell the lab's strategies declare ([`matrix`]).
+    pub fn matrix(&self) -> anyhow::Result<Vec<CellSpec>> {
+        matrix(&self.catalogue)
     }
 
     /// Runs one cell, start to verdict. Leaves the lab ready for the next cell.
@@ -174,7 +183,7 @@ impl Lab {
     }
 
     /// A fresh primary, replica and Sentinels, and both instances restarted to take
-    /// `redis-lock`'s locks through them (`wait`: with `--redis-lock-min-replicas 1`).
+    /// their Redis locks through them (`wait`: a lock granted only once a replica has it).
     async fn through_sentinel(&mut self, wait: bool) -> anyhow::Result<()> {
         let ha = testbed::RedisHa::start("chaos-ha")?;
         let extra: Vec<String> = [
@@ -257,7 +266,11 @@ impl Lab {
 
     async fn run_cell_here(&mut self, spec: &CellSpec, product: i64) -> anyhow::Result<Cell> {
         let b = self.instances[1].base.clone();
-        let buckets = crate::buckets_for(spec.strategy, crate::BUCKETS);
+        let buckets = if spec.has("splits-stock") {
+            crate::BUCKETS
+        } else {
+            0
+        };
         // The guard's mistake shows only when the product sells out.
         let stock = if spec.scenario == Scenario::MistakeNoGuard {
             NO_GUARD_STOCK
@@ -285,8 +298,8 @@ impl Lab {
         tokio::time::sleep(Duration::from_millis(self.timing.after_ms)).await;
         let mut samples = load.stop().await;
         let (retried, duplicates) = self.retry_unknown(spec, product, &mut samples).await;
-        // redis-stock: the verdict waits for the persisters to record what Redis sold
-        // (a sale Redis lost is not pending: it shows as missing).
+        // A strategy that records later: the verdict waits for the persisters to record
+        // what was sold (a sale Redis lost is not pending: it shows as missing).
         let b = &self.instances[1].base;
         if let Err(e) =
             crate::engine::drained(&self.client, b, &[product], crate::DRAIN_TIMEOUT).await
@@ -401,9 +414,9 @@ impl Lab {
         load: &Load,
         product: i64,
     ) -> anyhow::Result<Window> {
-        let freeze = self.timing.freeze(spec.strategy);
+        let freeze = self.timing.freeze(spec);
         let window = match spec.scenario {
-            Scenario::PausePastLease | Scenario::FenceOnly => {
+            Scenario::PausePastLease | Scenario::FenceAlone => {
                 self.pause_a_at("after_read").await?;
                 let a = &self.instances[0];
                 a.process.pause()?;
@@ -414,9 +427,9 @@ impl Lab {
                 Window::new(fault, load.now())
             }
             Scenario::HolderKilled => {
-                // redis-stock's requests hold nothing: its persister is what dies
-                // between its writes and its COMMIT.
-                let failpoint = if spec.strategy == "redis-stock" {
+                // A strategy that records later holds nothing in its requests: its
+                // persister is what dies between its writes and its COMMIT.
+                let failpoint = if spec.has("records-later") {
                     "before_commit"
                 } else {
                     "after_read"
@@ -443,7 +456,7 @@ impl Lab {
                 } else {
                     3
                 };
-                // The last n: the first node also serves redis-lock, kept out of it.
+                // The last n: the first node also serves the single-node Redis lock, kept out of it.
                 let paused: Vec<usize> = (5 - n..5).collect();
                 for &i in &paused {
                     self.stack.redis[i].process_ref().pause()?;

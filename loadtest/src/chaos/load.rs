@@ -73,7 +73,7 @@ impl Load {
                 let client = client.clone();
                 let url = format!("{}/deduct/{}", instance.base, spec.strategy);
                 let stop = stop.clone();
-                let spec = *spec;
+                let spec = spec.clone();
                 let prefix = format!("chaos-{}-{i}-{w}", &run[..12]);
                 workers.push(tokio::spawn(async move {
                     let mut samples = Vec::new();

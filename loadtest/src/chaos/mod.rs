@@ -63,7 +63,7 @@ use judge::*;
 pub use judge::{cell_name, fencing_label, fmt_opt_ms};
 pub use lab::Lab;
 use load::*;
-use scenarios::*;
+
 pub use scenarios::{CellSpec, CellVerdict, Scenario, matrix};
 
 /// How long things take in a run.
@@ -104,9 +104,10 @@ impl Timing {
         }
     }
 
-    /// How long a holder stays frozen or partitioned: 3x what its lock survives.
-    fn freeze(&self, strategy: &str) -> Duration {
-        let survives = if strategy == "zookeeper" {
+    /// How long a holder stays frozen or partitioned: 3x what its lock survives (a
+    /// session lock, its session).
+    fn freeze(&self, spec: &CellSpec) -> Duration {
+        let survives = if spec.has("session-lock") {
             self.lease_ms.max(self.zk_session_ms)
         } else {
             self.lease_ms
@@ -139,7 +140,7 @@ pub struct Cell {
     pub retried_duplicates: u64,
     /// Units in the ledger (sold this epoch).
     pub sold: i64,
-    /// Transactions per successful request (`optimistic` retries its compare-and-set).
+    /// Transactions per successful request (a compare-and-set retries).
     pub attempts_per_sale: f64,
     pub lost_updates: i64,
     pub beyond_stock: i64,
@@ -159,6 +160,16 @@ pub struct Cell {
     pub as_expected: bool,
     /// One sentence: why this cell came out as it did.
     pub why: String,
+    /// The strategy's traits (from its card), for the sentences.
+    #[serde(skip)]
+    pub traits: Vec<String>,
+}
+
+impl Cell {
+    /// Whether the strategy declares this trait.
+    pub fn has(&self, name: &str) -> bool {
+        self.traits.iter().any(|t| t == name)
+    }
 }
 
 /// The chaos part of the report.
@@ -262,13 +273,13 @@ impl ChaosReport {
                     "seed 003 (Kleppmann's fencing; antirez's check-and-set on the lock value)",
                     c.verdict == CellVerdict::Refused,
                 ),
-                Scenario::ReplicaLag if c.strategy == "optimistic" => {
+                Scenario::ReplicaLag if self.strategies.has(&c.strategy, "compare-and-set") => {
                     let control = self.cells.iter().find(|o| {
-                        o.scenario == Scenario::ReplicaLagPrimaryReads && o.strategy == "optimistic"
+                        o.scenario == Scenario::ReplicaLagPrimaryReads && o.strategy == c.strategy
                     });
                     (
                         "Optimistic locking is unreliable behind read/write splitting (replication lag)",
-                        "seed 000 (optimistic locking's problems)",
+                        "seed 000 (the problems of a compare-and-set)",
                         c.lost_updates == 0
                             && control.is_none_or(|o| {
                                 c.busy > o.busy || c.attempts_per_sale > o.attempts_per_sale
@@ -316,20 +327,19 @@ pub async fn run(
     app_bin: PathBuf,
     timing: Timing,
     scenarios: &[Scenario],
-    strategies: &[String],
+    strategies_filter: &[String],
     all: bool,
 ) -> anyhow::Result<ChaosReport> {
+    let strategies_chosen =
+        |filter: &[String], name: &str| filter.is_empty() || filter.iter().any(|s| s == name);
     let started = Instant::now();
-    let cells: Vec<CellSpec> = matrix()
-        .into_iter()
-        .filter(|c| all || !c.extra)
-        .filter(|c| scenarios.is_empty() || scenarios.contains(&c.scenario))
-        .filter(|c| strategies.is_empty() || strategies.iter().any(|s| s == c.strategy))
-        .collect();
-    if cells.is_empty() {
-        bail!("no cell matches the chosen scenarios and strategies");
-    }
-    let zk_nodes = if cells.iter().any(|c| c.scenario.needs_ensemble()) {
+    // The cells come from the strategies' cards, which the lab's service serves: the
+    // servers are chosen by the scenarios (an ensemble when one needs it).
+    let chosen = |s: &Scenario| scenarios.is_empty() || scenarios.contains(s);
+    let zk_nodes = if Scenario::ALL
+        .iter()
+        .any(|s| chosen(s) && s.needs_ensemble())
+    {
         3
     } else {
         1
@@ -338,15 +348,25 @@ pub async fn run(
         "chaos: starting MariaDB, 5 Redis, ZooKeeper ({zk_nodes} node(s)) and 2 stock-app instances ..."
     );
     let mut lab = Lab::start(app_bin, timing.clone(), zk_nodes).await?;
-    let strategies =
-        crate::catalogue::Catalogue::fetch(&lab.client, &lab.instances[0].base).await?;
+    let strategies = lab.catalogue.clone();
+    let cells: Vec<CellSpec> = lab
+        .matrix()?
+        .into_iter()
+        .filter(|c| all || !c.extra)
+        .filter(|c| chosen(&c.scenario))
+        .filter(|c| strategies_chosen(strategies_filter, &c.strategy))
+        .collect();
+    if cells.is_empty() {
+        lab.stop().await;
+        bail!("no cell matches the chosen scenarios and strategies");
+    }
     let mut results = Vec::new();
     for spec in &cells {
         eprintln!(
             "chaos: {} {} / {} ...",
             spec.scenario.number(),
             spec.scenario.id(),
-            cell_name(spec.strategy, spec.fencing),
+            cell_name(&spec.strategy, spec.fencing),
         );
         let cell = lab
             .run_cell(spec)

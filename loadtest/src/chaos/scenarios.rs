@@ -1,6 +1,7 @@
 //! The fault scenarios, the verdicts a cell can get, and the matrix of cells.
 
 use super::*;
+use crate::catalogue::Catalogue;
 
 /// The fault scenarios, numbered as in issue 7.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -9,11 +10,11 @@ pub enum Scenario {
     /// 1. A's request pauses after its read (holding the lock), then A is frozen for
     ///    3× the lease (or session timeout).
     PausePastLease,
-    /// 2. The same freeze against `fence-only`: a fence with no lock.
-    FenceOnly,
+    /// 2. The same freeze against the fence alone: a fence with no lock.
+    FenceAlone,
     /// 3. A's request pauses after its read, then A is killed with SIGKILL.
     HolderKilled,
-    /// 4. A's request pauses after its read, then the Redis node of `redis-lock` is
+    /// 4. A's request pauses after its read, then the Redis node its lock lives on is
     ///    restarted empty (no persistence).
     RedisRestart,
     /// 5. RedLock with 2 of its 5 nodes frozen.
@@ -30,7 +31,8 @@ pub enum Scenario {
     /// 8. A's request pauses before COMMIT; it is let go and MariaDB is killed at
     ///    once; after the restart every unknown outcome is retried with its request_id.
     AmbiguousCommit,
-    /// 9. The Redis of `redis-stock` killed (kill -9) under load and restarted from
+    /// 9. The Redis that sells (a strategy that records later) killed (kill -9) under
+    ///    load and restarted from
     ///    its append-only file, fsynced once a second.
     #[serde(rename = "redis-killed-everysec")]
     RedisKilledEverySec,
@@ -53,7 +55,7 @@ pub enum Scenario {
     MistakePersistentNode,
     /// 10. Atomic SQL without the `quantity >= ?` guard, selling out.
     MistakeNoGuard,
-    /// 11. `redis-lock` through Sentinel: replication held back, A holds a lock only
+    /// 11. The Redis lock through Sentinel: replication held back, A holds a lock only
     ///     the primary has, the primary is killed, Sentinel promotes the replica.
     RedisFailover,
     /// 11. The same with `--redis-lock-min-replicas 1` (WAIT for the replica).
@@ -71,7 +73,7 @@ pub enum Scenario {
 impl Scenario {
     pub const ALL: [Scenario; 23] = [
         Scenario::PausePastLease,
-        Scenario::FenceOnly,
+        Scenario::FenceAlone,
         Scenario::HolderKilled,
         Scenario::RedisRestart,
         Scenario::RedlockMinorityPaused,
@@ -99,7 +101,7 @@ impl Scenario {
     pub fn id(self) -> &'static str {
         match self {
             Scenario::PausePastLease => "pause-past-lease",
-            Scenario::FenceOnly => "fence-only",
+            Scenario::FenceAlone => "fence-alone",
             Scenario::HolderKilled => "holder-killed",
             Scenario::RedisRestart => "redis-restart",
             Scenario::RedlockMinorityPaused => "redlock-2-of-5-paused",
@@ -133,7 +135,7 @@ impl Scenario {
     pub fn number(self) -> u8 {
         match self {
             Scenario::PausePastLease => 1,
-            Scenario::FenceOnly => 2,
+            Scenario::FenceAlone => 2,
             Scenario::HolderKilled => 3,
             Scenario::RedisRestart => 4,
             Scenario::RedlockMinorityPaused | Scenario::RedlockMajorityPaused => 5,
@@ -158,7 +160,7 @@ impl Scenario {
     pub fn title(self) -> &'static str {
         match self {
             Scenario::PausePastLease => "Holder frozen past its lease",
-            Scenario::FenceOnly => "Fence only, no lock (same freeze)",
+            Scenario::FenceAlone => "Fence only, no lock (same freeze)",
             Scenario::HolderKilled => "Holder killed (kill -9) mid-section",
             Scenario::RedisRestart => "Redis restarted empty while a holder is paused",
             Scenario::RedlockMinorityPaused => "RedLock: 2 of 5 nodes frozen",
@@ -191,14 +193,14 @@ impl Scenario {
             Scenario::PausePastLease => {
                 "A request on instance A pauses between its read and its write (failpoint handshake), then A is SIGSTOPped for 3x the lease (ZooKeeper: 3x the session timeout), then continued."
             }
-            Scenario::FenceOnly => {
-                "As scenario 1, against fence-only: a ticket from a database sequence, a claim, a guarded write, and no lock at all."
+            Scenario::FenceAlone => {
+                "As scenario 1, against the fence alone: a ticket from a database sequence, a claim, a guarded write, and no lock at all."
             }
             Scenario::HolderKilled => {
                 "A request on instance A pauses between its read and its write, then A is killed with SIGKILL; B's buyers wait for the lock to come back."
             }
             Scenario::RedisRestart => {
-                "A request on instance A pauses between its read and its write, then the Redis node of redis-lock is restarted without persistence (the lock and its last token are gone); A is let go after 3x the lease."
+                "A request on instance A pauses between its read and its write, then the Redis node its lock lives on is restarted without persistence (the lock and its last token are gone); A is let go after 3x the lease."
             }
             Scenario::RedlockMinorityPaused => {
                 "Two of the five RedLock nodes are SIGSTOPped for 3x the lease, then continued."
@@ -213,10 +215,10 @@ impl Scenario {
                 "A request on instance A pauses between its read and its write, then every connection of A to Redis and ZooKeeper is blackholed (its database path stays up); the request is let go after 3x the lease (ZooKeeper: the session timeout), then the partition heals."
             }
             Scenario::AmbiguousCommit => {
-                "A request on instance A pauses just before COMMIT; it is let go and MariaDB is killed at once (the COMMIT may or may not land), restarted, and every request whose outcome was unknown is retried with the same request_id. For redis-stock the COMMIT is its persister's."
+                "A request on instance A pauses just before COMMIT; it is let go and MariaDB is killed at once (the COMMIT may or may not land), restarted, and every request whose outcome was unknown is retried with the same request_id. For a strategy that records later the COMMIT is its persister's."
             }
             Scenario::RedisKilledEverySec => {
-                "The Redis that sells for redis-stock writes an append-only file fsynced once a second (appendonly yes, appendfsync everysec); under load it is killed with SIGKILL and restarted from the file; the persisters reconcile the counters. Acknowledged sales missing from the ledger afterwards are what it lost."
+                "The Redis that sells (for a strategy that records later) writes an append-only file fsynced once a second (appendonly yes, appendfsync everysec); under load it is killed with SIGKILL and restarted from the file; the persisters reconcile the counters. Acknowledged sales missing from the ledger afterwards are what it lost."
             }
             Scenario::RedisKilledAlways => {
                 "As above with appendfsync always: Redis answers only after the fsync."
@@ -225,10 +227,10 @@ impl Scenario {
                 "As above with no persistence (appendonly no, no snapshots): Redis comes back empty, and the counters start again from the database."
             }
             Scenario::MistakeLockInsideTransaction => {
-                "Every request begins its transaction and reads before it takes the redis-lock lock. A request of A holds the lock, paused between its read and its write, for 300 ms while B's buyers begin, read and queue; then it writes and commits."
+                "Every request begins its transaction and reads before it takes its Redis lock. A request of A holds the lock, paused between its read and its write, for 300 ms while B's buyers begin, read and queue; then it writes and commits."
             }
             Scenario::MistakeReleaseBeforeCommit => {
-                "Every request releases its redis-lock lock before its COMMIT. A request of A is paused for 300 ms between its release and its COMMIT (its write done, not visible), while B's buyers take the lock and read."
+                "Every request releases its Redis lock before its COMMIT. A request of A is paused for 300 ms between its release and its COMMIT (its write done, not visible), while B's buyers take the lock and read."
             }
             Scenario::MistakeSetnxThenExpire => {
                 "Every request locks with SETNX, then EXPIRE. A request of A pauses between the two and A is killed with SIGKILL; the load goes on for 3x the lease."
@@ -243,7 +245,7 @@ impl Scenario {
                 "Every request runs UPDATE stock SET quantity = quantity - 1 with no quantity >= 1 guard, on a product with 200 units, until well after it sold out."
             }
             Scenario::RedisFailover => {
-                "Both instances take redis-lock's locks on the primary that three Sentinels name (a primary, one replica). The replica's link is blackholed (replication held back); a request of A takes its lock (checked: not on the replica) and pauses between read and write; the primary is killed with SIGKILL; Sentinel promotes the replica; B's buyers follow and lock; A is let go."
+                "Both instances take their Redis locks on the primary that three Sentinels name (a primary, one replica). The replica's link is blackholed (replication held back); a request of A takes its lock (checked: not on the replica) and pauses between read and write; the primary is killed with SIGKILL; Sentinel promotes the replica; B's buyers follow and lock; A is let go."
             }
             Scenario::RedisFailoverWait => {
                 "As above with --redis-lock-min-replicas 1: a lock is granted only once the replica acknowledged it (WAIT, 200 ms). The replica's link is blackholed (the fault starts), the primary killed after a lease, Sentinel promotes the replica, and the old primary is restarted (the heal) and rejoins as its replica when Sentinel next looks at it."
@@ -252,7 +254,7 @@ impl Scenario {
                 "Instance A's links to RedLock nodes 4 and 5 are blackholed, so its locks are a majority of 3 (nodes 1-3). A request of A takes the lock (checked: not on nodes 4, 5) and pauses between read and write; node 3's wall clock jumps 30 s forward (an LD_PRELOAD shim moves what that redis-server reads, as an NTP step would), so A's key there expires at once; B's buyers get nodes 3, 4, 5; A is let go a lease later, and the clock is set back."
             }
             Scenario::ReplicaLag => {
-                "A MariaDB replica follows the primary; both instances send their plain reads there (--read-replica-url: optimistic's read of the version, the read under the lock). The replica's SQL thread is stopped for 3x the lease (it applies nothing: its reads show the stock as it was), then started again."
+                "A MariaDB replica follows the primary; both instances send their plain reads there (--read-replica-url: a compare-and-set's read of the version, the read under a lock). The replica's SQL thread is stopped for 3x the lease (it applies nothing: its reads show the stock as it was), then started again."
             }
             Scenario::ReplicaLagPrimaryReads => {
                 "The same stopped replica, with both instances reading from the primary: what the strategy does without read/write splitting, under the same load."
@@ -265,7 +267,7 @@ impl Scenario {
     }
 
     /// The scenarios run on a Redis primary, replica and Sentinels of their own, with
-    /// both instances reaching `redis-lock` through the Sentinels.
+    /// both instances reaching their Redis lock through the Sentinels.
     /// The scenarios whose instances read from the replica.
     pub(super) fn reads_from_replica(self) -> bool {
         self == Scenario::ReplicaLag
@@ -302,307 +304,79 @@ impl CellVerdict {
     }
 }
 
-/// What a cell is expected to show.
-pub(super) const NO_LOSS: &[CellVerdict] = &[
-    CellVerdict::Safe,
-    CellVerdict::Refused,
-    CellVerdict::Unavailable,
-];
-
 /// One cell of the matrix: a scenario, a strategy, fencing on or off (`None`: the
-/// strategy has no fencing switch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// strategy has no fencing switch), as the strategy declares it (`GET /strategies`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CellSpec {
     pub scenario: Scenario,
-    pub strategy: &'static str,
+    pub strategy: String,
     pub fencing: Option<bool>,
-    pub expect: &'static [CellVerdict],
+    pub expect: Vec<CellVerdict>,
     /// Only with `--all`.
     pub extra: bool,
+    /// The strategy's traits (`session-lock`, `records-later`, ...).
+    pub traits: Vec<String>,
 }
 
-pub(super) const LOCKS: [&str; 4] = ["mysql-lock", "redis-lock", "redlock", "zookeeper"];
+impl CellSpec {
+    /// Whether the strategy declares this trait.
+    pub fn has(&self, name: &str) -> bool {
+        self.traits.iter().any(|t| t == name)
+    }
+}
 
-/// The whole matrix, default cells first; `extra` ones run only with `--all`.
-pub fn matrix() -> Vec<CellSpec> {
-    use CellVerdict::*;
-    let cell = |scenario, strategy, fencing, expect| CellSpec {
-        scenario,
-        strategy,
-        fencing,
-        expect,
-        extra: false,
-    };
-    let extra = |scenario, strategy, fencing, expect| CellSpec {
-        scenario,
-        strategy,
-        fencing,
-        expect,
-        extra: true,
-    };
+impl Scenario {
+    /// The scenario of an id (`pause-past-lease`).
+    pub fn from_id(id: &str) -> Option<Scenario> {
+        Scenario::ALL.into_iter().find(|s| s.id() == id)
+    }
+}
+
+impl CellVerdict {
+    /// The verdict of a name as the strategies declare it (`safe`, `refused`,
+    /// `unavailable`, `lost`).
+    pub fn from_name(name: &str) -> Option<CellVerdict> {
+        match name {
+            "safe" => Some(CellVerdict::Safe),
+            "refused" => Some(CellVerdict::Refused),
+            "unavailable" => Some(CellVerdict::Unavailable),
+            "lost" => Some(CellVerdict::Lost),
+            _ => None,
+        }
+    }
+}
+
+/// The whole matrix: every cell every strategy of `catalogue` declares, by scenario
+/// (in [`Scenario::ALL`]'s order), then strategy (the catalogue's), unfenced first.
+/// `extra` cells run only with `--all`. An id the runner does not know is an error:
+/// a strategy cannot ask for an experiment nobody runs.
+pub fn matrix(catalogue: &Catalogue) -> anyhow::Result<Vec<CellSpec>> {
     let mut cells = Vec::new();
-    // 1. Frozen past the lease: unfenced locks lose updates, fenced ones refuse.
-    for lock in LOCKS {
-        cells.push(cell(
-            Scenario::PausePastLease,
-            lock,
-            Some(false),
-            &[Lost][..],
-        ));
-        cells.push(cell(
-            Scenario::PausePastLease,
-            lock,
-            Some(true),
-            &[Refused][..],
-        ));
+    for card in &catalogue.0 {
+        for cell in &card.chaos {
+            let scenario = Scenario::from_id(&cell.scenario)
+                .with_context(|| format!("{}: no chaos scenario `{}`", card.name, cell.scenario))?;
+            let expect = cell
+                .expect
+                .iter()
+                .map(|v| {
+                    CellVerdict::from_name(v)
+                        .with_context(|| format!("{}: no verdict `{v}`", card.name))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            cells.push(CellSpec {
+                scenario,
+                strategy: card.name.clone(),
+                fencing: cell.fencing,
+                expect,
+                extra: cell.extra,
+                traits: card.traits.clone(),
+            });
+        }
     }
-    // The row lock is held by the frozen request: everyone else waits.
-    cells.push(cell(
-        Scenario::PausePastLease,
-        "atomic-sql",
-        None,
-        &[Unavailable][..],
-    ));
-    cells.push(cell(
-        Scenario::PausePastLease,
-        "pessimistic",
-        None,
-        &[Unavailable][..],
-    ));
-    // Holds nothing: the frozen request's compare-and-set fails when it wakes.
-    cells.push(cell(
-        Scenario::PausePastLease,
-        "optimistic",
-        None,
-        &[Safe][..],
-    ));
-    cells.push(extra(Scenario::PausePastLease, "unsafe", None, &[Lost][..]));
-    cells.push(extra(
-        Scenario::PausePastLease,
-        "local-mutex",
-        None,
-        &[Lost][..],
-    ));
-    // 2. The fence alone.
-    cells.push(cell(
-        Scenario::FenceOnly,
-        "fence-only",
-        None,
-        &[Refused][..],
-    ));
-    // 3. Killed holders never write: nothing lost anywhere; measure the wait.
-    for lock in LOCKS {
-        cells.push(cell(Scenario::HolderKilled, lock, Some(true), NO_LOSS));
-    }
-    // For `batched` the paused request is a whole batch (holding the row lock): the
-    // kill breaks every member's connection mid-transaction; none was answered, so
-    // none may be in the ledger as a loss or twice.
-    for strategy in [
-        "atomic-sql",
-        "pessimistic",
-        "optimistic",
-        "batched",
-        "bucketed",
-    ] {
-        cells.push(cell(Scenario::HolderKilled, strategy, None, NO_LOSS));
-    }
-    for lock in LOCKS {
-        cells.push(extra(Scenario::HolderKilled, lock, Some(false), NO_LOSS));
-    }
-    // 4. Redis forgets the lock and the token counter.
-    cells.push(cell(
-        Scenario::RedisRestart,
-        "redis-lock",
-        Some(false),
-        &[Lost][..],
-    ));
-    cells.push(cell(
-        Scenario::RedisRestart,
-        "redis-lock",
-        Some(true),
-        &[Refused][..],
-    ));
-    // 5. RedLock's quorum.
-    cells.push(cell(
-        Scenario::RedlockMinorityPaused,
-        "redlock",
-        Some(true),
-        &[Safe, Refused][..],
-    ));
-    cells.push(cell(
-        Scenario::RedlockMajorityPaused,
-        "redlock",
-        Some(true),
-        &[Unavailable][..],
-    ));
-    // 6. Consensus survives its leader.
-    cells.push(cell(
-        Scenario::ZkLeaderKilled,
-        "zookeeper",
-        Some(true),
-        NO_LOSS,
-    ));
-    // 7. Partitioned from the lock service, not from the database.
-    for lock in ["redis-lock", "redlock", "zookeeper"] {
-        cells.push(cell(
-            Scenario::LockPartition,
-            lock,
-            Some(false),
-            &[Lost][..],
-        ));
-        cells.push(cell(
-            Scenario::LockPartition,
-            lock,
-            Some(true),
-            &[Refused][..],
-        ));
-    }
-    // redis-stock's "holder" is its persister, paused before its COMMIT: another
-    // instance's persister claims its entries.
-    cells.push(cell(Scenario::HolderKilled, "redis-stock", None, NO_LOSS));
-    // 9. What a Redis crash loses: measured with everysec, nothing with always.
-    cells.push(cell(
-        Scenario::RedisKilledEverySec,
-        "redis-stock",
-        None,
-        &[Safe, Refused, Unavailable, Lost][..],
-    ));
-    cells.push(cell(
-        Scenario::RedisKilledAlways,
-        "redis-stock",
-        None,
-        NO_LOSS,
-    ));
-    cells.push(cell(
-        Scenario::RedisKilledNoPersistence,
-        "redis-stock",
-        None,
-        &[Safe, Refused, Unavailable, Lost][..],
-    ));
-    // 8. The orders row makes a retry after an unknown outcome a no-op.
-    // `batched`: a whole batch's COMMIT is the ambiguous one; each member retries.
-    // `redis-stock`: its persister's COMMIT; the re-delivered entries are set aside.
-    for strategy in [
-        "atomic-sql",
-        "pessimistic",
-        "redis-lock",
-        "batched",
-        "bucketed",
-        "redis-stock",
-    ] {
-        cells.push(cell(
-            Scenario::AmbiguousCommit,
-            strategy,
-            (strategy == "redis-lock").then_some(true),
-            &[Safe, Unavailable][..],
-        ));
-    }
-    for strategy in ["optimistic", "mysql-lock", "zookeeper", "fence-only"] {
-        cells.push(extra(
-            Scenario::AmbiguousCommit,
-            strategy,
-            LOCKS.contains(&strategy).then_some(true),
-            &[Safe, Unavailable, Refused][..],
-        ));
-    }
-    // 10. The classic mistakes: each must show its failure.
-    cells.push(cell(
-        Scenario::MistakeLockInsideTransaction,
-        "redis-lock",
-        None,
-        &[Lost][..],
-    ));
-    cells.push(cell(
-        Scenario::MistakeReleaseBeforeCommit,
-        "redis-lock",
-        None,
-        &[Lost][..],
-    ));
-    cells.push(cell(
-        Scenario::MistakeSetnxThenExpire,
-        "redis-lock",
-        None,
-        &[Unavailable][..],
-    ));
-    cells.push(cell(
-        Scenario::MistakeGetThenDel,
-        "redis-lock",
-        None,
-        &[Lost][..],
-    ));
-    cells.push(cell(
-        Scenario::MistakePersistentNode,
-        "zookeeper",
-        None,
-        &[Unavailable][..],
-    ));
-    // The CHECK constraint is the net: nothing oversold, the buyers get its error.
-    cells.push(cell(
-        Scenario::MistakeNoGuard,
-        "atomic-sql",
-        None,
-        &[Safe][..],
-    ));
-    // 11. A failover loses the lock: two holders.
-    cells.push(cell(
-        Scenario::RedisFailover,
-        "redis-lock",
-        Some(false),
-        &[Lost][..],
-    ));
-    cells.push(cell(
-        Scenario::RedisFailover,
-        "redis-lock",
-        Some(true),
-        &[Refused][..],
-    ));
-    // Waiting for the replica: no lock only the primary had, and no sale without one.
-    cells.push(cell(
-        Scenario::RedisFailoverWait,
-        "redis-lock",
-        Some(false),
-        &[Unavailable][..],
-    ));
-    // 12. Kleppmann's clock jump: a second majority.
-    cells.push(cell(
-        Scenario::RedlockClockJump,
-        "redlock",
-        Some(false),
-        &[Lost][..],
-    ));
-    cells.push(cell(
-        Scenario::RedlockClockJump,
-        "redlock",
-        Some(true),
-        &[Refused][..],
-    ));
-    // 13. Reads from a lagging replica: optimistic's compare-and-set refuses every
-    // stale read (safe, unavailable); a lock, fenced or not, writes from it.
-    cells.push(cell(
-        Scenario::ReplicaLag,
-        "optimistic",
-        None,
-        &[Safe, Unavailable][..],
-    ));
-    cells.push(cell(
-        Scenario::ReplicaLagPrimaryReads,
-        "optimistic",
-        None,
-        &[Safe][..],
-    ));
-    cells.push(cell(
-        Scenario::ReplicaLag,
-        "redis-lock",
-        Some(false),
-        &[Lost][..],
-    ));
-    cells.push(cell(
-        Scenario::ReplicaLag,
-        "redis-lock",
-        Some(true),
-        &[Lost][..],
-    ));
-    cells
+    let place = |s: Scenario| Scenario::ALL.iter().position(|x| *x == s);
+    cells.sort_by_key(|c| (place(c.scenario), catalogue.rank(&c.strategy), c.fencing));
+    Ok(cells)
 }
 
 #[cfg(test)]

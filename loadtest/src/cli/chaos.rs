@@ -15,7 +15,7 @@ pub struct ChaosArgs {
     /// Only these strategies (comma-separated; default: every one of the matrix).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
-    /// Also the extra cells: the controls (`unsafe`, `local-mutex`) frozen and the
+    /// Also the extra cells: the controls without a real lock frozen and the
     /// unfenced locks killed, more strategies through the ambiguous commit.
     #[arg(long)]
     pub all: bool,

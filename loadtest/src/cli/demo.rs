@@ -18,14 +18,14 @@ use testbed::{Stack, StackConfig};
 #[derive(clap::Args)]
 pub struct DemoArgs {
     /// The hold between read and write (`stock-app --hold-ms`) of the second section,
-    /// which makes the unsafe strategies fail visibly.
+    /// which makes the controls without a real lock fail visibly.
     #[arg(long, default_value_t = 5)]
     pub hold_ms: u64,
     /// The stock-app binary (default: next to this one).
     #[arg(long)]
     pub app_bin: Option<PathBuf>,
     /// Skip the flash-sale section (one hot product at high concurrency, a sell-out,
-    /// bucketed by number of buckets).
+    /// the split stock by number of buckets).
     #[arg(long)]
     pub no_flash_sale: bool,
     /// Flash sale: requests per strategy (the sell-out has its own: 20,000 buyers).
@@ -147,14 +147,23 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             rows.push(runner.run(&plan).await?);
         }
     }
-    // The baseline: the atomic-sql transaction over sqlx, no HTTP, same concurrency.
+    // The baseline: the reference's transaction (the conditional UPDATE) over sqlx, no
+    // HTTP, same concurrency.
+    let reference = catalogue
+        .first_with("conditional-update")
+        .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
     if args.load.strategies.is_empty() || args.load.strategies.iter().any(|s| s == "baseline") {
-        say("baseline (atomic-sql over sqlx, no HTTP) ...");
+        say(&format!("baseline ({reference} over sqlx, no HTTP) ..."));
         rows.push(baseline_row(&client, &plain[0].base, &env["DATABASE_URL"], &args.load).await?);
     }
-    // Optimistic CAS at low and high concurrency, for the contention claim.
+    // A compare-and-set at low and high concurrency, for the contention claim.
     let mut contention = None;
-    if args.load.strategies.is_empty() || args.load.strategies.iter().any(|s| s == "optimistic") {
+    let cas = catalogue
+        .first_with("compare-and-set")
+        .map(|c| c.name.clone());
+    if let Some(cas) =
+        cas.filter(|s| args.load.strategies.is_empty() || args.load.strategies.contains(s))
+    {
         let runner = Runner {
             client: client.clone(),
             db: db.clone(),
@@ -165,11 +174,11 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         let mut measured = Vec::new();
         for (i, concurrency) in [4usize, 64].into_iter().enumerate() {
             say(&format!(
-                "optimistic at concurrency {concurrency} (contention) ..."
+                "{cas} at concurrency {concurrency} (contention) ..."
             ));
             let mut plan = plan(
                 "contention",
-                "optimistic",
+                &cas,
                 first_product(2, i),
                 &args.load,
                 Expect::Safe,
@@ -192,11 +201,16 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             admin_token: ADMIN_TOKEN.into(),
             live: live.clone(),
         };
-        let strategies: Vec<(String, bool)> = catalogue
-            .safety()
-            .into_iter()
-            .filter(|(s, _)| args.load.strategies.is_empty() || args.load.strategies.contains(s))
-            .collect();
+        let chosen = loadtest::catalogue::Catalogue(
+            catalogue
+                .0
+                .iter()
+                .filter(|c| {
+                    args.load.strategies.is_empty() || args.load.strategies.contains(&c.name)
+                })
+                .cloned()
+                .collect(),
+        );
         let mut processes: Vec<(String, u32)> = plain
             .iter()
             .map(|i| (i.process.name().to_string(), i.process.pid()))
@@ -213,7 +227,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             rate: args.flash_rate,
             ..FlashOptions::default()
         };
-        let sale = loadtest::flash::run(&runner, &strategies, options, &processes, |n| {
+        let sale = loadtest::flash::run(&runner, &chosen, options, &processes, |n| {
             first_product(4, n)
         })
         .await?;
@@ -266,7 +280,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 l.strategy,
                 l.sales_per_second,
                 l.times_atomic_sql
-                    .map_or(String::new(), |x| format!(" ({x:.1}x atomic-sql)")),
+                    .map_or(String::new(), |x| format!(" ({x:.1}x {reference})")),
                 l.statements_per_sale,
                 l.sales_per_transaction,
                 cpu.join(", ")
@@ -285,8 +299,14 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 if s.exact { "exact" } else { "NOT EXACT" }
             );
         }
+        let splits = catalogue
+            .first_with("splits-stock")
+            .map(|c| c.name.as_str());
         for (k, r) in &sale.buckets {
-            println!("bucketed with {k:>3} bucket(s): {r:.0} sales/s");
+            println!(
+                "{} with {k:>3} bucket(s): {r:.0} sales/s",
+                splits.unwrap_or("?")
+            );
         }
     }
     let instances: Vec<InstanceInfo> = plain
@@ -300,8 +320,8 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     drop(stack);
 
     let mut report = Report::new(parameters(&args.load, 2, args.hold_ms), rows);
+    report.claims = loadtest::claims::check(&report.results, contention, &catalogue);
     report.strategies = catalogue;
-    report.claims = loadtest::claims::check(&report.results, contention);
     if let Some(sale) = &flash {
         report.claims.extend(sale.claims());
         report.parts.push(sale.part());
@@ -365,7 +385,8 @@ fn outcome(report: &Report, html_path: &std::path::Path, hold_ms: u64) -> anyhow
     }
 }
 
-/// The baseline row: the atomic-sql transaction over sqlx, no HTTP.
+/// The baseline row: the reference's transaction (the conditional UPDATE) over sqlx,
+/// no HTTP.
 pub async fn baseline_row(
     client: &reqwest::Client,
     base: &str,

@@ -19,8 +19,8 @@ pub struct LoadArgs {
     /// Units in stock at the start of each strategy's run (per product).
     #[arg(long, default_value_t = 100)]
     pub stock: i64,
-    /// Buckets a product is split into when `bucketed` sells it (the other strategies
-    /// always get one row).
+    /// Buckets a product is split into when a strategy that sells from split rows
+    /// sells it (the others always get one row).
     #[arg(long, default_value_t = loadtest::BUCKETS)]
     pub buckets: u16,
     /// Deduction requests per strategy.
@@ -69,7 +69,7 @@ pub fn plan(
             .map(|i| first_product + i)
             .collect(),
         stock: load.stock,
-        buckets: loadtest::buckets_for(strategy, load.buckets),
+        buckets: load.buckets,
         requests: load.requests,
         concurrency: load.concurrency,
         rate: load.rate,

@@ -110,7 +110,7 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         scale: sweep.scale,
         seconds: started.elapsed().as_secs_f64(),
     };
-    loadtest::sweep::print_tables(&info, &rows);
+    loadtest::sweep::print_tables(&info, &rows, &catalogue);
     let mut report = Report::new(
         json!({
             "command": "sweep", "strategies": args.strategies, "concurrency": args.concurrency,

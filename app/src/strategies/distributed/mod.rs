@@ -36,7 +36,9 @@ pub mod algorithm;
 pub mod mistakes;
 
 use crate::domain::error::DeductError;
-use crate::strategies::contract::{Context, Declare, Family, NoSettings, Strategy, StrategyInfo};
+use crate::strategies::contract::{
+    ChaosCell, Context, Declare, Family, NoSettings, Statements, Strategy, StrategyInfo, Trait,
+};
 use crate::strategies::shared::Shared;
 use algorithm::{Connect, LockStrategy};
 use locks::{LockBackend, LockError};
@@ -44,6 +46,20 @@ use mistakes::WithMistakes;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
+
+// The fault cells every lock goes through. Frozen past the lease: unfenced it loses
+// updates, fenced it refuses the stale write. Killed: a dead holder never writes,
+// fenced or not; the wait for the lock to come back is measured. Partitioned from
+// the lock service (not from the database): as frozen.
+const FROZEN_UNFENCED: ChaosCell = ChaosCell::new("pause-past-lease", Some(false), &["lost"]);
+const FROZEN_FENCED: ChaosCell = ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
+const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
+const KILLED_UNFENCED: ChaosCell =
+    ChaosCell::new("holder-killed", Some(false), ChaosCell::NO_LOSS).extra();
+const PARTITIONED_UNFENCED: ChaosCell = ChaosCell::new("lock-partition", Some(false), &["lost"]);
+const PARTITIONED_FENCED: ChaosCell = ChaosCell::new("lock-partition", Some(true), &["refused"]);
+/// An ambiguous COMMIT under a lock that may also be lost meanwhile.
+const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
 
 /// The four lock strategies, as the registry names them.
 pub struct MysqlLock;
@@ -130,6 +146,7 @@ fn mysql(settings: &MysqlLockSettings, context: &Context<'_, Shared>) -> LockStr
     });
     let info = StrategyInfo {
         name: "mysql-lock",
+        source: file!(),
         description: "Lock table in the database (reentrant, leased by the database clock, watchdog), plain read-check-write; fenced by default.",
         family: Family::DistributedLock,
         when_to_use: "A lock is needed, only the database is there, and the load is light.",
@@ -137,6 +154,21 @@ fn mysql(settings: &MysqlLockSettings, context: &Context<'_, Shared>) -> LockStr
         backend: "database (lock table)",
         safe_across_instances: true,
         fencing: "token",
+        // Its lock's own two (take and release) besides the fenced path's seven.
+        statements: Statements {
+            sale: 9,
+            refusal: 5,
+        },
+        traits: &[Trait::LeaseLock],
+        chaos: const {
+            &[
+                FROZEN_UNFENCED,
+                FROZEN_FENCED,
+                KILLED,
+                KILLED_UNFENCED,
+                ChaosCell::new("ambiguous-commit", Some(true), MAYBE_REFUSED).extra(),
+            ]
+        },
     };
     strategy(info, "mysql", "stock:", connect, context.shared)
 }
@@ -198,6 +230,7 @@ fn redis(settings: &RedisLockSettings, shared: &Shared) -> LockStrategy {
     });
     let info = StrategyInfo {
         name: "redis-lock",
+        source: file!(),
         description: "Redisson-style reentrant hash lock in Redis (Lua, watchdog, pub/sub wake-up), plain read-check-write; fenced by default.",
         family: Family::DistributedLock,
         when_to_use: "The critical section spans more than the database and the final write can be fenced.",
@@ -205,6 +238,38 @@ fn redis(settings: &RedisLockSettings, shared: &Shared) -> LockStrategy {
         backend: "redis",
         safe_across_instances: true,
         fencing: "token",
+        statements: Statements {
+            sale: 7,
+            refusal: 3,
+        },
+        traits: &[Trait::LeaseLock],
+        chaos: const {
+            &[
+                FROZEN_UNFENCED,
+                FROZEN_FENCED,
+                KILLED,
+                KILLED_UNFENCED,
+                // Redis forgets the lock and the token counter.
+                ChaosCell::new("redis-restart", Some(false), &["lost"]),
+                ChaosCell::new("redis-restart", Some(true), &["refused"]),
+                PARTITIONED_UNFENCED,
+                PARTITIONED_FENCED,
+                ChaosCell::new("ambiguous-commit", Some(true), &["safe", "unavailable"]),
+                // The classic mistakes, each made in this strategy, each showing its failure.
+                ChaosCell::new("mistake-lock-inside-transaction", None, &["lost"]),
+                ChaosCell::new("mistake-release-before-commit", None, &["lost"]),
+                ChaosCell::new("mistake-setnx-then-expire", None, &["unavailable"]),
+                ChaosCell::new("mistake-get-then-del", None, &["lost"]),
+                // A failover loses the lock (two holders); waiting for the replica: no lock
+                // only the primary had, and no sale without one.
+                ChaosCell::new("redis-failover", Some(false), &["lost"]),
+                ChaosCell::new("redis-failover", Some(true), &["refused"]),
+                ChaosCell::new("redis-failover-wait", Some(false), &["unavailable"]),
+                // Reads from a lagging replica: a lock, fenced or not, writes from them.
+                ChaosCell::new("replica-lag", Some(false), &["lost"]),
+                ChaosCell::new("replica-lag", Some(true), &["lost"]),
+            ]
+        },
     };
     strategy(info, "redis", "stock:", connect, shared)
 }
@@ -247,6 +312,7 @@ fn redlock(settings: &RedLockSettings, shared: &Shared) -> LockStrategy {
     });
     let info = StrategyInfo {
         name: "redlock",
+        source: file!(),
         description: "RedLock over the Redis nodes (majority, validity = lease - elapsed - drift), plain read-check-write; fenced by owner tag by default.",
         family: Family::DistributedLock,
         when_to_use: "Rarely: it survives dead Redis nodes but gives no fencing token (see Kleppmann's critique).",
@@ -254,6 +320,27 @@ fn redlock(settings: &RedLockSettings, shared: &Shared) -> LockStrategy {
         backend: "redis x5 (RedLock)",
         safe_across_instances: true,
         fencing: "owner tag",
+        statements: Statements {
+            sale: 7,
+            refusal: 3,
+        },
+        traits: &[Trait::LeaseLock],
+        chaos: const {
+            &[
+                FROZEN_UNFENCED,
+                FROZEN_FENCED,
+                KILLED,
+                KILLED_UNFENCED,
+                // The quorum: two of five frozen still lock; three do not.
+                ChaosCell::new("redlock-2-of-5-paused", Some(true), &["safe", "refused"]),
+                ChaosCell::new("redlock-3-of-5-paused", Some(true), &["unavailable"]),
+                PARTITIONED_UNFENCED,
+                PARTITIONED_FENCED,
+                // Kleppmann's clock jump: a second majority.
+                ChaosCell::new("redlock-clock-jump", Some(false), &["lost"]),
+                ChaosCell::new("redlock-clock-jump", Some(true), &["refused"]),
+            ]
+        },
     };
     strategy(info, "redlock", "redlock:stock:", connect, shared)
 }
@@ -285,6 +372,7 @@ fn zookeeper(shared: &Shared) -> LockStrategy {
     });
     let info = StrategyInfo {
         name: "zookeeper",
+        source: file!(),
         description: "Ephemeral sequential node per request, each waiter watching its predecessor (Curator-compatible), plain read-check-write; fenced by czxid by default.",
         family: Family::DistributedLock,
         when_to_use: "A consensus-backed lock with fair (FIFO) waiting, where ZooKeeper already runs.",
@@ -292,6 +380,25 @@ fn zookeeper(shared: &Shared) -> LockStrategy {
         backend: "zookeeper",
         safe_across_instances: true,
         fencing: "token (czxid)",
+        statements: Statements {
+            sale: 7,
+            refusal: 3,
+        },
+        traits: &[Trait::SessionLock],
+        chaos: const {
+            &[
+                FROZEN_UNFENCED,
+                FROZEN_FENCED,
+                KILLED,
+                KILLED_UNFENCED,
+                // Consensus survives its leader.
+                ChaosCell::new("zk-leader-killed", Some(true), ChaosCell::NO_LOSS),
+                PARTITIONED_UNFENCED,
+                PARTITIONED_FENCED,
+                ChaosCell::new("ambiguous-commit", Some(true), MAYBE_REFUSED).extra(),
+                ChaosCell::new("mistake-persistent-node", None, &["unavailable"]),
+            ]
+        },
     };
     let mut strategy = strategy(info, "zookeeper", "stock/", connect, shared);
     // The "lease" of a session lock is the holder's safety margin: give up after

@@ -105,7 +105,8 @@ pub mod stream;
 
 use crate::domain::error::DeductError;
 use crate::strategies::contract::{
-    Context, Declare, Deducted, Deduction, Family, Started, Strategy, StrategyInfo,
+    ChaosCell, Context, Declare, Deducted, Deduction, Family, Started, Statements, Strategy,
+    StrategyInfo, Trait,
 };
 use locks::redis::Connection;
 use locks::redis_sentinel::{Endpoint, Primary};
@@ -198,6 +199,7 @@ pub struct RedisStock {
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
+    source: file!(),
     description: "Redis in front: one Lua script checks the request id, decrements the counter and appends the sale to a stream; a persister writes the stream into MariaDB in batches (orders, ledger, stock), acknowledging after COMMIT.",
     family: Family::HotProduct,
     when_to_use: "The hottest sales, where answering fast matters more than every sale being on disk before the buyer hears of it.",
@@ -205,6 +207,31 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "redis",
     safe_across_instances: true,
     fencing: "not needed",
+    // The request runs no statement of its own: its persister's are counted (a
+    // batch of one per sequential request); a 409 is the refusal's read.
+    statements: Statements {
+        sale: 6,
+        refusal: 1,
+    },
+    traits: &[Trait::RecordsLater],
+    chaos: &[
+        // Its holder is its persister, paused before its COMMIT: another instance's
+        // persister claims its entries. What a Redis crash loses: measured with everysec
+        // and without persistence, nothing with always.
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new(
+            "redis-killed-everysec",
+            None,
+            &["safe", "refused", "unavailable", "lost"],
+        ),
+        ChaosCell::new("redis-killed-always", None, ChaosCell::NO_LOSS),
+        ChaosCell::new(
+            "redis-killed-no-persistence",
+            None,
+            &["safe", "refused", "unavailable", "lost"],
+        ),
+        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+    ],
 };
 
 /// A product's counter in Redis, as `GET /stock/{id}` shows it.
