@@ -1,4 +1,4 @@
-//! The classic mistakes (`app/src/strategies/distributed/mistakes.rs`), each made to fail on
+//! The classic mistakes (`distributed/mistakes.rs`, `atomic_sql.rs`), each made to fail on
 //! purpose, deterministically: failpoints put the requests exactly where the mistake
 //! bites, and the ledger (or the lock left behind) shows what it cost. Each test uses a
 //! private Redis, so a lock that never expires stays this test's problem.
