@@ -183,6 +183,7 @@ pub struct BatchedSettings {
     /// is then whatever arrived while the previous one ran).
     #[arg(
         id = "batch_window_us",
+        value_name = "BATCH_WINDOW_US",
         long = "batch-window-us",
         env = "BATCH_WINDOW_US",
         default_value_t = 0
@@ -197,6 +198,7 @@ pub struct BatchedSettings {
     /// before its buyers are answered 503 busy.
     #[arg(
         id = "batched_max_attempts",
+        value_name = "BATCHED_MAX_ATTEMPTS",
         long = "batched-max-attempts",
         env = "BATCHED_MAX_ATTEMPTS",
         default_value_t = 5

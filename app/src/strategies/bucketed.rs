@@ -96,6 +96,7 @@ pub struct BucketedSettings {
     /// deadlock or a lock wait timeout).
     #[arg(
         id = "bucketed_max_attempts",
+        value_name = "BUCKETED_MAX_ATTEMPTS",
         long = "bucketed-max-attempts",
         env = "BUCKETED_MAX_ATTEMPTS",
         default_value_t = 5

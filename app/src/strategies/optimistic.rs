@@ -75,6 +75,7 @@ pub struct OptimisticSettings {
     /// compare-and-set) before it answers 503 busy.
     #[arg(
         id = "optimistic_max_attempts",
+        value_name = "OPTIMISTIC_MAX_ATTEMPTS",
         long = "optimistic-max-attempts",
         env = "OPTIMISTIC_MAX_ATTEMPTS",
         default_value_t = 10

@@ -78,6 +78,7 @@ pub struct PessimisticSettings {
     /// a lock wait timeout).
     #[arg(
         id = "pessimistic_max_attempts",
+        value_name = "PESSIMISTIC_MAX_ATTEMPTS",
         long = "pessimistic-max-attempts",
         env = "PESSIMISTIC_MAX_ATTEMPTS",
         default_value_t = 5

@@ -120,6 +120,7 @@ pub struct MysqlLockSettings {
     /// own pools, apart from the stock transactions').
     #[arg(
         id = "mysql_lock_pool_size",
+        value_name = "MYSQL_LOCK_POOL_SIZE",
         long = "mysql-lock-pool-size",
         env = "MYSQL_LOCK_POOL_SIZE",
         default_value_t = 16
@@ -183,6 +184,7 @@ pub struct RedisLockSettings {
     /// reachable no lock is granted (503 backend_unavailable).
     #[arg(
         id = "redis_lock_min_replicas",
+        value_name = "REDIS_LOCK_MIN_REPLICAS",
         long = "redis-lock-min-replicas",
         env = "REDIS_LOCK_MIN_REPLICAS",
         default_value_t = 0
@@ -192,6 +194,7 @@ pub struct RedisLockSettings {
     /// How long `redis-lock` waits for those replicas, in milliseconds.
     #[arg(
         id = "redis_lock_replica_timeout_ms",
+        value_name = "REDIS_LOCK_REPLICA_TIMEOUT_MS",
         long = "redis-lock-replica-timeout-ms",
         env = "REDIS_LOCK_REPLICA_TIMEOUT_MS",
         default_value_t = 500
@@ -282,6 +285,7 @@ pub struct RedLockSettings {
     /// milliseconds (much smaller than the lease).
     #[arg(
         id = "redlock_node_timeout_ms",
+        value_name = "REDLOCK_NODE_TIMEOUT_MS",
         long = "redlock-node-timeout-ms",
         env = "REDLOCK_NODE_TIMEOUT_MS",
         default_value_t = 100

@@ -131,6 +131,7 @@ pub struct RedisStockSettings {
     /// `<prefix>sales` the stream, ...). Instances that share a database share it.
     #[arg(
         id = "redis_stock_prefix",
+        value_name = "REDIS_STOCK_PREFIX",
         long = "redis-stock-prefix",
         env = "REDIS_STOCK_PREFIX",
         default_value = "stock-locks:rs:"
@@ -141,6 +142,7 @@ pub struct RedisStockSettings {
     /// answered from Redis; later, the persister finds it in `orders`), in seconds.
     #[arg(
         id = "redis_stock_id_ttl_secs",
+        value_name = "REDIS_STOCK_ID_TTL_SECS",
         long = "redis-stock-id-ttl-secs",
         env = "REDIS_STOCK_ID_TTL_SECS",
         default_value_t = 86_400
@@ -150,6 +152,7 @@ pub struct RedisStockSettings {
     /// `redis-stock`: the most stream entries one persister transaction carries.
     #[arg(
         id = "redis_stock_batch",
+        value_name = "REDIS_STOCK_BATCH",
         long = "redis-stock-batch",
         env = "REDIS_STOCK_BATCH",
         default_value_t = 500
@@ -160,6 +163,7 @@ pub struct RedisStockSettings {
     /// (it may have crashed) before another claims it, in milliseconds.
     #[arg(
         id = "redis_stock_claim_ms",
+        value_name = "REDIS_STOCK_CLAIM_MS",
         long = "redis-stock-claim-ms",
         env = "REDIS_STOCK_CLAIM_MS",
         default_value_t = 5_000
