@@ -605,13 +605,16 @@ async fn deduct(
         ));
     };
     let served = strategy.info().name;
-    let mistakes = state.strategies.mistakes();
-    let names: Vec<&str> = mistakes.iter().map(|(m, _)| *m).collect();
-    let (order, knobs) = hooks::deduct_body(&body.0.0, &id.0, state.hooks.enabled(), &names)
-        .map_err(|e| {
-            state.metrics.deduction(served, e.code(), started.elapsed());
-            ApiError::new(e, id.0.clone())
-        })?;
+    let (order, knobs) = hooks::deduct_body(
+        &body.0.0,
+        &id.0,
+        state.hooks.enabled(),
+        state.strategies.mistake_names(),
+    )
+    .map_err(|e| {
+        state.metrics.deduction(served, e.code(), started.elapsed());
+        ApiError::new(e, id.0.clone())
+    })?;
     // The request's span (the middleware's): this deduction's fields go on it.
     let span = tracing::Span::current();
     span.record("strategy", name.as_str());
@@ -633,13 +636,12 @@ async fn deduct(
     };
     // A twin of this request id in flight here: wait for it (then `orders` answers).
     let _entered = state.in_flight.enter(&order.request_id).await;
-    let maker = |name: &str| mistakes.iter().find(|(m, _)| *m == name).map(|(_, s)| s);
     let result = match knobs.mistake.as_deref() {
         None => {
             let work = phases.strategy(strategy.deduct(&d));
             idempotency::once(&d, work).await
         }
-        Some(mistake) => match maker(mistake) {
+        Some(mistake) => match state.strategies.maker_of(mistake) {
             Some(maker) if maker.info().name == d.strategy => {
                 let mistaken = phases.strategy(strategy.deduct_mistaken(mistake, &d));
                 idempotency::once(&d, mistaken).await

@@ -95,7 +95,6 @@ impl Application {
             pool,
             reads,
             in_flight: InFlight::default(),
-            probe: hooks.clone(),
             hooks,
             openapi: openapi::json(),
             metrics: crate::http::metrics::Metrics::new(),
@@ -118,7 +117,7 @@ impl Application {
         }
         let started = strategies::Started {
             pool: &state.pool,
-            probe: &state.probe,
+            probe: &(state.hooks.clone() as Arc<dyn crate::domain::probe::Probe>),
             registry: state.metrics.registry(),
         };
         let background = state

@@ -1,6 +1,5 @@
 //! What every handler shares: built once by `startup`, read by `routes`.
 
-use crate::domain::probe::Probe;
 use crate::http::config::Settings;
 use crate::http::hooks::Hooks;
 use crate::http::in_flight::InFlight;
@@ -21,8 +20,6 @@ pub struct AppState {
     pub in_flight: InFlight,
     /// The test hooks (failpoints, holds, barriers).
     pub hooks: Arc<Hooks>,
-    /// The same hooks, as the strategies are handed them.
-    pub probe: Arc<dyn Probe>,
     /// `GET /openapi.json`'s body, generated once at start.
     pub openapi: String,
     pub metrics: Metrics,

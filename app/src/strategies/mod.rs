@@ -101,10 +101,13 @@ pub const PALETTE: [&str; 20] = [
 #[derive(Clone)]
 pub struct Strategies {
     list: Vec<Arc<dyn Strategy>>,
+    /// Every strategy's [`Strategy::mistakes`], in order.
+    mistake_names: Vec<&'static str>,
 }
 
 impl Strategies {
     pub fn add(&mut self, strategy: Arc<dyn Strategy>) {
+        self.mistake_names.extend(strategy.mistakes());
         self.list.push(strategy);
     }
 
@@ -121,12 +124,15 @@ impl Strategies {
         self.list.iter().map(|s| s.info().name).collect()
     }
 
-    /// Every classic mistake a strategy can be made to make, with that strategy.
-    pub fn mistakes(&self) -> Vec<(&'static str, &Arc<dyn Strategy>)> {
-        self.list
-            .iter()
-            .flat_map(|s| s.mistakes().iter().map(move |m| (*m, s)))
-            .collect()
+    /// Every classic mistake the strategies can be made to make (gathered as they are
+    /// added: a deduction reads it, it is not rebuilt per request).
+    pub fn mistake_names(&self) -> &[&'static str] {
+        &self.mistake_names
+    }
+
+    /// The strategy that makes `mistake`.
+    pub fn maker_of(&self, mistake: &str) -> Option<&Arc<dyn Strategy>> {
+        self.list.iter().find(|s| s.mistakes().contains(&mistake))
     }
 
     /// `GET /strategies`: every strategy in the registry's order, with its colour.
@@ -177,7 +183,10 @@ macro_rules! registry {
         /// per-worker factory, so state inside a strategy (the local mutexes) is
         /// shared by every worker.
         pub fn all(settings: &Settings, context: &Context<'_, shared::Shared>) -> Strategies {
-            let mut strategies = Strategies { list: Vec::new() };
+            let mut strategies = Strategies {
+                list: Vec::new(),
+                mistake_names: Vec::new(),
+            };
             $( strategies.add(<$strategy as Declare<shared::Shared>>::build(&settings.$field, context)); )*
             strategies
         }
