@@ -20,8 +20,7 @@ use async_trait::async_trait;
 use std::time::{Duration, Instant};
 
 /// A named place in the deduction path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Failpoint {
     AfterLock,
     AfterRead,
