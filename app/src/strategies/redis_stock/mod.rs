@@ -4,7 +4,7 @@
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
 //! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/idempotency.rs`, `app/src/strategies/record_many.rs`, its Redis
+//! `app/src/strategies/record_many.rs`, its Redis
 //! connection from the `locks` crate (`locks/src/lock.rs`, `locks/src/redis.rs`,
 //! `locks/src/redis_sentinel.rs`, `locks/lua/lock.lua`, `locks/lua/unlock.lua`,
 //! `locks/lua/renew.lua`, as a crate named `locks`) and this folder into your crate
@@ -16,7 +16,9 @@
 //! `prometheus`, `redis` (features `tokio-comp`, `script`, `connection-manager`,
 //! `sentinel`, `streams`), `futures`, `uuid` (features `v4`). `./scripts/copy-check
 //! redis-stock DIR` builds such a copy and sells from it on a real server (three units
-//! sold, the fourth refused, a retry answered once).
+//! sold, the fourth refused, a retry answered once). The service's idempotency layer is
+//! not needed: Redis answers a retry with its stored sale while the request key lives,
+//! and the persister's `orders` key catches one after that (step 4).
 //!
 //! # Layout
 //! - this file: the request path (steps 1-2), the settings, the counters' view;
