@@ -66,6 +66,9 @@ pub struct Runner {
     pub admin_token: String,
     /// The live page, when one is served: each run's progress goes there.
     pub live: Option<live::Live>,
+    /// The strategies as the first instance describes them, asked once
+    /// ([`Runner::strategies`]).
+    pub catalogue: tokio::sync::OnceCell<catalogue::Catalogue>,
 }
 
 /// How one strategy is loaded.
@@ -202,9 +205,11 @@ impl Runner {
         Ok((row, fired))
     }
 
-    /// The strategies the first instance serves ([`catalogue::Catalogue`]).
+    /// The strategies the first instance serves ([`catalogue::Catalogue`]), asked
+    /// on first use: every run decides from it (whether to split the stock).
     pub async fn strategies(&self) -> anyhow::Result<catalogue::Catalogue> {
-        catalogue::Catalogue::fetch(&self.client, &self.bases[0]).await
+        let fetch = || catalogue::Catalogue::fetch(&self.client, &self.bases[0]);
+        Ok(self.catalogue.get_or_try_init(fetch).await?.clone())
     }
 }
 

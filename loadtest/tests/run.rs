@@ -76,6 +76,7 @@ async fn the_checker_finds_what_the_database_says() {
         bases: vec![url.clone()],
         admin_token: TOKEN.into(),
         live: None,
+        catalogue: Default::default(),
     };
 
     let clean = runner.run(&plan("atomic-sql", Expect::Safe)).await.unwrap();
@@ -168,6 +169,7 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         bases: vec![url.clone()],
         admin_token: TOKEN.into(),
         live: None,
+        catalogue: Default::default(),
     };
     let sweep = Sweep {
         strategies: vec![("atomic-sql".into(), true), ("optimistic".into(), true)],
@@ -256,6 +258,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         bases: vec![first, second],
         admin_token: TOKEN.into(),
         live: None,
+        catalogue: Default::default(),
     };
     // Five of the service's strategies, as it describes them.
     let all = runner.strategies().await.unwrap();

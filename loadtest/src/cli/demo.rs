@@ -112,6 +112,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             bases: instances.iter().map(|i| i.base.clone()).collect(),
             admin_token: ADMIN_TOKEN.into(),
             live: live.clone(),
+            catalogue: Default::default(),
         };
         let name = if hold == 0 { "throughput" } else { "held" };
         catalogue = runner.strategies().await?;
@@ -170,6 +171,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             bases: plain.iter().map(|i| i.base.clone()).collect(),
             admin_token: ADMIN_TOKEN.into(),
             live: live.clone(),
+            catalogue: Default::default(),
         };
         let mut measured = Vec::new();
         for (i, concurrency) in [4usize, 64].into_iter().enumerate() {
@@ -200,6 +202,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             bases: plain.iter().map(|i| i.base.clone()).collect(),
             admin_token: ADMIN_TOKEN.into(),
             live: live.clone(),
+            catalogue: Default::default(),
         };
         let chosen = loadtest::catalogue::Catalogue(
             catalogue

@@ -38,6 +38,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         bases: args.urls.clone(),
         admin_token: args.admin_token.clone(),
         live: None,
+        catalogue: Default::default(),
     };
     let mut rows = Vec::new();
     let catalogue = runner.strategies().await?;

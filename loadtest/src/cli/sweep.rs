@@ -68,6 +68,7 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         bases: instances.iter().map(|i| i.base.clone()).collect(),
         admin_token: ADMIN_TOKEN.into(),
         live: None,
+        catalogue: Default::default(),
     };
     let catalogue = runner.strategies().await?;
     let mut strategies = catalogue.safety();
