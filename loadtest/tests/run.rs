@@ -38,7 +38,7 @@ async fn service_on(database_url: &str) -> String {
     settings.shared.redis_urls = std::env::var("REDIS_URLS")
         .map(|v| v.split(',').map(str::to_string).collect())
         .unwrap_or_default();
-    settings.strategies.redis_stock.prefix =
+    settings.strategies.redis_stock.redis_stock_prefix =
         format!("lt:{}:rs:", database_url.rsplit('/').next().unwrap_or("db"));
     let app = Application::build(settings).await.unwrap();
     let url = format!("http://127.0.0.1:{}", app.port());

@@ -59,12 +59,12 @@ pub async fn record_many(
     Ok(())
 }
 
-/// Which of `request_ids` are already in `orders`, with their stored responses: what a
-/// batch asks after [`record_many`] met a duplicate key.
+/// Which of `request_ids` are already in `orders`, with their stored answers (`None`
+/// if unreadable): what a batch asks after [`record_many`] met a duplicate key.
 pub async fn recorded<'a>(
     pool: &MySqlPool,
     request_ids: impl IntoIterator<Item = &'a str>,
-) -> sqlx::Result<HashMap<String, String>> {
+) -> sqlx::Result<HashMap<String, Option<Deducted>>> {
     let mut query: QueryBuilder<MySql> = QueryBuilder::new(
         "SELECT CAST(request_id AS CHAR), CAST(response AS CHAR) FROM orders WHERE request_id IN (",
     );
@@ -74,5 +74,9 @@ pub async fn recorded<'a>(
     }
     query.push(")");
     let rows: Vec<(String, String)> = query.build_query_as().fetch_all(pool).await?;
-    Ok(rows.into_iter().collect())
+    let answer = |stored: &str| serde_json::from_str(stored).ok();
+    Ok(rows
+        .into_iter()
+        .map(|(id, stored)| (id, answer(&stored)))
+        .collect())
 }

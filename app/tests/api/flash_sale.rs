@@ -543,7 +543,7 @@ async fn a_dead_persisters_entries_are_claimed_by_another() {
             ..test_settings(&database)
         }
         .with(|s| {
-            s.strategies.redis_stock.claim_ms = 300;
+            s.strategies.redis_stock.redis_stock_claim_ms = 300;
         })
     };
     let first = spawn_with(settings()).await;
@@ -577,7 +577,7 @@ async fn a_retry_after_the_request_key_expired_is_caught_by_the_database() {
             ..test_settings(&database)
         }
         .with(|s| {
-            s.strategies.redis_stock.id_ttl_secs = 1;
+            s.strategies.redis_stock.redis_stock_id_ttl_secs = 1;
         }),
     )
     .await;

@@ -75,7 +75,7 @@ pub fn test_settings(database_url: &str) -> Settings {
         );
         // redis-stock's keys of the test's own, so parallel tests never persist each
         // other's sales.
-        s.strategies.redis_stock.prefix =
+        s.strategies.redis_stock.redis_stock_prefix =
             format!("t:{}:rs:", database_url.rsplit('/').next().unwrap_or("db"));
         s.strategies.optimistic.max_attempts = 1000;
         // Room for a loaded 2-core machine running tests in parallel.
@@ -124,11 +124,12 @@ pub async fn spawn_with(settings: Settings) -> TestApp {
         stock_app::telemetry::init("debug,sqlx=warn");
     }
     let database_url = settings.database_url.clone();
-    let redis = settings
-        .shared
-        .redis_urls
-        .first()
-        .map(|url| (url.clone(), settings.strategies.redis_stock.prefix.clone()));
+    let redis = settings.shared.redis_urls.first().map(|url| {
+        (
+            url.clone(),
+            settings.strategies.redis_stock.redis_stock_prefix.clone(),
+        )
+    });
     let app = Application::build(settings).await.expect("build the app");
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();

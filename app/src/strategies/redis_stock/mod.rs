@@ -4,103 +4,77 @@
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
 //! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/record_many.rs`, its Redis
-//! connection from the `locks` crate (`locks/src/lock.rs`, `locks/src/redis.rs`,
-//! `locks/src/redis_sentinel.rs`, `locks/lua/lock.lua`, `locks/lua/unlock.lua`,
-//! `locks/lua/renew.lua`, as a crate named `locks`) and this folder into your crate
-//! under the same module paths (`crate::domain::…`, `crate::strategies::…`), with the
-//! tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
+//! `app/src/strategies/record_many.rs`, its Redis connection from the `locks` crate
+//! (`locks/src/lock.rs`, `locks/src/redis.rs`, `locks/src/redis_sentinel.rs`,
+//! `locks/lua/lock.lua`, `locks/lua/unlock.lua`, `locks/lua/renew.lua`, as a crate
+//! named `locks`) and this folder into your crate under the same module paths, with
+//! the tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
 //! `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
 //! `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`,
 //! `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa` (features `macros`),
 //! `prometheus`, `redis` (features `tokio-comp`, `script`, `connection-manager`,
 //! `sentinel`, `streams`), `futures`, `uuid` (features `v4`). `./scripts/copy-check
-//! redis-stock DIR` builds such a copy and sells from it on a real server (three units
-//! sold, the fourth refused, a retry answered once). The service's idempotency layer is
-//! not needed: Redis answers a retry with its stored sale while the request key lives,
-//! and the persister's `orders` key catches one after that (step 4).
+//! redis-stock DIR` builds such a copy and sells from it on a real server. It needs no
+//! idempotency layer: Redis answers a retry while the request key lives, the
+//! persister's `orders` key after that (step 4).
 //!
 //! # Layout
-//! - this file: the request path (steps 1-2), the settings, the counters' view;
-//! - [`persister`]: steps 3-5, the background task (started by [`Strategy::start`]);
-//! - [`stream`]: what both share (keys, settings, a sale as the stream carries it);
-//! - `lua/`: the four scripts.
-//!
-//! It may touch the strategies' contract, the transaction helpers (`txn`, for the
-//! persister's batches) and the domain; nothing of the service around it, and no
-//! other strategy. Its metric (`stock_locks_redis_stock_backlog`), its `GET /stock`
-//! fields and its background task reach the service through the `Strategy` trait.
+//! This file: the request path (steps 1-2) and the counters' view. [`stream`]: the
+//! settings and a sale as the stream carries it. [`persister`]: steps 3-5, the task
+//! [`Strategy::start`] starts. `lua/`: the four scripts. It may touch the strategies'
+//! contract, `record_many` and the domain; nothing of the service, no other strategy.
 //!
 //! # Algorithm
 //! Per product, Redis keeps a counter hash `{stock, pending, epoch}`: units Redis may
 //! still sell, units it sold that the database has not recorded yet, and the database
 //! epoch the counter started from.
-//! 1. **Sell** (the request; one round trip): [`redis_stock_deduct.lua`](lua/redis_stock_deduct.lua)
-//!    checks the request id (a request key that lives `--redis-stock-id-ttl-secs`),
-//!    checks every item's counter, and only if all fit: decrements `stock`, increments
-//!    `pending`, appends the sale to the stream `sales` (request id, fingerprint,
-//!    items with what was left and the epoch), stores the request key. One atomic
-//!    step: Redis runs one script at a time. The buyer is answered from it, with the
-//!    sale's stream entry id.
-//! 2. **Initialise** on first use: a counter that does not exist is created from the
-//!    database's row (`quantity`, `epoch`) by [`redis_stock_init.lua`](lua/redis_stock_init.lua),
-//!    only if still missing (two instances racing create it once). A restock deletes
-//!    the counter, so the next sale starts the new epoch from the database.
-//! 3. **Persist** (one task per instance, a consumer of the group `persisters`):
-//!    read up to `--redis-stock-batch` entries (`XREADGROUP`), and in **one**
-//!    transaction: multi-row INSERT of their orders rows, multi-row INSERT of their
-//!    ledger rows, one `UPDATE stock SET quantity = quantity - :sold WHERE product_id
-//!    = ? AND epoch = ?` per product and epoch; COMMIT. Only then acknowledge them
-//!    ([`redis_stock_ack.lua`](lua/redis_stock_ack.lua): `XACK`, `XDEL`, and
-//!    `pending -= q` exactly once per entry, since `XACK` says whether this call did
-//!    it). Entries a crashed consumer read and never acknowledged are claimed by
-//!    another once idle `--redis-stock-claim-ms` (`XAUTOCLAIM`, tried every half of
-//!    that, not before every batch).
+//! 1. **Sell** (one round trip, one atomic step: Redis runs one script at a time):
+//!    [`redis_stock_deduct.lua`](lua/redis_stock_deduct.lua) checks the request id and
+//!    every item's counter, and only if all fit decrements `stock`, increments
+//!    `pending`, appends the sale to the stream `sales` and stores the request key
+//!    (for `--redis-stock-id-ttl-secs`). The buyer is answered from it.
+//! 2. **Initialise** a missing counter from the database's row (`quantity`, `epoch`):
+//!    [`redis_stock_init.lua`](lua/redis_stock_init.lua), only if still missing. A
+//!    restock deletes the counter: the next sale starts the new epoch.
+//! 3. **Persist** (one task per instance, a consumer of the group `persisters`): up to
+//!    `--redis-stock-batch` entries (`XREADGROUP`) in **one** transaction: their
+//!    orders and ledger rows (multi-row INSERTs), one `UPDATE stock SET quantity =
+//!    quantity - :sold WHERE product_id = ? AND epoch = ?` per product and epoch.
+//!    After COMMIT, acknowledge ([`redis_stock_ack.lua`](lua/redis_stock_ack.lua):
+//!    `XACK`, `XDEL`, `pending -= q` once per entry, as `XACK` tells). Entries a
+//!    crashed consumer left are claimed once idle `--redis-stock-claim-ms`
+//!    (`XAUTOCLAIM`).
 //! 4. **Idempotently**: an entry whose request id is already in `orders` (its
-//!    persister died between COMMIT and acknowledgement, or a retry came after its
-//!    request key expired) makes the orders INSERT fail on the key; the batch rolls
-//!    back, those entries are set aside and acknowledged (a late duplicate's units go
-//!    back to the counter), the rest go again.
-//! 5. **Reconcile** after a Redis restart, or a Sentinel failover (`REDIS_SENTINELS`:
-//!    the request path and the persister follow the new primary, whose `run_id` is
-//!    new): raise the `reconciling` flag (sales answer 503 meanwhile), drain the
-//!    stream, then set every counter to `database quantity − pending`
+//!    persister died before acknowledging, or a retry came after its request key
+//!    expired) fails the INSERT; the batch rolls back, those entries are acknowledged
+//!    (a late duplicate's units go back to the counter), the rest go again.
+//! 5. **Reconcile** after a Redis restart or a Sentinel failover (a new `run_id`):
+//!    raise the `reconciling` flag (sales answer 503), drain the stream, set every
+//!    counter to `database quantity − pending`
 //!    ([`redis_stock_reconcile.lua`](lua/redis_stock_reconcile.lua)), drop the flag.
 //!
 //! # What it guarantees, and what it can lose
-//! - **Never oversold in the database**: the database only changes by recorded sales,
-//!   and `CHECK (quantity >= 0)` refuses any beyond its stock. Redis sells at most its
-//!   counter, and the counter starts from the database.
-//! - **Acknowledged before durable.** A 200 means Redis recorded the sale, not the
-//!   database. `GET /stock/{id}` reports `pending`: sold, not yet in the database (0
-//!   when drained). What a Redis crash loses depends on Redis's persistence:
-//!   without it (the testbed's default) everything not yet persisted, and the
-//!   counters start again from the database (those units are sold again); with
-//!   `appendonly yes` + `appendfsync everysec` up to a second of sales; with
-//!   `appendfsync always` nothing Redis acknowledged. The chaos runner measures it.
-//! - A Redis that comes back from an older snapshot may have forgotten sales the
-//!   persister already wrote: its counters are then too high. Step 5 corrects them;
-//!   sales Redis acknowledged beyond what the database had are refused by the CHECK
-//!   and stay `pending` (visible, never silently recorded).
-//! - **Idempotency**: the request key answers a retry from Redis (its stored sale,
-//!   `duplicate: true`) while it lives; after that the `orders` key catches the
-//!   retry in the persister (step 4), whose units go back on sale.
-//! - Restocking while sales are pending: a pending sale of the old epoch is recorded
-//!   in the ledger under its epoch and leaves the new stock alone.
-//!
-//! # Orders with several items
-//! Supported, all or nothing: the script checks every item before it changes any.
-//!
-//! # Test probe
-//! `before_commit` is the persister's (a request commits nothing). There is no step
-//! between read and write to hold: `--hold-ms` does not apply, and a request's
-//! `hold_ms` is a 400.
+//! - **Never oversold in the database**: it changes only by recorded sales, and
+//!   `CHECK (quantity >= 0)` refuses any beyond its stock.
+//! - **Acknowledged before durable.** A 200 means Redis has the sale; `GET /stock/{id}`
+//!   reports `pending` until the database has it. A Redis crash loses what was not
+//!   persisted yet: everything without persistence (the testbed's default; the
+//!   counters restart from the database and those units sell again), up to a second
+//!   with `appendfsync everysec`, nothing with `always`. A Redis back from an older
+//!   snapshot has counters too high: step 5 corrects them, and what it sold beyond
+//!   the database's stock the CHECK refuses; it stays `pending`, visible. The chaos
+//!   runner measures each.
+//! - **Idempotency**: the request key answers a retry (`duplicate: true`) while it
+//!   lives, the persister after that (step 4).
+//! - A sale pending across a restock is recorded under its epoch and leaves the new
+//!   stock alone. Several items: all or nothing. Test probe: `before_commit` is the
+//!   persister's; there is no step between read and write to hold (`hold_ms`: 400).
 //!
 //! # When to use it
-//! The hottest sales (tickets, limited drops) where answering fast matters more than
-//! having every sale on disk before the buyer hears about it, with Redis persistence
-//! chosen for the loss you can accept (`always` for none, at the cost of an fsync per
-//! write). It needs a Redis, a persister that runs, and watching `pending`.
+//! The hottest sales (tickets, limited drops), where answering fast matters more than
+//! every sale being on disk before the buyer hears of it, with Redis persistence
+//! chosen for the loss you can accept. It needs a Redis, a running persister, and
+//! someone watching `pending`.
 
 pub mod persister;
 pub mod stream;
@@ -114,64 +88,16 @@ use locks::redis::Connection;
 use locks::redis_sentinel::{Endpoint, Primary};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script, Value};
-use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
-use stream::{Keys, NAME, RedisStockConfig, Sale, parse_lines, unavailable};
+use stream::{NAME, RedisStockSettings, Sale, unavailable};
 use tokio::sync::OnceCell;
 
 static DEDUCT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/redis_stock_deduct.lua")));
 static INIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/redis_stock_init.lua")));
-/// `redis-stock`'s flags.
-#[derive(clap::Args, Debug, Clone)]
-#[group(skip)]
-pub struct RedisStockSettings {
-    /// `redis-stock`: where its keys live in Redis (`<prefix>p:<id>` counters,
-    /// `<prefix>sales` the stream, ...). Instances that share a database share it.
-    #[arg(
-        id = "redis_stock_prefix",
-        value_name = "REDIS_STOCK_PREFIX",
-        long = "redis-stock-prefix",
-        env = "REDIS_STOCK_PREFIX",
-        default_value = "stock-locks:rs:"
-    )]
-    pub prefix: String,
-
-    /// `redis-stock`: how long Redis remembers a sold request id (a retry within it is
-    /// answered from Redis; later, the persister finds it in `orders`), in seconds.
-    #[arg(
-        id = "redis_stock_id_ttl_secs",
-        value_name = "REDIS_STOCK_ID_TTL_SECS",
-        long = "redis-stock-id-ttl-secs",
-        env = "REDIS_STOCK_ID_TTL_SECS",
-        default_value_t = 86_400
-    )]
-    pub id_ttl_secs: u64,
-
-    /// `redis-stock`: the most stream entries one persister transaction carries.
-    #[arg(
-        id = "redis_stock_batch",
-        value_name = "REDIS_STOCK_BATCH",
-        long = "redis-stock-batch",
-        env = "REDIS_STOCK_BATCH",
-        default_value_t = 500
-    )]
-    pub batch: usize,
-
-    /// `redis-stock`: how long an entry may sit unacknowledged with one persister
-    /// (it may have crashed) before another claims it, in milliseconds.
-    #[arg(
-        id = "redis_stock_claim_ms",
-        value_name = "REDIS_STOCK_CLAIM_MS",
-        long = "redis-stock-claim-ms",
-        env = "REDIS_STOCK_CLAIM_MS",
-        default_value_t = 5_000
-    )]
-    pub claim_ms: u64,
-}
 
 /// Where the Redis is: what `redis-stock` needs of the settings the strategies share
 /// (the service's `shared::Shared`; a copy says it its own way).
@@ -183,25 +109,34 @@ impl<S: RedisEndpoint> Declare<S> for RedisStock {
     type Settings = RedisStockSettings;
 
     fn build(settings: &RedisStockSettings, context: &Context<'_, S>) -> Arc<dyn Strategy> {
-        Arc::new(RedisStock::new(RedisStockConfig {
+        let settings = RedisStockSettings {
             endpoint: context.shared.redis_endpoint(),
-            keys: Keys::new(&settings.prefix),
-            id_ttl_secs: settings.id_ttl_secs,
-            batch: settings.batch.max(1),
-            claim_after: Duration::from_millis(settings.claim_ms),
-        }))
+            ..settings.clone()
+        };
+        Arc::new(RedisStock {
+            settings,
+            primary: OnceCell::new(),
+            backlog: prometheus::IntGauge::new(
+                "stock_locks_redis_stock_backlog",
+                "redis-stock's sales acknowledged by Redis and not yet recorded in the database.",
+            )
+            .expect("a valid metric"),
+        })
     }
 }
 
 /// The strategy: the request path (step 1-2) and the counters' view.
 pub struct RedisStock {
-    settings: RedisStockConfig,
+    settings: RedisStockSettings,
     /// Through Sentinel, moved to the new primary after a failover.
     primary: OnceCell<Primary>,
     /// `stock_locks_redis_stock_backlog`: the sales Redis acknowledged that the
     /// database has not recorded yet (the stream's length), read at each scrape.
     backlog: prometheus::IntGauge,
 }
+
+/// A Redis crash without `appendfsync always` may lose acknowledged sales.
+const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "lost"];
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -225,123 +160,26 @@ static INFO: StrategyInfo = StrategyInfo {
         // persister claims its entries. What a Redis crash loses: measured with everysec
         // and without persistence, nothing with always.
         ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new(
-            "redis-killed-everysec",
-            None,
-            &["safe", "refused", "unavailable", "lost"],
-        ),
+        ChaosCell::new("redis-killed-everysec", None, MAY_LOSE),
         ChaosCell::new("redis-killed-always", None, ChaosCell::NO_LOSS),
-        ChaosCell::new(
-            "redis-killed-no-persistence",
-            None,
-            &["safe", "refused", "unavailable", "lost"],
-        ),
+        ChaosCell::new("redis-killed-no-persistence", None, MAY_LOSE),
         ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
     ],
 };
 
-/// A product's counter in Redis, as `GET /stock/{id}` shows it.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Counter {
-    /// Units Redis may still sell.
-    pub stock: i64,
-    /// Units Redis sold that the database has not recorded yet.
-    pub pending: i64,
-    /// The database epoch the counter started from.
-    pub epoch: i64,
-}
-
 impl RedisStock {
-    pub fn new(settings: RedisStockConfig) -> RedisStock {
-        RedisStock {
-            settings,
-            primary: OnceCell::new(),
-            backlog: prometheus::IntGauge::new(
-                "stock_locks_redis_stock_backlog",
-                "redis-stock's sales acknowledged by Redis and not yet recorded in the database.",
-            )
-            .expect("a valid metric"),
-        }
-    }
-
-    /// Whether a Redis is configured (without one it answers 503 and has no counters).
-    pub fn configured(&self) -> bool {
-        self.settings.endpoint.is_some()
-    }
-
     async fn primary(&self) -> Result<&Primary, DeductError> {
-        let endpoint =
-            self.settings
-                .endpoint
-                .as_ref()
-                .ok_or_else(|| DeductError::BackendUnavailable {
-                    backend: "redis".into(),
-                    detail: "not configured: set REDIS_URLS".into(),
-                })?;
+        let endpoint = (self.settings.endpoint.as_ref())
+            .ok_or_else(|| unavailable("not configured: set REDIS_URLS"))?;
         self.primary
             .get_or_try_init(|| Primary::connect(endpoint))
             .await
             .map_err(unavailable)
     }
 
+    /// A connection, if Redis is configured and answers.
     async fn conn(&self) -> Result<ConnectionManager, DeductError> {
         Ok(self.primary().await?.conn().0)
-    }
-
-    /// Sales in the stream that no persister has recorded yet (`XLEN`), if Redis is
-    /// configured and answers within 500 ms (for `/metrics`).
-    pub async fn backlog(&self) -> Option<u64> {
-        if !self.configured() {
-            return None;
-        }
-        let ask = async {
-            let mut conn = self.conn().await.ok()?;
-            conn.xlen::<_, u64>(self.settings.keys.stream()).await.ok()
-        };
-        tokio::time::timeout(Duration::from_millis(500), ask)
-            .await
-            .ok()
-            .flatten()
-    }
-
-    /// The product's counter, if Redis is configured and has one.
-    pub async fn counter(&self, product_id: i64) -> Result<Option<Counter>, DeductError> {
-        let mut conn = self.conn().await?;
-        let fields: HashMap<String, i64> = conn
-            .hgetall(self.settings.keys.counter(product_id))
-            .await
-            .map_err(unavailable)?;
-        Ok(
-            match (
-                fields.get("stock"),
-                fields.get("pending"),
-                fields.get("epoch"),
-            ) {
-                (Some(&stock), Some(&pending), Some(&epoch)) => Some(Counter {
-                    stock,
-                    pending,
-                    epoch,
-                }),
-                _ => None,
-            },
-        )
-    }
-
-    /// After a restock: forget the product's counter, so the next sale starts the new
-    /// epoch from the database (step 2). Best effort: with Redis away there is nothing
-    /// it could sell anyway, and a stale counter is caught by its epoch. Nothing to do
-    /// without a Redis.
-    pub async fn forget(&self, product_id: i64) {
-        if !self.configured() {
-            return;
-        }
-        let Ok(mut conn) = self.conn().await else {
-            return;
-        };
-        let deleted: Result<i64, _> = conn.del(self.settings.keys.counter(product_id)).await;
-        if let Err(e) = deleted {
-            tracing::warn!(product_id, error = %e, "redis-stock: counter not reset after a restock");
-        }
     }
 
     /// Step 2: the counter from the database's row, unless another request made it.
@@ -358,7 +196,7 @@ impl RedisStock {
                 .await?;
         let (quantity, epoch) = row.ok_or(DeductError::UnknownProduct(product_id))?;
         let _created: i64 = INIT
-            .key(self.settings.keys.counter(product_id))
+            .key(self.settings.counter(product_id))
             .arg(quantity)
             .arg(epoch)
             .invoke_async(conn)
@@ -388,38 +226,55 @@ impl Strategy for RedisStock {
         )))
     }
 
-    /// The counter starts the new epoch from the database at its next sale.
+    /// Forgets the counter, so the next sale starts the new epoch from the database
+    /// (step 2). Best effort: with Redis away there is nothing it could sell anyway,
+    /// and a stale counter is caught by its epoch.
     async fn restocked(&self, product_id: i64) {
-        self.forget(product_id).await;
+        let Ok(mut conn) = self.conn().await else {
+            return;
+        };
+        let deleted: Result<i64, _> = conn.del(self.settings.counter(product_id)).await;
+        if let Err(e) = deleted {
+            tracing::warn!(product_id, error = %e, "redis-stock: counter not reset after a restock");
+        }
     }
 
     /// `pending` (sold by Redis, not yet in the database; 0 when drained) and `redis`
-    /// (the counter, if there is one). Nothing without a Redis or when it does not
-    /// answer.
+    /// (the counter `{stock, pending, epoch}`, if there is one). Nothing without a
+    /// Redis or when it does not answer.
     async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
-        let mut fields = serde_json::Map::new();
-        if !self.configured() {
-            return fields;
+        let mut view = serde_json::Map::new();
+        if self.settings.endpoint.is_none() {
+            return view;
         }
-        match self.counter(product_id).await {
-            Ok(counter) => {
-                fields.insert(
-                    "pending".into(),
-                    counter.as_ref().map_or(0, |c| c.pending).into(),
-                );
-                if let Some(counter) = counter {
-                    let counter = serde_json::to_value(counter).expect("plain data");
-                    fields.insert("redis".into(), counter);
+        let counter = async {
+            let key = self.settings.counter(product_id);
+            let fields: HashMap<String, i64> =
+                self.conn().await?.hgetall(key).await.map_err(unavailable)?;
+            Ok::<_, DeductError>(fields)
+        };
+        match counter.await {
+            Ok(fields) => {
+                let pending = fields.get("pending").copied().unwrap_or(0);
+                view.insert("pending".into(), pending.into());
+                if !fields.is_empty() {
+                    view.insert("redis".into(), serde_json::json!(fields));
                 }
             }
             Err(e) => tracing::warn!(product_id, error = %e, "redis-stock counter unreadable"),
         }
-        fields
+        view
     }
 
+    /// The backlog: sales in the stream no persister has recorded yet (`XLEN`), if
+    /// Redis answers within 500 ms.
     async fn scrape(&self) {
-        if let Some(backlog) = self.backlog().await {
-            self.backlog.set(backlog as i64);
+        let length = async {
+            let mut conn = self.conn().await.ok()?;
+            conn.xlen(self.settings.stream()).await.ok()
+        };
+        if let Ok(Some(length)) = tokio::time::timeout(Duration::from_millis(500), length).await {
+            self.backlog.set(length);
         }
     }
 
@@ -432,20 +287,19 @@ impl Strategy for RedisStock {
         }
         let primary = self.primary().await?;
         let (mut conn, generation) = primary.conn();
-        let keys = &self.settings.keys;
-        let order = d.order;
+        let (settings, order) = (&self.settings, d.order);
         // At most one initialisation per item, then the answer.
         for _ in 0..=order.items.len() {
             let mut call = DEDUCT.prepare_invoke();
-            call.key(keys.request(&order.request_id))
-                .key(keys.stream())
-                .key(keys.reconciling());
+            call.key(settings.request(&order.request_id))
+                .key(settings.stream())
+                .key(settings.reconciling());
             for item in &order.items {
-                call.key(keys.counter(item.product_id));
+                call.key(settings.counter(item.product_id));
             }
             call.arg(&order.request_id)
                 .arg(&d.fingerprint)
-                .arg(self.settings.id_ttl_secs);
+                .arg(settings.redis_stock_id_ttl_secs);
             for item in &order.items {
                 call.arg(item.product_id).arg(item.quantity);
             }
@@ -464,74 +318,44 @@ impl Strategy for RedisStock {
                     .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
                     .unwrap_or_default()
             };
+            let item = |i: usize| order.items[text(i).parse().unwrap_or(1_usize).saturating_sub(1)];
             match text(0).as_str() {
-                "ok" => {
-                    let sale = Sale {
-                        entry: text(1),
-                        request_id: order.request_id.clone(),
-                        fingerprint: d.fingerprint.clone(),
-                        lines: parse_lines(&text(2)).ok_or_else(|| {
-                            DeductError::Unexpected(anyhow::anyhow!(
-                                "unreadable sale {:?}",
-                                text(2)
-                            ))
-                        })?,
-                    };
-                    return Ok(sale.answer());
-                }
+                "ok" => return Ok(Sale::read(d, &text(1), &text(2))?.answer()),
                 "dup" => return stored_answer(d, &text(1)),
-                "init" => {
-                    let i: usize = text(1).parse().unwrap_or(1);
-                    let product_id = order.items[i.saturating_sub(1)].product_id;
-                    self.initialise(&mut conn, d, product_id).await?;
-                }
+                "init" => self.initialise(&mut conn, d, item(1).product_id).await?,
                 "short" => {
-                    let i: usize = text(1).parse().unwrap_or(1);
-                    let item = order.items[i.saturating_sub(1)];
                     return Err(DeductError::InsufficientStock {
-                        product_id: item.product_id,
-                        requested: item.quantity.into(),
+                        product_id: item(1).product_id,
+                        requested: item(1).quantity.into(),
                         available: text(2).parse().ok(),
                     });
                 }
                 "recovering" => {
-                    return Err(DeductError::BackendUnavailable {
-                        backend: "redis".into(),
-                        detail: "redis-stock is reconciling its counters after a Redis restart"
-                            .into(),
-                    });
+                    return Err(unavailable(
+                        "redis-stock is reconciling its counters after a Redis restart",
+                    ));
                 }
-                other => {
-                    return Err(DeductError::Unexpected(anyhow::anyhow!(
-                        "redis-stock script answered {other:?}"
-                    )));
-                }
+                other => Err(anyhow::anyhow!("redis-stock script answered {other:?}"))?,
             }
         }
-        Err(DeductError::Unexpected(anyhow::anyhow!(
-            "redis-stock: counters still missing after initialising them"
-        )))
+        Err(anyhow::anyhow!("redis-stock: counters still missing after initialising them").into())
     }
 }
 
-/// The answer to a request id Redis already sold: its stored sale as a duplicate, or
-/// 422 if that was a different request.
+/// The answer to a request id Redis already sold: its stored sale
+/// (`fingerprint \n entry \n items`) as a duplicate, or 422 if that was a different
+/// request.
 fn stored_answer(d: &Deduction<'_>, stored: &str) -> Result<Deducted, DeductError> {
     let mut parts = stored.splitn(3, '\n');
-    let (fingerprint, entry, lines) = (parts.next(), parts.next(), parts.next());
-    if fingerprint != Some(d.fingerprint.as_str()) {
+    if parts.next() != Some(d.fingerprint.as_str()) {
         return Err(DeductError::RequestIdReused(d.order.request_id.clone()));
     }
-    let sale = Sale {
-        entry: entry.unwrap_or_default().to_string(),
-        request_id: d.order.request_id.clone(),
-        fingerprint: d.fingerprint.clone(),
-        lines: lines.and_then(parse_lines).ok_or_else(|| {
-            DeductError::Unexpected(anyhow::anyhow!("unreadable stored sale {stored:?}"))
-        })?,
-    };
+    let (entry, lines) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
     Ok(Deducted {
         duplicate: true,
-        ..sale.answer()
+        ..Sale::read(d, entry, lines)?.answer()
     })
 }

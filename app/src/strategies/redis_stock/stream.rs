@@ -1,9 +1,8 @@
-//! What the request path and the persister share: where the keys live in Redis,
-//! the settings, and a sale as the stream carries it. Uses the strategies'
-//! contract; the request path (`super`) and the persister use it.
+//! What the request path (`super`) and the persister share: the settings, where the
+//! keys live in Redis, a sale as the stream carries it. Uses the contract.
 
 use crate::domain::error::DeductError;
-use crate::strategies::contract::{Deducted, ItemResult};
+use crate::strategies::contract::{Deducted, Deduction, ItemResult};
 use locks::redis_sentinel::Endpoint;
 use redis::streams::StreamId;
 use std::time::Duration;
@@ -14,49 +13,52 @@ pub const NAME: &str = "redis-stock";
 /// The consumer group of the persisters.
 pub const GROUP: &str = "persisters";
 
-/// Where this service's keys live in Redis: `<prefix>p:<id>` (counters),
-/// `<prefix>req:<request_id>`, `<prefix>sales` (the stream), `<prefix>reconciling`.
-#[derive(Debug, Clone)]
-pub struct Keys {
-    prefix: String,
+/// `redis-stock`'s flags (named as their fields are), and where its Redis is.
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct RedisStockSettings {
+    /// Where its keys live in Redis (`<prefix>p:<id>` counters, `<prefix>sales` the
+    /// stream, ...). Instances that share a database share it.
+    #[arg(long, env, default_value = "stock-locks:rs:")]
+    pub redis_stock_prefix: String,
+
+    /// How long Redis remembers a sold request id (a retry within it is answered from
+    /// Redis; later, the persister finds it in `orders`), in seconds.
+    #[arg(long, env, default_value_t = 86_400)]
+    pub redis_stock_id_ttl_secs: u64,
+
+    /// The most stream entries one persister transaction carries.
+    #[arg(long, env, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    pub redis_stock_batch: u64,
+
+    /// How long an entry may sit unacknowledged with one persister (it may have
+    /// crashed) before another claims it, in milliseconds.
+    #[arg(long, env, default_value_t = 5_000)]
+    pub redis_stock_claim_ms: u64,
+
+    /// The Redis (the first of `REDIS_URLS`, or the primary of `REDIS_SENTINELS`): not
+    /// a flag of its own, the shared settings' ([`super::RedisEndpoint`]).
+    #[arg(skip)]
+    pub endpoint: Option<Endpoint>,
 }
 
-impl Keys {
-    pub fn new(prefix: &str) -> Keys {
-        Keys {
-            prefix: prefix.to_string(),
-        }
-    }
+/// Where its keys live in Redis.
+impl RedisStockSettings {
     pub fn counter(&self, product_id: i64) -> String {
-        format!("{}p:{product_id}", self.prefix)
+        format!("{}p:{product_id}", self.redis_stock_prefix)
     }
     pub fn request(&self, request_id: &str) -> String {
-        format!("{}req:{request_id}", self.prefix)
+        format!("{}req:{request_id}", self.redis_stock_prefix)
     }
     pub fn stream(&self) -> String {
-        format!("{}sales", self.prefix)
+        format!("{}sales", self.redis_stock_prefix)
     }
     pub fn reconciling(&self) -> String {
-        format!("{}reconciling", self.prefix)
+        format!("{}reconciling", self.redis_stock_prefix)
     }
-    /// The pattern every counter key matches (`SCAN`).
-    pub fn counters(&self) -> String {
-        format!("{}p:*", self.prefix)
+    pub fn claim_after(&self) -> Duration {
+        Duration::from_millis(self.redis_stock_claim_ms)
     }
-}
-
-/// The settings of `redis-stock` and its persister.
-#[derive(Debug, Clone)]
-pub struct RedisStockConfig {
-    /// The Redis (the first of `REDIS_URLS`, or the primary of `REDIS_SENTINELS`).
-    pub endpoint: Option<Endpoint>,
-    pub keys: Keys,
-    /// How long a request key answers retries from Redis.
-    pub id_ttl_secs: u64,
-    /// Entries one persister transaction carries at most.
-    pub batch: usize,
-    /// How long an entry may sit unacknowledged with a consumer before another claims it.
-    pub claim_after: Duration,
 }
 
 /// One line of a sale as the stream carries it.
@@ -118,6 +120,19 @@ impl Sale {
             batch_size: None,
             stream_entry: Some(self.entry.clone()),
         }
+    }
+
+    /// The sale the script made (or stored) for this request: `entry`, and `lines` as
+    /// the script wrote them.
+    pub fn read(d: &Deduction<'_>, entry: &str, lines: &str) -> Result<Sale, DeductError> {
+        Ok(Sale {
+            entry: entry.to_string(),
+            request_id: d.order.request_id.clone(),
+            fingerprint: d.fingerprint.clone(),
+            lines: parse_lines(lines).ok_or_else(|| {
+                DeductError::Unexpected(anyhow::anyhow!("unreadable sale {lines:?}"))
+            })?,
+        })
     }
 
     pub fn from_entry(entry: &StreamId) -> Option<Sale> {
