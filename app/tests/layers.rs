@@ -446,11 +446,16 @@ fn non_test_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 }
 
 /// Where a strategy's name may appear outside its own place: (file, name, why).
-const ALSO: [(&str, &str, &str); 4] = [
+const ALSO: [(&str, &str, &str); 5] = [
     (
         "app/src/strategies/shared.rs",
         "zookeeper",
         "the server of that name",
+    ),
+    (
+        "app/src/strategies/distributed/mistakes.rs",
+        "zookeeper",
+        "the server of that name, which the persistent-node mistake uses",
     ),
     (
         "loadtest/src/cli/mod.rs",

@@ -77,7 +77,7 @@ pub enum Phase {
 pub enum Passed {
     /// Go on (after a sleep or a pause, if one was set).
     On,
-    /// Stop here as if the process had died (honoured by [`Probe::at_or_crash`]).
+    /// Stop here as if the process had died (honoured by `at_or_crash` on a `dyn Probe`).
     Crash,
 }
 

@@ -38,7 +38,7 @@
 //! one after the other, and the second evaluates `quantity >= :q` on the first one's
 //! result. The check and the write are one statement: there is no window between them
 //! for another request. The `CHECK (quantity >= 0)` on the table is a second net:
-//! without the `quantity >= ?` guard (the `no-guard` mistake, [`no_guard`] below) the
+//! without the `quantity >= ?` guard (the `no-guard` mistake, `no_guard` below) the
 //! last unit still sells once, and the next buyer gets the constraint's error (4025)
 //! instead of a clean refusal.
 //!

@@ -4,7 +4,8 @@
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
 //! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
+//! `app/src/strategies/txn.rs`, `app/src/strategies/retry.rs`,
+//! `app/src/strategies/idempotency.rs`,
 //! `app/src/strategies/record_many.rs` and this file into your crate under the same
 //! module paths (`crate::domain::…`, `crate::strategies::…`), with the tables of
 //! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
@@ -95,7 +96,8 @@ use super::contract::{
     ChaosCell, Deducted, Deduction, Family, ItemResult, Statements, Strategy, StrategyInfo, Trait,
 };
 use super::record_many;
-use super::txn::{self, backoff, retry_on_lock_conflict};
+use super::retry::{self, backoff, retry_on_lock_conflict};
+use super::txn;
 use crate::domain::error::{DeductError, mysql_error_number};
 use crate::domain::order::Order;
 use crate::domain::probe::{Knobs, Probe};
@@ -181,29 +183,17 @@ pub struct BatchedSettings {
     /// How long a product's batch task waits for more buyers before it takes its
     /// queue, in microseconds. 0: it takes what is there at once (under load a batch
     /// is then whatever arrived while the previous one ran).
-    #[arg(
-        id = "batch_window_us",
-        value_name = "BATCH_WINDOW_US",
-        long = "batch-window-us",
-        env = "BATCH_WINDOW_US",
-        default_value_t = 0
-    )]
-    pub window_us: u64,
+    #[arg(long, env, default_value_t = 0)]
+    pub batch_window_us: u64,
 
     /// The most requests one transaction carries.
-    #[arg(id = "batch_max", long = "batch-max", env = "BATCH_MAX", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub max_batch: u32,
+    #[arg(long, env, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch_max: u32,
 
     /// Transactions a batch may run (retries after a deadlock or a lock wait timeout)
     /// before its buyers are answered 503 busy.
-    #[arg(
-        id = "batched_max_attempts",
-        value_name = "BATCHED_MAX_ATTEMPTS",
-        long = "batched-max-attempts",
-        env = "BATCHED_MAX_ATTEMPTS",
-        default_value_t = 5
-    )]
-    pub max_attempts: u32,
+    #[arg(long, env, default_value_t = 5)]
+    pub batched_max_attempts: u32,
 }
 
 impl<S> super::contract::Declare<S> for Batched {
@@ -211,9 +201,9 @@ impl<S> super::contract::Declare<S> for Batched {
 
     fn build(settings: &BatchedSettings, _: &super::contract::Context<'_, S>) -> Arc<dyn Strategy> {
         Arc::new(Batched::new(BatchSettings {
-            window: Duration::from_micros(settings.window_us),
-            max_batch: settings.max_batch as usize,
-            max_attempts: settings.max_attempts,
+            window: Duration::from_micros(settings.batch_window_us),
+            max_batch: settings.batch_max as usize,
+            max_attempts: settings.batched_max_attempts,
         }))
     }
 }
@@ -353,8 +343,8 @@ enum Failed {
 impl From<sqlx::Error> for Failed {
     fn from(e: sqlx::Error) -> Failed {
         match retry_on_lock_conflict(e) {
-            txn::TxError::Retry(reason) => Failed::Conflict(reason),
-            txn::TxError::Fail(e) => Failed::Error(e),
+            retry::TxError::Retry(reason) => Failed::Conflict(reason),
+            retry::TxError::Fail(e) => Failed::Error(e),
         }
     }
 }

@@ -67,7 +67,8 @@
 use super::contract::{
     ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
 };
-use super::txn::{self, Sold, TxError, retry_on_lock_conflict};
+use super::retry::{self, TxError, retry_on_lock_conflict};
+use super::txn::{self, Sold};
 use crate::domain::error::DeductError;
 use crate::domain::order::Item;
 use async_trait::async_trait;
@@ -94,14 +95,8 @@ pub struct Bucketed {
 pub struct BucketedSettings {
     /// Transactions `bucketed` may run to gather a multi-unit request (retries after a
     /// deadlock or a lock wait timeout).
-    #[arg(
-        id = "bucketed_max_attempts",
-        value_name = "BUCKETED_MAX_ATTEMPTS",
-        long = "bucketed-max-attempts",
-        env = "BUCKETED_MAX_ATTEMPTS",
-        default_value_t = 5
-    )]
-    pub max_attempts: u32,
+    #[arg(long, env, default_value_t = 5)]
+    pub bucketed_max_attempts: u32,
 }
 
 impl<S> super::contract::Declare<S> for Bucketed {
@@ -111,7 +106,7 @@ impl<S> super::contract::Declare<S> for Bucketed {
         settings: &BucketedSettings,
         _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
-        std::sync::Arc::new(Bucketed::new(settings.max_attempts))
+        std::sync::Arc::new(Bucketed::new(settings.bucketed_max_attempts))
     }
 }
 
@@ -216,8 +211,8 @@ impl Strategy for Bucketed {
             }
         }
         // Step 3: several items, or a request no single bucket could serve.
-        txn::with_retries(self.max_attempts, async |attempt| {
-            txn::transaction(d, async |tx| gather(tx, d, attempt).await).await
+        retry::with_retries(self.max_attempts, async |attempt| {
+            retry::transaction(d, async |tx| gather(tx, d, attempt).await).await
         })
         .await
     }

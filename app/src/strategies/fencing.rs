@@ -12,7 +12,7 @@
 //!    once per product, ever) and claims again. A separate statement so that a paused
 //!    holder sits on no row lock: inside the stock transaction the claim would lock
 //!    the row and turn every lock strategy into `pessimistic`.
-//! 2. Plain read and check, as `unsafe` does ([`super::unsafe_control::read_and_check`]);
+//! 2. Plain read and check, as `unsafe` does ([`super::plain::read_and_check`]);
 //!    the claim comes first, so a holder that claims after a stale holder's write
 //!    reads that write.
 //! 3. BEGIN; the **guarded write** ([`guarded_write`]): the stock row changes only if
@@ -41,8 +41,8 @@
 //! refused) instead of being refused itself.
 
 use super::contract::{Deducted, Deduction};
+use super::plain;
 use super::txn::{self, Sold};
-use super::unsafe_control;
 use crate::domain::error::DeductError;
 use sqlx::{MySqlConnection, MySqlPool};
 
@@ -153,12 +153,12 @@ pub async fn read_check_write(
     fence_token: Option<u64>,
     still_held: impl Fn() -> bool,
 ) -> Result<Deducted, DeductError> {
-    let sold = unsafe_control::read_and_check(d).await?;
+    let sold = plain::read_and_check(d).await?;
     d.probe.after_read(d.knobs).await;
     let mut tx = d.begin().await?;
     for s in &sold {
         let Some(claims) = claims else {
-            unsafe_control::write(&mut tx, s).await?;
+            plain::write(&mut tx, s).await?;
             continue;
         };
         let product_id = s.item.product_id;

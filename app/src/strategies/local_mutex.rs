@@ -41,7 +41,7 @@
 use super::contract::{
     ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
 };
-use super::unsafe_control::read_check_write;
+use super::plain::read_check_write;
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::domain::probe::Phase;

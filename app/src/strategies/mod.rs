@@ -3,15 +3,18 @@
 //! A strategy is one [`Strategy::deduct`], written top-down: its lock (if any), its SQL
 //! (the statements themselves, in its file), its retry policy, its COMMIT. It calls a
 //! few small helpers instead of being called back by a framework:
-//! - [`txn`]: [`txn::with_retries`] (the retry loop with jittered backoff),
-//!   [`txn::record`] (the `orders` row and the ledger rows, two statements),
-//!   [`txn::commit`] (the `before_commit` failpoint, COMMIT, an ambiguous COMMIT);
+//! - [`txn`]: [`txn::check_enough`], [`txn::record`] (the `orders` row and the ledger
+//!   rows, two statements), [`txn::commit`] (the `before_commit` failpoint, COMMIT,
+//!   an ambiguous COMMIT); [`record_many`] for many sales in one transaction;
+//! - [`retry`]: [`retry::with_retries`] (the loop with jittered backoff) and
+//!   [`retry::transaction`] (ROLLBACK on every failure);
+//! - [`plain`]: the plain read-check-write, `unsafe`'s, which the locks run under them;
 //! - [`fencing`]: the ticket, the claim and the guarded write, and what each lock
 //!   backend's token is;
 //! - [`idempotency`]: in-flight twins, and the one read a refusal makes (a retry of a
 //!   request that already succeeded gets its stored answer).
 //!
-//! The path of a request: `routes::deduct` parses the body into an [`Order`] (and the
+//! The path of a request: `routes::deduct` parses the body into an [`Order`](crate::domain::order::Order) (and the
 //! test-hook knobs beside it), then [`idempotency::once`] runs the strategy's
 //! `deduct`. That is all of it.
 //!
@@ -25,30 +28,31 @@
 //! READ a transaction that reads first and locks second may read a snapshot older
 //! than the previous holder's commit, and a lock released before COMMIT lets the next
 //! holder read what we are about to change. Both mistakes, and four more of the
-//! write-ups' classics, are runnable in [`mistakes`] (test hooks only).
+//! write-ups' classics, are runnable in [`distributed::mistakes`] (test hooks only).
 //!
 //! # Layout
+//! - [`contract`]: what a strategy is (the trait, a deduction, its answer, its card).
 //! - [`unsafe_control`]: `unsafe`, plain read, check, write; no lock. Must oversell.
 //! - [`local_mutex`]: `local-mutex`, `unsafe`'s read-check-write under a per-product
 //!   mutex inside one process.
+//! - [`fence_only`]: `fence-only`, a ticket, a claim and a guarded write with no lock:
+//!   the fence alone (safe; overtaken requests are refused).
 //! - [`atomic_sql`]: `atomic-sql`, `UPDATE ... SET quantity = quantity - ? WHERE ... AND quantity >= ?`.
 //! - [`pessimistic`]: `pessimistic`, `SELECT ... FOR UPDATE`, retried on deadlock.
 //! - [`optimistic`]: `optimistic`, compare-and-set on a version column, retried.
-//! - [`fence_only`]: `fence-only`, a ticket, a claim and a guarded write with no lock:
-//!   the fence alone (safe; overtaken requests are refused).
 //! - [`batched`]: `batched`, the buyers of one product queue briefly and share one
 //!   transaction (request coalescing).
 //! - [`bucketed`]: `bucketed`, the hot row split into K bucket rows at restock.
 //! - [`redis_stock`]: `redis-stock`, a Redis counter sells; a persister writes the
-//!   sales into the database in batches.
-//! - [`locked`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`: the algorithm of
-//!   a distributed lock around `unsafe`'s read-check-write, with fenced writes.
-//! - [`distributed`]: the wiring of those four: which backend, which key, how it
-//!   connects, and how each one fails.
-//! - [`shared`]: what several strategies share (Redis, ZooKeeper, the lock options).
-//! - [`mistakes`]: the classic mistakes, made on purpose next to the strategies they
-//!   break (a request's `mistake` test hook).
-
+//!   sales into the database in batches (a folder).
+//! - [`distributed`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`: one lock
+//!   algorithm around `unsafe`'s read-check-write, with fenced writes, one file per
+//!   lock, and the classic mistakes (a folder).
+//! - [`shared`]: the settings several strategies share (Redis, ZooKeeper, the lock
+//!   options), and, below the registry, how they answer what each strategy asks of
+//!   them.
+//! - The helpers above.
+//!
 pub mod atomic_sql;
 pub mod batched;
 pub mod bucketed;
@@ -60,8 +64,10 @@ pub mod idempotency;
 pub mod local_mutex;
 pub mod optimistic;
 pub mod pessimistic;
+pub mod plain;
 pub mod record_many;
 pub mod redis_stock;
+pub mod retry;
 pub mod shared;
 pub mod txn;
 pub mod unsafe_control;
@@ -203,10 +209,10 @@ registry! {
     batched: batched::Batched,
     bucketed: bucketed::Bucketed,
     redis_stock: redis_stock::RedisStock,
-    mysql_lock: distributed::MysqlLock,
-    redis_lock: distributed::RedisLock,
-    redlock: distributed::RedLock,
-    zookeeper: distributed::ZooKeeper,
+    mysql_lock: distributed::mysql_lock::MysqlLock,
+    redis_lock: distributed::mistakes::Mistaken<distributed::redis_lock::RedisLock>,
+    redlock: distributed::redlock::RedLock,
+    zookeeper: distributed::mistakes::Mistaken<distributed::zookeeper::ZooKeeper>,
 }
 
 /// The name `POST /deduct/{name}` serves for the registry line `field` ([`FIELDS`]),
@@ -225,9 +231,50 @@ pub fn name_of(field: &str) -> Option<&'static str> {
     Some(all(&settings, &context).cards()[index].info.name)
 }
 
+// What each strategy asks of the settings they share, answered by them (a copy of a
+// strategy answers it its own way).
+
 /// `redis-stock`'s Redis is the single Redis the strategies share.
-impl redis_stock::RedisEndpoint for shared::Shared {
+impl redis_stock::RedisEndpoint for Shared {
     fn redis_endpoint(&self) -> Option<locks::redis_sentinel::Endpoint> {
-        shared::Shared::redis_endpoint(self)
+        Shared::redis_endpoint(self)
+    }
+}
+
+impl distributed::algorithm::LockShared for Shared {
+    fn lock_options(&self) -> locks::LockOptions {
+        Shared::lock_options(self)
+    }
+    fn lock_wait(&self) -> std::time::Duration {
+        Shared::lock_wait(self)
+    }
+    fn fencing(&self) -> bool {
+        self.fencing
+    }
+}
+
+/// `redis-lock`'s Redis is the single Redis too.
+impl distributed::redis_lock::RedisLockShared for Shared {
+    fn redis_endpoint(&self) -> Option<locks::redis_sentinel::Endpoint> {
+        Shared::redis_endpoint(self)
+    }
+}
+
+/// `redlock`'s nodes are every one of `REDIS_URLS`.
+impl distributed::redlock::RedLockShared for Shared {
+    fn redis_urls(&self) -> Vec<String> {
+        self.redis_urls.clone()
+    }
+}
+
+impl distributed::zookeeper::ZooKeeperShared for Shared {
+    fn zk_connect(&self) -> Option<String> {
+        self.zk_connect.clone()
+    }
+    fn zk_root(&self) -> String {
+        self.zk_root.clone()
+    }
+    fn zk_session(&self) -> std::time::Duration {
+        Shared::zk_session(self)
     }
 }

@@ -3,7 +3,8 @@
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
 //! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs` and this file into
+//! `app/src/strategies/txn.rs`, `app/src/strategies/retry.rs`,
+//! `app/src/strategies/idempotency.rs` and this file into
 //! your crate under the same module paths (`crate::domain::…`, `crate::strategies::…`),
 //! with the tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
 //! `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
@@ -23,7 +24,7 @@
 //!    version = version + 1 WHERE product_id = ? AND version = <read version>`.
 //!    No row matched: someone wrote the row since our read. ROLLBACK, jittered
 //!    backoff, start again from 1, at most `--optimistic-max-attempts` times
-//!    ([`txn::with_retries`]); then 503 `busy`. The response's `attempts` says how
+//!    ([`retry::with_retries`]); then 503 `busy`. The response's `attempts` says how
 //!    many it took.
 //! 4. Orders and ledger rows ([`txn::record`]), COMMIT.
 //!
@@ -58,7 +59,8 @@
 use super::contract::{
     ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
 };
-use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
+use super::retry::{self, TxError, retry_on_lock_conflict};
+use super::txn::{self, Sold, check_enough};
 use crate::domain::error::DeductError;
 use async_trait::async_trait;
 
@@ -73,14 +75,8 @@ pub struct Optimistic {
 pub struct OptimisticSettings {
     /// Transactions `optimistic` may run for one request (retries after a failed
     /// compare-and-set) before it answers 503 busy.
-    #[arg(
-        id = "optimistic_max_attempts",
-        value_name = "OPTIMISTIC_MAX_ATTEMPTS",
-        long = "optimistic-max-attempts",
-        env = "OPTIMISTIC_MAX_ATTEMPTS",
-        default_value_t = 10
-    )]
-    pub max_attempts: u32,
+    #[arg(long, env, default_value_t = 10)]
+    pub optimistic_max_attempts: u32,
 }
 
 impl<S> super::contract::Declare<S> for Optimistic {
@@ -91,7 +87,7 @@ impl<S> super::contract::Declare<S> for Optimistic {
         _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(Optimistic {
-            max_attempts: settings.max_attempts,
+            max_attempts: settings.optimistic_max_attempts,
         })
     }
 }
@@ -134,7 +130,7 @@ impl Strategy for Optimistic {
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
-        txn::with_retries(self.max_attempts, async |attempt| {
+        retry::with_retries(self.max_attempts, async |attempt| {
             let mut reads = Vec::with_capacity(d.order.items.len());
             for item in d.order.by_product() {
                 let (quantity, version): (i32, i64) =

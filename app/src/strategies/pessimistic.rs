@@ -3,7 +3,8 @@
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
 //! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs` and this file into
+//! `app/src/strategies/txn.rs`, `app/src/strategies/retry.rs`,
+//! `app/src/strategies/idempotency.rs` and this file into
 //! your crate under the same module paths (`crate::domain::…`, `crate::strategies::…`),
 //! with the tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
 //! `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
@@ -25,7 +26,7 @@
 //!    1205 (lock wait timeout: only the *statement* was rolled back, the transaction
 //!    still holds its other locks since `innodb_rollback_on_timeout` is off): explicit
 //!    ROLLBACK, jittered backoff, run the whole transaction again, at most
-//!    `--pessimistic-max-attempts` times, then 503 `busy` ([`txn::with_retries`]).
+//!    `--pessimistic-max-attempts` times, then 503 `busy` ([`retry::with_retries`]).
 //!
 //! Six statements for a sale (BEGIN, SELECT ... FOR UPDATE, UPDATE, two INSERTs,
 //! COMMIT); a refusal: BEGIN, SELECT ... FOR UPDATE, ROLLBACK, and the one read every
@@ -56,7 +57,8 @@
 use super::contract::{
     ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
 };
-use super::txn::{self, Sold, TxError, check_enough, retry_on_lock_conflict};
+use super::retry::{self, TxError, retry_on_lock_conflict};
+use super::txn::{self, Sold, check_enough};
 use crate::domain::error::DeductError;
 use crate::domain::order::Item;
 use crate::domain::probe::Phase;
@@ -76,14 +78,8 @@ pub struct Pessimistic {
 pub struct PessimisticSettings {
     /// Transactions `pessimistic` may run for one request (retries after a deadlock or
     /// a lock wait timeout).
-    #[arg(
-        id = "pessimistic_max_attempts",
-        value_name = "PESSIMISTIC_MAX_ATTEMPTS",
-        long = "pessimistic-max-attempts",
-        env = "PESSIMISTIC_MAX_ATTEMPTS",
-        default_value_t = 5
-    )]
-    pub max_attempts: u32,
+    #[arg(long, env, default_value_t = 5)]
+    pub pessimistic_max_attempts: u32,
 }
 
 impl<S> super::contract::Declare<S> for Pessimistic {
@@ -94,7 +90,7 @@ impl<S> super::contract::Declare<S> for Pessimistic {
         _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(Pessimistic {
-            max_attempts: settings.max_attempts,
+            max_attempts: settings.pessimistic_max_attempts,
         })
     }
 }
@@ -135,15 +131,15 @@ impl Strategy for Pessimistic {
         } else {
             d.order.by_product()
         };
-        // An explicit ROLLBACK on every way out (`txn::transaction`): after a lock
+        // An explicit ROLLBACK on every way out (`retry::transaction`): after a lock
         // wait timeout the transaction still holds its other row locks.
         let started = std::time::Instant::now();
         let waited = Cell::new(Duration::ZERO);
-        let done = txn::with_retries(self.max_attempts, async |attempt| {
+        let done = retry::with_retries(self.max_attempts, async |attempt| {
             let try_once = async |tx: &mut MySqlConnection| {
                 lock_check_write(tx, d, &items, attempt, &waited).await
             };
-            txn::transaction(d, try_once).await
+            retry::transaction(d, try_once).await
         })
         .await;
         // Where the time went: waiting in FOR UPDATE (the lock), the rest of the

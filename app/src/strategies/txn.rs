@@ -1,7 +1,7 @@
-//! The small helpers a strategy calls for its transaction: the retry loop, the
-//! transaction itself, the orders + ledger rows of one sale, the COMMIT. A strategy
-//! calls them; none of them calls a strategy back. Many sales in one transaction:
-//! [`super::record_many`].
+//! The small helpers a strategy calls for its transaction: the check, the orders +
+//! ledger rows of one sale, the COMMIT. A strategy calls them; none of them calls a
+//! strategy back. Many sales in one transaction: [`super::record_many`]; the retry
+//! loop and a transaction that rolls back on every failure: [`super::retry`].
 
 use super::contract::{Deducted, Deduction, ItemResult};
 use crate::domain::error::{DeductError, is_connection_error, mysql_error_number};
@@ -9,7 +9,6 @@ use crate::domain::order::Item;
 use crate::domain::probe::{Failpoint, Probe};
 use sqlx::{MySql, MySqlConnection, QueryBuilder, Transaction};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// One item a deduction sold, and what it left.
 #[derive(Debug, Clone, Copy)]
@@ -29,69 +28,6 @@ pub fn check_enough(item: Item, available: i32) -> Result<(), DeductError> {
         });
     }
     Ok(())
-}
-
-/// Why one try did not produce a deduction.
-#[derive(Debug)]
-pub enum TxError {
-    /// Try again (deadlock, lock wait timeout, failed compare-and-set); the text says
-    /// why, for the final `busy` answer.
-    Retry(String),
-    /// Give up with this answer.
-    Fail(DeductError),
-}
-
-impl<E: Into<DeductError>> From<E> for TxError {
-    fn from(e: E) -> Self {
-        TxError::Fail(e.into())
-    }
-}
-
-/// Runs `attempt(1)`, `attempt(2)`, ... while it asks for a retry, at most
-/// `max_attempts` times, with jittered backoff between tries; then 503 `busy`. Each
-/// try opens (and ends) its own transaction: under REPEATABLE READ a retry inside the
-/// same transaction would read the same old snapshot and fail forever.
-pub async fn with_retries<T>(
-    max_attempts: u32,
-    mut attempt: impl AsyncFnMut(u32) -> Result<T, TxError>,
-) -> Result<T, DeductError> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match attempt(tries).await {
-            Ok(done) => return Ok(done),
-            Err(TxError::Fail(e)) => return Err(e),
-            Err(TxError::Retry(reason)) if tries >= max_attempts.max(1) => {
-                return Err(DeductError::Busy(format!(
-                    "gave up after {tries} attempts: {reason}"
-                )));
-            }
-            Err(TxError::Retry(reason)) => {
-                tracing::debug!(tries, %reason, "retrying the transaction");
-                tokio::time::sleep(backoff(tries)).await;
-            }
-        }
-    }
-}
-
-/// Full-jitter exponential backoff: a random wait in [0, min(100 ms, 2 ms × 2^n)], so
-/// that retrying transactions spread out instead of colliding again in step.
-pub fn backoff(attempt: u32) -> Duration {
-    use rand::Rng;
-    let cap_ms = (2u64 << attempt.min(6)).min(100);
-    Duration::from_micros(rand::rng().random_range(0..=cap_ms * 1000))
-}
-
-/// Turns the errors that mean "another transaction holds what we need" into a retry:
-/// 1213 (deadlock: InnoDB rolled our transaction back) and 1205 (lock wait timeout:
-/// only the statement was rolled back; the transaction keeps its other locks until its
-/// ROLLBACK, since `innodb_rollback_on_timeout` is off).
-pub fn retry_on_lock_conflict(e: sqlx::Error) -> TxError {
-    match mysql_error_number(&e) {
-        Some(1213) => TxError::Retry("deadlock (1213)".into()),
-        Some(1205) => TxError::Retry("lock wait timeout (1205)".into()),
-        _ => TxError::Fail(e.into()),
-    }
 }
 
 /// Writes what a deduction sold into its transaction: the `orders` row (the stored
@@ -168,26 +104,6 @@ pub async fn record(
     });
     ledger.build().execute(&mut *tx).await?;
     Ok(answer)
-}
-
-/// Runs `body` in a new transaction: COMMIT ([`commit`]) when it succeeds, an explicit
-/// ROLLBACK on every failure (after a lock wait timeout the transaction still holds its
-/// other row locks until then: `innodb_rollback_on_timeout` is off).
-pub async fn transaction<T>(
-    d: &Deduction<'_>,
-    body: impl AsyncFnOnce(&mut MySqlConnection) -> Result<T, TxError>,
-) -> Result<T, TxError> {
-    let mut tx = d.begin().await?;
-    match body(&mut tx).await {
-        Ok(done) => {
-            commit(tx, d.probe).await?;
-            Ok(done)
-        }
-        Err(e) => {
-            tx.rollback().await?;
-            Err(e)
-        }
-    }
 }
 
 /// The `before_commit` failpoint, then COMMIT. A connection that breaks during the

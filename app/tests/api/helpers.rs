@@ -77,9 +77,9 @@ pub fn test_settings(database_url: &str) -> Settings {
         // other's sales.
         s.strategies.redis_stock.redis_stock_prefix =
             format!("t:{}:rs:", database_url.rsplit('/').next().unwrap_or("db"));
-        s.strategies.optimistic.max_attempts = 1000;
+        s.strategies.optimistic.optimistic_max_attempts = 1000;
         // Room for a loaded 2-core machine running tests in parallel.
-        s.strategies.redlock.node_timeout_ms = 200;
+        s.strategies.redlock.redlock_node_timeout_ms = 200;
         s.shared.zk_connect = std::env::var("ZK_CONNECT").ok();
         // The shared testbed's Redis (the first serves redis-lock).
         s.shared.redis_urls = std::env::var("REDIS_URLS")

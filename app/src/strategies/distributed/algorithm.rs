@@ -1,6 +1,8 @@
 //! `mysql-lock`, `redis-lock`, `redlock` and `zookeeper`: a distributed lock around
 //! `unsafe`'s plain read-check-write, with fenced writes. The four differ only in the
-//! lock (wired in [`super`], with how each one fails).
+//! lock (each wired in its own file of [`super`], with how it fails). Uses the
+//! contract, `fencing`, `plain` (through `fencing`), the transaction helpers and the
+//! `locks` core; no other strategy, nothing of the service.
 //!
 //! # Algorithm
 //! 1. For each product of the order, in product_id order: acquire the lock
@@ -27,7 +29,7 @@
 //!
 //! Lock before BEGIN, release after COMMIT: the two orders people get wrong are
 //! runnable as the mistakes `lock-inside-transaction` and `release-before-commit`
-//! ([`super::mistakes`]; each loses an update in its test).
+//! (the service's `mistakes`; each loses an update in its test).
 //!
 //! Steps 2-4 are [`fencing::read_check_write`], shared with `fence-only`. Statements
 //! sent to MariaDB, fenced: seven for a sale (claim, SELECT, BEGIN, guarded UPDATE, two
@@ -36,14 +38,11 @@
 //!
 //! # What fencing buys
 //! A lease lock alone cannot stop a holder that pauses past its lease: it wakes up
-//! after another holder took the lock and wrote, and overwrites that write with a
-//! value computed from its stale read. Unfenced (`--fencing false` or `"fencing":
-//! false`), this service does exactly what the seeds' code does, trusts the lock and
-//! never looks back, and the test `locks::*_unfenced_loses_an_update` shows the lost
-//! update. Fenced, the stale holder's token is older than the newest claim and its
-//! write is refused. The claim and the guarded write together are a compare-and-set:
-//! they would be safe even without a lock; the lock's job becomes efficiency (few
-//! refused requests), not safety.
+//! after another holder took the lock and wrote, and overwrites that write from its
+//! stale read. Unfenced (`--fencing false` or `"fencing": false`) this service trusts
+//! the lock as the seeds' code does, and `locks::*_unfenced_loses_an_update` shows the
+//! lost update; fenced, the stale token is refused ([`fencing`] says how, and why the
+//! lock's job then becomes efficiency, not safety).
 //!
 //! # When to use it
 //! When the critical section spans more than the database (a call to another service
@@ -53,7 +52,9 @@
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::domain::probe::Phase;
-use crate::strategies::contract::{Deducted, Deduction, Started, Strategy, StrategyInfo};
+use crate::strategies::contract::{
+    ChaosCell, Deducted, Deduction, Started, Strategy, StrategyInfo,
+};
 use crate::strategies::fencing::{self, Claim, Fence};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
@@ -65,13 +66,67 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+/// What a lock strategy needs of the settings the strategies share (the service's
+/// `shared::Shared`; a copy says it its own way). A backend's file asks for more
+/// (where its servers are) with a trait of its own over this one.
+pub trait LockShared {
+    /// The lease, renewal and maximum hold of every lock.
+    fn lock_options(&self) -> LockOptions;
+    /// How long an order may wait for all its locks.
+    fn lock_wait(&self) -> Duration;
+    /// Fenced writes unless a request says otherwise (the default: on).
+    fn fencing(&self) -> bool;
+}
+
+// The fault cells every lock goes through (each card lists them). Frozen past the
+// lease: unfenced it loses updates, fenced it refuses the stale write. Killed: a dead
+// holder never writes, fenced or not; the wait for the lock to come back is measured.
+// Partitioned from the lock service (not from the database): as frozen.
+pub const FROZEN_UNFENCED: ChaosCell = ChaosCell::new("pause-past-lease", Some(false), &["lost"]);
+pub const FROZEN_FENCED: ChaosCell = ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
+pub const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
+pub const KILLED_UNFENCED: ChaosCell =
+    ChaosCell::new("holder-killed", Some(false), ChaosCell::NO_LOSS).extra();
+pub const PARTITIONED_UNFENCED: ChaosCell =
+    ChaosCell::new("lock-partition", Some(false), &["lost"]);
+pub const PARTITIONED_FENCED: ChaosCell =
+    ChaosCell::new("lock-partition", Some(true), &["refused"]);
+/// An ambiguous COMMIT under a lock that may also be lost meanwhile.
+pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
+
 /// Connects a lock backend (on first use: startup never waits on Redis).
 pub type Connect =
     Box<dyn Fn() -> BoxFuture<'static, Result<Box<dyn LockBackend>, DeductError>> + Send + Sync>;
 
+/// A [`Connect`] that runs `connect` on its own copy of `config` at each call.
+pub fn connector<C, F, Fut>(config: C, connect: F) -> Connect
+where
+    C: Clone + Send + Sync + 'static,
+    F: Fn(C) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Box<dyn LockBackend>, DeductError>> + Send + 'static,
+{
+    Box::new(move || Box::pin(connect(config.clone())))
+}
+
+/// A backend's error as the answer: 503 `backend_unavailable`.
+pub fn unavailable(backend: &'static str) -> impl Fn(LockError) -> DeductError {
+    move |e| DeductError::BackendUnavailable {
+        backend: backend.into(),
+        detail: e.to_string(),
+    }
+}
+
+/// A backend with no servers configured.
+pub fn not_set(backend: &str, variable: &str) -> DeductError {
+    DeductError::BackendUnavailable {
+        backend: backend.into(),
+        detail: format!("{variable} is not set"),
+    }
+}
+
 /// A strategy that trusts one distributed lock backend.
 pub struct LockStrategy {
-    pub info: StrategyInfo,
+    pub info: &'static StrategyInfo,
     /// The backend's name in metrics and errors (`mysql`, `redis`, ...).
     pub backend: &'static str,
     /// Lock keys are `<prefix><product_id>`.
@@ -89,13 +144,36 @@ pub struct LockStrategy {
     pub counters: std::sync::OnceLock<LockCounters>,
 }
 
+impl LockStrategy {
+    pub fn new(
+        info: &'static StrategyInfo,
+        backend: &'static str,
+        key_prefix: &'static str,
+        connect: Connect,
+        shared: &impl LockShared,
+    ) -> LockStrategy {
+        LockStrategy {
+            info,
+            backend,
+            key_prefix,
+            connect,
+            locker: OnceCell::new(),
+            options: shared.lock_options(),
+            wait: shared.lock_wait(),
+            fencing: shared.fencing(),
+            instance: uuid::Uuid::new_v4().simple().to_string(),
+            counters: std::sync::OnceLock::new(),
+        }
+    }
+}
+
 /// The locks an order holds, by product.
 type Held = Vec<(i64, LockGuard)>;
 
 #[async_trait(?Send)]
 impl Strategy for LockStrategy {
     fn info(&self) -> &StrategyInfo {
-        &self.info
+        self.info
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
@@ -138,7 +216,7 @@ impl Strategy for LockStrategy {
 /// What a lock backend's watchdogs did, as Prometheus counters: one pair per
 /// backend, each with a constant `backend` label (the registry merges the four into
 /// one metric family each). Renewals are counted as the backend answers them
-/// ([`Counted`]), losses when a lost guard is released.
+/// (`Counted`), losses when a lost guard is released.
 pub struct LockCounters {
     renewals: IntCounterVec,
     lost: IntCounterVec,
@@ -147,31 +225,25 @@ pub struct LockCounters {
 impl LockCounters {
     fn register(registry: &prometheus::Registry, backend: &str) -> LockCounters {
         // Series appear at the first scrape after the backend connected.
-        let renewals = IntCounterVec::new(
-            Opts::new(
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let opts = Opts::new(name, help).const_label("backend", backend);
+            let counter = IntCounterVec::new(opts, labels).expect("a valid metric");
+            let registered = registry.register(Box::new(counter.clone()));
+            registered.expect("registered once per backend");
+            counter
+        };
+        LockCounters {
+            renewals: counter(
                 "stock_locks_lock_renewals_total",
                 "Lease renewals by the distributed locks' watchdogs, by backend.",
-            )
-            .const_label("backend", backend),
-            &[],
-        )
-        .expect("a valid metric");
-        let lost = IntCounterVec::new(
-            Opts::new(
+                &[],
+            ),
+            lost: counter(
                 "stock_locks_locks_lost_total",
                 "Locks lost while held (not_holder, expired, max_hold), by backend and reason.",
-            )
-            .const_label("backend", backend),
-            &["reason"],
-        )
-        .expect("a valid metric");
-        registry
-            .register(Box::new(renewals.clone()))
-            .expect("registered once per backend");
-        registry
-            .register(Box::new(lost.clone()))
-            .expect("registered once per backend");
-        LockCounters { renewals, lost }
+                &["reason"],
+            ),
+        }
     }
 
     /// The series, at zero, once the backend connected; the renewals counter.

@@ -23,19 +23,23 @@
 //! EXPIRE) and `persistent-node` (node created): the request stops there as a killed
 //! process would, holding what it holds.
 
-use super::algorithm::LockStrategy;
 use super::algorithm::not_acquired;
+use super::redis_lock;
+use super::zookeeper::ZooKeeper;
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
-use crate::strategies::contract::{Deducted, Deduction, Started, Strategy, StrategyInfo};
+use crate::strategies::contract::{
+    Context, Declare, Deducted, Deduction, Started, Strategy, StrategyInfo,
+};
+use crate::strategies::plain::{self, read_check_write};
 use crate::strategies::shared::Shared;
 use crate::strategies::txn::{self, Sold, check_enough};
-use crate::strategies::unsafe_control::{self, read_check_write};
 use async_trait::async_trait;
 use locks::redis::{Connection, RedisLock};
 use locks::redis_sentinel::{Endpoint, Primary};
 use locks::{HolderId, LockGuard, LockOptions, Locker};
 use redis::aio::ConnectionManager;
+use std::sync::Arc;
 use std::sync::LazyLock;
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -76,26 +80,52 @@ impl Mistake {
     }
 }
 
-/// The mistakes made in `redis-lock`.
-pub const MADE_IN_REDIS_LOCK: [&str; 4] = [
-    "lock-inside-transaction",
-    "release-before-commit",
-    "setnx-then-expire",
-    "get-then-del",
-];
-/// The mistake made in `zookeeper`.
-pub const MADE_IN_ZOOKEEPER: [&str; 1] = ["persistent-node"];
+/// A lock strategy the service can make mistakes in: which mistakes it can be made
+/// to make.
+pub trait MakesMistakes: Declare<Shared> {
+    const MADE: &'static [&'static str];
+}
+
+impl MakesMistakes for redis_lock::RedisLock {
+    const MADE: &'static [&'static str] = &[
+        "lock-inside-transaction",
+        "release-before-commit",
+        "setnx-then-expire",
+        "get-then-del",
+    ];
+}
+
+impl MakesMistakes for ZooKeeper {
+    const MADE: &'static [&'static str] = &["persistent-node"];
+}
+
+/// How the service runs `T` (its registry line): `T`'s own lock strategy, which a
+/// copy takes alone, plus the classic mistakes it can be made to make.
+pub struct Mistaken<T>(std::marker::PhantomData<T>);
+
+impl<T: MakesMistakes> Declare<Shared> for Mistaken<T> {
+    type Settings = T::Settings;
+
+    fn build(settings: &T::Settings, context: &Context<'_, Shared>) -> Arc<dyn Strategy> {
+        let strategy = T::build(settings, context);
+        Arc::new(WithMistakes::new(strategy, context.shared, T::MADE))
+    }
+}
 
 /// A lock strategy that can also be made to make some of the classic mistakes
 /// (`names`), on a request's `mistake` test knob.
 pub struct WithMistakes {
-    strategy: LockStrategy,
+    strategy: Arc<dyn Strategy>,
     mistakes: Mistakes,
     names: &'static [&'static str],
 }
 
 impl WithMistakes {
-    pub fn new(strategy: LockStrategy, shared: &Shared, names: &'static [&'static str]) -> Self {
+    pub fn new(
+        strategy: Arc<dyn Strategy>,
+        shared: &Shared,
+        names: &'static [&'static str],
+    ) -> Self {
         WithMistakes {
             strategy,
             mistakes: Mistakes::new(shared),
@@ -210,7 +240,7 @@ impl Mistakes {
             }
             d.probe.after_read(d.knobs).await;
             for s in &sold {
-                unsafe_control::write(&mut tx, s).await?;
+                plain::write(&mut tx, s).await?;
             }
             let done = txn::record(&mut tx, d, &sold, 1, None).await?;
             txn::commit(tx, d.probe).await?;
@@ -226,11 +256,11 @@ impl Mistakes {
         let held = self.lock_all(d).await?;
         d.probe.at(Failpoint::AfterLock).await;
         let written = async {
-            let sold = unsafe_control::read_and_check(d).await?;
+            let sold = plain::read_and_check(d).await?;
             d.probe.after_read(d.knobs).await;
             let mut tx = d.begin().await?;
             for s in &sold {
-                unsafe_control::write(&mut tx, s).await?;
+                plain::write(&mut tx, s).await?;
             }
             let done = txn::record(&mut tx, d, &sold, 1, None).await?;
             Ok::<_, DeductError>((tx, done))

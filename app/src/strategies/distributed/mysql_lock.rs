@@ -1,0 +1,92 @@
+//! `mysql-lock`: the lock strategy ([`super::algorithm`]) on a lock table in the
+//! service's own database ([`locks::mysql`]), on pools of its own.
+//!
+//! # How it fails
+//! The lease is judged by the database's clock. A holder paused past it loses the lock
+//! to the next attempt (a steal); unfenced, its late write is a lost update; fenced, it
+//! is refused. A killed holder's lock comes back after the lease. Every attempt is a
+//! write on the primary: waiters cost database capacity, and a hot key is the slowest
+//! of the four lock strategies.
+//!
+//! # Copying this file
+//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
+//! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
+//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
+//! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
+//! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
+//! (`locks/src/lock.rs`, `locks/src/mysql.rs`, `locks/sql/mysql_lock.sql`, as a crate
+//! named `locks`) and this file into your crate under the same module paths, with the
+//! tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
+//! `runtime-tokio`, `mysql`, `macros`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
+//! `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`,
+//! `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa` (features `macros`),
+//! `prometheus`, `futures`, `uuid` (features `v4`). Say what it needs of the shared
+//! settings by implementing [`LockShared`]. `./scripts/copy-check mysql-lock DIR`
+//! builds such a copy and sells from it on a real server.
+
+use super::algorithm::{
+    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared, LockStrategy,
+    MAYBE_REFUSED, connector, unavailable,
+};
+use crate::strategies::contract::{
+    ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
+};
+use locks::LockBackend;
+use std::sync::Arc;
+
+pub struct MysqlLock;
+
+/// `mysql-lock`'s flags (named as their fields are).
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct MysqlLockSettings {
+    /// Connections the mysql-lock strategy uses for acquisition attempts (it has its
+    /// own pools, apart from the stock transactions').
+    #[arg(long, env, default_value_t = 16)]
+    pub mysql_lock_pool_size: u32,
+}
+
+static INFO: StrategyInfo = StrategyInfo {
+    name: "mysql-lock",
+    source: file!(),
+    description: "Lock table in the database (reentrant, leased by the database clock, watchdog), plain read-check-write; fenced by default.",
+    family: Family::DistributedLock,
+    when_to_use: "A lock is needed, only the database is there, and the load is light.",
+    explanation: "A lock row in the database (reentrant, leased by the database clock, renewed by a watchdog), then a plain read-check-write, fenced by the row's token. Slow: every attempt is a write transaction.",
+    backend: "database (lock table)",
+    safe_across_instances: true,
+    fencing: "token",
+    // Its lock's own two (take and release) besides the fenced path's seven.
+    statements: Statements {
+        sale: 9,
+        refusal: 5,
+    },
+    traits: &[Trait::LeaseLock],
+    chaos: &[
+        FROZEN_UNFENCED,
+        FROZEN_FENCED,
+        KILLED,
+        KILLED_UNFENCED,
+        ChaosCell::new("ambiguous-commit", Some(true), MAYBE_REFUSED).extra(),
+    ],
+};
+
+impl<S: LockShared> Declare<S> for MysqlLock {
+    type Settings = MysqlLockSettings;
+
+    /// The lock table, on pools of its own in the service's database.
+    fn build(settings: &MysqlLockSettings, context: &Context<'_, S>) -> Arc<dyn Strategy> {
+        let config = (
+            context.database_url.to_string(),
+            settings.mysql_lock_pool_size,
+        );
+        let connect = connector(config, async |(url, size)| {
+            let backend = locks::mysql::MysqlLock::connect(&url, size)
+                .await
+                .map_err(unavailable("database"))?;
+            Ok(Box::new(backend) as Box<dyn LockBackend>)
+        });
+        let strategy = LockStrategy::new(&INFO, "mysql", "stock:", connect, context.shared);
+        Arc::new(strategy)
+    }
+}

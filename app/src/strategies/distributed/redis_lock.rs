@@ -1,0 +1,132 @@
+//! `redis-lock`: the lock strategy ([`super::algorithm`]) on a Redisson-style hash lock
+//! in Redis ([`locks::redis`]): the primary `REDIS_SENTINELS` names, else the first of
+//! `REDIS_URLS`.
+//!
+//! # How it fails
+//! As `mysql-lock`, with Redis's clock. A Redis restart without persistence, or a
+//! failover to a replica that missed the lock, lets a second holder in at once
+//! (unfenced: lost updates). With `--redis-lock-min-replicas` a lock counts only once
+//! that many replicas have it: a failover then keeps it, at a round trip per
+//! acquisition. Its tokens come from Redis's clock when the last one is lost, so
+//! fenced holders after a restart are not refused by a fence that saw the old tokens.
+//!
+//! # Copying this file
+//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
+//! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
+//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
+//! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
+//! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
+//! (`locks/src/lock.rs`, `locks/src/redis.rs`, `locks/src/redis_sentinel.rs`,
+//! `locks/lua/lock.lua`, `locks/lua/unlock.lua`, `locks/lua/renew.lua`, as a crate
+//! named `locks`) and this file into your crate under the same module paths, with the
+//! tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
+//! `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
+//! `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`,
+//! `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa` (features `macros`),
+//! `prometheus`, `futures`, `uuid` (features `v4`), `redis` (features `tokio-comp`,
+//! `script`, `connection-manager`, `sentinel`). Say what it needs of the shared
+//! settings by implementing [`RedisLockShared`]. `./scripts/copy-check redis-lock DIR`
+//! builds such a copy and sells from it on a real server.
+
+use super::algorithm::{
+    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared, LockStrategy,
+    PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector, not_set, unavailable,
+};
+use crate::strategies::contract::{
+    ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
+};
+use locks::LockBackend;
+use locks::redis_sentinel::Endpoint;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct RedisLock;
+
+/// What `redis-lock` needs of the settings the strategies share: the lock options,
+/// and where the Redis is.
+pub trait RedisLockShared: LockShared {
+    fn redis_endpoint(&self) -> Option<Endpoint>;
+}
+
+/// `redis-lock`'s flags (named as their fields are).
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct RedisLockSettings {
+    /// `redis-lock` grants a lock only once this many replicas acknowledged it (`WAIT`
+    /// after the lock script; 0: never wait). The mitigation for a failover that loses
+    /// the lock; it costs a round trip per acquisition, and with fewer replicas
+    /// reachable no lock is granted (503 backend_unavailable).
+    #[arg(long, env, default_value_t = 0)]
+    pub redis_lock_min_replicas: u32,
+
+    /// How long `redis-lock` waits for those replicas, in milliseconds.
+    #[arg(long, env, default_value_t = 500)]
+    pub redis_lock_replica_timeout_ms: u64,
+}
+
+static INFO: StrategyInfo = StrategyInfo {
+    name: "redis-lock",
+    source: file!(),
+    description: "Redisson-style reentrant hash lock in Redis (Lua, watchdog, pub/sub wake-up), plain read-check-write; fenced by default.",
+    family: Family::DistributedLock,
+    when_to_use: "The critical section spans more than the database and the final write can be fenced.",
+    explanation: "A Redisson-style hash lock in Lua (reentrant, watchdog, waiters woken by pub/sub), then a plain read-check-write fenced by an INCR token. Fast; safe only with the fence.",
+    backend: "redis",
+    safe_across_instances: true,
+    fencing: "token",
+    statements: Statements {
+        sale: 7,
+        refusal: 3,
+    },
+    traits: &[Trait::LeaseLock],
+    chaos: &[
+        FROZEN_UNFENCED,
+        FROZEN_FENCED,
+        KILLED,
+        KILLED_UNFENCED,
+        // Redis forgets the lock and the token counter.
+        ChaosCell::new("redis-restart", Some(false), &["lost"]),
+        ChaosCell::new("redis-restart", Some(true), &["refused"]),
+        PARTITIONED_UNFENCED,
+        PARTITIONED_FENCED,
+        ChaosCell::new("ambiguous-commit", Some(true), &["safe", "unavailable"]),
+        // The classic mistakes the service makes in this strategy (`super::mistakes`),
+        // each showing its failure.
+        ChaosCell::new("mistake-lock-inside-transaction", None, &["lost"]),
+        ChaosCell::new("mistake-release-before-commit", None, &["lost"]),
+        ChaosCell::new("mistake-setnx-then-expire", None, &["unavailable"]),
+        ChaosCell::new("mistake-get-then-del", None, &["lost"]),
+        // A failover loses the lock (two holders); waiting for the replica: no lock
+        // only the primary had, and no sale without one.
+        ChaosCell::new("redis-failover", Some(false), &["lost"]),
+        ChaosCell::new("redis-failover", Some(true), &["refused"]),
+        ChaosCell::new("redis-failover-wait", Some(false), &["unavailable"]),
+        // Reads from a lagging replica: a lock, fenced or not, writes from them.
+        ChaosCell::new("replica-lag", Some(false), &["lost"]),
+        ChaosCell::new("replica-lag", Some(true), &["lost"]),
+    ],
+};
+
+impl<S: RedisLockShared> Declare<S> for RedisLock {
+    type Settings = RedisLockSettings;
+
+    /// The Redis lock; with `--redis-lock-min-replicas`, a lock counts once that many
+    /// replicas have it.
+    fn build(settings: &RedisLockSettings, context: &Context<'_, S>) -> Arc<dyn Strategy> {
+        let replicas = (
+            settings.redis_lock_min_replicas,
+            Duration::from_millis(settings.redis_lock_replica_timeout_ms),
+        );
+        let config = (context.shared.redis_endpoint(), replicas);
+        let connect = connector(config, async |(endpoint, (n, timeout))| {
+            let endpoint = endpoint.ok_or_else(|| not_set("redis", "REDIS_URLS"))?;
+            let backend = locks::redis::RedisLock::connect_to(&endpoint)
+                .await
+                .map_err(unavailable("redis"))?
+                .with_min_replicas(n, timeout);
+            Ok(Box::new(backend) as Box<dyn LockBackend>)
+        });
+        let strategy = LockStrategy::new(&INFO, "redis", "stock:", connect, context.shared);
+        Arc::new(strategy)
+    }
+}
