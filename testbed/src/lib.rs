@@ -1,8 +1,9 @@
 //! Real servers on demand, for tests, benchmarks and the demo.
 //!
 //! stock-locks never mocks its backends: every test talks to a real MariaDB, real Redis
-//! servers and a real ZooKeeper. This crate starts them from the Debian packages
-//! (`mariadb-server`, `redis-server`, `zookeeper`; `scripts/install-deps` installs them),
+//! servers, a real ZooKeeper and a real etcd. This crate starts them from the Debian
+//! packages (`mariadb-server`, `redis-server`, `zookeeper`, `etcd-server`;
+//! `scripts/install-deps` installs them),
 //! each as a **foreground child process** that:
 //!
 //! - runs in its own temporary directory (data, socket, log), removed when it stops;
@@ -32,8 +33,9 @@
 //! - [`sentinel`]: [`RedisHa`], a primary, a replica behind a proxy, and three
 //!   Sentinels: a real failover, with replication held back on purpose.
 //! - [`zookeeper`]: [`ZooKeeper`], standalone or a 3-node ensemble (`tickTime=500`).
+//! - [`etcd`]: [`Etcd`], one member or a 3-member cluster.
 //! - [`stack`]: [`Stack`], the whole set a test run shares, and its environment
-//!   variables (`DATABASE_URL`, `REDIS_URLS`, `ZK_CONNECT`).
+//!   variables (`DATABASE_URL`, `REDIS_URLS`, `ZK_CONNECT`, `ETCD_ENDPOINTS`).
 //! - [`curator`]: Apache Curator's jars (Java): compile a small program against them.
 //! - the `testbed` binary: `testbed run -- CMD` and `testbed up`.
 //!
@@ -52,6 +54,7 @@
 //! ```
 
 pub mod curator;
+pub mod etcd;
 pub mod mariadb;
 pub mod process;
 pub mod proxy;
@@ -61,6 +64,7 @@ pub mod sentinel;
 pub mod stack;
 pub mod zookeeper;
 
+pub use etcd::Etcd;
 pub use mariadb::MariaDb;
 pub use process::ServerProcess;
 pub use redis::{Persistence, Redis};

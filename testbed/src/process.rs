@@ -338,7 +338,9 @@ impl ServerProcess {
         {
             let _ = file.read_to_string(&mut ours);
         }
-        ours.contains("Address already in use") || ours.contains("Address in use")
+        // MariaDB and Redis say "Address already in use", etcd (Go) "address already in use".
+        let ours = ours.to_lowercase();
+        ours.contains("address already in use") || ours.contains("address in use")
     }
 }
 

@@ -1,10 +1,10 @@
 //! The set of servers one test run, benchmark or demo shares.
 
-use crate::{MariaDb, Redis, Result, ZooKeeper};
+use crate::{Etcd, MariaDb, Redis, Result, ZooKeeper};
 
 /// What to start. The default is what stock-locks needs: MariaDB with a `stocklocks`
 /// database, five independent Redis (the first also serves the single-Redis lock, all
-/// five form the RedLock), and a standalone ZooKeeper.
+/// five form the RedLock), a standalone ZooKeeper and a single etcd.
 #[derive(Debug, Clone)]
 pub struct StackConfig {
     /// Start MariaDB and create [`StackConfig::database`] in it.
@@ -17,6 +17,8 @@ pub struct StackConfig {
     pub redis: usize,
     /// ZooKeeper servers: 0 for none, 1 standalone, 3 for an ensemble.
     pub zookeeper_nodes: usize,
+    /// etcd members: 0 for none, 1, or 3 for a cluster.
+    pub etcd_nodes: usize,
 }
 
 impl Default for StackConfig {
@@ -27,6 +29,7 @@ impl Default for StackConfig {
             mariadb_primary: false,
             redis: 5,
             zookeeper_nodes: 1,
+            etcd_nodes: 1,
         }
     }
 }
@@ -36,6 +39,7 @@ pub struct Stack {
     pub mariadb: Option<MariaDb>,
     pub redis: Vec<Redis>,
     pub zookeeper: Option<ZooKeeper>,
+    pub etcd: Option<Etcd>,
     database: String,
 }
 
@@ -62,16 +66,22 @@ impl Stack {
             0 => None,
             n => Some(ZooKeeper::start_ensemble(n)?),
         };
+        let etcd = match config.etcd_nodes {
+            0 => None,
+            n => Some(Etcd::start_cluster(n)?),
+        };
         Ok(Stack {
             mariadb,
             redis,
             zookeeper,
+            etcd,
             database: config.database.clone(),
         })
     }
 
     /// The environment variables every stock-locks program reads: `DATABASE_URL`,
-    /// `REDIS_URLS` (comma-separated) and `ZK_CONNECT`, for the servers that run.
+    /// `REDIS_URLS` (comma-separated), `ZK_CONNECT` and `ETCD_ENDPOINTS`
+    /// (comma-separated), for the servers that run.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         let mut vars = Vec::new();
         if let Some(db) = &self.mariadb {
@@ -83,6 +93,9 @@ impl Stack {
         }
         if let Some(zk) = &self.zookeeper {
             vars.push(("ZK_CONNECT", zk.connect_string()));
+        }
+        if let Some(etcd) = &self.etcd {
+            vars.push(("ETCD_ENDPOINTS", etcd.endpoints()));
         }
         vars
     }
@@ -99,6 +112,11 @@ impl Stack {
         if let Some(zk) = &self.zookeeper {
             for (i, node) in zk.nodes().iter().enumerate() {
                 pids.push((format!("zookeeper-{}", i + 1), node.pid()));
+            }
+        }
+        if let Some(etcd) = &self.etcd {
+            for (i, node) in etcd.nodes().iter().enumerate() {
+                pids.push((format!("etcd-{}", i + 1), node.pid()));
             }
         }
         pids

@@ -128,6 +128,14 @@ fn zookeeper_node_restarts() {
     assert_eq!(zk.nodes()[0].mode().as_deref(), Some("standalone"));
 }
 
+/// An etcd member killed and restarted is healthy again, and leads its cluster of one.
+#[test]
+fn etcd_member_restarts() {
+    let mut etcd = testbed::Etcd::start().unwrap();
+    etcd.nodes_mut()[0].restart().unwrap();
+    assert_eq!(etcd.nodes()[0].is_leader(), Some(true));
+}
+
 /// The proxy passes, delays, blackholes (silence, then the held request goes through
 /// when it passes again) and resets.
 #[test]

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use testbed::{MariaDb, Redis, Stack, StackConfig, ZooKeeper};
+use testbed::{Etcd, MariaDb, Redis, Stack, StackConfig, ZooKeeper};
 
 /// Whether a process is gone (no /proc entry) or a zombie awaiting its reaper.
 fn is_dead(pid: u32) -> bool {
@@ -91,6 +91,25 @@ fn zookeeper_ensemble_reaches_quorum() {
     modes.sort();
     assert_eq!(modes, ["follower", "follower", "leader"]);
     assert_eq!(zk.connect_string().split(',').count(), 3);
+}
+
+/// Three etcd members form one cluster with exactly one leader, and every member
+/// answers on its own endpoint.
+#[test]
+fn etcd_cluster_elects_one_leader() {
+    let started = Instant::now();
+    let etcd = Etcd::start_cluster(3).expect("cluster starts");
+    println!(
+        "3-member etcd cluster healthy in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    let leaders: Vec<bool> = etcd
+        .nodes()
+        .iter()
+        .map(|n| n.is_leader().expect("answers"))
+        .collect();
+    assert_eq!(leaders.iter().filter(|l| **l).count(), 1, "{leaders:?}");
+    assert_eq!(etcd.endpoints().split(',').count(), 3);
 }
 
 /// A port that is taken is not fatal: the server is started again on another one.

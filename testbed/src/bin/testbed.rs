@@ -1,7 +1,7 @@
 //! `testbed`: real servers for a whole test run.
 //!
 //! - `testbed run -- CMD ARGS...` starts the stack, runs CMD with `DATABASE_URL`,
-//!   `REDIS_URLS` and `ZK_CONNECT` set, stops the stack and exits with CMD's code.
+//!   `REDIS_URLS`, `ZK_CONNECT` and `ETCD_ENDPOINTS` set, stops the stack and exits with CMD's code.
 //!   A variable that is already set means "use that server": it is not started.
 //! - `testbed up` starts the stack, prints the `export` lines and the server PIDs, and
 //!   runs until Ctrl-C (or SIGTERM).
@@ -15,7 +15,7 @@ use testbed::{Stack, StackConfig};
 #[derive(Parser)]
 #[command(
     version,
-    about = "Real MariaDB, Redis and ZooKeeper servers on free loopback ports"
+    about = "Real MariaDB, Redis, ZooKeeper and etcd servers on free loopback ports"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -30,6 +30,9 @@ struct StackArgs {
     /// ZooKeeper servers: 1 (standalone) or 3 (an ensemble); 0 for none.
     #[arg(long, default_value_t = 1)]
     zookeeper_nodes: usize,
+    /// etcd members: 1, or 3 (a cluster); 0 for none.
+    #[arg(long, default_value_t = 1)]
+    etcd_nodes: usize,
     /// The database created in MariaDB.
     #[arg(long, default_value = "stocklocks")]
     database: String,
@@ -87,6 +90,11 @@ fn config(args: &StackArgs, respect_env: bool) -> StackConfig {
             0
         } else {
             args.zookeeper_nodes
+        },
+        etcd_nodes: if given("ETCD_ENDPOINTS") {
+            0
+        } else {
+            args.etcd_nodes
         },
     }
 }
