@@ -15,6 +15,8 @@
 //!     each step out to all nodes;
 //!   - [`zookeeper`]: ephemeral sequential nodes, each waiter watching its
 //!     predecessor, named like Apache Curator's `InterProcessMutex`;
+//!   - [`etcd`]: a key per waiter attached to a lease, each waiter watching the key
+//!     created just before its own; the create revision is the token;
 //!   - [`noop`]: a lock that always grants, **broken on purpose**, to prove that the
 //!     test suite catches a broken lock.
 //!
@@ -22,8 +24,9 @@
 //! `lock.rs`, the backend, its Lua or SQL) and crates to take into your own crate.
 //! `./scripts/copy-check BACKEND DIR` does exactly that and runs the copy against a
 //! real server. Each backend is also a Cargo feature of the same name (`mysql`,
-//! `redis`, `redlock`, `zookeeper`; all on by default): with `default-features =
-//! false, features = ["redis"]` this crate builds without sqlx and zookeeper-client.
+//! `redis`, `redlock`, `zookeeper`, `etcd`; all on by default): with
+//! `default-features = false, features = ["redis"]` this crate builds without sqlx,
+//! zookeeper-client and etcd-client.
 //!
 //! # Backends and what they guarantee
 //!
@@ -34,6 +37,7 @@
 //! | Redis `SET NX PX` | [`redis_simple`] | lease, renewed | no | none | jittered retry |
 //! | RedLock, 5 Redis | [`redlock`] | lease − drift, majority-renewed | no | none (owner tag) | random retry |
 //! | ZooKeeper | [`zookeeper`] | session (ephemeral node) | yes | czxid of the node | watch the predecessor, FIFO |
+//! | etcd | [`etcd`] | lease (whole seconds, kept alive), renewed | yes | create revision of the key, cluster-wide | watch the predecessor, FIFO |
 //! | no-op (tests only) | [`noop`] | none | claims to | claims to | never waits |
 //!
 //! # When not to use which
@@ -50,6 +54,8 @@
 //! - [`zookeeper`]: when you do not run ZooKeeper already: an ensemble (3 JVMs) for a
 //!   lock is a lot of operations, and each acquisition costs a quorum write and its
 //!   release another.
+//! - [`etcd`]: the same, for an etcd cluster (3 Go processes); and its lease is a
+//!   lease: a holder paused past it loses the lock (Jepsen, 2020). Fence the writes.
 //!
 //! # What a lease lock cannot promise
 //! A holder that pauses longer than its lease (GC, SIGSTOP, swap, a long network
@@ -84,6 +90,8 @@
 mod lock;
 pub use lock::*;
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 pub mod noop;

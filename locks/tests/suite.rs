@@ -5,6 +5,7 @@
 //! Run under `testbed run` (`./scripts/test`): MySQL tests make a database of their
 //! own, Redis tests use keys of their own, so everything runs in parallel.
 
+use locks::etcd::EtcdLock;
 use locks::mysql::MysqlLock;
 use locks::noop::NoopLock;
 use locks::redis::RedisLock;
@@ -31,6 +32,7 @@ enum Subject {
     SimpleRedis { url: String },
     RedLock { urls: Vec<String> },
     ZooKeeper { connect: String },
+    Etcd { endpoints: Vec<String> },
     Noop,
 }
 
@@ -51,6 +53,13 @@ impl Subject {
         lock.create_table().await.unwrap();
         lock.close().await;
         Subject::Mysql { url }
+    }
+
+    fn etcd() -> Subject {
+        let endpoints =
+            std::env::var("ETCD_ENDPOINTS").expect("ETCD_ENDPOINTS: run under ./scripts/test");
+        let endpoints = endpoints.split(',').map(str::to_string).collect();
+        Subject::Etcd { endpoints }
     }
 
     fn redis_url() -> String {
@@ -80,6 +89,11 @@ impl Subject {
             ),
             Subject::ZooKeeper { connect } => Locker::new(
                 ZooKeeperLock::connect(connect, "/stock-locks-tests", Duration::from_secs(4))
+                    .await
+                    .unwrap(),
+            ),
+            Subject::Etcd { endpoints } => Locker::new(
+                EtcdLock::connect(endpoints, "/stock-locks-tests/")
                     .await
                     .unwrap(),
             ),
@@ -128,6 +142,12 @@ impl Subject {
                         .await
                         .unwrap();
                 }
+            }
+            Subject::Etcd { endpoints } => {
+                let mut client = etcd_client::Client::connect(endpoints, None).await.unwrap();
+                let range = format!("/stock-locks-tests/{key}/");
+                let prefix = etcd_client::DeleteOptions::new().with_prefix();
+                client.delete(range, Some(prefix)).await.unwrap();
             }
             Subject::Noop => {}
         }
@@ -475,6 +495,11 @@ macro_rules! suite {
                 }
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn etcd() {
+                    super::$check(&Subject::etcd()).await.unwrap();
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn noop_lock_is_caught() {
                     let verdict = super::$check(&Subject::Noop).await;
                     assert!(verdict.is_err(), "the suite did not catch the no-op lock");
@@ -563,6 +588,13 @@ async fn dropped_guard_is_released_in_the_background(subject: &Subject) -> Check
 
 mod dropped_guard {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn etcd() {
+        dropped_guard_is_released_in_the_background(&Subject::etcd())
+            .await
+            .unwrap();
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mysql() {
