@@ -97,7 +97,8 @@ const ZOOKEEPER: [&str; 3] = ["zk-1", "zk-2", "zk-3"];
 const APPS: [&str; 2] = ["app-a", "app-b"];
 
 /// The services are the topology of DESIGN.md: one MariaDB 10.11, five Redis 7, a
-/// three-node ZooKeeper 3.8 ensemble, two stock-app instances, the load tester.
+/// three-node ZooKeeper 3.8 ensemble, one etcd 3.4, two stock-app instances, the load
+/// tester.
 #[test]
 fn the_services_are_the_designed_topology() {
     let compose = compose();
@@ -110,6 +111,7 @@ fn the_services_are_the_designed_topology() {
     let mut expected = vec!["mariadb"];
     expected.extend(REDIS);
     expected.extend(ZOOKEEPER);
+    expected.push("etcd");
     expected.extend(APPS);
     expected.push("loadtest");
     assert_eq!(names, expected);
@@ -127,6 +129,8 @@ fn the_services_are_the_designed_topology() {
     for zk in ZOOKEEPER {
         assert_eq!(image(zk), "zookeeper:3.8");
     }
+    // The etcd testbed starts from Debian (3.4).
+    assert_eq!(image("etcd"), "quay.io/coreos/etcd:v3.4.23");
     // Both instances and the load tester run the image the Dockerfile builds.
     for name in APPS.into_iter().chain(["loadtest"]) {
         assert_eq!(image(name), "stock-locks:latest", "{name}");
@@ -208,6 +212,12 @@ fn the_instances_are_wired_to_every_server() {
     let expected: Vec<String> = ZOOKEEPER.iter().map(|z| format!("{z}:2181")).collect();
     assert_eq!(zk_connect.split(',').collect::<Vec<_>>(), expected);
 
+    // ETCD_ENDPOINTS: the etcd service at its client port (etcd-lock's own flag).
+    assert_eq!(
+        settings.strategies.etcd_lock.etcd_endpoints,
+        ["http://etcd:2379"]
+    );
+
     assert!(
         settings.admin_token.is_some(),
         "ADMIN_TOKEN is set (restocking needs it)"
@@ -232,7 +242,7 @@ fn the_instances_are_wired_to_every_server() {
             depends["mariadb"]["condition"].as_str(),
             Some("service_healthy")
         );
-        for server in REDIS.iter().chain(&ZOOKEEPER) {
+        for server in REDIS.iter().chain(&ZOOKEEPER).chain(&["etcd"]) {
             assert!(depends[*server].is_mapping(), "{app} depends on {server}");
         }
     }

@@ -136,13 +136,24 @@ impl LockBackend for EtcdLock {
             let (token, since) = (Some(held.revision as u64), Instant::now());
             return Ok(Some(Acquired { token, since }));
         }
-        let (deadline, since) = (Instant::now() + wait, Instant::now());
+        let deadline = Instant::now() + wait;
         let mut client = self.client.clone();
-        // Step 1.
+        // Step 1. The lease counts from before its grant, then from before each
+        // keep-alive sent while we wait.
+        let mut since = Instant::now();
         let ttl = lease.as_secs_f64().ceil().max(1.0) as i64;
         let granted = client.lease_grant(ttl, None).await.map_err(backend)?;
         let id = granted.id();
-        let queued = queue(&mut client, &self.prefix, key, id, holder, deadline, lease).await;
+        let mut lease_of = (id, lease, &mut since);
+        let queued = queue(
+            &mut client,
+            &self.prefix,
+            key,
+            holder,
+            deadline,
+            &mut lease_of,
+        )
+        .await;
         match queued {
             Ok(Some((full, revision))) => {
                 let held = Held {
@@ -215,17 +226,18 @@ impl LockBackend for EtcdLock {
     }
 }
 
-/// Steps 2-4 for lease `id`: our key and its create revision once it heads the queue;
-/// `None` when `deadline` passed first.
+/// Steps 2-4 for `(lease id, lease, since)`: our key and its create revision once it
+/// heads the queue; `None` when `deadline` passed first. Keeps the lease alive while
+/// it waits, moving `since` to before each keep-alive.
 async fn queue(
     client: &mut Client,
     prefix: &str,
     key: &str,
-    id: i64,
     holder: &HolderId,
     deadline: Instant,
-    lease: Duration,
+    (id, lease, since): &mut (i64, Duration, &mut Instant),
 ) -> Result<Option<(String, i64)>, LockError> {
+    let (id, lease) = (*id, *lease);
     let range = format!("{prefix}{key}/");
     let ours = format!("{range}{id:x}");
     // Step 2: create it if it is not there (a retried put after a lost answer finds
@@ -306,13 +318,17 @@ async fn queue(
         };
         let woken = tokio::time::timeout_at(recheck, deleted).await;
         drop(events); // the server cancels the watch with its stream
-        if woken.is_err() {
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
+        if woken.is_err() && Instant::now() >= deadline {
+            return Ok(None);
+        }
+        if since.elapsed() >= lease / 3 {
+            let sent = Instant::now();
             let (mut keeper, mut answers) = client.lease_keep_alive(id).await.map_err(backend)?;
             keeper.keep_alive().await.map_err(backend)?;
-            let _ = answers.message().await;
+            let answer = answers.message().await.map_err(backend)?;
+            if answer.is_some_and(|a| a.ttl() > 0) {
+                **since = sent;
+            }
         }
     }
 }

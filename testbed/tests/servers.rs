@@ -64,7 +64,8 @@ fn default_stack_starts_answers_and_stops() {
     assert_eq!(ports.len(), 5, "five independent servers");
 
     let pids = stack.pids();
-    assert_eq!(pids.len(), 7);
+    assert_eq!(pids.len(), 8, "mariadb, 5 redis, zookeeper, etcd");
+    assert!(env["ETCD_ENDPOINTS"].starts_with("http://127.0.0.1:"));
     let dirs: Vec<_> = stack.redis.iter().map(|r| r.url()).collect();
     drop(stack);
     let alive = wait_all_dead(&pids, Duration::from_secs(5));
@@ -151,7 +152,7 @@ fn servers_die_with_a_sigkilled_owner() {
             break;
         }
     }
-    assert_eq!(pids.len(), 4, "mariadb, 2 redis, zookeeper: {pids:?}");
+    assert_eq!(pids.len(), 5, "mariadb, 2 redis, zookeeper, etcd: {pids:?}");
     assert!(pids.iter().all(|(_, pid)| !is_dead(*pid)));
     let owner_pid = owner.id();
 

@@ -213,6 +213,7 @@ registry! {
     redis_lock: distributed::mistakes::Mistaken<distributed::redis_lock::RedisLock>,
     redlock: distributed::redlock::RedLock,
     zookeeper: distributed::mistakes::Mistaken<distributed::zookeeper::ZooKeeper>,
+    etcd_lock: distributed::etcd_lock::EtcdLock,
 }
 
 /// The name `POST /deduct/{name}` serves for the registry line `field` ([`FIELDS`]),

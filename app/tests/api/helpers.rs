@@ -81,6 +81,12 @@ pub fn test_settings(database_url: &str) -> Settings {
         // Room for a loaded 2-core machine running tests in parallel.
         s.strategies.redlock.redlock_node_timeout_ms = 200;
         s.shared.zk_connect = std::env::var("ZK_CONNECT").ok();
+        // The shared testbed's etcd, lock keys of the test's own.
+        s.strategies.etcd_lock.etcd_endpoints = std::env::var("ETCD_ENDPOINTS")
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_default();
+        s.strategies.etcd_lock.etcd_prefix =
+            format!("/t/{}/", database_url.rsplit('/').next().unwrap_or("db"));
         // The shared testbed's Redis (the first serves redis-lock).
         s.shared.redis_urls = std::env::var("REDIS_URLS")
             .map(|v| v.split(',').map(str::to_string).collect())

@@ -1,4 +1,4 @@
-//! The four lock strategies: one algorithm, four locks. Each file is one strategy,
+//! The five lock strategies: one algorithm, five locks. Each file is one strategy,
 //! copyable on its own with [`algorithm`] (its "Copying this file" section says
 //! exactly what to take).
 //!
@@ -6,7 +6,7 @@
 //! - [`algorithm`]: lock, claim, read-check-write, release (one for all four), what a
 //!   lock strategy needs of the shared settings ([`algorithm::LockShared`]), the fault
 //!   cells every lock goes through, and the lock counters each registers;
-//! - [`mysql_lock`], [`redis_lock`], [`redlock`], [`zookeeper`]: each one's card,
+//! - [`mysql_lock`], [`redis_lock`], [`redlock`], [`zookeeper`], [`etcd_lock`]: each one's card,
 //!   flags and connection, and how it fails;
 //! - [`mistakes`]: the classic lock mistakes, made on purpose (test knob only): how
 //!   the service runs `redis-lock` and `zookeeper` ([`mistakes::Mistaken`]).
@@ -26,11 +26,14 @@
 //!   clock jump on a majority admits two holders.
 //! - **`zookeeper`**: consensus and FIFO; a holder paused past its session loses its
 //!   node.
+//! - **`etcd-lock`**: consensus and FIFO, with a lease: a holder paused past it loses
+//!   its key (Jepsen); the revision fences.
 //!
 //! Frozen past the lease, every one loses updates unfenced and refuses the stale
 //! write fenced.
 
 pub mod algorithm;
+pub mod etcd_lock;
 pub mod mistakes;
 pub mod mysql_lock;
 pub mod redis_lock;

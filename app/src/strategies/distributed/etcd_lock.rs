@@ -1,0 +1,94 @@
+//! `etcd-lock`: the lock strategy ([`super::algorithm`]) on etcd ([`locks::etcd`]): a
+//! key per waiter under `<etcd-prefix>stock/<id>/`, attached to a lease, each waiter
+//! watching the key created just before its own; fenced by the key's create revision.
+//!
+//! # How it fails
+//! A lease lock under consensus. A holder paused past its lease loses its key: etcd
+//! deletes it and the next waiter holds the lock while the first still believes it
+//! does (Jepsen's etcd 3.4.3 finding); unfenced, its late write is a lost update;
+//! fenced by the revision, it is refused. A killed holder's lock comes back after the
+//! lease (etcd leases are whole seconds). A leader change keeps leases and revisions.
+//!
+//! # Copying this file
+//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
+//! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
+//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
+//! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
+//! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
+//! (`locks/src/lock.rs`, `locks/src/etcd.rs`, as a crate named `locks`) and this file
+//! into your crate under the same module paths, with the tables of
+//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
+//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
+//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
+//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
+//! `futures`, `uuid` (features `v4`), `etcd-client`. Say what it needs of the shared
+//! settings by implementing [`LockShared`]; its servers are its own flag.
+//! `./scripts/copy-check etcd-lock DIR` builds such a copy and sells from it on a real
+//! server.
+
+use super::algorithm::{
+    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared, LockStrategy, connector,
+    not_set, unavailable,
+};
+use crate::strategies::contract::{
+    Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
+};
+use locks::LockBackend;
+use std::sync::Arc;
+
+pub struct EtcdLock;
+
+/// `etcd-lock`'s flags (named as their fields are).
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct EtcdLockSettings {
+    /// etcd client URLs, comma-separated (`http://host:port`; every member of a
+    /// cluster). Never waited on at start.
+    #[arg(long, env, value_delimiter = ',')]
+    pub etcd_endpoints: Vec<String>,
+
+    /// Where `etcd-lock` keeps its lock keys in etcd.
+    #[arg(long, env, default_value = "/stock-locks/")]
+    pub etcd_prefix: String,
+}
+
+static INFO: StrategyInfo = StrategyInfo {
+    name: "etcd-lock",
+    source: file!(),
+    description: "A key per waiter in etcd attached to a lease, each waiter watching its predecessor by create revision, plain read-check-write; fenced by the key's revision by default.",
+    family: Family::DistributedLock,
+    when_to_use: "A consensus-backed lock with FIFO waiting where etcd already runs (Kubernetes), with the write fenced by the revision.",
+    explanation: "A key per request under the lock's prefix, attached to a lease kept alive by the watchdog; each waiter watches only the key created before its own (FIFO, no herd); the key's create revision, increasing across the cluster, is the fencing token. Consensus-backed; a holder paused past its lease still loses the lock (Jepsen), which only the fence stops.",
+    backend: "etcd",
+    safe_across_instances: true,
+    fencing: "token (revision)",
+    statements: Statements {
+        sale: 7,
+        refusal: 3,
+    },
+    traits: &[Trait::LeaseLock],
+    chaos: &[FROZEN_UNFENCED, FROZEN_FENCED, KILLED, KILLED_UNFENCED],
+};
+
+impl<S: LockShared> Declare<S> for EtcdLock {
+    type Settings = EtcdLockSettings;
+
+    /// The etcd lock on `--etcd-endpoints`, keys under `--etcd-prefix`.
+    fn build(settings: &EtcdLockSettings, context: &Context<'_, S>) -> Arc<dyn Strategy> {
+        let config = (
+            settings.etcd_endpoints.clone(),
+            settings.etcd_prefix.clone(),
+        );
+        let connect = connector(config, async |(endpoints, prefix)| {
+            if endpoints.is_empty() {
+                return Err(not_set("etcd", "ETCD_ENDPOINTS"));
+            }
+            let backend = locks::etcd::EtcdLock::connect(&endpoints, &prefix)
+                .await
+                .map_err(unavailable("etcd"))?;
+            Ok(Box::new(backend) as Box<dyn LockBackend>)
+        });
+        let strategy = LockStrategy::new(&INFO, "etcd", "stock/", connect, context.shared);
+        Arc::new(strategy)
+    }
+}
