@@ -90,6 +90,8 @@ impl Lab {
                 // A dead persister's entries are claimed after about a lease.
                 "--redis-stock-claim-ms",
                 &timing.lease_ms.to_string(),
+                "--etcd-endpoints",
+                env.get("ETCD_ENDPOINTS").map_or("", String::as_str),
             ]
             .iter()
             .map(|s| s.to_string())

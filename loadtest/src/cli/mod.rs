@@ -142,6 +142,10 @@ pub async fn start_instance(
         "--hold-ms".into(),
         hold_ms.to_string(),
     ];
+    let mut args = args;
+    if let Some(etcd) = env.get("ETCD_ENDPOINTS") {
+        args.extend(["--etcd-endpoints".into(), etcd.clone()]);
+    }
     Instance::start(client, app_bin, name, &args).await
 }
 
