@@ -6,8 +6,10 @@
 //! before any is waited on: a member is only healthy once a quorum is up), and again
 //! on fresh ports after a port collision.
 
-use crate::process::{ServerDir, ServerProcess, find_binary, free_port, tcp_exchange};
-use crate::{Error, READY_TIMEOUT, Result};
+use crate::process::{
+    ServerDir, ServerProcess, find_binary, free_port, retry_on_port_in_use, tcp_exchange,
+};
+use crate::{READY_TIMEOUT, Result};
 use std::path::Path;
 
 /// How many times a cluster is restarted on fresh ports after a port collision.
@@ -83,15 +85,8 @@ impl Etcd {
     pub fn start_cluster(size: usize) -> Result<Etcd> {
         assert!(size >= 1, "a cluster needs at least one member");
         let etcd = find_binary("etcd", "etcd-server")?;
-        let mut last = None;
-        for _ in 0..CLUSTER_ATTEMPTS {
-            match start_once(&etcd, size) {
-                Ok(nodes) => return Ok(Etcd { nodes }),
-                Err(e @ Error::PortInUse { .. }) => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.expect("at least one attempt"))
+        let nodes = retry_on_port_in_use(CLUSTER_ATTEMPTS, || start_once(&etcd, size))?;
+        Ok(Etcd { nodes })
     }
 
     /// `http://127.0.0.1:P1,http://127.0.0.1:P2,...`, what `ETCD_ENDPOINTS` holds.

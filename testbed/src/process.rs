@@ -63,6 +63,23 @@ pub(crate) fn with_port_retry<T>(
     Err(last.expect("at least one attempt"))
 }
 
+/// Runs `start` again (on fresh ports it picks itself) while it fails with
+/// [`Error::PortInUse`], at most `attempts` times: for a cluster whose members all
+/// pick their ports before any of them binds.
+pub(crate) fn retry_on_port_in_use<T>(
+    attempts: usize,
+    mut start: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let mut last = None;
+    for _ in 0..attempts {
+        match start() {
+            Err(e @ Error::PortInUse { .. }) => last = Some(e),
+            other => return other,
+        }
+    }
+    Err(last.expect("at least one attempt"))
+}
+
 /// A private temporary directory for one server, removed on drop.
 ///
 /// It records our PID in `owner.pid`, so directories left behind by a process that was

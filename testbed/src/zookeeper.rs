@@ -1,6 +1,8 @@
 //! ZooKeeper, standalone or as an ensemble, started with `QuorumPeerMain` directly.
 
-use crate::process::{ServerDir, ServerProcess, find_binary, free_port, tcp_exchange};
+use crate::process::{
+    ServerDir, ServerProcess, find_binary, free_port, retry_on_port_in_use, tcp_exchange,
+};
 use crate::{Error, READY_TIMEOUT, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -81,15 +83,8 @@ impl ZooKeeper {
                 });
             }
         }
-        let mut last = None;
-        for _ in 0..ENSEMBLE_ATTEMPTS {
-            match start_once(&java, size) {
-                Ok(nodes) => return Ok(ZooKeeper { nodes }),
-                Err(e @ Error::PortInUse { .. }) => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.expect("at least one attempt"))
+        let nodes = retry_on_port_in_use(ENSEMBLE_ATTEMPTS, || start_once(&java, size))?;
+        Ok(ZooKeeper { nodes })
     }
 
     /// `127.0.0.1:P1,127.0.0.1:P2,...`, the form ZooKeeper clients take.

@@ -253,17 +253,18 @@ fn run_uses_servers_given_in_the_environment() {
             "--",
             "sh",
             "-c",
-            r#"echo "$DATABASE_URL|$REDIS_URLS|$ZK_CONNECT""#,
+            r#"echo "$DATABASE_URL|$REDIS_URLS|$ZK_CONNECT|$ETCD_ENDPOINTS""#,
         ])
         .env("DATABASE_URL", "mysql://given/db")
         .env("REDIS_URLS", "redis://given")
         .env("ZK_CONNECT", "given:2181")
+        .env("ETCD_ENDPOINTS", "http://given:2379")
         .output()
         .unwrap();
     assert!(output.status.success());
     assert_eq!(
         String::from_utf8(output.stdout).unwrap().trim(),
-        "mysql://given/db|redis://given|given:2181"
+        "mysql://given/db|redis://given|given:2181|http://given:2379"
     );
     assert!(
         String::from_utf8(output.stderr)
