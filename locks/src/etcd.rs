@@ -140,20 +140,20 @@ impl LockBackend for EtcdLock {
         let mut client = self.client.clone();
         // Step 1. The lease counts from before its grant, then from before each
         // keep-alive sent while we wait.
-        let mut since = Instant::now();
+        let since = Instant::now();
         let ttl = lease.as_secs_f64().ceil().max(1.0) as i64;
-        let granted = client.lease_grant(ttl, None).await.map_err(backend)?;
-        let id = granted.id();
-        let mut lease_of = (id, lease, &mut since);
+        let id = client.lease_grant(ttl, None).await.map_err(backend)?.id();
+        let mut granted = Lease { id, lease, since };
         let queued = queue(
             &mut client,
             &self.prefix,
             key,
             holder,
             deadline,
-            &mut lease_of,
+            &mut granted,
         )
         .await;
+        let since = granted.since;
         match queued {
             Ok(Some((full, revision))) => {
                 let held = Held {
@@ -226,18 +226,25 @@ impl LockBackend for EtcdLock {
     }
 }
 
-/// Steps 2-4 for `(lease id, lease, since)`: our key and its create revision once it
-/// heads the queue; `None` when `deadline` passed first. Keeps the lease alive while
-/// it waits, moving `since` to before each keep-alive.
+/// A lease granted for one acquisition, and the instant it counts from on our clock.
+struct Lease {
+    id: i64,
+    lease: Duration,
+    since: Instant,
+}
+
+/// Steps 2-4 under `granted`: our key and its create revision once it heads the queue;
+/// `None` when `deadline` passed first. Keeps the lease alive while it waits, moving
+/// `since` to before each keep-alive.
 async fn queue(
     client: &mut Client,
     prefix: &str,
     key: &str,
     holder: &HolderId,
     deadline: Instant,
-    (id, lease, since): &mut (i64, Duration, &mut Instant),
+    granted: &mut Lease,
 ) -> Result<Option<(String, i64)>, LockError> {
-    let (id, lease) = (*id, *lease);
+    let (id, lease) = (granted.id, granted.lease);
     let range = format!("{prefix}{key}/");
     let ours = format!("{range}{id:x}");
     // Step 2: create it if it is not there (a retried put after a lost answer finds
@@ -321,13 +328,13 @@ async fn queue(
         if woken.is_err() && Instant::now() >= deadline {
             return Ok(None);
         }
-        if since.elapsed() >= lease / 3 {
+        if granted.since.elapsed() >= lease / 3 {
             let sent = Instant::now();
             let (mut keeper, mut answers) = client.lease_keep_alive(id).await.map_err(backend)?;
             keeper.keep_alive().await.map_err(backend)?;
             let answer = answers.message().await.map_err(backend)?;
             if answer.is_some_and(|a| a.ttl() > 0) {
-                **since = sent;
+                granted.since = sent;
             }
         }
     }
