@@ -185,10 +185,7 @@ impl LockBackend for EtcdLock {
             return Ok(None);
         };
         let (mut client, since) = (self.client.clone(), Instant::now());
-        let (mut keeper, mut answers) = client.lease_keep_alive(lease).await.map_err(backend)?;
-        keeper.keep_alive().await.map_err(backend)?;
-        let answer = answers.message().await.map_err(backend)?;
-        if answer.is_none_or(|a| a.ttl() <= 0) {
+        if !keep_alive(&mut client, lease).await? {
             return Ok(None); // the lease expired: etcd deleted our key
         }
         let ours = client.get(full, None).await.map_err(backend)?;
@@ -330,12 +327,17 @@ async fn queue(
         }
         if granted.since.elapsed() >= lease / 3 {
             let sent = Instant::now();
-            let (mut keeper, mut answers) = client.lease_keep_alive(id).await.map_err(backend)?;
-            keeper.keep_alive().await.map_err(backend)?;
-            let answer = answers.message().await.map_err(backend)?;
-            if answer.is_some_and(|a| a.ttl() > 0) {
+            if keep_alive(client, id).await? {
                 granted.since = sent;
             }
         }
     }
+}
+
+/// One keep-alive of lease `id`: whether it still lives.
+async fn keep_alive(client: &mut Client, id: i64) -> Result<bool, LockError> {
+    let (mut keeper, mut answers) = client.lease_keep_alive(id).await.map_err(backend)?;
+    keeper.keep_alive().await.map_err(backend)?;
+    let answer = answers.message().await.map_err(backend)?;
+    Ok(answer.is_some_and(|a| a.ttl() > 0))
 }

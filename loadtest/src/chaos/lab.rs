@@ -90,11 +90,15 @@ impl Lab {
                 // A dead persister's entries are claimed after about a lease.
                 "--redis-stock-claim-ms",
                 &timing.lease_ms.to_string(),
-                "--etcd-endpoints",
-                env.get("ETCD_ENDPOINTS").map_or("", String::as_str),
             ]
             .iter()
             .map(|s| s.to_string())
+            // The stack's etcd, when it runs one (never an empty list).
+            .chain(
+                env.get("ETCD_ENDPOINTS")
+                    .into_iter()
+                    .flat_map(|e| ["--etcd-endpoints".into(), e.clone()]),
+            )
             .collect()
         };
         let a = Instance::start(

@@ -130,7 +130,7 @@ pub async fn start_instance(
     name: &str,
     hold_ms: u64,
 ) -> anyhow::Result<Instance> {
-    let args: Vec<String> = vec![
+    let mut args: Vec<String> = vec![
         "--database-url".into(),
         env["DATABASE_URL"].clone(),
         "--redis-urls".into(),
@@ -142,7 +142,6 @@ pub async fn start_instance(
         "--hold-ms".into(),
         hold_ms.to_string(),
     ];
-    let mut args = args;
     if let Some(etcd) = env.get("ETCD_ENDPOINTS") {
         args.extend(["--etcd-endpoints".into(), etcd.clone()]);
     }
