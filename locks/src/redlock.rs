@@ -23,10 +23,12 @@
 //! 4. Otherwise: release on **every** node (also the ones that did not answer: their
 //!    SET may have landed after the timeout), and retry after a random delay
 //!    ([`RedLock::acquire`]), so that competing clients do not split the nodes again.
+//!    Each node's delete must reach it *after* that node's SET, or the key outlives
+//!    the attempt by a whole lease: see [`RedLock::attempt`] for how, and why.
 //! 5. Extend (the watchdog, every lease/3): compare-and-`PEXPIRE` on all nodes; held
 //!    only if a majority extended it in time. A majority answering "not yours" ends
 //!    the lock.
-//! 6. Release: compare-and-delete on every node.
+//! 6. Release: compare-and-delete on every node (again after that node's SET).
 //!
 //! Not enough nodes answering at all is an error that says so ("only 2 of 5 nodes
 //! answered"), not a plain "busy": the lock service is unavailable.
@@ -71,6 +73,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 static UNLOCK: LazyLock<Script> =
@@ -78,14 +82,18 @@ static UNLOCK: LazyLock<Script> =
 static EXTEND: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/simple_renew.lua")));
 
+/// A held lock's random value, and the node tasks of the attempt that won it.
+type Held = (String, Vec<JoinHandle<()>>);
+
 /// RedLock over independent Redis masters.
 pub struct RedLock {
     nodes: Vec<ConnectionManager>,
     node_timeout: Duration,
-    /// The random value of each lock we hold, by (key, holder): what extension and
-    /// release compare against. One value per acquisition, so a failed attempt's
-    /// clean-up can never delete a lock the same holder already has.
-    values: Mutex<HashMap<(String, String), String>>,
+    /// Each lock we hold, by (key, holder): its random value (what extension and
+    /// release compare against; one per acquisition, so a failed attempt's undo can
+    /// never delete a lock the same holder already has) and the winning attempt's node
+    /// tasks, which a node's release waits for (see [`RedLock::attempt`]).
+    held: Mutex<HashMap<(String, String), Held>>,
 }
 
 fn backend(e: impl std::fmt::Display) -> LockError {
@@ -118,7 +126,7 @@ impl RedLock {
         Ok(RedLock {
             nodes,
             node_timeout: Duration::from_millis(50),
-            values: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
         })
     }
 
@@ -141,138 +149,115 @@ impl RedLock {
         self.nodes.len() / 2 + 1
     }
 
-    /// Runs `op` on every node at once, each bounded by the node timeout, and returns
-    /// as soon as `decided` says the answers so far settle the question (or all are
-    /// in). `None` stands for a node that failed or did not answer in time. The calls
-    /// still under way go on in the background, so a slow node still gets its command
-    /// (in order with any later one on the same connection).
-    async fn on_all_until<T, F, Fut>(
+    /// Runs one script per node (in node order) at once, each bounded by the node
+    /// timeout, until a majority answered 1 or too many did not for a majority to be
+    /// possible; the calls still under way go on in the background. Returns (nodes
+    /// that answered 1, nodes that answered at all).
+    async fn on_all(
         &self,
-        op: F,
-        decided: impl Fn(&[Option<T>]) -> bool,
-    ) -> Vec<Option<T>>
-    where
-        T: Send + 'static,
-        F: Fn(ConnectionManager) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>> + Send + 'static,
-    {
+        calls: impl Iterator<Item = impl Future<Output = redis::RedisResult<i64>> + Send + 'static>,
+    ) -> (usize, usize) {
         let timeout = self.node_timeout;
-        let mut calls: FuturesUnordered<_> = self
-            .nodes
-            .iter()
-            .map(|node| {
-                let call = op(node.clone());
-                tokio::spawn(async move {
-                    tokio::time::timeout(timeout, call)
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
-                })
-            })
+        let mut calls: FuturesUnordered<_> = calls
+            .map(|call| tokio::spawn(tokio::time::timeout(timeout, call)))
             .collect();
-        let mut answers = Vec::with_capacity(self.nodes.len());
+        let (n, quorum) = (self.nodes.len(), self.quorum());
+        let (mut heard, mut answered, mut yes) = (0, 0, 0);
         while let Some(answer) = calls.next().await {
-            answers.push(answer.ok().flatten());
-            if decided(&answers) {
+            let answer = answer.ok().and_then(Result::ok).and_then(Result::ok);
+            (heard, answered) = (heard + 1, answered + usize::from(answer.is_some()));
+            yes += usize::from(answer == Some(1));
+            if yes >= quorum || heard - yes > n - quorum {
                 break;
             }
         }
-        answers
+        (yes, answered)
     }
 
     fn value_of(&self, key: &str, holder: &HolderId) -> Option<String> {
-        let values = self.values.lock().expect("redlock values poisoned");
-        values.get(&(key.to_string(), holder.to_string())).cloned()
-    }
-
-    /// Compare-and-delete on every node; returns (deleted, answered) once `settled`
-    /// says the answers so far are enough (the slow nodes still get the delete, in
-    /// the background). Each answer is `Some(1)` deleted, `Some(0)` not ours, `None`
-    /// no answer in time.
-    async fn release_all(
-        &self,
-        key: &str,
-        value: &str,
-        settled: impl Fn(&[Option<i64>]) -> bool,
-    ) -> (usize, usize) {
-        let (key, value) = (key.to_string(), value.to_string());
-        let results = self
-            .on_all_until(
-                |mut conn| {
-                    let (key, value) = (key.clone(), value.clone());
-                    async move {
-                        UNLOCK
-                            .key(key)
-                            .arg(value)
-                            .invoke_async::<i64>(&mut conn)
-                            .await
-                    }
-                },
-                settled,
-            )
-            .await;
-        let answered = results.iter().flatten().count();
-        let deleted = results.iter().flatten().filter(|d| **d == 1).count();
-        (deleted, answered)
+        let held = self.held.lock().expect("redlock locks poisoned");
+        held.get(&(key.to_string(), holder.to_string()))
+            .map(|(value, _)| value.clone())
     }
 
     /// One attempt on all nodes: `Some(since)` when a majority granted it in time.
+    ///
+    /// Each node's task sets the key, reports, waits for the verdict and, unless the
+    /// attempt won, undoes its own SET: *after* it, on the same connection. A separate
+    /// clean-up task could overtake a SET still unsent (tokio runs the newest task
+    /// first) and leave the key for a whole lease; under load such leaks piled up on
+    /// a majority of nodes and starved every contender (0 acquisitions in 5 s).
     async fn attempt(
         &self,
         key: &str,
         holder: &HolderId,
         lease: Duration,
     ) -> Result<Option<Instant>, LockError> {
-        // A fresh random value per attempt: the clean-up of a failed attempt deletes
-        // only what this attempt set, never a lock the same holder already has.
+        // A fresh random value per attempt: the undo of a failed attempt deletes only
+        // what this attempt set, never a lock the same holder already has.
         let value = format!("{holder}:{}", uuid::Uuid::new_v4().simple());
         let ms = (lease.as_millis() as u64).max(1);
-        let (n, quorum) = (self.nodes.len(), self.quorum());
+        let (n, quorum, timeout) = (self.nodes.len(), self.quorum(), self.node_timeout);
+        // `Some(true)`: won, keep the keys. `Some(false)`, or the attempt dropped before
+        // a verdict (the sender gone): undo.
+        let (verdict, decided) = watch::channel(None::<bool>);
+        let (report, mut answers) = mpsc::unbounded_channel::<Option<bool>>();
         let started = Instant::now();
-        let results = self
-            .on_all_until(
-                |mut conn| {
-                    let (key, value) = (key.to_string(), value.clone());
-                    async move {
-                        redis::cmd("SET")
-                            .arg(key)
-                            .arg(value)
-                            .arg("NX")
-                            .arg("PX")
-                            .arg(ms)
-                            .query_async::<Option<String>>(&mut conn)
-                            .await
+        let sets: Vec<_> = (self.nodes.iter())
+            .map(|node| {
+                let (mut conn, key, value) = (node.clone(), key.to_string(), value.clone());
+                let (report, mut decided) = (report.clone(), decided.clone());
+                tokio::spawn(async move {
+                    let mut set = redis::cmd("SET");
+                    set.arg(&key).arg(&value).arg("NX").arg("PX").arg(ms);
+                    let set = set.query_async::<Option<String>>(&mut conn);
+                    let answer = tokio::time::timeout(timeout, set)
+                        .await
+                        .ok()
+                        .and_then(Result::ok);
+                    let _ = report.send(answer.as_ref().map(Option::is_some));
+                    drop(report);
+                    let won = decided.wait_for(Option::is_some).await;
+                    if !won.is_ok_and(|v| *v == Some(true)) && !matches!(answer, Some(None)) {
+                        let mut undo = UNLOCK.key(key);
+                        let undo = undo.arg(value).invoke_async::<i64>(&mut conn);
+                        let _ = tokio::time::timeout(timeout, undo).await;
                     }
-                },
-                // Settled once a majority said yes, or too many said no (or nothing)
-                // for a majority to be possible.
-                |answers| {
-                    let yes = answers.iter().flatten().filter(|r| r.is_some()).count();
-                    yes >= quorum || answers.len() - yes > n - quorum
-                },
-            )
-            .await;
+                })
+            })
+            .collect();
+        drop(report);
+        // Decided once a majority said yes, or too many said no (or nothing) for a
+        // majority to be possible; slower nodes still get the command.
+        let (mut heard, mut answered, mut acquired) = (0, 0, 0);
+        while let Some(answer) = answers.recv().await {
+            (heard, answered) = (heard + 1, answered + usize::from(answer.is_some()));
+            acquired += usize::from(answer == Some(true));
+            if acquired >= quorum || heard - acquired > n - quorum {
+                break;
+            }
+        }
         let elapsed = started.elapsed();
-        let answered = results.iter().flatten().count();
-        let acquired = results.iter().flatten().filter(|r| r.is_some()).count();
         if acquired >= quorum
             && let Some(since) = RedLock::valid_since(started, lease)
         {
-            let mut values = self.values.lock().expect("redlock values poisoned");
-            values.insert((key.to_string(), holder.to_string()), value);
+            verdict.send_replace(Some(true));
+            let mut held = self.held.lock().expect("redlock locks poisoned");
+            held.insert((key.to_string(), holder.to_string()), (value, sets));
             return Ok(Some(since));
         }
-        // Not ours: undo everywhere, the silent nodes too (their SET may land late).
-        // Nothing to judge: wait only for a majority of answers, so the retry's SETs
-        // come after most of the deletes without waiting for a frozen node.
-        self.release_all(key, &value, |answers| {
-            answers.iter().flatten().count() >= quorum
-        })
-        .await;
+        // Not ours: every node undoes its SET (the silent ones too: theirs may land
+        // late). Wait for a majority of them only, so the retry's SETs come after most
+        // of the undos without waiting for a frozen node.
+        verdict.send_replace(Some(false));
+        let mut nodes: FuturesUnordered<_> = sets.into_iter().collect();
+        let mut finished = 0;
+        while finished < quorum && nodes.next().await.is_some() {
+            finished += 1;
+        }
         if answered < quorum && acquired < quorum {
             return Err(LockError::Backend(format!(
-                "redlock: quorum unreachable: only {answered} of {n} nodes answered within {:?} (need {quorum})",
-                self.node_timeout
+                "redlock: quorum unreachable: only {answered} of {n} nodes answered within {timeout:?} (need {quorum})"
             )));
         }
         if acquired >= quorum {
@@ -299,9 +284,8 @@ impl LockBackend for RedLock {
     /// node timeout ("quorum unreachable"), or the majority came too late for the lease.
     ///
     /// # Cancellation safety
-    /// The per-node `SET`s run as tasks of their own: dropped mid-attempt, they still
-    /// land, and the keys stay until their lease ends (nobody releases them). Dropped
-    /// during a pause, nothing is left.
+    /// The per-node `SET`s run as tasks of their own: dropped mid-attempt (before
+    /// the verdict), each node's task undoes its own `SET`, so nothing is left.
     async fn acquire(
         &self,
         key: &str,
@@ -335,27 +319,12 @@ impl LockBackend for RedLock {
         let ms = (lease.as_millis() as u64).max(1);
         let (n, quorum) = (self.nodes.len(), self.quorum());
         let started = Instant::now();
-        let results = self
-            .on_all_until(
-                |mut conn| {
-                    let (key, value) = (key.to_string(), value.clone());
-                    async move {
-                        EXTEND
-                            .key(key)
-                            .arg(value)
-                            .arg(ms)
-                            .invoke_async::<i64>(&mut conn)
-                            .await
-                    }
-                },
-                |answers| {
-                    let yes = answers.iter().flatten().filter(|r| **r == 1).count();
-                    yes >= quorum || answers.len() - yes > n - quorum
-                },
-            )
-            .await;
-        let answered = results.iter().flatten().count();
-        let extended = results.iter().flatten().filter(|r| **r == 1).count();
+        let extend = self.nodes.iter().map(|node| {
+            let (mut conn, mut extend) = (node.clone(), EXTEND.key(key));
+            extend.arg(&value).arg(ms);
+            async move { extend.invoke_async::<i64>(&mut conn).await }
+        });
+        let (extended, answered) = self.on_all(extend).await;
         if extended >= quorum
             && let Some(since) = RedLock::valid_since(started, lease)
         {
@@ -374,23 +343,28 @@ impl LockBackend for RedLock {
     /// [`LockError::NotHolder`] unless a majority still had our value;
     /// [`LockError::Backend`] when too few nodes answered (the lease ends the rest).
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
-        let value = self
-            .values
+        let held = self
+            .held
             .lock()
-            .expect("redlock values poisoned")
+            .expect("redlock locks poisoned")
             .remove(&(key.to_string(), holder.to_string()));
-        let Some(value) = value else {
+        let Some((value, sets)) = held else {
             return Err(LockError::not_holder(key, holder));
         };
+        // Each node's delete goes after that node's SET of the winning attempt (still
+        // under way on a slow node, or its delete could overtake it and leave the key).
         // Released only if a majority still had our value; a minority of leftovers
         // (keys that had not expired yet on slower clocks) means the lock had ended.
         let (n, quorum) = (self.nodes.len(), self.quorum());
-        let (deleted, answered) = self
-            .release_all(key, &value, |answers| {
-                let deleted = answers.iter().flatten().filter(|d| **d == 1).count();
-                deleted >= quorum || answers.len() - deleted > n - quorum
-            })
-            .await;
+        let release = self.nodes.iter().zip(sets).map(|(node, set)| {
+            let (mut conn, mut release) = (node.clone(), UNLOCK.key(key));
+            release.arg(&value);
+            async move {
+                let _ = set.await;
+                release.invoke_async::<i64>(&mut conn).await
+            }
+        });
+        let (deleted, answered) = self.on_all(release).await;
         if deleted >= quorum {
             Ok(())
         } else if answered - deleted > n - quorum {

@@ -85,7 +85,11 @@ impl Subject {
             Subject::RedLock { urls } => Locker::new(
                 RedLock::new(urls)
                     .unwrap()
-                    .with_node_timeout(Duration::from_millis(200)),
+                    .with_node_timeout(Duration::from_millis(
+                        std::env::var("NODE_MS")
+                            .map(|v| v.parse().unwrap())
+                            .unwrap_or(200),
+                    )),
             ),
             Subject::ZooKeeper { connect } => Locker::new(
                 ZooKeeperLock::connect(connect, "/stock-locks-tests", Duration::from_secs(4))
@@ -99,6 +103,27 @@ impl Subject {
             ),
             Subject::Noop => Locker::new(NoopLock),
         }
+    }
+
+    /// RedLock: how many nodes still hold `key` (a key that outlives its attempt
+    /// blocks that node for a lease). The other backends have one copy, which
+    /// `try_acquire` already checks: 0.
+    async fn nodes_holding(&self, key: &str) -> usize {
+        let Subject::RedLock { urls } = self else {
+            return 0;
+        };
+        let mut holding = 0;
+        for url in urls {
+            let client = redis::Client::open(url.as_str()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            holding += usize::from(exists);
+        }
+        holding
     }
 
     /// Takes the lock away from its holder behind the lock's back.
@@ -477,6 +502,94 @@ async fn tokens_strictly_increase(subject: &Subject) -> Check {
     Ok(())
 }
 
+/// Live and safe under contention: 16 contenders (each its own holder) loop
+/// acquire + release on one key for 3 s. Every contender acquires at least once, no
+/// acquisition waits past 3 s (the wait each asks for), none errors, and never two
+/// inside at once (which the no-op lock fails). The lease is long (10 s): a lock that
+/// leaks a key, or lets contenders split it between them, stalls here for a lease.
+async fn live_under_contention(subject: &Subject) -> Check {
+    const TASKS: usize = 16;
+    const WINDOW: Duration = Duration::from_secs(3);
+    const BOUND: Duration = Duration::from_secs(3);
+    let locker = subject.locker().await;
+    let key = key("live");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (locker, key) = (locker.clone(), key.clone());
+            let (inside, overlaps) = (inside.clone(), overlaps.clone());
+            tokio::spawn(async move {
+                let holder = HolderId::random();
+                let (mut count, mut longest) = (0u64, Duration::ZERO);
+                while started.elapsed() < WINDOW {
+                    let asked = Instant::now();
+                    let guard = locker
+                        .acquire(&key, &holder, &options(10_000), BOUND)
+                        .await
+                        .map_err(|e| {
+                            format!("contender {task}, after {count} acquisitions: {e}")
+                        })?;
+                    longest = longest.max(asked.elapsed());
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    count += 1;
+                    guard
+                        .release()
+                        .await
+                        .map_err(|e| format!("contender {task}: {e}"))?;
+                }
+                Ok::<(u64, Duration), String>((count, longest))
+            })
+        })
+        .collect();
+    let mut results = Vec::with_capacity(TASKS);
+    for task in tasks {
+        results.push(task.await.unwrap()?);
+    }
+    let total: u64 = results.iter().map(|(count, _)| count).sum();
+    let fewest = results.iter().map(|(count, _)| *count).min().unwrap_or(0);
+    let most = results.iter().map(|(count, _)| *count).max().unwrap_or(0);
+    let longest = results
+        .iter()
+        .map(|(_, wait)| *wait)
+        .max()
+        .unwrap_or_default();
+    let overlaps = overlaps.load(Ordering::SeqCst);
+    println!(
+        "{}: {TASKS} contenders, {total} acquisitions in {:.2} s ({:.0}/s), {fewest}-{most} each, longest wait {longest:?}, overlaps {overlaps}",
+        locker.name(),
+        started.elapsed().as_secs_f64(),
+        total as f64 / started.elapsed().as_secs_f64(),
+    );
+    ensure(
+        overlaps == 0,
+        format!("{overlaps} overlapping critical sections"),
+    )?;
+    ensure(fewest >= 1, "a contender never acquired")?;
+    ensure(
+        longest <= BOUND + Duration::from_millis(500),
+        format!("an acquisition waited {longest:?}, past the {BOUND:?} bound"),
+    )?;
+    // Nothing left behind: free at once for the next holder, and (RedLock) on no node.
+    let next = locker
+        .try_acquire(&key, &HolderId::random(), &options(10_000))
+        .await;
+    let next = next
+        .map_err(|e| e.to_string())?
+        .ok_or("not free after every release")?;
+    next.release().await.map_err(|e| e.to_string())?;
+    let left = subject.nodes_holding(&key).await;
+    ensure(
+        left == 0,
+        format!("the key outlived every holder on {left} nodes"),
+    )
+}
+
 /// One test per backend for a check; the no-op lock must fail it.
 macro_rules! suite {
     ($($check:ident),* $(,)?) => {
@@ -519,6 +632,7 @@ suite!(
     max_hold_ends_the_lease,
     lost_from_outside,
     tokens_strictly_increase,
+    live_under_contention,
 );
 
 /// The minimal `SET NX PX` lock passes what it promises (it has no token and is not
@@ -535,6 +649,11 @@ mod simple_redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mutual_exclusion() {
         super::mutual_exclusion(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn live_under_contention() {
+        super::live_under_contention(&subject()).await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -630,6 +749,11 @@ mod redlock {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn live_under_contention() {
+        super::live_under_contention(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn is_not_reentrant() {
         super::reentrancy(&subject()).await.unwrap();
     }
@@ -683,6 +807,11 @@ mod zookeeper {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mutual_exclusion() {
         super::mutual_exclusion(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn live_under_contention() {
+        super::live_under_contention(&subject()).await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
