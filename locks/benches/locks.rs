@@ -1,21 +1,22 @@
 //! How close are the locks to the floor, and to the libraries people would otherwise
-//! use? `cargo bench -p locks` starts its own MariaDB, five Redis and a ZooKeeper
+//! use? `cargo bench -p locks` starts its own MariaDB, five Redis, a ZooKeeper and an etcd
 //! (testbed, from the Debian packages) and measures, in one run:
 //!
 //! - **uncontended acquire + release** (criterion, one client, group `uncontended`):
 //!   - floors, what any lock on that server costs at least: Redis `PING` and `EVALSHA`
-//!     of a no-op script; ZooKeeper create + delete of an ephemeral node; a MariaDB
-//!     single-row autocommit `UPDATE` (and, for scale, a `SELECT ... FOR UPDATE`
-//!     transaction: what `pessimistic` pays per row);
+//!     of a no-op script; ZooKeeper create + delete of an ephemeral node; etcd `put` +
+//!     `delete` of one key; a MariaDB single-row autocommit `UPDATE` (and, for scale, a
+//!     `SELECT ... FOR UPDATE` transaction: what `pessimistic` pays per row);
 //!   - ours, through the public API (`Locker::acquire` + `LockGuard::release`, the
 //!     watchdog included): `mysql-lock`, `redis-lock`, `redlock` on 5 nodes,
-//!     `zookeeper`; and `redis-lock` on a primary with one replica, without and with
-//!     `WAIT` for the replica (`with_min_replicas(1, ..)`: what the failover
+//!     `zookeeper`, `etcd`; and `redis-lock` on a primary with one replica, without and
+//!     with `WAIT` for the replica (`with_min_replicas(1, ..)`: what the failover
 //!     mitigation costs per acquisition);
 //!   - peers: the `rslock` crate (RedLock) on the same 5 Redis and on 1,
-//!     `zookeeper-client`'s own `Client::lock` (Curator-style prefix), and Apache
-//!     Curator's `InterProcessMutex` (Java, `benches/CuratorBench.java`, compiled and
-//!     run here against the same ZooKeeper; timed by the harness itself, not criterion);
+//!     `zookeeper-client`'s own `Client::lock` (Curator-style prefix), `etcd-client`'s
+//!     lease + Lock RPC as its example uses them, and Apache Curator's
+//!     `InterProcessMutex` (Java, `benches/CuratorBench.java`, compiled and run here
+//!     against the same ZooKeeper; timed by the harness itself, not criterion);
 //! - **contended**: 16 tasks on one key for 5 s, empty critical section: acquisitions
 //!   per second, and fairness: acquisitions per task (min–max), Jain's index (1 = every
 //!   task got the same share, 1/16 = one task got everything) and FIFO overtakes (how
@@ -28,6 +29,7 @@
 //! runs everything once, briefly.
 
 use criterion::{Criterion, SamplingMode};
+use locks::etcd::EtcdLock;
 use locks::mysql::MysqlLock;
 use locks::redis::RedisLock;
 use locks::redlock::RedLock;
@@ -49,6 +51,7 @@ enum Row {
     RedisPing,
     RedisNoopScript,
     ZkCreateDelete,
+    EtcdPutDelete,
     MariadbUpdate,
     MariadbForUpdateTx,
     MysqlLock,
@@ -57,19 +60,22 @@ enum Row {
     RedisLockWait,
     Redlock5,
     ZooKeeper,
+    Etcd,
     Rslock5,
     Rslock1,
     ZkClientLock,
+    EtcdClientLock,
     Curator,
 }
 
 use Row::*;
 
 impl Row {
-    const UNCONTENDED: [Row; 14] = [
+    const UNCONTENDED: [Row; 17] = [
         RedisPing,
         RedisNoopScript,
         ZkCreateDelete,
+        EtcdPutDelete,
         MariadbUpdate,
         MariadbForUpdateTx,
         MysqlLock,
@@ -78,19 +84,23 @@ impl Row {
         RedisLockWait,
         Redlock5,
         ZooKeeper,
+        Etcd,
         Rslock5,
         Rslock1,
         ZkClientLock,
+        EtcdClientLock,
     ];
     /// The locks (ours and the peers): the contended rows, in the order they run.
     /// Each of ours runs right next to the peer it is compared with (Curator runs just
     /// before these, from its harness): the servers warm up and drift over a run
     /// (ZooKeeper's JVM above all), and rows far apart compared ±8% apart that were
     /// level when run side by side.
-    const LOCKS: [Row; 10] = [
+    const LOCKS: [Row; 12] = [
         Curator,
         ZooKeeper,
         ZkClientLock,
+        Etcd,
+        EtcdClientLock,
         Redlock5,
         Rslock5,
         RedisLock,
@@ -105,6 +115,7 @@ impl Row {
             RedisPing => "floor: redis PING",
             RedisNoopScript => "floor: redis EVALSHA no-op",
             ZkCreateDelete => "floor: zk create+delete ephemeral",
+            EtcdPutDelete => "floor: etcd put+delete",
             MariadbUpdate => "floor: mariadb autocommit UPDATE",
             MariadbForUpdateTx => "mariadb FOR UPDATE transaction",
             MysqlLock => "ours: mysql-lock",
@@ -113,9 +124,11 @@ impl Row {
             RedisLockWait => "ours: redis-lock with WAIT (1 replica)",
             Redlock5 => "ours: redlock (5 nodes)",
             ZooKeeper => "ours: zookeeper",
+            Etcd => "ours: etcd",
             Rslock5 => "peer: rslock (5 nodes)",
             Rslock1 => "peer: rslock (1 node)",
             ZkClientLock => "peer: zookeeper-client Client::lock",
+            EtcdClientLock => "peer: etcd-client lease + lock",
             Curator => "peer: Curator InterProcessMutex",
         }
     }
@@ -145,6 +158,8 @@ struct Subjects {
     redis_lock_wait: Locker,
     redlock: Locker,
     zookeeper: Locker,
+    etcd: Locker,
+    etcd_client: etcd_client::Client,
     rslock5: rslock::LockManager,
     rslock1: rslock::LockManager,
     options: LockOptions,
@@ -160,6 +175,8 @@ impl Subjects {
         let db_url = &env["DATABASE_URL"];
         let redis_urls: Vec<String> = env["REDIS_URLS"].split(',').map(String::from).collect();
         let zk_connect = env["ZK_CONNECT"].clone();
+        let etcd_endpoints: Vec<String> =
+            env["ETCD_ENDPOINTS"].split(',').map(String::from).collect();
 
         let db = MySqlPool::connect(db_url).await.expect("MariaDB");
         sqlx::migrate!("../migrations")
@@ -201,6 +218,14 @@ impl Subjects {
                     .await
                     .unwrap(),
             ),
+            etcd: Locker::new(
+                EtcdLock::connect(&etcd_endpoints, "/bench/ours/")
+                    .await
+                    .unwrap(),
+            ),
+            etcd_client: etcd_client::Client::connect(&etcd_endpoints, None)
+                .await
+                .expect("etcd"),
             rslock5: rslock::LockManager::new(redis_urls.clone()),
             rslock1: rslock::LockManager::new(vec![redis_urls[0].clone()]),
             options: LockOptions {
@@ -276,6 +301,15 @@ impl Subjects {
                     .map_err(|e| e.to_string())?;
                 Ok(Instant::now())
             }
+            EtcdPutDelete => {
+                let mut etcd = self.etcd_client.clone();
+                let key = format!("/bench/floor/{key}");
+                etcd.put(key.as_str(), "", None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                etcd.delete(key, None).await.map_err(|e| e.to_string())?;
+                Ok(Instant::now())
+            }
             MariadbUpdate => {
                 sqlx::query("UPDATE stock SET version = version + 1 WHERE product_id = 1")
                     .execute(&self.db)
@@ -302,6 +336,7 @@ impl Subjects {
             RedisLockWait => ours(&self.redis_lock_wait).await,
             Redlock5 => ours(&self.redlock).await,
             ZooKeeper => ours(&self.zookeeper).await,
+            Etcd => ours(&self.etcd).await,
             Rslock5 => rslock(&self.rslock5).await,
             Rslock1 => rslock(&self.rslock1).await,
             ZkClientLock => {
@@ -326,6 +361,22 @@ impl Subjects {
                     .await
                     .map_err(|e| e.to_string())?;
                 std::mem::forget(lock);
+                Ok(acquired)
+            }
+            EtcdClientLock => {
+                // As the crate's example does it: a lease, the Lock RPC with it (the
+                // server queues the caller and answers once it holds the lock), unlock,
+                // and the lease revoked (one lease per acquisition, as ours).
+                let mut etcd = self.etcd_client.clone();
+                let lease = etcd.lease_grant(LEASE.as_secs() as i64, None).await;
+                let lease = lease.map_err(|e| e.to_string())?.id();
+                let options = etcd_client::LockOptions::new().with_lease(lease);
+                let name = format!("/bench/peer/{key}");
+                let lock = etcd.lock(name, Some(options)).await;
+                let lock = lock.map_err(|e| e.to_string())?;
+                let acquired = Instant::now();
+                etcd.unlock(lock.key()).await.map_err(|e| e.to_string())?;
+                etcd.lease_revoke(lease).await.map_err(|e| e.to_string())?;
                 Ok(acquired)
             }
             Curator => unreachable!("the Curator rows are measured by the Java harness"),
@@ -600,7 +651,7 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// The goals: `row` ≤ `limit` × `base` (medians of one run).
-const GOALS: [(Row, Row, f64, &str); 5] = [
+const GOALS: [(Row, Row, f64, &str); 7] = [
     (
         RedisLock,
         RedisNoopScript,
@@ -620,6 +671,8 @@ const GOALS: [(Row, Row, f64, &str); 5] = [
         "not slower than the peer on the same 5",
     ),
     (ZooKeeper, ZkClientLock, 1.1, "the crate's own recipe"),
+    (Etcd, EtcdPutDelete, 2.5, "four round trips against two"),
+    (Etcd, EtcdClientLock, 1.1, "the crate's own lock + lease"),
     (MysqlLock, MariadbUpdate, 3.5, "a lock is a few statements"),
 ];
 
@@ -785,6 +838,7 @@ fn summary(
                 RedisNoopScript
             }
             ZooKeeper | ZkClientLock | Curator => ZkCreateDelete,
+            Etcd | EtcdClientLock => EtcdPutDelete,
             _ => return None,
         };
         Some((base, medians.get(&row)? / medians.get(&base)?))
