@@ -23,20 +23,30 @@ impl Instance {
         }
     }
 
-    /// Starts `app_bin --bind 127.0.0.1:<free port> <args>` and waits until `/health`
-    /// answers. Call it from a long-lived thread (the process dies with the thread
-    /// that spawned it).
+    /// Starts `app_bin --bind 127.0.0.1:<free port> <args>` with the stack's variables
+    /// (`servers`: `DATABASE_URL`, `REDIS_URLS`, `ZK_CONNECT`, `ETCD_ENDPOINTS`, what
+    /// `testbed::Stack::env` gives) in its environment, and waits until `/health`
+    /// answers. Every server flag reads its variable, so a strategy with a server of
+    /// its own gets it here with nothing to add; `args` override (a proxied address).
+    /// Call it from a long-lived thread (the process dies with the thread that
+    /// spawned it).
     pub async fn start(
         client: &reqwest::Client,
         app_bin: &Path,
         name: &str,
+        servers: &[(&str, String)],
         args: &[String],
     ) -> anyhow::Result<Instance> {
         let port = free_port()?;
         let log = std::env::temp_dir().join(format!("stock-locks-{name}-{port}.log"));
         let mut all = vec!["--bind".to_string(), format!("127.0.0.1:{port}")];
         all.extend_from_slice(args);
-        let process = ServerProcess::spawn(name, app_bin, &all, log).with_context(|| {
+        let env: Vec<(String, String)> = servers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let process = ServerProcess::spawn_with_env(name, app_bin, &all, &env, log);
+        let process = process.with_context(|| {
             format!(
                 "starting {} (build it: cargo build --release -p stock-app)",
                 app_bin.display()

@@ -69,7 +69,7 @@ pub use mariadb::MariaDb;
 pub use process::ServerProcess;
 pub use redis::{Persistence, Redis};
 pub use sentinel::RedisHa;
-pub use stack::{Stack, StackConfig};
+pub use stack::{SERVER_VARIABLES, Stack, StackConfig};
 pub use zookeeper::ZooKeeper;
 
 use std::time::Duration;

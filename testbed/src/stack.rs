@@ -43,6 +43,11 @@ pub struct Stack {
     database: String,
 }
 
+/// Every variable [`Stack::env`] may export: the servers' addresses, read by the
+/// service's flags of the same names.
+pub const SERVER_VARIABLES: [&str; 4] =
+    ["DATABASE_URL", "REDIS_URLS", "ZK_CONNECT", "ETCD_ENDPOINTS"];
+
 impl Stack {
     /// Starts what `config` asks for. On any failure the servers already started are
     /// stopped (dropped) before the error is returned.
@@ -79,9 +84,9 @@ impl Stack {
         })
     }
 
-    /// The environment variables every stock-locks program reads: `DATABASE_URL`,
-    /// `REDIS_URLS` (comma-separated), `ZK_CONNECT` and `ETCD_ENDPOINTS`
-    /// (comma-separated), for the servers that run.
+    /// The environment variables every stock-locks program reads (one of
+    /// [`SERVER_VARIABLES`] each): `DATABASE_URL`, `REDIS_URLS` (comma-separated),
+    /// `ZK_CONNECT` and `ETCD_ENDPOINTS` (comma-separated), for the servers that run.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         let mut vars = Vec::new();
         if let Some(db) = &self.mariadb {

@@ -6,7 +6,8 @@
 //! 503 `backend_unavailable` on their own.
 
 use crate::http::config::Settings;
-use crate::strategies::shared::Reached;
+use crate::strategies::Strategies;
+use crate::strategies::contract::Reached;
 use serde::Serialize;
 use sqlx::MySqlPool;
 use std::time::Duration;
@@ -16,7 +17,8 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BackendStatus {
-    /// `database`, then the servers the strategies share (`Shared::check`).
+    /// `database`, then the servers the strategies share (`Shared::check`), then
+    /// those a strategy alone is configured with (`Strategy::ready`).
     pub backend: String,
     pub configured: bool,
     pub ok: bool,
@@ -31,7 +33,7 @@ pub struct Readiness {
     pub backends: Vec<BackendStatus>,
 }
 
-pub async fn check(pool: &MySqlPool, settings: &Settings) -> Readiness {
+pub async fn check(pool: &MySqlPool, settings: &Settings, strategies: &Strategies) -> Readiness {
     let database = timeout(CHECK_TIMEOUT, async {
         sqlx::query("SELECT 1")
             .execute(pool)
@@ -39,10 +41,28 @@ pub async fn check(pool: &MySqlPool, settings: &Settings) -> Readiness {
             .map(|_| "SELECT 1 answered".to_string())
             .map_err(|e| e.to_string())
     });
-    let (database, others) = tokio::join!(database, settings.shared.check(CHECK_TIMEOUT));
+    // The servers a strategy alone is configured with, each once (bounded by the
+    // strategy; the timeout here is the backstop).
+    let own = futures::future::join_all(strategies.iter().map(|s| async move {
+        let backstop = CHECK_TIMEOUT + Duration::from_millis(100);
+        let answer = timeout(backstop, s.ready(CHECK_TIMEOUT)).await;
+        let late = || {
+            Some(Reached::Answered(Err(format!(
+                "no answer within {backstop:?}"
+            ))))
+        };
+        Some((s.info().backend, answer.unwrap_or_else(|_| late())?))
+    }));
+    let (database, shared, own) = tokio::join!(database, settings.shared.check(CHECK_TIMEOUT), own);
     let database = database.unwrap_or_else(|_| Err(format!("no answer within {CHECK_TIMEOUT:?}")));
     let mut backends = vec![answered("database".into(), database)];
-    for (backend, reached) in others {
+    let mut own: Vec<_> = own.into_iter().flatten().collect();
+    own.sort_by_key(|(backend, _)| *backend);
+    own.dedup_by_key(|(backend, _)| *backend);
+    let own = own
+        .into_iter()
+        .map(|(backend, reached)| (backend.to_string(), reached));
+    for (backend, reached) in shared.into_iter().chain(own) {
         backends.push(match reached {
             Reached::Answered(result) => answered(backend, result),
             Reached::NotConfigured(how) => BackendStatus {

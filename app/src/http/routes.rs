@@ -443,7 +443,7 @@ async fn hooks_paused(
     (status = 200, description = "Every configured backend answers.", body = crate::http::ready::Readiness),
     (status = 503, description = "A configured backend does not: `backend_unavailable` naming it, with every backend's state in `backends`.", body = ErrorBody)))]
 async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpResponse, ApiError> {
-    let report = ready::check(&state.pool, &state.settings).await;
+    let report = ready::check(&state.pool, &state.settings, &state.strategies).await;
     if report.ready {
         Ok(HttpResponse::Ok().json(report))
     } else {

@@ -215,6 +215,14 @@ pub trait Strategy: Send + Sync + 'static {
     /// Before `/metrics` is rendered: bring the strategy's own gauges up to date.
     async fn scrape(&self) {}
 
+    /// `/ready`'s look, within `limit`, at the server this strategy alone is
+    /// configured with (its own flag, like `--etcd-endpoints`; listed under
+    /// `info().backend`): what it answered. `None` (the default) when it uses only
+    /// the servers the strategies share, which `/ready` checks anyway.
+    async fn ready(&self, _limit: std::time::Duration) -> Option<Reached> {
+        None
+    }
+
     /// The classic mistakes this strategy can be made to make (the `mistake` test
     /// knob), by name; none by default.
     fn mistakes(&self) -> &'static [&'static str] {
@@ -233,6 +241,14 @@ pub trait Strategy: Send + Sync + 'static {
             self.info().name
         )))
     }
+}
+
+/// What a server said to `/ready`.
+pub enum Reached {
+    /// Not configured; what would configure it.
+    NotConfigured(&'static str),
+    /// Its answer, or why there was none.
+    Answered(Result<String, String>),
 }
 
 /// One line of a successful deduction's response.

@@ -2,6 +2,7 @@
 //! (Redis, ZooKeeper) and the options of every distributed lock. Each strategy's own
 //! flags live in its own file (`PessimisticSettings`, `RedisStockSettings`, ...).
 
+use crate::strategies::contract::Reached;
 use locks::LockOptions;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -137,14 +138,6 @@ impl Shared {
 }
 
 type BoxedCheck<'a> = std::pin::Pin<Box<dyn Future<Output = Result<String, String>> + 'a>>;
-
-/// What a server said to `/ready`.
-pub enum Reached {
-    /// Not configured; what would configure it.
-    NotConfigured(&'static str),
-    /// Its answer, or why there was none.
-    Answered(Result<String, String>),
-}
 
 async fn redis_ping(url: &str) -> Result<String, String> {
     let client = redis::Client::open(url).map_err(|e| e.to_string())?;

@@ -64,7 +64,7 @@ pub fn test_settings(database_url: &str) -> Settings {
         workers: Some(2),
         enable_test_hooks: true,
         lock_wait_timeout_secs: 2,
-        ..Settings::for_database(database_url)
+        ..servers_from_env(database_url)
     }
     .with(|s| {
         // A ZooKeeper root of the test's own (the database name), so parallel tests
@@ -80,18 +80,35 @@ pub fn test_settings(database_url: &str) -> Settings {
         s.strategies.optimistic.optimistic_max_attempts = 1000;
         // Room for a loaded 2-core machine running tests in parallel.
         s.strategies.redlock.redlock_node_timeout_ms = 200;
-        s.shared.zk_connect = std::env::var("ZK_CONNECT").ok();
-        // The shared testbed's etcd, lock keys of the test's own.
-        s.strategies.etcd_lock.etcd_endpoints = std::env::var("ETCD_ENDPOINTS")
-            .map(|v| v.split(',').map(str::to_string).collect())
-            .unwrap_or_default();
+        // etcd-lock's keys of the test's own.
         s.strategies.etcd_lock.etcd_prefix =
             format!("/t/{}/", database_url.rsplit('/').next().unwrap_or("db"));
-        // The shared testbed's Redis (the first serves redis-lock).
-        s.shared.redis_urls = std::env::var("REDIS_URLS")
-            .map(|v| v.split(',').map(str::to_string).collect())
-            .unwrap_or_default();
     })
+}
+
+/// [`Settings::for_database`], except that the server flags read the testbed's
+/// variables (`testbed::SERVER_VARIABLES`: `REDIS_URLS`, `ZK_CONNECT`,
+/// `ETCD_ENDPOINTS`), as the binary's flags do: a strategy whose server is a flag of
+/// its own gets it here with nothing to add. Nothing else is read from the
+/// environment.
+pub fn servers_from_env(database_url: &str) -> Settings {
+    use clap::{CommandFactory, FromArgMatches};
+    let command = Settings::command().mut_args(|arg| {
+        let server = arg
+            .get_env()
+            .is_some_and(|var| testbed::SERVER_VARIABLES.iter().any(|s| var == *s));
+        if server { arg } else { arg.env(None::<&str>) }
+    });
+    let matches = command
+        .try_get_matches_from([
+            "stock-app",
+            "--database-url",
+            database_url,
+            "--bind",
+            "127.0.0.1:0",
+        ])
+        .expect("the defaults parse");
+    Settings::from_arg_matches(&matches).expect("the defaults parse")
 }
 
 /// Turns `async fn name(strategy: &str)` into that function plus one test per strategy,

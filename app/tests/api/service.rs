@@ -116,9 +116,10 @@ async fn every_strategy_carries_its_card() {
     app.stop().await;
 }
 
-/// /ready checks every configured backend: the testbed's Redis and ZooKeeper answer
-/// (200); a Redis that is not there makes it 503, naming that backend, with
-/// Retry-After and the error shape.
+/// /ready checks every configured backend: the testbed's Redis, ZooKeeper and etcd
+/// (a strategy's own flag) answer (200); a Redis or an etcd that is not there makes it
+/// 503, naming that backend, with Retry-After and the error shape; an etcd not set is
+/// listed as such and does not make it unready.
 #[tokio::test]
 async fn ready_names_each_backend() {
     let database = fresh_database().await;
@@ -126,8 +127,11 @@ async fn ready_names_each_backend() {
         .map(|v| v.split(',').map(str::to_string).collect())
         .unwrap_or_default();
     let zk_connect = std::env::var("ZK_CONNECT").ok();
+    let etcd: Vec<String> = std::env::var("ETCD_ENDPOINTS")
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
     assert!(
-        !redis_urls.is_empty() && zk_connect.is_some(),
+        !redis_urls.is_empty() && zk_connect.is_some() && !etcd.is_empty(),
         "run under testbed"
     );
 
@@ -138,6 +142,7 @@ async fn ready_names_each_backend() {
         .with(|s| {
             s.shared.redis_urls = redis_urls.clone();
             s.shared.zk_connect = zk_connect.clone();
+            s.strategies.etcd_lock.etcd_endpoints = etcd.clone();
         }),
     )
     .await;
@@ -151,12 +156,38 @@ async fn ready_names_each_backend() {
         .iter()
         .map(|b| b["backend"].as_str().unwrap())
         .collect();
-    assert_eq!(names.len(), 2 + redis_urls.len(), "{names:?}");
+    assert_eq!(names.len(), 3 + redis_urls.len(), "{names:?}");
     assert!(
-        names.contains(&"database") && names.contains(&"zookeeper"),
+        names.contains(&"database") && names.contains(&"zookeeper") && names.contains(&"etcd"),
         "{names:?}"
     );
     healthy.stop().await;
+
+    // No etcd set: listed as not configured, still ready.
+    let no_etcd = spawn_with(Settings::for_database(&database).with(|s| {
+        s.shared.redis_urls = redis_urls.clone();
+        s.shared.zk_connect = zk_connect.clone();
+        s.strategies.etcd_lock.etcd_endpoints = Vec::new();
+    }))
+    .await;
+    let response = no_etcd.get("/ready").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    let etcd_row = body["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["backend"] == "etcd")
+        .cloned();
+    assert_eq!(
+        etcd_row.as_ref().map(|b| (&b["configured"], &b["detail"])),
+        Some((
+            &Value::Bool(false),
+            &Value::from("ETCD_ENDPOINTS is not set")
+        )),
+        "{body}"
+    );
+    no_etcd.stop().await;
 
     // A port with nobody behind it: bind, note the port, close.
     let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -170,6 +201,7 @@ async fn ready_names_each_backend() {
             redis_urls[0].clone(),
             format!("redis://127.0.0.1:{dead_port}"),
         ];
+        s.strategies.etcd_lock.etcd_endpoints = vec![format!("http://127.0.0.1:{dead_port}")];
     }))
     .await;
     let body = assert_error(
@@ -182,6 +214,7 @@ async fn ready_names_each_backend() {
         body["detail"].as_str().unwrap().contains("redis-2"),
         "{body}"
     );
+    assert!(body["detail"].as_str().unwrap().contains("etcd"), "{body}");
     assert!(
         !body["detail"].as_str().unwrap().contains("redis-1"),
         "{body}"
@@ -302,7 +335,7 @@ async fn the_binary_runs_with_only_a_database() {
         .filter(|b| b["configured"] == false)
         .map(|b| b["backend"].as_str().unwrap())
         .collect();
-    assert_eq!(unconfigured, ["redis", "zookeeper"]);
+    assert_eq!(unconfigured, ["redis", "zookeeper", "etcd"]);
 
     let put = client
         .put(format!("{address}/stock/1"))

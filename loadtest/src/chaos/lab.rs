@@ -65,14 +65,11 @@ impl Lab {
             .iter()
             .map(|p| format!("127.0.0.1:{}", p.port()))
             .collect();
-        let args = |redis: String, zk: String| -> Vec<String> {
+        // The servers come from the stack's variables (`Instance::start`); instance a
+        // reaches Redis and ZooKeeper through the proxies instead.
+        let servers: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
+        let args = |servers: &[&str]| -> Vec<String> {
             [
-                "--database-url",
-                &env["DATABASE_URL"],
-                "--redis-urls",
-                &redis,
-                "--zk-connect",
-                &zk,
                 "--admin-token",
                 ADMIN_TOKEN,
                 "--enable-test-hooks",
@@ -92,29 +89,15 @@ impl Lab {
                 &timing.lease_ms.to_string(),
             ]
             .iter()
+            .chain(servers)
             .map(|s| s.to_string())
-            // The stack's etcd, when it runs one (never an empty list).
-            .chain(
-                env.get("ETCD_ENDPOINTS")
-                    .into_iter()
-                    .flat_map(|e| ["--etcd-endpoints".into(), e.clone()]),
-            )
             .collect()
         };
-        let a = Instance::start(
-            &client,
-            &app_bin,
-            "stock-app-a",
-            &args(proxied_redis.join(","), proxied_zk.join(",")),
-        )
-        .await?;
-        let b = Instance::start(
-            &client,
-            &app_bin,
-            "stock-app-b",
-            &args(env["REDIS_URLS"].clone(), env["ZK_CONNECT"].clone()),
-        )
-        .await?;
+        let (redis, zk) = (proxied_redis.join(","), proxied_zk.join(","));
+        let proxied = ["--redis-urls", &redis, "--zk-connect", &zk];
+        let (args_a, args_b) = (args(&proxied), args(&[]));
+        let a = Instance::start(&client, &app_bin, "stock-app-a", &servers, &args_a).await?;
+        let b = Instance::start(&client, &app_bin, "stock-app-b", &servers, &args_b).await?;
         let db = MySqlPoolOptions::new()
             .max_connections(2)
             .connect(&env["DATABASE_URL"])

@@ -130,22 +130,14 @@ pub async fn start_instance(
     name: &str,
     hold_ms: u64,
 ) -> anyhow::Result<Instance> {
-    let mut args: Vec<String> = vec![
-        "--database-url".into(),
-        env["DATABASE_URL"].clone(),
-        "--redis-urls".into(),
-        env["REDIS_URLS"].clone(),
-        "--zk-connect".into(),
-        env["ZK_CONNECT"].clone(),
+    let args: Vec<String> = vec![
         "--admin-token".into(),
         ADMIN_TOKEN.into(),
         "--hold-ms".into(),
         hold_ms.to_string(),
     ];
-    if let Some(etcd) = env.get("ETCD_ENDPOINTS") {
-        args.extend(["--etcd-endpoints".into(), etcd.clone()]);
-    }
-    Instance::start(client, app_bin, name, &args).await
+    let servers: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
+    Instance::start(client, app_bin, name, &servers, &args).await
 }
 
 /// The versions of the servers the run used.
@@ -187,6 +179,14 @@ pub async fn server_versions(
             let v = v.split("-$").next().unwrap_or(v).trim();
             versions.insert("zookeeper".to_string(), v.to_string());
         }
+    }
+    // etcd answers `GET /version` with {"etcdserver": "3.4.30", "etcdcluster": ...}.
+    if let Some(endpoint) = env.get("ETCD_ENDPOINTS").and_then(|e| e.split(',').next())
+        && let Ok(answer) = reqwest::get(format!("{endpoint}/version")).await
+        && let Ok(body) = answer.json::<serde_json::Value>().await
+        && let Some(v) = body["etcdserver"].as_str()
+    {
+        versions.insert("etcd".to_string(), v.to_string());
     }
     versions
 }

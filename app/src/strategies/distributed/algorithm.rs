@@ -53,7 +53,7 @@ use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::domain::probe::Phase;
 use crate::strategies::contract::{
-    ChaosCell, Deducted, Deduction, Started, Strategy, StrategyInfo,
+    ChaosCell, Deducted, Deduction, Reached, Started, Strategy, StrategyInfo,
 };
 use crate::strategies::fencing::{self, Claim, Fence};
 use async_trait::async_trait;
@@ -142,6 +142,10 @@ pub struct LockStrategy {
     pub instance: String,
     /// Its metrics, registered at start.
     pub counters: std::sync::OnceLock<LockCounters>,
+    /// `Some` when its servers are a flag of its own rather than the shared ones:
+    /// `/ready` then checks them by connecting. `Err(what)`: not set, and what would
+    /// set them.
+    pub own_servers: Option<Result<(), &'static str>>,
 }
 
 impl LockStrategy {
@@ -163,7 +167,15 @@ impl LockStrategy {
             fencing: shared.fencing(),
             instance: uuid::Uuid::new_v4().simple().to_string(),
             counters: std::sync::OnceLock::new(),
+            own_servers: None,
         }
+    }
+
+    /// Its servers are a flag of its own: `/ready` checks them by connecting
+    /// (`unset`: what would set them, when they are not set).
+    pub fn with_own_servers(mut self, unset: Option<&'static str>) -> LockStrategy {
+        self.own_servers = Some(unset.map_or(Ok(()), Err));
+        self
     }
 }
 
@@ -210,6 +222,19 @@ impl Strategy for LockStrategy {
         let counters = LockCounters::register(started.registry, self.backend);
         let _ = self.counters.set(counters);
         None
+    }
+
+    /// Connects anew (and drops the connection) when its servers are its own.
+    async fn ready(&self, limit: Duration) -> Option<Reached> {
+        let answer = match self.own_servers? {
+            Err(unset) => return Some(Reached::NotConfigured(unset)),
+            Ok(()) => tokio::time::timeout(limit, (self.connect)()).await,
+        };
+        Some(Reached::Answered(match answer {
+            Ok(Ok(_)) => Ok("connected".into()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {limit:?}")),
+        }))
     }
 }
 

@@ -88,7 +88,9 @@ impl<S: LockShared> Declare<S> for EtcdLock {
                 .map_err(unavailable("etcd"))?;
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
-        let strategy = LockStrategy::new(&INFO, "etcd", "stock/", connect, context.shared);
+        let unset = settings.etcd_endpoints.is_empty();
+        let strategy = LockStrategy::new(&INFO, "etcd", "stock/", connect, context.shared)
+            .with_own_servers(unset.then_some("ETCD_ENDPOINTS is not set"));
         Arc::new(strategy)
     }
 }

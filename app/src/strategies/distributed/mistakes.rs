@@ -29,7 +29,7 @@ use super::zookeeper::ZooKeeper;
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::strategies::contract::{
-    Context, Declare, Deducted, Deduction, Started, Strategy, StrategyInfo,
+    Context, Declare, Deducted, Deduction, Reached, Started, Strategy, StrategyInfo,
 };
 use crate::strategies::plain::{self, read_check_write};
 use crate::strategies::shared::Shared;
@@ -146,6 +146,10 @@ impl Strategy for WithMistakes {
 
     fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
         self.strategy.start(started)
+    }
+
+    async fn ready(&self, limit: std::time::Duration) -> Option<Reached> {
+        self.strategy.ready(limit).await
     }
 
     async fn scrape(&self) {
