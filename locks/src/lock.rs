@@ -99,6 +99,11 @@ pub struct LockOptions {
     /// Stop renewing this long after the lease started: a hung task must not hold a
     /// lock forever. The last renewal is cut so the lease ends exactly then.
     pub max_hold: Option<Duration>,
+    /// Chubby's lock-delay: the backend keeps the lock this much longer than the
+    /// holder counts on, so one that vanished without releasing (killed, paused, cut
+    /// off) blocks the next for lease + delay; a release frees it at once. It narrows
+    /// the window of a paused holder's stale write; only fencing closes it.
+    pub lock_delay: Duration,
 }
 
 impl Default for LockOptions {
@@ -107,6 +112,7 @@ impl Default for LockOptions {
             lease: Duration::from_secs(10),
             renew: true,
             max_hold: Some(Duration::from_secs(60)),
+            lock_delay: Duration::ZERO,
         }
     }
 }
@@ -193,7 +199,7 @@ impl Locker {
             return Err(LockError::Invalid(problem));
         }
         let started = Instant::now();
-        let lease = first_lease(options);
+        let lease = first_lease(options) + options.lock_delay;
         let Some(acquired) = self.backend.acquire(key, holder, lease, wait).await? else {
             let (key, waited) = (key.to_string(), started.elapsed());
             return Err(LockError::TimedOut { key, waited });
@@ -364,7 +370,8 @@ async fn watchdog(
             None => options.lease,
         };
         next_renewal = now + period;
-        match tokio::time::timeout_at(valid_until, backend.renew(&key, &holder, lease)).await {
+        let renew = backend.renew(&key, &holder, lease + options.lock_delay);
+        match tokio::time::timeout_at(valid_until, renew).await {
             Ok(Ok(Some(since))) => {
                 valid_until = since + lease;
                 cut_by_max_hold = lease < options.lease;

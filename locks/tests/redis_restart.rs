@@ -16,6 +16,7 @@ async fn tokens_stay_ahead_after_redis_restarted_empty() {
         lease: Duration::from_secs(5),
         renew: false,
         max_hold: None,
+        lock_delay: Duration::ZERO,
     };
     let mut last = 0;
     for _ in 0..3 {

@@ -38,6 +38,7 @@ async fn waiters_sleep_until_a_release_wakes_one() {
         lease: Duration::from_secs(30),
         renew: true,
         max_hold: None,
+        lock_delay: Duration::ZERO,
     };
 
     let first = locker

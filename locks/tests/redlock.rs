@@ -38,6 +38,7 @@ fn opts(lease_ms: u64) -> LockOptions {
         lease: Duration::from_millis(lease_ms),
         renew: true,
         max_hold: None,
+        lock_delay: Duration::ZERO,
     }
 }
 

@@ -188,6 +188,7 @@ fn options(lease_ms: u64) -> LockOptions {
         lease: Duration::from_millis(lease_ms),
         renew: true,
         max_hold: None,
+        lock_delay: Duration::ZERO,
     }
 }
 
@@ -325,6 +326,7 @@ async fn expiry_and_steal(subject: &Subject) -> Check {
         lease: Duration::from_millis(500),
         renew: false,
         max_hold: None,
+        lock_delay: Duration::ZERO,
     };
     let first = locker
         .try_acquire(&key, &a, &no_renewal)
@@ -401,6 +403,7 @@ async fn max_hold_ends_the_lease(subject: &Subject) -> Check {
         lease: Duration::from_millis(300),
         renew: true,
         max_hold: Some(Duration::from_millis(700)),
+        lock_delay: Duration::ZERO,
     };
     let started = Instant::now();
     let guard = locker
@@ -590,6 +593,55 @@ async fn live_under_contention(subject: &Subject) -> Check {
     )
 }
 
+/// Chubby's lock-delay: a holder that vanishes without releasing (its guard forgotten,
+/// no renewal) keeps the lock blocked for lease + delay, not just the lease; a clean
+/// release frees it at once. (etcd rounds a lease up to whole seconds: 1.5 s is 2.)
+async fn lock_delay_outlasts_a_vanished_holder(subject: &Subject) -> Check {
+    const LEASE: Duration = Duration::from_millis(500);
+    const DELAY: Duration = Duration::from_millis(1_000);
+    let locker = subject.locker().await;
+    let key = key("lock-delay");
+    let opts = LockOptions {
+        lease: LEASE,
+        renew: false,
+        max_hold: None,
+        lock_delay: DELAY,
+    };
+    let started = Instant::now();
+    let vanished = locker
+        .try_acquire(&key, &HolderId::random(), &opts)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("first acquisition refused")?;
+    std::mem::forget(vanished); // no release, no background unlock
+    let next = locker
+        .acquire(&key, &HolderId::random(), &opts, Duration::from_secs(6))
+        .await
+        .map_err(|e| format!("the next holder never got in: {e}"))?;
+    let blocked = started.elapsed();
+    next.release().await.map_err(|e| e.to_string())?;
+    let freed = Instant::now();
+    let after_release = locker
+        .try_acquire(&key, &HolderId::random(), &opts)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("a released lock was still blocked (the delay is for vanished holders only)")?;
+    let freed = freed.elapsed();
+    after_release.release().await.map_err(|e| e.to_string())?;
+    println!(
+        "{}: a vanished holder blocked the next for {blocked:?} (lease {LEASE:?} + delay {DELAY:?}); a released lock was taken in {freed:?}",
+        locker.name()
+    );
+    ensure(
+        blocked >= LEASE + DELAY - Duration::from_millis(50),
+        format!("the next holder got in after {blocked:?}, before lease + delay"),
+    )?;
+    ensure(
+        blocked <= LEASE + DELAY + Duration::from_millis(2_500),
+        format!("blocked {blocked:?}, far past lease + delay"),
+    )
+}
+
 /// One test per backend for a check; the no-op lock must fail it.
 macro_rules! suite {
     ($($check:ident),* $(,)?) => {
@@ -633,6 +685,7 @@ suite!(
     lost_from_outside,
     tokens_strictly_increase,
     live_under_contention,
+    lock_delay_outlasts_a_vanished_holder,
 );
 
 /// The minimal `SET NX PX` lock passes what it promises (it has no token and is not
@@ -746,6 +799,13 @@ mod redlock {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mutual_exclusion() {
         super::mutual_exclusion(&subject()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lock_delay_outlasts_a_vanished_holder() {
+        super::lock_delay_outlasts_a_vanished_holder(&subject())
+            .await
+            .unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

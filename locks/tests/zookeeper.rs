@@ -37,6 +37,7 @@ fn options() -> LockOptions {
         lease: Duration::from_millis(900),
         renew: true,
         max_hold: None,
+        lock_delay: Duration::ZERO,
     }
 }
 

@@ -29,6 +29,7 @@ async fn leader_killed_during_handoffs() {
         lease: Duration::from_millis(2_500),
         renew: true,
         max_hold: None,
+        lock_delay: Duration::ZERO,
     };
 
     let acquired = Arc::new(AtomicUsize::new(0));

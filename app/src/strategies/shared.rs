@@ -57,6 +57,14 @@ pub struct Shared {
     #[arg(long, env = "LOCK_MAX_HOLD_MS", default_value_t = 30_000)]
     pub lock_max_hold_ms: u64,
 
+    /// Chubby's lock-delay, in milliseconds, for the lease-based locks (mysql-lock,
+    /// redis-lock, redlock, etcd-lock; ZooKeeper's session plays that part): a lock
+    /// whose holder vanished without releasing stays blocked for the lease plus this;
+    /// a release frees it at once. Narrows the window of a paused holder's stale
+    /// write; only fencing closes it.
+    #[arg(long, env = "LOCK_DELAY_MS", default_value_t = 0)]
+    pub lock_delay_ms: u64,
+
     /// Fenced writes for the lock strategies (claim the product with the lock's token,
     /// write only while it is the newest). `--fencing false` trusts the lock alone, as
     /// the seeds' code does: the experiment that shows why fencing exists.
@@ -87,6 +95,7 @@ impl Shared {
             lease: Duration::from_millis(self.lock_lease_ms),
             renew: true,
             max_hold: Some(Duration::from_millis(self.lock_max_hold_ms)),
+            lock_delay: Duration::from_millis(self.lock_delay_ms),
         }
     }
 
