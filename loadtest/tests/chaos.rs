@@ -1,4 +1,4 @@
-//! Fast variants of the chaos scenarios 1 to 4 and 8 to 13 (3 and 8 also for the
+//! Fast variants of the chaos scenarios 1 to 4 and 8 to 14 (3 and 8 also for the
 //! flash-sale strategies: an instance killed mid-batch, a batch's COMMIT made
 //! ambiguous), run by the chaos runner itself
 //! against private servers and two real `stock-app` processes (short leases): the
@@ -95,6 +95,34 @@ async fn frozen_holder_loses_updates_unless_fenced() {
     )
     .await;
     assert_eq!(optimistic.verdict, CellVerdict::Safe);
+    lab.stop().await;
+}
+
+/// Scenario 14: Chubby's lock-delay (2x the lease). Frozen past the lease but within
+/// lease + delay, the unfenced holder loses nothing (the lock sat out the delay: no
+/// other holder, no sale meanwhile); frozen past lease + delay, it loses updates.
+/// On the Redis lock and on etcd (whose leases are whole seconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_delay_narrows_the_window_only_fencing_closes_it() {
+    let mut lab = lab().await;
+    let cat = lab.catalogue.clone();
+    for strategy in ["redis-lock", "etcd-lock"] {
+        let short = run(
+            &mut lab,
+            &spec(&cat, Scenario::LockDelayShortPause, strategy, Some(false)),
+        )
+        .await;
+        assert_ne!(short.verdict, CellVerdict::Lost, "{short:?}");
+        assert_eq!((short.lost_updates, short.refused), (0, 0), "{short:?}");
+
+        let long = run(
+            &mut lab,
+            &spec(&cat, Scenario::LockDelayLongPause, strategy, Some(false)),
+        )
+        .await;
+        assert_eq!(long.verdict, CellVerdict::Lost, "{long:?}");
+        assert!(long.lost_updates >= 1, "{long:?}");
+    }
     lab.stop().await;
 }
 

@@ -238,6 +238,15 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "{} acknowledged sales have no ledger row.",
             c.missing_acknowledged
         ),
+        (Scenario::LockDelayShortPause, Unavailable | Safe) => format!(
+            "No update lost without fencing: A was frozen past its lease ({lease} ms) but within lease + lock-delay ({} ms), and the lock server kept the lock for it, so no other holder got in; A woke and wrote under a lock that was still its own. The price is availability: the product sold nothing while the vanished holder's lock sat out its delay (first sale {blocked} after the freeze). Lock-delay narrows the window; it does not close it (the next cell).",
+            lease + timing.lock_delay_ms()
+        ),
+        (Scenario::LockDelayLongPause, Lost) => format!(
+            "The same lock-delay, a longer pause: once lease + delay ({} ms) ran out B's buyers took the lock and sold; A woke and wrote its stale quantity: {} sale(s) lost. A pause can always outlast a delay (GC, SIGSTOP, a VM migration): lock-delay narrows the window, only fencing closes it.",
+            lease + timing.lock_delay_ms(),
+            c.lost_updates
+        ),
         (Scenario::PausePastLease, Lost) if c.has("lease-lock") || c.has("session-lock") => {
             format!(
                 "Unfenced, the lock is trusted: after {holder_survives} ran out B's buyers took the lock and sold; the frozen holder woke and wrote the quantity it had computed before, while B held the lock: {} sale(s) vanished from the stock (B's, or its own when B's next write landed on top of it).",

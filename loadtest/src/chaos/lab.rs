@@ -145,6 +145,11 @@ impl Lab {
                 tokio::task::block_in_place(|| testbed::replication::Replica::follow(primary))?;
             self.replica = Some(replica);
         }
+        if spec.scenario.lock_delay() {
+            let delay = self.timing.lock_delay_ms().to_string();
+            self.respawn_with(&["--lock-delay-ms".to_string(), delay])
+                .await?;
+        }
         if spec.scenario.reads_from_replica() {
             let url = self
                 .replica
@@ -165,7 +170,10 @@ impl Lab {
         if spec.scenario.needs_sentinel() {
             self.ha = None;
         }
-        if spec.scenario.needs_sentinel() || spec.scenario.reads_from_replica() {
+        let respawned = spec.scenario.needs_sentinel()
+            || spec.scenario.reads_from_replica()
+            || spec.scenario.lock_delay();
+        if respawned {
             self.respawn_with(&[]).await?;
         }
         cell
@@ -405,7 +413,10 @@ impl Lab {
     ) -> anyhow::Result<Window> {
         let freeze = self.timing.freeze(spec);
         let window = match spec.scenario {
-            Scenario::PausePastLease | Scenario::FenceAlone => {
+            Scenario::PausePastLease
+            | Scenario::FenceAlone
+            | Scenario::LockDelayShortPause
+            | Scenario::LockDelayLongPause => {
                 self.pause_a_at("after_read").await?;
                 let a = &self.instances[0];
                 a.process.pause()?;

@@ -104,9 +104,22 @@ impl Timing {
         }
     }
 
+    /// Chubby's lock-delay of the lock-delay scenarios: 2x the lease.
+    pub fn lock_delay_ms(&self) -> u64 {
+        2 * self.lease_ms
+    }
+
     /// How long a holder stays frozen or partitioned: 3x what its lock survives (a
-    /// session lock, its session).
+    /// session lock, its session; with lock-delay, lease + delay); the short
+    /// lock-delay pause, 2x the lease (past the lease, within lease + delay).
     fn freeze(&self, spec: &CellSpec) -> Duration {
+        match spec.scenario {
+            Scenario::LockDelayShortPause => return Duration::from_millis(2 * self.lease_ms),
+            Scenario::LockDelayLongPause => {
+                return Duration::from_millis(3 * (self.lease_ms + self.lock_delay_ms()));
+            }
+            _ => {}
+        }
         let survives = if spec.has("session-lock") {
             self.lease_ms.max(self.zk_session_ms)
         } else {

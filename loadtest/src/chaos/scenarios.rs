@@ -68,10 +68,15 @@ pub enum Scenario {
     ReplicaLag,
     /// 13. The same lag, with the instances reading from the primary (the control).
     ReplicaLagPrimaryReads,
+    /// 14. Chubby's lock-delay (`--lock-delay-ms` 2x the lease): A's request pauses
+    ///     after its read, then A is frozen past its lease but within lease + delay.
+    LockDelayShortPause,
+    /// 14. The same lock-delay, A frozen 3x lease + delay.
+    LockDelayLongPause,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 23] = [
+    pub const ALL: [Scenario; 25] = [
         Scenario::PausePastLease,
         Scenario::FenceAlone,
         Scenario::HolderKilled,
@@ -95,6 +100,8 @@ impl Scenario {
         Scenario::RedlockClockJump,
         Scenario::ReplicaLag,
         Scenario::ReplicaLagPrimaryReads,
+        Scenario::LockDelayShortPause,
+        Scenario::LockDelayLongPause,
     ];
 
     /// The name used on the command line and in the JSON.
@@ -123,6 +130,8 @@ impl Scenario {
             Scenario::RedlockClockJump => "redlock-clock-jump",
             Scenario::ReplicaLag => "replica-lag",
             Scenario::ReplicaLagPrimaryReads => "replica-lag-primary-reads",
+            Scenario::LockDelayShortPause => "lock-delay-short-pause",
+            Scenario::LockDelayLongPause => "lock-delay-long-pause",
         }
     }
 
@@ -154,6 +163,7 @@ impl Scenario {
             Scenario::RedisFailover | Scenario::RedisFailoverWait => 11,
             Scenario::RedlockClockJump => 12,
             Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads => 13,
+            Scenario::LockDelayShortPause | Scenario::LockDelayLongPause => 14,
         }
     }
 
@@ -184,6 +194,10 @@ impl Scenario {
             Scenario::RedlockClockJump => "RedLock: a node's clock jumps forward",
             Scenario::ReplicaLag => "Replication lag under read/write splitting",
             Scenario::ReplicaLagPrimaryReads => "The same lag, reads from the primary",
+            Scenario::LockDelayShortPause => {
+                "Lock-delay: holder frozen past its lease, within lease + delay"
+            }
+            Scenario::LockDelayLongPause => "Lock-delay: holder frozen past lease + delay",
         }
     }
 
@@ -259,6 +273,12 @@ impl Scenario {
             Scenario::ReplicaLagPrimaryReads => {
                 "The same stopped replica, with both instances reading from the primary: what the strategy does without read/write splitting, under the same load."
             }
+            Scenario::LockDelayShortPause => {
+                "Both instances run with Chubby's lock-delay, --lock-delay-ms 2x the lease (the lock server keeps a lock lease + delay; the holder counts on the lease). A request on instance A pauses between its read and its write, then A is SIGSTOPped for 2x the lease: past its lease, within lease + delay; then continued. Unfenced."
+            }
+            Scenario::LockDelayLongPause => {
+                "The same lock-delay, with A SIGSTOPped for 3x (lease + delay). Unfenced: what lock-delay cannot do."
+            }
         }
     }
 
@@ -271,6 +291,14 @@ impl Scenario {
     /// The scenarios whose instances read from the replica.
     pub(super) fn reads_from_replica(self) -> bool {
         self == Scenario::ReplicaLag
+    }
+
+    /// The scenarios whose instances run with Chubby's lock-delay.
+    pub(super) fn lock_delay(self) -> bool {
+        matches!(
+            self,
+            Scenario::LockDelayShortPause | Scenario::LockDelayLongPause
+        )
     }
 
     pub(super) fn needs_sentinel(self) -> bool {

@@ -91,6 +91,15 @@ pub const PARTITIONED_UNFENCED: ChaosCell =
     ChaosCell::new("lock-partition", Some(false), &["lost"]);
 pub const PARTITIONED_FENCED: ChaosCell =
     ChaosCell::new("lock-partition", Some(true), &["refused"]);
+/// Chubby's lock-delay, for the lease-based locks: frozen past the lease but within
+/// lease + delay, safe unfenced (the lock sits out the delay: no sale meanwhile)...
+pub const DELAY_SHORT: ChaosCell = ChaosCell::new(
+    "lock-delay-short-pause",
+    Some(false),
+    &["unavailable", "safe"],
+);
+/// ... frozen past lease + delay, an update lost: only fencing closes the window.
+pub const DELAY_LONG: ChaosCell = ChaosCell::new("lock-delay-long-pause", Some(false), &["lost"]);
 /// An ambiguous COMMIT under a lock that may also be lost meanwhile.
 pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
 

@@ -27,8 +27,8 @@
 //! server.
 
 use super::algorithm::{
-    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared, LockStrategy, connector,
-    not_set, unavailable,
+    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
+    LockStrategy, connector, not_set, unavailable,
 };
 use crate::strategies::contract::{
     Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
@@ -67,7 +67,14 @@ static INFO: StrategyInfo = StrategyInfo {
         refusal: 3,
     },
     traits: &[Trait::LeaseLock],
-    chaos: &[FROZEN_UNFENCED, FROZEN_FENCED, KILLED, KILLED_UNFENCED],
+    chaos: &[
+        FROZEN_UNFENCED,
+        FROZEN_FENCED,
+        DELAY_SHORT,
+        DELAY_LONG,
+        KILLED,
+        KILLED_UNFENCED,
+    ],
 };
 
 impl<S: LockShared> Declare<S> for EtcdLock {

@@ -25,8 +25,8 @@
 //! builds such a copy and sells from it on a real server.
 
 use super::algorithm::{
-    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared, LockStrategy,
-    MAYBE_REFUSED, connector, unavailable,
+    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
+    LockStrategy, MAYBE_REFUSED, connector, unavailable,
 };
 use crate::strategies::contract::{
     ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
@@ -65,6 +65,8 @@ static INFO: StrategyInfo = StrategyInfo {
     chaos: &[
         FROZEN_UNFENCED,
         FROZEN_FENCED,
+        DELAY_SHORT,
+        DELAY_LONG,
         KILLED,
         KILLED_UNFENCED,
         ChaosCell::new("ambiguous-commit", Some(true), MAYBE_REFUSED).extra(),

@@ -29,8 +29,8 @@
 //! builds such a copy and sells from it on a real server.
 
 use super::algorithm::{
-    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared, LockStrategy,
-    PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector, not_set, unavailable,
+    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
+    LockStrategy, PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector, not_set, unavailable,
 };
 use crate::strategies::contract::{
     ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
@@ -82,6 +82,8 @@ static INFO: StrategyInfo = StrategyInfo {
     chaos: &[
         FROZEN_UNFENCED,
         FROZEN_FENCED,
+        DELAY_SHORT,
+        DELAY_LONG,
         KILLED,
         KILLED_UNFENCED,
         // Redis forgets the lock and the token counter.

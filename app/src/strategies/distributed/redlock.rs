@@ -26,8 +26,8 @@
 //! and sells from it on real servers.
 
 use super::algorithm::{
-    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared, LockStrategy,
-    PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector,
+    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
+    LockStrategy, PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector,
 };
 use crate::domain::error::DeductError;
 use crate::strategies::contract::{
@@ -73,6 +73,8 @@ static INFO: StrategyInfo = StrategyInfo {
     chaos: &[
         FROZEN_UNFENCED,
         FROZEN_FENCED,
+        DELAY_SHORT,
+        DELAY_LONG,
         KILLED,
         KILLED_UNFENCED,
         // The quorum: two of five frozen still lock; three do not.
