@@ -95,6 +95,10 @@ pub enum Trait {
     RecordsLater,
     /// A lease that ends when its holder stops renewing it.
     LeaseLock,
+    /// The lock server keeps leases in whole seconds, rounded up (etcd): a lock
+    /// outlives the lease asked for by up to a second (the holder still counts on
+    /// the lease it asked for).
+    LeaseInWholeSeconds,
     /// A lock that lasts as long as its holder's session.
     SessionLock,
 }

@@ -307,6 +307,10 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "The ensemble elected a new leader; sessions moved to the survivors. Longest gap without a sale {:.0} ms, nothing lost.",
             c.longest_gap_ms
         ),
+        (Scenario::EtcdLeaderKilled, _) => format!(
+            "The cluster elected a new leader; leases and revisions carried over (etcd extends leases by the election time), so no second holder got in. Longest gap without a sale {:.0} ms, nothing lost.",
+            c.longest_gap_ms
+        ),
         (Scenario::LockPartition, Lost) => format!(
             "Cut off from the lock service but not from the database, the unfenced holder could not renew, lost the lock to B, and still wrote its stale value: {} sales erased.",
             c.lost_updates

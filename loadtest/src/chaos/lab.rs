@@ -5,9 +5,11 @@ use super::*;
 /// Private servers and two `stock-app` instances with test hooks.
 pub struct Lab {
     pub stack: Stack,
-    /// Instance A's way to the five Redis, then to each ZooKeeper node.
+    /// Instance A's way to the five Redis, to each ZooKeeper node and to each etcd
+    /// member.
     pub(super) redis_proxies: Vec<Proxy>,
     pub(super) zk_proxies: Vec<Proxy>,
+    pub(super) etcd_proxies: Vec<Proxy>,
     /// A (through the proxies) and B (direct).
     pub instances: Vec<Instance>,
     pub db: MySqlPool,
@@ -27,12 +29,14 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// Starts MariaDB, five Redis, ZooKeeper (`zk_nodes` nodes), the proxies and the
+    /// Starts MariaDB, five Redis, ZooKeeper and etcd (`ensemble` nodes each: 3 for the
+    /// leader-killed scenarios), the proxies and the
     /// two instances. Call it from a long-lived thread (servers die with the thread
     /// that spawned them): the main thread, or a test's.
-    pub async fn start(app_bin: PathBuf, timing: Timing, zk_nodes: usize) -> anyhow::Result<Lab> {
+    pub async fn start(app_bin: PathBuf, timing: Timing, ensemble: usize) -> anyhow::Result<Lab> {
         let stack = Stack::start(&StackConfig {
-            zookeeper_nodes: zk_nodes,
+            zookeeper_nodes: ensemble,
+            etcd_nodes: ensemble,
             // A binary log, so a read replica can follow (the replica-lag cells).
             mariadb_primary: true,
             ..StackConfig::default()
@@ -47,6 +51,9 @@ impl Lab {
             .nodes()
             .iter()
             .map(|n| Proxy::start(n.client_port()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let etcd_proxies = (stack.etcd.iter())
+            .flat_map(|etcd| etcd.nodes().iter().map(|n| Proxy::start(n.client_port())))
             .collect::<Result<Vec<_>, _>>()?;
         let env: std::collections::BTreeMap<_, _> = stack.env().into_iter().collect();
         // Idle connections are dropped before actix's keep-alive (5 s) would close
@@ -65,8 +72,12 @@ impl Lab {
             .iter()
             .map(|p| format!("127.0.0.1:{}", p.port()))
             .collect();
+        let proxied_etcd: Vec<String> = etcd_proxies
+            .iter()
+            .map(|p| format!("http://127.0.0.1:{}", p.port()))
+            .collect();
         // The servers come from the stack's variables (`Instance::start`); instance a
-        // reaches Redis and ZooKeeper through the proxies instead.
+        // reaches Redis, ZooKeeper and etcd through the proxies instead.
         let servers: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
         let args = |servers: &[&str]| -> Vec<String> {
             [
@@ -94,7 +105,11 @@ impl Lab {
             .collect()
         };
         let (redis, zk) = (proxied_redis.join(","), proxied_zk.join(","));
-        let proxied = ["--redis-urls", &redis, "--zk-connect", &zk];
+        let mut proxied = vec!["--redis-urls", &redis, "--zk-connect", &zk];
+        let etcd = proxied_etcd.join(",");
+        if !etcd.is_empty() {
+            proxied.extend(["--etcd-endpoints", &etcd]);
+        }
         let (args_a, args_b) = (args(&proxied), args(&[]));
         let a = Instance::start(&client, &app_bin, "stock-app-a", &servers, &args_a).await?;
         let b = Instance::start(&client, &app_bin, "stock-app-b", &servers, &args_b).await?;
@@ -108,6 +123,7 @@ impl Lab {
             stack,
             redis_proxies,
             zk_proxies,
+            etcd_proxies,
             instances: vec![a, b],
             db,
             client,
@@ -334,7 +350,8 @@ impl Lab {
 
     /// Every connection of instance A to Redis and ZooKeeper.
     pub(super) fn set_proxies(&self, mode: ProxyMode) {
-        for proxy in self.redis_proxies.iter().chain(&self.zk_proxies) {
+        let proxies = self.redis_proxies.iter().chain(&self.zk_proxies);
+        for proxy in proxies.chain(&self.etcd_proxies) {
             proxy.set(mode);
         }
     }
@@ -479,6 +496,17 @@ impl Lab {
                 let fault = load.now();
                 tokio::time::sleep(freeze).await;
                 zk.nodes_mut()[leader].restart()?;
+                Window::new(fault, load.now())
+            }
+            Scenario::EtcdLeaderKilled => {
+                let etcd = self.stack.etcd.as_mut().context("no etcd")?;
+                let leader = (etcd.nodes().iter())
+                    .position(|n| n.is_leader() == Some(true))
+                    .context("no etcd leader (the scenario needs a cluster)")?;
+                etcd.nodes_mut()[leader].process().kill();
+                let fault = load.now();
+                tokio::time::sleep(freeze).await;
+                etcd.nodes_mut()[leader].restart()?;
                 Window::new(fault, load.now())
             }
             Scenario::LockPartition => {

@@ -110,8 +110,9 @@ impl Timing {
     }
 
     /// How long a holder stays frozen or partitioned: 3x what its lock survives (a
-    /// session lock, its session; with lock-delay, lease + delay); the short
-    /// lock-delay pause, 2x the lease (past the lease, within lease + delay).
+    /// session lock, its session; a lease in whole seconds, the rounded lease and the
+    /// server's expiry check; with lock-delay, lease + delay); the short lock-delay
+    /// pause, 2x the lease (past the lease, within lease + delay).
     fn freeze(&self, spec: &CellSpec) -> Duration {
         match spec.scenario {
             Scenario::LockDelayShortPause => return Duration::from_millis(2 * self.lease_ms),
@@ -122,6 +123,9 @@ impl Timing {
         }
         let survives = if spec.has("session-lock") {
             self.lease_ms.max(self.zk_session_ms)
+        } else if spec.has("lease-in-whole-seconds") {
+            // Rounded up to seconds, and expired by a check every 500 ms (etcd).
+            self.lease_ms.div_ceil(1000) * 1000 + 500
         } else {
             self.lease_ms
         };
@@ -358,7 +362,7 @@ pub async fn run(
         1
     };
     eprintln!(
-        "chaos: starting MariaDB, 5 Redis, ZooKeeper ({zk_nodes} node(s)) and 2 stock-app instances ..."
+        "chaos: starting MariaDB, 5 Redis, ZooKeeper and etcd ({zk_nodes} node(s) each) and 2 stock-app instances ..."
     );
     let mut lab = Lab::start(app_bin, timing.clone(), zk_nodes).await?;
     let strategies = lab.catalogue.clone();

@@ -25,6 +25,8 @@ pub enum Scenario {
     RedlockMajorityPaused,
     /// 6. The ZooKeeper leader killed (three-node ensemble).
     ZkLeaderKilled,
+    /// 6. The etcd leader killed (three-member cluster).
+    EtcdLeaderKilled,
     /// 7. A's request pauses after its read, then A's lock-service connections are
     ///    blackholed (its database path stays up); released after 3× the lease.
     LockPartition,
@@ -76,7 +78,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 25] = [
+    pub const ALL: [Scenario; 26] = [
         Scenario::PausePastLease,
         Scenario::FenceAlone,
         Scenario::HolderKilled,
@@ -84,6 +86,7 @@ impl Scenario {
         Scenario::RedlockMinorityPaused,
         Scenario::RedlockMajorityPaused,
         Scenario::ZkLeaderKilled,
+        Scenario::EtcdLeaderKilled,
         Scenario::LockPartition,
         Scenario::AmbiguousCommit,
         Scenario::RedisKilledEverySec,
@@ -114,6 +117,7 @@ impl Scenario {
             Scenario::RedlockMinorityPaused => "redlock-2-of-5-paused",
             Scenario::RedlockMajorityPaused => "redlock-3-of-5-paused",
             Scenario::ZkLeaderKilled => "zk-leader-killed",
+            Scenario::EtcdLeaderKilled => "etcd-leader-killed",
             Scenario::LockPartition => "lock-partition",
             Scenario::AmbiguousCommit => "ambiguous-commit",
             Scenario::RedisKilledEverySec => "redis-killed-everysec",
@@ -148,7 +152,7 @@ impl Scenario {
             Scenario::HolderKilled => 3,
             Scenario::RedisRestart => 4,
             Scenario::RedlockMinorityPaused | Scenario::RedlockMajorityPaused => 5,
-            Scenario::ZkLeaderKilled => 6,
+            Scenario::ZkLeaderKilled | Scenario::EtcdLeaderKilled => 6,
             Scenario::LockPartition => 7,
             Scenario::AmbiguousCommit => 8,
             Scenario::RedisKilledEverySec
@@ -176,6 +180,7 @@ impl Scenario {
             Scenario::RedlockMinorityPaused => "RedLock: 2 of 5 nodes frozen",
             Scenario::RedlockMajorityPaused => "RedLock: 3 of 5 nodes frozen",
             Scenario::ZkLeaderKilled => "ZooKeeper leader killed (3-node ensemble)",
+            Scenario::EtcdLeaderKilled => "etcd leader killed (3-member cluster)",
             Scenario::LockPartition => "Lock service partitioned from the holder",
             Scenario::AmbiguousCommit => "Ambiguous commit: MariaDB killed as COMMIT is sent",
             Scenario::RedisKilledEverySec => "Redis killed, append-only file fsynced every second",
@@ -225,8 +230,11 @@ impl Scenario {
             Scenario::ZkLeaderKilled => {
                 "The leader of the three-node ensemble is killed with SIGKILL, and restarted after 3x the lease."
             }
+            Scenario::EtcdLeaderKilled => {
+                "The leader of the three-member etcd cluster is killed with SIGKILL while sales run, and restarted after 3x the lease; the survivors elect a new one."
+            }
             Scenario::LockPartition => {
-                "A request on instance A pauses between its read and its write, then every connection of A to Redis and ZooKeeper is blackholed (its database path stays up); the request is let go after 3x the lease (ZooKeeper: the session timeout), then the partition heals."
+                "A request on instance A pauses between its read and its write, then every connection of A to Redis, ZooKeeper and etcd is blackholed (its database path stays up); the request is let go after 3x the lease (ZooKeeper: the session timeout), then the partition heals."
             }
             Scenario::AmbiguousCommit => {
                 "A request on instance A pauses just before COMMIT; it is let go and MariaDB is killed at once (the COMMIT may or may not land), restarted, and every request whose outcome was unknown is retried with the same request_id. For a strategy that records later the COMMIT is its persister's."
@@ -283,7 +291,7 @@ impl Scenario {
     }
 
     pub(super) fn needs_ensemble(self) -> bool {
-        self == Scenario::ZkLeaderKilled
+        matches!(self, Scenario::ZkLeaderKilled | Scenario::EtcdLeaderKilled)
     }
 
     /// The scenarios run on a Redis primary, replica and Sentinels of their own, with

@@ -28,10 +28,10 @@
 
 use super::algorithm::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
-    LockStrategy, connector, not_set, unavailable,
+    LockStrategy, PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector, not_set, unavailable,
 };
 use crate::strategies::contract::{
-    Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
+    ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
 };
 use locks::LockBackend;
 use std::sync::Arc;
@@ -66,7 +66,7 @@ static INFO: StrategyInfo = StrategyInfo {
         sale: 7,
         refusal: 3,
     },
-    traits: &[Trait::LeaseLock],
+    traits: &[Trait::LeaseLock, Trait::LeaseInWholeSeconds],
     chaos: &[
         FROZEN_UNFENCED,
         FROZEN_FENCED,
@@ -74,6 +74,9 @@ static INFO: StrategyInfo = StrategyInfo {
         DELAY_LONG,
         KILLED,
         KILLED_UNFENCED,
+        ChaosCell::new("etcd-leader-killed", Some(true), ChaosCell::NO_LOSS),
+        PARTITIONED_UNFENCED,
+        PARTITIONED_FENCED,
     ],
 };
 
