@@ -63,6 +63,39 @@ fn backend(e: impl std::fmt::Display) -> LockError {
     LockError::Backend(format!("etcd: {e}"))
 }
 
+/// How long a call is retried while etcd is unavailable (a leader election takes about
+/// 2 s here) before the error is reported, and how long one attempt may take.
+const RETRY_FOR: Duration = Duration::from_secs(3);
+const ATTEMPT: Duration = Duration::from_secs(1);
+
+/// Runs `call` again while etcd answers Unavailable (gRPC code 14) or not at all
+/// within [`ATTEMPT`]: the client balances over every endpoint and still picks a
+/// member that is down (refused at once), the cluster answers so while it elects a
+/// leader, and a write in flight to a leader that died waits for etcd's request
+/// timeout (7 s). Measured with a three-member cluster's leader killed: without this,
+/// almost every acquisition failed until the member came back. Every call retried
+/// here is safe to repeat (a grant, the create-if-absent, reads, a watch, a
+/// keep-alive, a revoke).
+async fn retried<T, Fut>(client: &Client, call: impl Fn(Client) -> Fut) -> Result<T, LockError>
+where
+    Fut: Future<Output = Result<T, etcd_client::Error>>,
+{
+    let deadline = Instant::now() + RETRY_FOR;
+    loop {
+        let unavailable = match tokio::time::timeout(ATTEMPT, call(client.clone())).await {
+            Ok(Err(etcd_client::Error::GRpcStatus(status))) if i32::from(status.code()) == 14 => {
+                backend(status)
+            }
+            Ok(other) => return other.map_err(backend),
+            Err(_) => backend(format!("no answer within {ATTEMPT:?}")),
+        };
+        if Instant::now() >= deadline {
+            return Err(unavailable);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A lock key we hold: its lease, full key, create revision, and how many times its
 /// holder entered.
 struct Held {
@@ -142,7 +175,11 @@ impl LockBackend for EtcdLock {
         // keep-alive sent while we wait.
         let since = Instant::now();
         let ttl = lease.as_secs_f64().ceil().max(1.0) as i64;
-        let id = client.lease_grant(ttl, None).await.map_err(backend)?.id();
+        let grant = retried(
+            &client,
+            |mut c| async move { c.lease_grant(ttl, None).await },
+        );
+        let id = grant.await?.id();
         let mut granted = Lease { id, lease, since };
         let queued = queue(
             &mut client,
@@ -168,7 +205,7 @@ impl LockBackend for EtcdLock {
             }
             // Gave up, or failed: the lease takes our key with it.
             other => {
-                let _ = client.lease_revoke(id).await;
+                let _ = retried(&client, |mut c| async move { c.lease_revoke(id).await }).await;
                 other.map(|_| None)
             }
         }
@@ -188,7 +225,11 @@ impl LockBackend for EtcdLock {
         if !keep_alive(&mut client, lease).await? {
             return Ok(None); // the lease expired: etcd deleted our key
         }
-        let ours = client.get(full, None).await.map_err(backend)?;
+        let ours = retried(&client, |mut c| {
+            let full = full.clone();
+            async move { c.get(full, None).await }
+        });
+        let ours = ours.await?;
         let still = ours.kvs().first().map(|kv| kv.create_revision()) == Some(revision);
         Ok(still.then_some(since))
     }
@@ -212,8 +253,11 @@ impl LockBackend for EtcdLock {
             }
             held.remove(&entry).expect("present").lease
         };
-        let mut client = self.client.clone();
-        match client.lease_revoke(lease).await {
+        let revoke = retried(
+            &self.client,
+            |mut c| async move { c.lease_revoke(lease).await },
+        );
+        match revoke.await {
             Ok(_) => Ok(()),
             Err(e) if e.to_string().contains("lease not found") => {
                 Err(LockError::not_holder(key, holder))
@@ -254,11 +298,19 @@ async fn queue(
             Some(PutOptions::new().with_lease(id)),
         )])
         .or_else([TxnOp::get(ours.clone(), None)]);
-    let created = client.txn(create).await.map_err(backend)?;
+    let created = retried(client, |mut c| {
+        let create = create.clone();
+        async move { c.txn(create).await }
+    });
+    let created = created.await?;
     let revision = if created.succeeded() {
         created.header().map(|h| h.revision()).unwrap_or_default()
     } else {
-        let found = client.get(ours.clone(), None).await.map_err(backend)?;
+        let found = retried(client, |mut c| {
+            let ours = ours.clone();
+            async move { c.get(ours, None).await }
+        });
+        let found = found.await?;
         let kv = found
             .kvs()
             .first()
@@ -274,23 +326,22 @@ async fn queue(
             .with_sort(SortTarget::Create, SortOrder::Descend)
             .with_limit(1)
             .with_keys_only();
-        let read = client
-            .get(range.clone(), Some(before))
-            .await
-            .map_err(backend)?;
+        let read = retried(client, |mut c| {
+            let (range, before) = (range.clone(), before.clone());
+            async move { c.get(range, Some(before)).await }
+        });
+        let read = read.await?;
         let Some(predecessor) = read.kvs().first() else {
             // After a wait: still queued ourselves? (A lease that ran out took our key.)
-            if waited
-                && client
-                    .get(ours.clone(), None)
-                    .await
-                    .map_err(backend)?
-                    .count()
-                    == 0
-            {
-                return Err(backend(
-                    "our lock key vanished while we waited (lease expired)",
-                ));
+            if waited {
+                let mine = retried(client, |mut c| {
+                    let ours = ours.clone();
+                    async move { c.get(ours, None).await }
+                });
+                if mine.await?.count() == 0 {
+                    let vanished = "our lock key vanished while we waited (lease expired)";
+                    return Err(backend(vanished));
+                }
             }
             return Ok(Some((ours, revision)));
         };
@@ -299,10 +350,11 @@ async fn queue(
         let at = read.header().map(|h| h.revision()).unwrap_or_default();
         let watched = predecessor.key().to_vec();
         let options = WatchOptions::new().with_start_revision(at + 1);
-        let mut events = client
-            .watch(watched, Some(options))
-            .await
-            .map_err(backend)?;
+        let watch = retried(client, |mut c| {
+            let (watched, options) = (watched.clone(), options.clone());
+            async move { c.watch(watched, Some(options)).await }
+        });
+        let mut events = watch.await?;
         // Wake at least every third of the lease: keep our own lease alive while we
         // wait (nobody else renews it yet), and look again in case a watch was lost.
         let recheck = (Instant::now() + lease / 3).min(deadline);
@@ -336,7 +388,8 @@ async fn queue(
 
 /// One keep-alive of lease `id`: whether it still lives.
 async fn keep_alive(client: &mut Client, id: i64) -> Result<bool, LockError> {
-    let (mut keeper, mut answers) = client.lease_keep_alive(id).await.map_err(backend)?;
+    let (mut keeper, mut answers) =
+        retried(client, |mut c| async move { c.lease_keep_alive(id).await }).await?;
     keeper.keep_alive().await.map_err(backend)?;
     let answer = answers.message().await.map_err(backend)?;
     Ok(answer.is_some_and(|a| a.ttl() > 0))

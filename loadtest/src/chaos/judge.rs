@@ -308,8 +308,8 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             c.longest_gap_ms
         ),
         (Scenario::EtcdLeaderKilled, _) => format!(
-            "The cluster elected a new leader; leases and revisions carried over (etcd extends leases by the election time), so no second holder got in. Longest gap without a sale {:.0} ms, nothing lost.",
-            c.longest_gap_ms
+            "The cluster elected a new leader; leases and revisions carried over (etcd extends leases by the election time), so no second holder got in. Longest gap without a sale {:.0} ms (the election, then the lease of a holder cut off by it), nothing lost; {} holder(s) whose keep-alives failed past their lease were refused (lock_lost).",
+            c.longest_gap_ms, c.refused
         ),
         (Scenario::LockPartition, Lost) => format!(
             "Cut off from the lock service but not from the database, the unfenced holder could not renew, lost the lock to B, and still wrote its stale value: {} sales erased.",
