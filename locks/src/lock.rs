@@ -99,10 +99,9 @@ pub struct LockOptions {
     /// Stop renewing this long after the lease started: a hung task must not hold a
     /// lock forever. The last renewal is cut so the lease ends exactly then.
     pub max_hold: Option<Duration>,
-    /// Chubby's lock-delay: the backend keeps the lock this much longer than the
-    /// holder counts on, so one that vanished without releasing (killed, paused, cut
-    /// off) blocks the next for lease + delay; a release frees it at once. It narrows
-    /// the window of a paused holder's stale write; only fencing closes it.
+    /// Chubby's lock-delay: the backend keeps the lock this much longer than the holder
+    /// counts on, so a holder that vanished without releasing blocks the next for lease
+    /// + delay; a release frees it at once. Narrows a stale write's window, never closes it.
     pub lock_delay: Duration,
 }
 

@@ -14,8 +14,7 @@
 //! (created on first use, never deleted).
 //! 1. Create an `EPHEMERAL_SEQUENTIAL` child `_c_<uuid>-lock-`; ZooKeeper appends a
 //!    10-digit sequence number. The node lives as long as our session.
-//! 2. List the children; order the `-lock-` ones by sequence number. Ours is the
-//!    lowest: we hold the lock.
+//! 2. List the children, the `-lock-` ones by sequence number: ours lowest, we hold it.
 //! 3. Otherwise watch **only the node just before ours** and wait; when it goes, back
 //!    to 2 (it may have given up rather than released). Also back to 2 every quarter
 //!    session timeout: a watch can be lost when the client fails over to another
@@ -23,26 +22,23 @@
 //! 4. Release: delete our node. Reentrancy is counted per holder in this process;
 //!    only the last release deletes the node.
 //!
-//! Fencing token: the node's **czxid**, the id of the transaction that created it,
-//! increasing across the whole ensemble. (The sequence number is not: it counts per
-//! parent and restarts if the parent is re-created, as Curator's container parents are.)
+//! Fencing token: the node's **czxid** (the id of the transaction that created it),
+//! increasing across the ensemble; not the sequence number (it counts per parent).
 //!
 //! # How it fails
 //! - **ConnectionLoss during create**: the node may or may not exist. It is found
 //!   again by its `_c_<uuid>` prefix (why Curator puts a UUID in the name), so no
 //!   orphan node blocks the lock forever.
-//! - **Session expiry**: ZooKeeper deletes our node; another waiter gets the lock. The
-//!   watchdog's check (every lease/3) finds the node gone and signals the loss.
+//! - **Session expiry**: ZooKeeper deletes our node and another waiter gets the lock;
+//!   the watchdog's check (every lease/3) finds our node gone and signals the loss.
 //! - **Disconnected**: the client cannot know whether its session still lives. The
 //!   holder counts the lock as lost after the lock's lease (its safety margin, shorter
 //!   than the session timeout) without a successful check.
 //! - **A pause past the session timeout**: consensus (ZAB) orders every create and
 //!   delete, but cannot stop a paused holder from waking up and writing after another
-//!   client took the lock. Fence writes with the czxid. `./scripts/chaos` shows this
-//!   and more under load (README, "Faults and fencing").
-//! - **The mistake: a PERSISTENT lock node.** It does not die with its holder's
-//!   session, so a holder that crashes blocks everyone for good. Runnable in the
-//!   service as the `persistent-node` mistake (`app/src/strategies/distributed/mistakes.rs`).
+//!   client took the lock. Fence writes with the czxid (`./scripts/chaos` shows it).
+//! - **The mistake: a PERSISTENT lock node** outlives its holder's session: a crashed
+//!   holder blocks everyone for good (the service's `persistent-node` mistake).
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
@@ -104,9 +100,8 @@ impl ZooKeeperLock {
         self.client.lock().expect("client poisoned").clone()
     }
 
-    /// After the session expired, every request on the old client fails: start a new
-    /// session for the acquisitions to come. (Locks held on the old one are lost; their
-    /// holders are told by their next check.)
+    /// After the session expired every request on the old client fails: start a new one
+    /// (locks held on the old one are lost; their holders learn it at their next check).
     async fn renew_session_if_expired(&self, error: &zk::Error) {
         if matches!(error, zk::Error::SessionExpired | zk::Error::ClientClosed)
             && let Ok(client) = new_client(&self.connect, self.session_timeout).await
@@ -122,9 +117,8 @@ impl LockBackend for ZooKeeperLock {
         "zookeeper"
     }
 
-    /// Steps 1-3: queue, and wait for our turn at most `wait`. The lease is the
-    /// holder's safety margin: it counts from the moment the node was ours, and the
-    /// watchdog's checks must keep confirming the node within it.
+    /// Steps 1-3: queue, and wait for our turn at most `wait`. The lease is the holder's
+    /// safety margin: the watchdog's checks must keep confirming the node within it.
     ///
     /// # Errors
     /// [`LockError::Backend`]: the ensemble failed or stayed unreachable (connection

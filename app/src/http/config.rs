@@ -78,8 +78,20 @@ impl Settings {
     /// everything else at its default: the defaults the flags declare (environment
     /// variables are not read).
     pub fn for_database(database_url: &str) -> Settings {
+        Settings::for_database_reading(database_url, |_| false)
+    }
+
+    /// [`Settings::for_database`], except that the flags whose environment variable
+    /// `reads` accepts read it (the tests read the servers' addresses so).
+    pub fn for_database_reading(database_url: &str, reads: impl Fn(&str) -> bool) -> Settings {
         use clap::{CommandFactory, FromArgMatches};
-        let command = Settings::command().mut_args(|arg| arg.env(None::<&str>));
+        let command = Settings::command().mut_args(|arg| {
+            let read = arg
+                .get_env()
+                .and_then(|var| var.to_str())
+                .is_some_and(&reads);
+            if read { arg } else { arg.env(None::<&str>) }
+        });
         let matches = command
             .try_get_matches_from([
                 "stock-app",

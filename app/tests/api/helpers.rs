@@ -92,23 +92,7 @@ pub fn test_settings(database_url: &str) -> Settings {
 /// its own gets it here with nothing to add. Nothing else is read from the
 /// environment.
 pub fn servers_from_env(database_url: &str) -> Settings {
-    use clap::{CommandFactory, FromArgMatches};
-    let command = Settings::command().mut_args(|arg| {
-        let server = arg
-            .get_env()
-            .is_some_and(|var| testbed::SERVER_VARIABLES.iter().any(|s| var == *s));
-        if server { arg } else { arg.env(None::<&str>) }
-    });
-    let matches = command
-        .try_get_matches_from([
-            "stock-app",
-            "--database-url",
-            database_url,
-            "--bind",
-            "127.0.0.1:0",
-        ])
-        .expect("the defaults parse");
-    Settings::from_arg_matches(&matches).expect("the defaults parse")
+    Settings::for_database_reading(database_url, |var| testbed::SERVER_VARIABLES.contains(&var))
 }
 
 /// Turns `async fn name(strategy: &str)` into that function plus one test per strategy,

@@ -151,15 +151,8 @@ impl Lab {
             self.through_sentinel(spec.scenario == Scenario::RedisFailoverWait)
                 .await?;
         }
-        let lagging = matches!(
-            spec.scenario,
-            Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads
-        );
-        if lagging && self.replica.is_none() {
-            let primary = self.stack.mariadb.as_ref().context("no MariaDB")?;
-            let replica =
-                tokio::task::block_in_place(|| testbed::replication::Replica::follow(primary))?;
-            self.replica = Some(replica);
+        if spec.scenario.lags_replica() {
+            self.start_replica()?;
         }
         if spec.scenario.lock_delay() {
             let delay = self.timing.lock_delay_ms().to_string();
@@ -193,6 +186,20 @@ impl Lab {
             self.respawn_with(&[]).await?;
         }
         cell
+    }
+
+    /// Starts the read replica, once. The runner starts it before the first cell when a
+    /// replica-lag cell is to run: a replica that copies the primary's whole binary
+    /// log later may meet an event cut short when MariaDB was killed mid-write (the
+    /// ambiguous-commit cells; error 1236 "binlog truncated in the middle of event").
+    pub fn start_replica(&mut self) -> anyhow::Result<()> {
+        if self.replica.is_none() {
+            let primary = self.stack.mariadb.as_ref().context("no MariaDB")?;
+            let replica =
+                tokio::task::block_in_place(|| testbed::replication::Replica::follow(primary))?;
+            self.replica = Some(replica);
+        }
+        Ok(())
     }
 
     /// A fresh primary, replica and Sentinels, and both instances restarted to take

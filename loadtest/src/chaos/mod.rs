@@ -365,6 +365,9 @@ pub async fn run(
         "chaos: starting MariaDB, 5 Redis, ZooKeeper and etcd ({zk_nodes} node(s) each) and 2 stock-app instances ..."
     );
     let mut lab = Lab::start(app_bin, timing.clone(), zk_nodes).await?;
+    if Scenario::ALL.iter().any(|s| chosen(s) && s.lags_replica()) {
+        lab.start_replica()?;
+    }
     let strategies = lab.catalogue.clone();
     let cells: Vec<CellSpec> = lab
         .matrix()?

@@ -301,6 +301,14 @@ impl Scenario {
         self == Scenario::ReplicaLag
     }
 
+    /// The scenarios that lag a read replica of the lab's MariaDB.
+    pub(super) fn lags_replica(self) -> bool {
+        matches!(
+            self,
+            Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads
+        )
+    }
+
     /// The scenarios whose instances run with Chubby's lock-delay.
     pub(super) fn lock_delay(self) -> bool {
         matches!(

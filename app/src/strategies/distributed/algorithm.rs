@@ -1,16 +1,13 @@
-//! `mysql-lock`, `redis-lock`, `redlock` and `zookeeper`: a distributed lock around
-//! `unsafe`'s plain read-check-write, with fenced writes. The four differ only in the
-//! lock (each wired in its own file of [`super`], with how it fails). Uses the
-//! contract, `fencing`, `plain` (through `fencing`), the transaction helpers and the
-//! `locks` core; no other strategy, nothing of the service.
+//! `mysql-lock`, `redis-lock`, `redlock`, `zookeeper` and `etcd-lock`: a distributed
+//! lock around `unsafe`'s plain read-check-write, with fenced writes. They differ only
+//! in the lock (each wired in its own file of [`super`], with how it fails). Uses the
+//! contract, `fencing`, `plain`, the transaction helpers and the `locks` core.
 //!
 //! # Algorithm
 //! 1. For each product of the order, in product_id order: acquire the lock
-//!    `stock:{product_id}` (`redlock:stock:{product_id}` for RedLock, the node
-//!    `/stock-locks/stock/{product_id}` in ZooKeeper), all under one wait bound
-//!    (`--lock-wait-ms`; 503 `busy` when it runs out, releasing what was taken). The
-//!    holder is this instance and request; the lock's watchdog renews the lease every
-//!    lease/3 until the request ends or `--lock-max-hold-ms`.
+//!    `stock:{product_id}` (RedLock `redlock:stock:..`, ZooKeeper a node under
+//!    `/stock-locks/stock/..`), all under one wait bound (`--lock-wait-ms`; 503 `busy`,
+//!    releasing what was taken). The watchdog renews the lease every lease/3.
 //! 2. **Fencing on** (the default): claim the product with the lock's token, as its own
 //!    committed statement ([`fencing::claim`]; RedLock, which has no token, with its
 //!    owner tag). Refused: a newer holder exists → 503 `lock_lost`.
@@ -22,14 +19,10 @@
 //! 5. Release the locks, last first. A loss noticed only after COMMIT is reported as
 //!    `lock_lost_after_commit: true`.
 //!
-//! A lock is only as good as the read under it: read the stock from a lagging replica
-//! (`--read-replica-url`) and every holder, each under a correct and fenced lock,
-//! writes a value computed from old data (chaos scenario `replica-lag`: 1604 sales
-//! lost, fenced). Fencing checks who holds the lock, not how old the read was.
-//!
-//! Lock before BEGIN, release after COMMIT: the two orders people get wrong are
-//! runnable as the mistakes `lock-inside-transaction` and `release-before-commit`
-//! (the service's `mistakes`; each loses an update in its test).
+//! A lock is only as good as the read under it: read from a lagging replica and every
+//! fenced holder writes from old data (chaos `replica-lag`: 1604 sales lost, fenced).
+//! Lock before BEGIN, release after COMMIT: the two orders people get wrong are the
+//! service's mistakes `lock-inside-transaction` and `release-before-commit`.
 //!
 //! Steps 2-4 are [`fencing::read_check_write`], shared with `fence-only`. Statements
 //! sent to MariaDB, fenced: seven for a sale (claim, SELECT, BEGIN, guarded UPDATE, two
@@ -37,12 +30,10 @@
 //! adds its lock's own two (take and release).
 //!
 //! # What fencing buys
-//! A lease lock alone cannot stop a holder that pauses past its lease: it wakes up
-//! after another holder took the lock and wrote, and overwrites that write from its
-//! stale read. Unfenced (`--fencing false` or `"fencing": false`) this service trusts
-//! the lock as the seeds' code does, and `locks::*_unfenced_loses_an_update` shows the
-//! lost update; fenced, the stale token is refused ([`fencing`] says how, and why the
-//! lock's job then becomes efficiency, not safety).
+//! A lease lock alone cannot stop a holder that pauses past its lease: it wakes after
+//! another holder wrote and overwrites that write from its stale read. Unfenced
+//! (`--fencing false`) the service trusts the lock as the seeds' code does
+//! (`locks::*_unfenced_loses_an_update`); fenced, the stale token is refused ([`fencing`]).
 //!
 //! # When to use it
 //! When the critical section spans more than the database (a call to another service
@@ -80,8 +71,9 @@ pub trait LockShared {
 
 // The fault cells every lock goes through (each card lists them). Frozen past the
 // lease: unfenced it loses updates, fenced it refuses the stale write. Killed: a dead
-// holder never writes, fenced or not; the wait for the lock to come back is measured.
-// Partitioned from the lock service (not from the database): as frozen.
+// holder never writes, fenced or not. Partitioned from the lock service (not from the
+// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
+// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
 pub const FROZEN_UNFENCED: ChaosCell = ChaosCell::new("pause-past-lease", Some(false), &["lost"]);
 pub const FROZEN_FENCED: ChaosCell = ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
 pub const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
@@ -91,14 +83,8 @@ pub const PARTITIONED_UNFENCED: ChaosCell =
     ChaosCell::new("lock-partition", Some(false), &["lost"]);
 pub const PARTITIONED_FENCED: ChaosCell =
     ChaosCell::new("lock-partition", Some(true), &["refused"]);
-/// Chubby's lock-delay, for the lease-based locks: frozen past the lease but within
-/// lease + delay, safe unfenced (the lock sits out the delay: no sale meanwhile)...
-pub const DELAY_SHORT: ChaosCell = ChaosCell::new(
-    "lock-delay-short-pause",
-    Some(false),
-    &["unavailable", "safe"],
-);
-/// ... frozen past lease + delay, an update lost: only fencing closes the window.
+const SAFE: &[&str] = &["unavailable", "safe"];
+pub const DELAY_SHORT: ChaosCell = ChaosCell::new("lock-delay-short-pause", Some(false), SAFE);
 pub const DELAY_LONG: ChaosCell = ChaosCell::new("lock-delay-long-pause", Some(false), &["lost"]);
 /// An ambiguous COMMIT under a lock that may also be lost meanwhile.
 pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
@@ -151,9 +137,8 @@ pub struct LockStrategy {
     pub instance: String,
     /// Its metrics, registered at start.
     pub counters: std::sync::OnceLock<LockCounters>,
-    /// `Some` when its servers are a flag of its own rather than the shared ones:
-    /// `/ready` then checks them by connecting. `Err(what)`: not set, and what would
-    /// set them.
+    /// `Some` when its servers are a flag of its own, which `/ready` then checks by
+    /// connecting; `Err(what would set them)` when not set.
     pub own_servers: Option<Result<(), &'static str>>,
 }
 
@@ -178,13 +163,6 @@ impl LockStrategy {
             counters: std::sync::OnceLock::new(),
             own_servers: None,
         }
-    }
-
-    /// Its servers are a flag of its own: `/ready` checks them by connecting
-    /// (`unset`: what would set them, when they are not set).
-    pub fn with_own_servers(mut self, unset: Option<&'static str>) -> LockStrategy {
-        self.own_servers = Some(unset.map_or(Ok(()), Err));
-        self
     }
 }
 

@@ -98,9 +98,14 @@ impl<S: LockShared> Declare<S> for EtcdLock {
                 .map_err(unavailable("etcd"))?;
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
+        let mut strategy = LockStrategy::new(&INFO, "etcd", "stock/", connect, context.shared);
+        // Its servers are its own flag: `/ready` checks them.
         let unset = settings.etcd_endpoints.is_empty();
-        let strategy = LockStrategy::new(&INFO, "etcd", "stock/", connect, context.shared)
-            .with_own_servers(unset.then_some("ETCD_ENDPOINTS is not set"));
+        strategy.own_servers = Some(if unset {
+            Err("ETCD_ENDPOINTS is not set")
+        } else {
+            Ok(())
+        });
         Arc::new(strategy)
     }
 }
