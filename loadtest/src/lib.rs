@@ -69,6 +69,9 @@ pub struct Runner {
     /// The strategies as the first instance describes them, asked once
     /// ([`Runner::strategies`]).
     pub catalogue: tokio::sync::OnceCell<catalogue::Catalogue>,
+    /// When the servers run behind the testbed's proxies: the round trip they add
+    /// (ms) and their round-trip counters, read around each run.
+    pub network: Option<(f64, testbed::RoundTrips)>,
 }
 
 /// How one strategy is loaded.
@@ -96,6 +99,25 @@ pub struct Plan {
 }
 
 impl Runner {
+    /// A runner against `bases`, reading the verdict from `db`, on loopback and
+    /// without a live page (set [`Runner::live`] and [`Runner::network`] for those).
+    pub fn new(
+        client: reqwest::Client,
+        db: MySqlPool,
+        bases: Vec<String>,
+        admin_token: &str,
+    ) -> Runner {
+        Runner {
+            client,
+            db,
+            bases,
+            admin_token: admin_token.to_string(),
+            live: None,
+            catalogue: Default::default(),
+            network: None,
+        }
+    }
+
     /// Restocks the plan's products (a new epoch each), warms up, fires the load,
     /// then verifies from the database.
     pub async fn run(&self, plan: &Plan) -> anyhow::Result<Row> {
@@ -170,7 +192,9 @@ impl Runner {
         // The instances' own timings before and after: where the time goes. A run
         // whose instances cannot be scraped still runs, without the split.
         let before = timing::Snapshot::scrape(&self.client, &self.bases).await;
+        let trips_before = self.network.as_ref().map(|(_, trips)| trips.snapshot());
         let mut fired = fire(&self.client, &load).await;
+        let trips_after = self.network.as_ref().map(|(_, trips)| trips.snapshot());
         let after = timing::Snapshot::scrape(&self.client, &self.bases).await;
         if let Some(watch) = watch {
             watch.abort();
@@ -190,6 +214,18 @@ impl Runner {
         )
         .await?;
         let mut row = Row::new(plan, self.bases.len(), &fired, verdict);
+        if let (Some((rtt_ms, _)), Some(before), Some(after)) =
+            (&self.network, trips_before, trips_after)
+        {
+            row.rtt_ms = Some(*rtt_ms);
+            let sales = fired.count(&engine::Outcome::Sold) as f64;
+            row.round_trips_per_sale = (after.iter().filter(|_| sales > 0.0))
+                .map(|(kind, n)| {
+                    let delta = n - before.get(kind).copied().unwrap_or(0);
+                    (kind.to_string(), delta as f64 / sales)
+                })
+                .collect();
+        }
         row.time_split = match (before, after) {
             (Ok(before), Ok(after)) => {
                 after.since(&before, &plan.strategy, fired.latency_us.mean() / 1000.0)
@@ -245,6 +281,8 @@ impl Row {
             expect,
             as_expected,
             time_split: None,
+            rtt_ms: None,
+            round_trips_per_sale: Default::default(),
         }
     }
 }

@@ -54,6 +54,15 @@ pub struct Row {
     /// (absent when they could not be read, or for the baseline, which has no service).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_split: Option<crate::timing::TimeSplit>,
+    /// The round-trip time added between the services and every server (ms), when
+    /// the servers ran behind the testbed's proxies (`--rtt-ms`); absent on loopback.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    /// Round trips per sale by kind of server (`database`, `redis`, `zookeeper`,
+    /// `etcd`), counted by those proxies during the run: turns of a conversation, so
+    /// requests pipelined on one connection count once. Absent on loopback.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub round_trips_per_sale: BTreeMap<String, f64>,
 }
 
 impl Row {
@@ -81,6 +90,14 @@ impl Row {
 
     fn count(&self, key: &str) -> u64 {
         self.responses.get(key).copied().unwrap_or(0)
+    }
+
+    /// `database 5.0, redis 1.0`: the round trips per sale, or "" on loopback.
+    pub fn round_trips_text(&self) -> String {
+        let parts: Vec<String> = (self.round_trips_per_sale.iter())
+            .map(|(kind, n)| format!("{kind} {n:.1}"))
+            .collect();
+        parts.join(", ")
     }
 }
 
@@ -243,6 +260,13 @@ pub fn print_table(title: &str, rows: &[&Row]) {
         );
         for (kind, n) in row.other() {
             println!("{:<12}   other: {n} x {kind}", "");
+        }
+        if !row.round_trips_per_sale.is_empty() {
+            println!(
+                "{:<12}   round trips per sale: {}",
+                "",
+                row.round_trips_text()
+            );
         }
     }
     println!(

@@ -70,14 +70,12 @@ fn plan(strategy: &str, expect: Expect) -> Plan {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_finds_what_the_database_says() {
     let (url, database_url) = service().await;
-    let runner = Runner {
-        client: reqwest::Client::new(),
-        db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
-        bases: vec![url.clone()],
-        admin_token: TOKEN.into(),
-        live: None,
-        catalogue: Default::default(),
-    };
+    let runner = Runner::new(
+        reqwest::Client::new(),
+        sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        vec![url.clone()],
+        TOKEN,
+    );
 
     let clean = runner.run(&plan("atomic-sql", Expect::Safe)).await.unwrap();
     assert_eq!(clean.verdict.sold, 20);
@@ -163,14 +161,12 @@ async fn the_checker_finds_what_the_database_says() {
 async fn a_small_sweep_fills_every_cell_and_draws_lines() {
     use loadtest::sweep::{Sweep, SweepInfo, requests_for, section};
     let (url, database_url) = service().await;
-    let runner = Runner {
-        client: reqwest::Client::new(),
-        db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
-        bases: vec![url.clone()],
-        admin_token: TOKEN.into(),
-        live: None,
-        catalogue: Default::default(),
-    };
+    let runner = Runner::new(
+        reqwest::Client::new(),
+        sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        vec![url.clone()],
+        TOKEN,
+    );
     let sweep = Sweep {
         strategies: vec![("atomic-sql".into(), true), ("optimistic".into(), true)],
         concurrencies: vec![1, 8],
@@ -252,14 +248,12 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     use loadtest::flash::{FlashOptions, run};
     let (first, database_url) = service().await;
     let second = service_on(&database_url).await;
-    let runner = Runner {
-        client: reqwest::Client::new(),
-        db: sqlx::MySqlPool::connect(&database_url).await.unwrap(),
-        bases: vec![first, second],
-        admin_token: TOKEN.into(),
-        live: None,
-        catalogue: Default::default(),
-    };
+    let runner = Runner::new(
+        reqwest::Client::new(),
+        sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        vec![first, second],
+        TOKEN,
+    );
     // Five of the service's strategies, as it describes them.
     let all = runner.strategies().await.unwrap();
     let strategies = loadtest::catalogue::Catalogue(

@@ -22,8 +22,8 @@
 //! - [`process`]: spawning a server child, its log, stopping it, the port-retry loop,
 //!   and the fault tools on a running server: pause / resume (SIGSTOP / SIGCONT),
 //!   kill -9, restart (each server type's `restart`).
-//! - [`proxy`]: a TCP proxy that passes, delays, blackholes or resets the traffic to
-//!   a server.
+//! - [`proxy`]: a TCP proxy in front of a server: a link with latency (and jitter)
+//!   whose round trips it counts, and faults (delay, blackhole, reset).
 //! - [`mariadb`]: [`MariaDb`], a fresh datadir per instance.
 //! - [`replication`]: [`replication::Replica`], a MariaDB read replica of a primary,
 //!   with lag on demand (its SQL thread stopped).
@@ -35,7 +35,8 @@
 //! - [`zookeeper`]: [`ZooKeeper`], standalone or a 3-node ensemble (`tickTime=500`).
 //! - [`etcd`]: [`Etcd`], one member or a 3-member cluster.
 //! - [`stack`]: [`Stack`], the whole set a test run shares, and its environment
-//!   variables (`DATABASE_URL`, `REDIS_URLS`, `ZK_CONNECT`, `ETCD_ENDPOINTS`).
+//!   variables (`DATABASE_URL`, `REDIS_URLS`, `ZK_CONNECT`, `ETCD_ENDPOINTS`);
+//!   optionally every server behind a proxy at a network distance.
 //! - [`curator`]: Apache Curator's jars (Java): compile a small program against them.
 //! - the `testbed` binary: `testbed run -- CMD` and `testbed up`.
 //!
@@ -67,9 +68,10 @@ pub mod zookeeper;
 pub use etcd::Etcd;
 pub use mariadb::MariaDb;
 pub use process::ServerProcess;
+pub use proxy::Latency;
 pub use redis::{Persistence, Redis};
 pub use sentinel::RedisHa;
-pub use stack::{SERVER_VARIABLES, Stack, StackConfig};
+pub use stack::{Distance, RoundTrips, SERVER_VARIABLES, ServerKind, Stack, StackConfig};
 pub use zookeeper::ZooKeeper;
 
 use std::time::Duration;

@@ -1,11 +1,24 @@
 //! A small TCP proxy to put in front of a server, to make the network misbehave on
-//! purpose: pass, delay, blackhole or reset.
+//! purpose: a link with latency, and faults (delay, blackhole, reset).
 //!
-//! It listens on a free loopback port and forwards to a loopback upstream only. The
-//! mode can be changed at any time and applies to open connections too:
+//! It listens on a free loopback port and forwards to a loopback upstream only.
+//!
+//! **Latency** ([`Proxy::set_latency`]) is the distance to the server: each chunk is
+//! delivered a one-way delay (plus or minus a jitter) after the proxy read it, in
+//! order, without limiting bandwidth (chunks in flight overlap, as on a real link), so
+//! a request and its answer cost one round trip of `2 x one_way` more than on
+//! loopback. The wait is a Linux `timerfd` (microseconds), not tokio's timer, which
+//! rounds every sleep up to the next millisecond and would turn a 0.25 ms hop into 1.
+//!
+//! **Round trips** ([`Proxy::round_trips`]) are counted as turns of the conversation
+//! on each connection: the client spoke, then the server answered. Requests pipelined
+//! on one connection before the answer count once, which is what the latency costs.
+//!
+//! **Faults** ([`Proxy::set`]) can be changed at any time and apply to open connections
+//! too:
 //! - [`ProxyMode::Pass`]: bytes flow both ways;
-//! - [`ProxyMode::Delay`]: every chunk waits this long before it is forwarded (a slow
-//!   link: each request/answer pays it once each way);
+//! - [`ProxyMode::Delay`]: every chunk waits this long before it is forwarded, one
+//!   after the other (a congested link: each request/answer pays it once each way);
 //! - [`ProxyMode::Blackhole`]: connections are accepted and held, nothing is read or
 //!   forwarded (a partition: the client sees no error, only silence) until the mode
 //!   changes;
@@ -17,20 +30,25 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
+//! use testbed::proxy::{Latency, Proxy, ProxyMode};
 //! let redis = testbed::Redis::start("redis-behind-proxy").unwrap();
-//! let proxy = testbed::proxy::Proxy::start(redis.port()).unwrap();
+//! let proxy = Proxy::start(redis.port()).unwrap();
 //! // clients use 127.0.0.1:{proxy.port()} instead of redis.port()
-//! proxy.set(testbed::proxy::ProxyMode::Delay(Duration::from_millis(200)));
-//! proxy.set(testbed::proxy::ProxyMode::Blackhole);
-//! proxy.set(testbed::proxy::ProxyMode::Pass);
+//! proxy.set_latency(Latency::round_trip(Duration::from_micros(500)));
+//! proxy.set(ProxyMode::Delay(Duration::from_millis(200)));
+//! proxy.set(ProxyMode::Blackhole);
+//! proxy.set(ProxyMode::Pass);
+//! println!("{} round trips", proxy.round_trips());
 //! ```
 
 use crate::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// What the proxy does to the traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +59,56 @@ pub enum ProxyMode {
     Reset,
 }
 
+/// The distance to the server: every chunk arrives `one_way` after it left, give or
+/// take up to `jitter` (uniform), never out of order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub one_way: Duration,
+    pub jitter: Duration,
+}
+
+impl Latency {
+    /// A link whose round trip is `rtt` (half of it each way), without jitter.
+    pub fn round_trip(rtt: Duration) -> Latency {
+        Latency {
+            one_way: rtt / 2,
+            jitter: Duration::ZERO,
+        }
+    }
+
+    /// The same with a jitter of up to `jitter` on each hop.
+    pub fn with_jitter(self, jitter: Duration) -> Latency {
+        Latency { jitter, ..self }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.one_way.is_zero() && self.jitter.is_zero()
+    }
+
+    /// One hop's delay: `one_way` plus or minus a uniform draw within `jitter`.
+    fn draw(&self) -> Duration {
+        if self.jitter.is_zero() {
+            return self.one_way;
+        }
+        let jitter = self.jitter.as_secs_f64();
+        let offset = rand::random_range(-jitter..=jitter);
+        Duration::from_secs_f64((self.one_way.as_secs_f64() + offset).max(0.0))
+    }
+}
+
+/// What every connection of one proxy shares.
+struct Shared {
+    mode: watch::Receiver<ProxyMode>,
+    latency: watch::Receiver<Latency>,
+    round_trips: Arc<AtomicU64>,
+}
+
 /// A running proxy; dropping it stops it.
 pub struct Proxy {
     port: u16,
     mode: watch::Sender<ProxyMode>,
+    latency: watch::Sender<Latency>,
+    round_trips: Arc<AtomicU64>,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -63,6 +127,13 @@ impl Proxy {
             .map_err(Error::io("proxy: binding"))?
             .port();
         let (mode, mode_rx) = watch::channel(ProxyMode::Pass);
+        let (latency, latency_rx) = watch::channel(Latency::default());
+        let round_trips = Arc::new(AtomicU64::new(0));
+        let shared = Arc::new(Shared {
+            mode: mode_rx,
+            latency: latency_rx,
+            round_trips: round_trips.clone(),
+        });
         let (shutdown, shutdown_rx) = oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -75,7 +146,7 @@ impl Proxy {
                     let listener =
                         TcpListener::from_std(listener).expect("a non-blocking listener");
                     tokio::select! {
-                        _ = accept_loop(listener, upstream, mode_rx) => {}
+                        _ = accept_loop(listener, upstream, shared) => {}
                         _ = shutdown_rx => {}
                     }
                 });
@@ -85,6 +156,8 @@ impl Proxy {
         Ok(Proxy {
             port,
             mode,
+            latency,
+            round_trips,
             shutdown: Some(shutdown),
             thread: Some(thread),
         })
@@ -103,6 +176,27 @@ impl Proxy {
     pub fn mode(&self) -> ProxyMode {
         *self.mode.borrow()
     }
+
+    /// Changes the link's latency, for open and new connections (chunks already on
+    /// their way keep the one they left with).
+    pub fn set_latency(&self, latency: Latency) {
+        self.latency.send_replace(latency);
+    }
+
+    pub fn latency(&self) -> Latency {
+        *self.latency.borrow()
+    }
+
+    /// Round trips so far, over every connection: the turns where the server answered
+    /// something the client had sent.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// A handle that reads [`Proxy::round_trips`] without holding the proxy.
+    pub fn round_trip_counter(&self) -> Arc<AtomicU64> {
+        self.round_trips.clone()
+    }
 }
 
 impl Drop for Proxy {
@@ -116,13 +210,9 @@ impl Drop for Proxy {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    upstream: SocketAddr,
-    mode: watch::Receiver<ProxyMode>,
-) {
+async fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
     while let Ok((client, _)) = listener.accept().await {
-        tokio::spawn(connection(client, upstream, mode.clone()));
+        tokio::spawn(connection(client, upstream, shared.clone()));
     }
 }
 
@@ -138,8 +228,37 @@ enum End {
     Reset,
 }
 
-async fn connection(mut client: TcpStream, upstream: SocketAddr, mode: watch::Receiver<ProxyMode>) {
-    if *mode.borrow() == ProxyMode::Reset {
+/// Which way a pump copies, for the round-trip count.
+#[derive(Clone, Copy)]
+enum Way {
+    /// Client to server: a request (or more) goes out.
+    Out,
+    /// Server to client: an answer to what went out counts one round trip.
+    Back,
+}
+
+/// One connection's turn-taking: set when the client spoke, cleared (and counted) when
+/// the server answered.
+struct Turns {
+    asked: AtomicBool,
+    counter: Arc<AtomicU64>,
+}
+
+impl Turns {
+    fn saw(&self, way: Way) {
+        match way {
+            Way::Out => self.asked.store(true, Ordering::Relaxed),
+            Way::Back => {
+                if self.asked.swap(false, Ordering::Relaxed) {
+                    self.counter.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+async fn connection(mut client: TcpStream, upstream: SocketAddr, shared: Arc<Shared>) {
+    if *shared.mode.borrow() == ProxyMode::Reset {
         return reset(client);
     }
     let Ok(mut server) = TcpStream::connect(upstream).await else {
@@ -150,12 +269,16 @@ async fn connection(mut client: TcpStream, upstream: SocketAddr, mode: watch::Re
     // through the proxy took 44 ms instead of 0.1).
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
+    let turns = Turns {
+        asked: AtomicBool::new(false),
+        counter: shared.round_trips.clone(),
+    };
     let end = {
         let (mut client_read, mut client_write) = client.split();
         let (mut server_read, mut server_write) = server.split();
         tokio::select! {
-            end = pump(&mut client_read, &mut server_write, mode.clone()) => end,
-            end = pump(&mut server_read, &mut client_write, mode.clone()) => end,
+            end = pump(&mut client_read, &mut server_write, &shared, &turns, Way::Out) => end,
+            end = pump(&mut server_read, &mut client_write, &shared, &turns, Way::Back) => end,
         }
     };
     if let End::Reset = end {
@@ -164,13 +287,51 @@ async fn connection(mut client: TcpStream, upstream: SocketAddr, mode: watch::Re
     }
 }
 
-/// Copies one direction, chunk by chunk, obeying the mode before each chunk.
+/// Copies one direction, chunk by chunk, obeying the mode before each chunk. Reading
+/// and writing run side by side: what was read waits out the latency on its way to
+/// the writer while the next chunk is read.
 async fn pump(
     from: &mut (impl AsyncRead + Unpin),
     to: &mut (impl AsyncWrite + Unpin),
-    mut mode: watch::Receiver<ProxyMode>,
+    shared: &Shared,
+    turns: &Turns,
+    way: Way,
 ) -> End {
+    let (line, mut arrivals) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let reading = read_side(from, shared, turns, way, line);
+    let writing = async move {
+        let mut timer = Timer::new();
+        while let Some((at, bytes)) = arrivals.recv().await {
+            timer.sleep_until(at).await;
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::pin!(reading, writing);
+    tokio::select! {
+        end = &mut reading => {
+            // Deliver what is still on the wire before the end (a reset cuts it).
+            if let End::Closed = end {
+                writing.await;
+            }
+            end
+        }
+        () = &mut writing => End::Closed,
+    }
+}
+
+async fn read_side(
+    from: &mut (impl AsyncRead + Unpin),
+    shared: &Shared,
+    turns: &Turns,
+    way: Way,
+    line: mpsc::UnboundedSender<(Instant, Vec<u8>)>,
+) -> End {
+    let mut mode = shared.mode.clone();
     let mut buf = vec![0u8; 16 * 1024];
+    // The latest arrival time handed to the writer: jitter never reorders bytes.
+    let mut last = Instant::now();
     loop {
         // Hold while blackholed: read nothing, forward nothing.
         loop {
@@ -193,6 +354,8 @@ async fn pump(
             Ok(0) | Err(_) => return End::Closed,
             Ok(n) => n,
         };
+        let read_at = Instant::now();
+        turns.saw(way);
         // The mode may have changed while we waited for these bytes.
         loop {
             let current = *mode.borrow_and_update();
@@ -210,8 +373,82 @@ async fn pump(
                 }
             }
         }
-        if to.write_all(&buf[..n]).await.is_err() {
+        let latency = *shared.latency.borrow();
+        let at = (read_at + latency.draw()).max(last);
+        last = at;
+        if line.send((at, buf[..n].to_vec())).is_err() {
             return End::Closed;
+        }
+    }
+}
+
+/// Waits until an instant with microsecond precision: a one-shot `timerfd` watched by
+/// the runtime (tokio's own timer rounds up to whole milliseconds). Without a timerfd
+/// (it cannot fail on Linux short of running out of descriptors) it falls back to
+/// tokio's timer.
+struct Timer {
+    fd: Option<tokio::io::unix::AsyncFd<RawTimer>>,
+}
+
+/// nix's `TimerFd` as tokio's `AsyncFd` wants it (`AsRawFd`; nix gives `AsFd`).
+struct RawTimer(nix::sys::timerfd::TimerFd);
+
+impl std::os::fd::AsRawFd for RawTimer {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsFd;
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+impl Timer {
+    fn new() -> Timer {
+        use nix::sys::timerfd::{ClockId, TimerFd, TimerFlags};
+        let fd = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )
+        .ok()
+        // SAFETY: the descriptor is the timerfd `RawTimer` owns; it stays open, and the
+        // same, until the `AsyncFd` (which owns the `RawTimer`) is dropped.
+        .and_then(|fd| unsafe { tokio::io::unix::AsyncFd::register(RawTimer(fd)) }.ok());
+        Timer { fd }
+    }
+
+    async fn sleep_until(&mut self, at: Instant) {
+        use nix::sys::time::TimeSpec;
+        use nix::sys::timerfd::{Expiration, TimerSetTimeFlags};
+        let now = Instant::now();
+        if at <= now {
+            return;
+        }
+        let wait = at - now;
+        let Some(fd) = &self.fd else {
+            return tokio::time::sleep(wait).await;
+        };
+        if fd
+            .get_ref()
+            .0
+            .set(
+                Expiration::OneShot(TimeSpec::from_duration(wait)),
+                TimerSetTimeFlags::empty(),
+            )
+            .is_err()
+        {
+            return tokio::time::sleep(wait).await;
+        }
+        loop {
+            let Ok(mut ready) = fd.readable().await else {
+                return tokio::time::sleep_until(at.into()).await;
+            };
+            // Reading the expiration count disarms the readiness; EAGAIN means the
+            // wake-up was stale (a previous expiration) and the timer still runs.
+            let mut count = [0u8; 8];
+            match ready.try_io(|fd| {
+                nix::unistd::read(&fd.get_ref().0, &mut count).map_err(std::io::Error::from)
+            }) {
+                Ok(_) => return,
+                Err(_would_block) => continue,
+            }
         }
     }
 }

@@ -1,6 +1,12 @@
-//! The set of servers one test run, benchmark or demo shares.
+//! The set of servers one test run, benchmark or demo shares, optionally at a
+//! distance: every server behind a [`Proxy`] with a latency (a production network
+//! instead of loopback), and its round trips counted per kind of server.
 
+use crate::proxy::{Latency, Proxy};
 use crate::{Etcd, MariaDb, Redis, Result, ZooKeeper};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What to start. The default is what stock-locks needs: MariaDB with a `stocklocks`
 /// database, five independent Redis (the first also serves the single-Redis lock, all
@@ -19,6 +25,10 @@ pub struct StackConfig {
     pub zookeeper_nodes: usize,
     /// etcd members: 0 for none, 1, or 3 for a cluster.
     pub etcd_nodes: usize,
+    /// Put every server behind a proxy with this latency (changeable later with
+    /// [`Stack::set_latency`]); the environment then names the proxies. `None`: the
+    /// servers' own ports, no proxy.
+    pub network: Option<Latency>,
 }
 
 impl Default for StackConfig {
@@ -30,7 +40,58 @@ impl Default for StackConfig {
             redis: 5,
             zookeeper_nodes: 1,
             etcd_nodes: 1,
+            network: None,
         }
+    }
+}
+
+/// The kinds of server, as the round-trip counts and latencies name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ServerKind {
+    Database,
+    Redis,
+    ZooKeeper,
+    Etcd,
+}
+
+impl ServerKind {
+    pub const ALL: [ServerKind; 4] = [
+        ServerKind::Database,
+        ServerKind::Redis,
+        ServerKind::ZooKeeper,
+        ServerKind::Etcd,
+    ];
+
+    /// `database`, `redis`, `zookeeper`, `etcd`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Database => "database",
+            ServerKind::Redis => "redis",
+            ServerKind::ZooKeeper => "zookeeper",
+            ServerKind::Etcd => "etcd",
+        }
+    }
+}
+
+/// Reads the stack's round-trip counters without holding the stack (cheap to clone).
+#[derive(Clone, Default)]
+pub struct RoundTrips {
+    counters: Vec<(ServerKind, Arc<AtomicU64>)>,
+}
+
+impl RoundTrips {
+    /// Round trips so far by kind of server (only the kinds behind a proxy).
+    pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
+        let mut totals = BTreeMap::new();
+        for (kind, counter) in &self.counters {
+            *totals.entry(kind.name()).or_insert(0) += counter.load(Ordering::Relaxed);
+        }
+        totals
+    }
+
+    /// Whether anything is counted (the stack runs behind proxies).
+    pub fn is_counting(&self) -> bool {
+        !self.counters.is_empty()
     }
 }
 
@@ -40,6 +101,17 @@ pub struct Stack {
     pub redis: Vec<Redis>,
     pub zookeeper: Option<ZooKeeper>,
     pub etcd: Option<Etcd>,
+    database: String,
+    /// The proxies clients go through when the stack runs at a distance.
+    network: Option<Distance>,
+}
+
+/// A proxy in front of every server of a stack, with one latency (changeable), and the
+/// environment that names the proxies: clients started with [`Distance::env`] see the
+/// stack at that distance. A stack can have several (e.g. loopback and 2 ms side by
+/// side, for two sets of instances); each counts its own round trips.
+pub struct Distance {
+    links: Vec<(ServerKind, Proxy)>,
     database: String,
 }
 
@@ -75,34 +147,82 @@ impl Stack {
             0 => None,
             n => Some(Etcd::start_cluster(n)?),
         };
-        Ok(Stack {
+        let mut stack = Stack {
             mariadb,
             redis,
             zookeeper,
             etcd,
             database: config.database.clone(),
+            network: None,
+        };
+        if let Some(latency) = config.network {
+            stack.network = Some(stack.distance(latency)?);
+        }
+        Ok(stack)
+    }
+
+    /// A new set of proxies in front of every server, at `latency`.
+    pub fn distance(&self, latency: Latency) -> Result<Distance> {
+        let mut links = Vec::new();
+        for (kind, port) in self.ports() {
+            let proxy = Proxy::start(port)?;
+            proxy.set_latency(latency);
+            links.push((kind, proxy));
+        }
+        Ok(Distance {
+            links,
+            database: self.database.clone(),
         })
+    }
+
+    /// Every server's client port, by kind, in a fixed order.
+    fn ports(&self) -> Vec<(ServerKind, u16)> {
+        let mut ports = Vec::new();
+        if let Some(db) = &self.mariadb {
+            ports.push((ServerKind::Database, db.port()));
+        }
+        ports.extend(self.redis.iter().map(|r| (ServerKind::Redis, r.port())));
+        if let Some(zk) = &self.zookeeper {
+            ports.extend(
+                zk.nodes()
+                    .iter()
+                    .map(|n| (ServerKind::ZooKeeper, n.client_port())),
+            );
+        }
+        if let Some(etcd) = &self.etcd {
+            ports.extend(
+                etcd.nodes()
+                    .iter()
+                    .map(|n| (ServerKind::Etcd, n.client_port())),
+            );
+        }
+        ports
+    }
+
+    /// Whether the servers are behind proxies ([`StackConfig::network`]).
+    pub fn at_a_distance(&self) -> bool {
+        self.network.is_some()
+    }
+
+    /// The proxies of [`StackConfig::network`], if the stack runs at a distance.
+    pub fn network(&self) -> Option<&Distance> {
+        self.network.as_ref()
     }
 
     /// The environment variables every stock-locks program reads (one of
     /// [`SERVER_VARIABLES`] each): `DATABASE_URL`, `REDIS_URLS` (comma-separated),
-    /// `ZK_CONNECT` and `ETCD_ENDPOINTS` (comma-separated), for the servers that run.
+    /// `ZK_CONNECT` and `ETCD_ENDPOINTS` (comma-separated), for the servers that run;
+    /// through the proxies when the stack runs at a distance.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        let mut vars = Vec::new();
-        if let Some(db) = &self.mariadb {
-            vars.push(("DATABASE_URL", db.url(&self.database)));
+        match &self.network {
+            Some(distance) => distance.env(),
+            None => self.direct_env(),
         }
-        if !self.redis.is_empty() {
-            let urls: Vec<String> = self.redis.iter().map(Redis::url).collect();
-            vars.push(("REDIS_URLS", urls.join(",")));
-        }
-        if let Some(zk) = &self.zookeeper {
-            vars.push(("ZK_CONNECT", zk.connect_string()));
-        }
-        if let Some(etcd) = &self.etcd {
-            vars.push(("ETCD_ENDPOINTS", etcd.endpoints()));
-        }
-        vars
+    }
+
+    /// [`Stack::env`] with the servers' own addresses, whatever the network.
+    pub fn direct_env(&self) -> Vec<(&'static str, String)> {
+        env_of(&self.ports(), &self.database)
     }
 
     /// Every server's name and process id.
@@ -126,4 +246,77 @@ impl Stack {
         }
         pids
     }
+}
+
+impl Distance {
+    /// [`Stack::env`] naming this set's proxies.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let ports: Vec<(ServerKind, u16)> = (self.links.iter())
+            .map(|(kind, proxy)| (*kind, proxy.port()))
+            .collect();
+        env_of(&ports, &self.database)
+    }
+
+    /// Sets the latency to every server of `kind` (`None`: every kind).
+    pub fn set_latency(&self, kind: Option<ServerKind>, latency: Latency) {
+        for (k, proxy) in &self.links {
+            if kind.is_none_or(|kind| kind == *k) {
+                proxy.set_latency(latency);
+            }
+        }
+    }
+
+    /// The latency to the first server (they all have the same unless
+    /// [`Distance::set_latency`] was given a kind).
+    pub fn latency(&self) -> Latency {
+        self.links
+            .first()
+            .map(|(_, p)| p.latency())
+            .unwrap_or_default()
+    }
+
+    /// This set's round-trip counters.
+    pub fn round_trips(&self) -> RoundTrips {
+        RoundTrips {
+            counters: (self.links.iter())
+                .map(|(kind, proxy)| (*kind, proxy.round_trip_counter()))
+                .collect(),
+        }
+    }
+}
+
+/// The variables for clients reaching the servers on `ports` (by kind).
+fn env_of(ports: &[(ServerKind, u16)], database: &str) -> Vec<(&'static str, String)> {
+    let joined = |kind: ServerKind, address: &dyn Fn(u16) -> String| {
+        let all: Vec<String> = (ports.iter())
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, port)| address(*port))
+            .collect();
+        (!all.is_empty()).then(|| all.join(","))
+    };
+    let vars = [
+        (
+            "DATABASE_URL",
+            joined(ServerKind::Database, &|port| {
+                format!("mysql://root@127.0.0.1:{port}/{database}")
+            }),
+        ),
+        (
+            "REDIS_URLS",
+            joined(ServerKind::Redis, &|port| {
+                format!("redis://127.0.0.1:{port}")
+            }),
+        ),
+        (
+            "ZK_CONNECT",
+            joined(ServerKind::ZooKeeper, &|port| format!("127.0.0.1:{port}")),
+        ),
+        (
+            "ETCD_ENDPOINTS",
+            joined(ServerKind::Etcd, &|port| format!("http://127.0.0.1:{port}")),
+        ),
+    ];
+    vars.into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
 }

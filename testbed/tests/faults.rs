@@ -294,3 +294,126 @@ fn mariadb_replica_lags_when_paused() {
         .unwrap();
     assert!(read(&pair.replica.server).contains('9'), "caught up");
 }
+
+/// Answers `count` PINGs one after the other on one connection; each round trip's time.
+fn pings(stream: &mut TcpStream, count: usize) -> Vec<Duration> {
+    let mut buf = [0u8; 64];
+    (0..count)
+        .map(|_| {
+            let started = Instant::now();
+            stream.write_all(b"PING\r\n").unwrap();
+            let n = stream.read(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"+PONG\r\n");
+            started.elapsed()
+        })
+        .collect()
+}
+
+/// The link's latency is paid on every round trip, at sub-millisecond settings too
+/// (tokio's timer would round a 0.25 ms hop up to 1 ms: the proxy does not use it),
+/// and jitter never reorders bytes.
+#[test]
+fn latency_costs_every_round_trip() {
+    use testbed::Latency;
+    let server = Redis::start("redis-at-a-distance").unwrap();
+    let proxy = Proxy::start(server.port()).unwrap();
+    let mut stream = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    for rtt_us in [500u64, 2000] {
+        let rtt = Duration::from_micros(rtt_us);
+        proxy.set_latency(Latency::round_trip(rtt));
+        let mut times = pings(&mut stream, 50);
+        times.sort();
+        assert!(times[0] >= rtt, "round trip {:?} < {rtt:?}", times[0]);
+        eprintln!(
+            "rtt {rtt:?}: fastest {:?}, median {:?}, slowest {:?}",
+            times[0], times[25], times[49]
+        );
+    }
+    // Jitter of ±1 ms on a 1 ms hop: pipelined commands still answer in order.
+    proxy.set_latency(
+        Latency::round_trip(Duration::from_millis(2)).with_jitter(Duration::from_millis(1)),
+    );
+    let commands: String = (0..200).map(|i| format!("ECHO {i}\r\n")).collect();
+    stream.write_all(commands.as_bytes()).unwrap();
+    let expected: String = (0..200)
+        .map(|i| format!("${}\r\n{i}\r\n", i.to_string().len()))
+        .collect();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while answer.len() < expected.len() {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the proxy closed the connection");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(String::from_utf8_lossy(&answer), expected);
+}
+
+/// A round trip is a turn of the conversation: the client spoke, the server answered.
+/// Five PINGs one after the other are five; three sent in one write are one.
+#[test]
+fn round_trips_are_counted_per_turn() {
+    let server = Redis::start("redis-counted").unwrap();
+    let proxy = Proxy::start(server.port()).unwrap();
+    let mut stream = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    pings(&mut stream, 5);
+    assert_eq!(proxy.round_trips(), 5);
+    stream.write_all(b"PING\r\nPING\r\nPING\r\n").unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 64];
+    while answer.len() < 21 {
+        let n = stream.read(&mut buf).unwrap();
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(answer, b"+PONG\r\n+PONG\r\n+PONG\r\n");
+    assert_eq!(proxy.round_trips(), 6);
+}
+
+/// A stack at a distance exports its proxies' addresses, counts each kind's round
+/// trips, and its latency can change while it runs.
+#[test]
+fn a_stack_at_a_distance() {
+    use testbed::{Latency, ServerKind, Stack, StackConfig};
+    let stack = Stack::start(&StackConfig {
+        mariadb: false,
+        redis: 2,
+        zookeeper_nodes: 0,
+        etcd_nodes: 0,
+        network: Some(Latency::round_trip(Duration::from_millis(4))),
+        ..StackConfig::default()
+    })
+    .unwrap();
+    assert!(stack.at_a_distance());
+    let env: std::collections::BTreeMap<_, _> = stack.env().into_iter().collect();
+    let urls: Vec<&str> = env["REDIS_URLS"].split(',').collect();
+    assert_eq!(urls.len(), 2);
+    let ports: Vec<u16> = stack.redis.iter().map(Redis::port).collect();
+    let network = stack.network().unwrap();
+    let counter = network.round_trips();
+    for url in &urls {
+        let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+        assert!(!ports.contains(&port), "{url} is a server's own port");
+        let started = Instant::now();
+        assert_eq!(
+            redis(port, "PING", Duration::from_secs(5)).as_deref(),
+            Some("+PONG")
+        );
+        assert!(started.elapsed() >= Duration::from_millis(4));
+    }
+    assert_eq!(counter.snapshot().get("redis"), Some(&2));
+    network.set_latency(Some(ServerKind::Redis), Latency::default());
+    assert_eq!(stack.direct_env().len(), 1);
+    assert_ne!(stack.direct_env(), stack.env());
+    let port: u16 = urls[0].rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(
+        redis(port, "PING", Duration::from_secs(5)).as_deref(),
+        Some("+PONG")
+    );
+    assert_eq!(counter.snapshot().get("redis"), Some(&3));
+}

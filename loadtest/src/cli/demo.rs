@@ -107,12 +107,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     for (section, (instances, hold)) in [(&plain, 0), (&held, args.hold_ms)].into_iter().enumerate()
     {
         let runner = Runner {
-            client: client.clone(),
-            db: db.clone(),
-            bases: instances.iter().map(|i| i.base.clone()).collect(),
-            admin_token: ADMIN_TOKEN.into(),
             live: live.clone(),
-            catalogue: Default::default(),
+            ..Runner::new(
+                client.clone(),
+                db.clone(),
+                instances.iter().map(|i| i.base.clone()).collect(),
+                ADMIN_TOKEN,
+            )
         };
         let name = if hold == 0 { "throughput" } else { "held" };
         catalogue = runner.strategies().await?;
@@ -166,12 +167,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         cas.filter(|s| args.load.strategies.is_empty() || args.load.strategies.contains(s))
     {
         let runner = Runner {
-            client: client.clone(),
-            db: db.clone(),
-            bases: plain.iter().map(|i| i.base.clone()).collect(),
-            admin_token: ADMIN_TOKEN.into(),
             live: live.clone(),
-            catalogue: Default::default(),
+            ..Runner::new(
+                client.clone(),
+                db.clone(),
+                plain.iter().map(|i| i.base.clone()).collect(),
+                ADMIN_TOKEN,
+            )
         };
         let mut measured = Vec::new();
         for (i, concurrency) in [4usize, 64].into_iter().enumerate() {
@@ -197,12 +199,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let mut flash = None;
     if !args.no_flash_sale {
         let runner = Runner {
-            client: client.clone(),
-            db: db.clone(),
-            bases: plain.iter().map(|i| i.base.clone()).collect(),
-            admin_token: ADMIN_TOKEN.into(),
             live: live.clone(),
-            catalogue: Default::default(),
+            ..Runner::new(
+                client.clone(),
+                db.clone(),
+                plain.iter().map(|i| i.base.clone()).collect(),
+                ADMIN_TOKEN,
+            )
         };
         let chosen = loadtest::catalogue::Catalogue(
             catalogue

@@ -30,16 +30,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .max_connections(2)
         .connect(&args.database_url)
         .await?;
-    let runner = Runner {
-        client: reqwest::Client::builder()
-            .pool_max_idle_per_host(args.load.concurrency)
-            .build()?,
-        db,
-        bases: args.urls.clone(),
-        admin_token: args.admin_token.clone(),
-        live: None,
-        catalogue: Default::default(),
-    };
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.load.concurrency)
+        .build()?;
+    let runner = Runner::new(client, db, args.urls.clone(), &args.admin_token);
     let mut rows = Vec::new();
     let catalogue = runner.strategies().await?;
     for (i, (name, safe)) in catalogue.safety().into_iter().enumerate() {

@@ -62,14 +62,12 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         .max_connections(2)
         .connect(&env["DATABASE_URL"])
         .await?;
-    let runner = Runner {
+    let runner = Runner::new(
         client,
-        db: db.clone(),
-        bases: instances.iter().map(|i| i.base.clone()).collect(),
-        admin_token: ADMIN_TOKEN.into(),
-        live: None,
-        catalogue: Default::default(),
-    };
+        db.clone(),
+        instances.iter().map(|i| i.base.clone()).collect(),
+        ADMIN_TOKEN,
+    );
     let catalogue = runner.strategies().await?;
     let mut strategies = catalogue.safety();
     if !args.strategies.is_empty() {

@@ -5,6 +5,9 @@
 //!   A variable that is already set means "use that server": it is not started.
 //! - `testbed up` starts the stack, prints the `export` lines and the server PIDs, and
 //!   runs until Ctrl-C (or SIGTERM).
+//! - `--rtt-ms X` (both) puts every server behind a proxy that adds a round trip of X
+//!   ms (`--jitter-ms` on each hop): the exported addresses are the proxies', so every
+//!   client sees a production network's distance instead of loopback's.
 
 use clap::{Parser, Subcommand};
 use std::process::{Command, ExitCode};
@@ -36,6 +39,26 @@ struct StackArgs {
     /// The database created in MariaDB.
     #[arg(long, default_value = "stocklocks")]
     database: String,
+    /// Every server behind a proxy adding this round-trip time, in milliseconds (e.g.
+    /// 0.5 inside a data centre, 2 across zones); the exported addresses are the
+    /// proxies'. Without it, clients reach the servers directly.
+    #[arg(long, value_parser = parse_ms)]
+    rtt_ms: Option<f64>,
+    /// With --rtt-ms: each hop's delay varies by up to this much (uniform), in ms.
+    #[arg(long, value_parser = parse_ms, default_value_t = 0.0, requires = "rtt_ms")]
+    jitter_ms: f64,
+}
+
+/// A delay in milliseconds: finite, 0 or more, at most 10 s.
+fn parse_ms(text: &str) -> Result<f64, String> {
+    let ms: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if ms.is_finite() && (0.0..=10_000.0).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(format!("{text} is out of range (0 to 10000 ms)"))
+    }
 }
 
 #[derive(Subcommand)]
@@ -96,6 +119,10 @@ fn config(args: &StackArgs, respect_env: bool) -> StackConfig {
         } else {
             args.etcd_nodes
         },
+        network: args.rtt_ms.map(|rtt| {
+            testbed::Latency::round_trip(Duration::from_secs_f64(rtt / 1000.0))
+                .with_jitter(Duration::from_secs_f64(args.jitter_ms / 1000.0))
+        }),
     }
 }
 
@@ -104,9 +131,17 @@ fn start(config: &StackConfig) -> Result<Stack, ExitCode> {
     match Stack::start(config) {
         Ok(stack) => {
             eprintln!(
-                "testbed: {} server(s) ready in {:.2} s",
+                "testbed: {} server(s) ready in {:.2} s{}",
                 stack.pids().len(),
-                started.elapsed().as_secs_f64()
+                started.elapsed().as_secs_f64(),
+                match config.network {
+                    Some(l) => format!(
+                        ", behind proxies: {:.2} ms round trip (± {:.2} ms per hop)",
+                        l.one_way.as_secs_f64() * 2000.0,
+                        l.jitter.as_secs_f64() * 1000.0
+                    ),
+                    None => String::new(),
+                }
             );
             Ok(stack)
         }
