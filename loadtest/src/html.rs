@@ -402,12 +402,13 @@ pub fn render(report: &Report) -> String {
     html
 }
 
-/// A line chart over the sweep's concurrencies (evenly spaced: they grow by 4×), one
-/// line per series; `log` draws the y axis logarithmic (latencies span decades).
+/// A line chart over categories on the x axis, described by `x_desc` and labelled
+/// `xs`, evenly spaced (the sweep's concurrencies grow by 4×, its round-trip times are
+/// chosen), one line per series; `log` draws the y axis logarithmic (latencies span decades).
 pub fn line_chart(
     title: &str,
     unit: &str,
-    concurrencies: &[usize],
+    (x_desc, xs): (&str, &[String]),
     series: &[(String, RGBColor, Vec<Option<f64>>)],
     log: bool,
 ) -> String {
@@ -418,7 +419,7 @@ pub fn line_chart(
         .iter()
         .flat_map(|(_, _, v)| v.iter().flatten().copied());
     let (min, max) = values.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let last = concurrencies.len().saturating_sub(1).max(1) as i32;
+    let last = xs.len().saturating_sub(1).max(1) as i32;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (540, 360)).into_drawing_area();
@@ -429,20 +430,15 @@ pub fn line_chart(
             .margin(12)
             .x_label_area_size(38)
             .y_label_area_size(58);
-        let x_label = |x: &i32| {
-            concurrencies
-                .get(*x as usize)
-                .map(|c| c.to_string())
-                .unwrap_or_default()
-        };
+        let x_label = |x: &i32| xs.get(*x as usize).cloned().unwrap_or_default();
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut chart = $chart;
                 let _ = chart
                     .configure_mesh()
-                    .x_labels(concurrencies.len())
+                    .x_labels(xs.len())
                     .x_label_formatter(&x_label)
-                    .x_desc("requests in flight (concurrency)")
+                    .x_desc(x_desc)
                     .y_label_formatter(&|v: &f64| {
                         if v.abs() >= 10.0 {
                             format!("{v:.0}")

@@ -13,6 +13,8 @@
 //!   split by role: scenarios, lab, load, judge, and its part of the report.
 //! - [`sweep`]: every strategy across concurrency 1-256, one hot product vs 100
 //!   (`loadtest sweep`), drawn as lines.
+//! - [`distance`]: the sweep at round-trip times (`sweep --rtt-ms`): round trips per
+//!   request counted and waited, sales/s against RTT, the ranking claim.
 //! - [`flash`]: the flash sale (one hot product at high concurrency, a sell-out,
 //!   the split stock by number of buckets), with what limits each strategy.
 //! - [`live`]: the live page (`demo --serve`): server-sent events of every run's
@@ -34,6 +36,7 @@ pub mod baseline;
 pub mod catalogue;
 pub mod chaos;
 pub mod claims;
+pub mod distance;
 pub mod engine;
 pub mod flash;
 pub mod html;
@@ -194,7 +197,7 @@ impl Runner {
         let before = timing::Snapshot::scrape(&self.client, &self.bases).await;
         let trips_before = self.network.as_ref().map(|(_, trips)| trips.snapshot());
         let mut fired = fire(&self.client, &load).await;
-        let trips_after = self.network.as_ref().map(|(_, trips)| trips.snapshot());
+        let trips_answered = self.network.as_ref().map(|(_, trips)| trips.snapshot());
         let after = timing::Snapshot::scrape(&self.client, &self.bases).await;
         if let Some(watch) = watch {
             watch.abort();
@@ -205,6 +208,12 @@ impl Runner {
             engine::drained(&self.client, &self.bases[0], &plan.products, DRAIN_TIMEOUT).await?;
         fired.pending_at_end = pending;
         fired.drain = drain;
+        // Round trips until every sale is recorded: a strategy that records later makes
+        // its database round trips after its answers (the drain's polling counts then).
+        let trips_after = match pending {
+            0 => trips_answered,
+            _ => self.network.as_ref().map(|(_, trips)| trips.snapshot()),
+        };
         // The verdict is read only now, after every request has finished.
         let verdict = verify::verify(
             &self.db,
@@ -218,12 +227,12 @@ impl Runner {
             (&self.network, trips_before, trips_after)
         {
             row.rtt_ms = Some(*rtt_ms);
+            row.round_trips = (after.iter())
+                .map(|(kind, n)| (kind.to_string(), n - before.get(kind).copied().unwrap_or(0)))
+                .collect();
             let sales = fired.count(&engine::Outcome::Sold) as f64;
-            row.round_trips_per_sale = (after.iter().filter(|_| sales > 0.0))
-                .map(|(kind, n)| {
-                    let delta = n - before.get(kind).copied().unwrap_or(0);
-                    (kind.to_string(), delta as f64 / sales)
-                })
+            row.round_trips_per_sale = (row.round_trips.iter().filter(|_| sales > 0.0))
+                .map(|(kind, n)| (kind.clone(), *n as f64 / sales))
                 .collect();
         }
         row.time_split = match (before, after) {
@@ -283,6 +292,7 @@ impl Row {
             time_split: None,
             rtt_ms: None,
             round_trips_per_sale: Default::default(),
+            round_trips: Default::default(),
         }
     }
 }

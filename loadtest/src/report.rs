@@ -63,6 +63,9 @@ pub struct Row {
     /// requests pipelined on one connection count once. Absent on loopback.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub round_trips_per_sale: BTreeMap<String, f64>,
+    /// The same counts in total over the run (every answer, sales or not).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub round_trips: BTreeMap<String, u64>,
 }
 
 impl Row {
@@ -90,6 +93,14 @@ impl Row {
 
     fn count(&self, key: &str) -> u64 {
         self.responses.get(key).copied().unwrap_or(0)
+    }
+
+    /// Round trips per request (every answer) by kind of server.
+    pub fn round_trips_per_request(&self) -> BTreeMap<String, f64> {
+        let requests = self.requests.max(1) as f64;
+        (self.round_trips.iter())
+            .map(|(kind, n)| (kind.clone(), *n as f64 / requests))
+            .collect()
     }
 
     /// `database 5.0, redis 1.0`: the round trips per sale, or "" on loopback.

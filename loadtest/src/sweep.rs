@@ -15,6 +15,7 @@
 //! 5 × 2 = 100 cells, 120,960 requests, in about 3 minutes; figures in the README.
 
 use crate::catalogue::Catalogue;
+pub use crate::distance::RoundTripCount;
 use crate::html::{escape, line_chart};
 use crate::report::{Expect, Part, Row};
 use crate::{BUCKETS, Plan, Runner};
@@ -34,12 +35,19 @@ pub fn requests_for(concurrency: usize, scale: f64) -> usize {
     ((base * scale).round() as usize).max(concurrency)
 }
 
-/// The report section of a layout (`sweep: 1 product`, `sweep: 100 products`).
-pub fn section(products: usize) -> String {
+/// The report section of a layout (`sweep: 1 product`, `sweep: 100 products`), at a
+/// round-trip time when the servers ran at a distance (`sweep: 1 product, RTT 2 ms`).
+pub fn section(products: usize, rtt_ms: Option<f64>) -> String {
     format!(
-        "sweep: {products} product{}",
-        if products == 1 { "" } else { "s" }
+        "sweep: {products} product{}{}",
+        if products == 1 { "" } else { "s" },
+        rtt_ms.map_or(String::new(), |rtt| format!(", RTT {} ms", ms(rtt)))
     )
+}
+
+/// A round-trip time as people write it: `0`, `0.5`, `2`.
+pub fn ms(rtt: f64) -> String {
+    format!("{rtt}")
 }
 
 /// The sweep's shape, stored in the report (`Report.sweep`) next to its rows.
@@ -52,6 +60,28 @@ pub struct SweepInfo {
     pub scale: f64,
     /// Wall time of the whole sweep, servers included.
     pub seconds: f64,
+    /// The round-trip times the servers were put behind (`--rtt-ms`), one pass each;
+    /// empty on loopback.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rtts_ms: Vec<f64>,
+    /// Each strategy's round trips per request on the success path and on a refusal
+    /// (with `--rtt-ms`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub round_trips: Vec<RoundTripCount>,
+}
+
+impl SweepInfo {
+    /// Every section of the sweep: each layout, at each round-trip time.
+    pub fn sections(&self) -> Vec<String> {
+        let rtts: Vec<Option<f64>> = if self.rtts_ms.is_empty() {
+            vec![None]
+        } else {
+            self.rtts_ms.iter().copied().map(Some).collect()
+        };
+        (self.products.iter())
+            .flat_map(|&p| rtts.iter().map(move |&rtt| section(p, rtt)))
+            .collect()
+    }
 }
 
 /// What to sweep.
@@ -61,6 +91,8 @@ pub struct Sweep {
     pub concurrencies: Vec<usize>,
     pub products: Vec<usize>,
     pub scale: f64,
+    /// The round-trip time the servers are behind for this pass, if at a distance.
+    pub rtt_ms: Option<f64>,
 }
 
 impl Sweep {
@@ -95,7 +127,7 @@ impl Sweep {
                     let first = first_product(cell);
                     cell += 1;
                     let plan = Plan {
-                        section: section(products),
+                        section: section(products, self.rtt_ms),
                         strategy: strategy.clone(),
                         products: (0..products as i64).map(|i| first + i).collect(),
                         // Never sold out: every request can be a deduction.
@@ -113,9 +145,11 @@ impl Sweep {
                     };
                     let row = runner.run(&plan).await?;
                     eprintln!(
-                        "sweep: [{cell}/{}] {strategy}, {products} product(s), concurrency {concurrency}: \
+                        "sweep: [{cell}/{}] {strategy}, {products} product(s), concurrency {concurrency}{}: \
                          {requests} requests, {:.0} sales/s ({:.0} answers/s), p99 {:.1} ms{}",
                         self.cells(),
+                        self.rtt_ms
+                            .map_or(String::new(), |rtt| format!(", RTT {} ms", ms(rtt))),
                         sales_per_second(&row),
                         row.throughput_rps,
                         row.latency_ms.p99,
@@ -174,8 +208,7 @@ pub fn sold_percent(row: &Row) -> f64 {
 /// The sweep as text: for each layout, one line per strategy, req/s and p99 per
 /// concurrency.
 pub fn print_tables(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) {
-    for &products in &info.products {
-        let section = section(products);
+    for section in info.sections() {
         println!(
             "\n{section}: sales/s (p99 ms) by concurrency; * = under 99% of answers were sales"
         );
@@ -225,12 +258,24 @@ impl SweepInfo {
         Part {
             key: "sweep",
             json: serde_json::to_value(self).expect("plain data"),
-            html: html(self, rows, catalogue),
+            html: {
+                let mut html = html(self, rows, catalogue);
+                if !self.rtts_ms.is_empty() {
+                    let claim = crate::distance::claim(self, rows);
+                    html.push_str(&crate::distance::html(
+                        self,
+                        rows,
+                        catalogue,
+                        claim.as_ref(),
+                    ));
+                }
+                html
+            },
             title: Some((
                 "stock-locks: how cost grows with load",
                 "One run of <code>loadtest sweep</code>",
             )),
-            sections: self.products.iter().map(|&p| section(p)).collect(),
+            sections: self.sections(),
             strategies: Vec::new(),
             as_expected: true,
         }
@@ -271,8 +316,9 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
     }
     html.push_str("</p>");
     let cell = |section: &str, strategy: &str, c: usize| cell(rows, section, strategy, c);
-    for &products in &info.products {
-        let section = section(products);
+    let concurrencies: Vec<String> = info.concurrencies.iter().map(|c| c.to_string()).collect();
+    let by_concurrency = ("requests in flight (concurrency)", &concurrencies[..]);
+    for section in info.sections() {
         let _ = write!(html, "<h3>{}</h3>", escape(&section));
         let series = |value: &dyn Fn(&Row) -> f64| -> Vec<(String, RGBColor, Vec<Option<f64>>)> {
             strategies
@@ -290,14 +336,14 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         html.push_str(&line_chart(
             "Sales per second (200 answers)",
             "sales/s",
-            &info.concurrencies,
+            by_concurrency,
             &series(&sales_per_second),
             false,
         ));
         html.push_str(&line_chart(
             "Latency p99 (ms, log scale)",
             "ms",
-            &info.concurrencies,
+            by_concurrency,
             &series(&|r| r.latency_ms.p99),
             true,
         ));
@@ -348,7 +394,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         .iter()
         .enumerate()
         .map(|(i, &p)| {
-            let section = section(p);
+            let section = section(p, info.rtts_ms.first().copied());
             let points: Vec<Option<f64>> = info
                 .concurrencies
                 .iter()
@@ -385,7 +431,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         html.push_str(&line_chart(
             &format!("{}: transactions per sale", cas.name),
             "tries/sale",
-            &info.concurrencies,
+            by_concurrency,
             &tries,
             false,
         ));

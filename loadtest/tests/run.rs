@@ -172,6 +172,7 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         concurrencies: vec![1, 8],
         products: vec![1, 5],
         scale: 0.02,
+        rtt_ms: None,
     };
     assert_eq!(requests_for(1, 0.02), 20);
     assert_eq!(requests_for(256, 1.0), 2048);
@@ -184,7 +185,7 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
     for products in [1, 5] {
         let cells: Vec<_> = rows
             .iter()
-            .filter(|r| r.section == section(products))
+            .filter(|r| r.section == section(products, None))
             .collect();
         assert_eq!(cells.len(), 4, "{products} product(s)");
         for r in cells {
@@ -211,6 +212,8 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         requests_rule: "test".into(),
         scale: sweep.scale,
         seconds: 1.0,
+        rtts_ms: Vec::new(),
+        round_trips: Vec::new(),
     };
     report.strategies = runner.strategies().await.unwrap();
     report
@@ -332,4 +335,113 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     let html = loadtest::html::render(&report);
     assert!(html.contains("Flash sale: one hot product") && html.contains("Sell-out"));
     assert!(html.contains("Batching beats row locking on a hot product"));
+}
+
+/// At a distance: a service whose database is behind the testbed's proxy. Its round
+/// trips are counted per request on a sale and on a refusal (at least the statements
+/// `atomic-sql`'s code makes: five for a sale, four for a refusal), a sweep's cells
+/// carry the RTT they ran at and their round trips per sale, and the report draws
+/// sales/s against RTT and states the ranking claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_at_a_distance_counts_round_trips() {
+    use loadtest::distance::{COUNT_REQUESTS, measure_round_trips};
+    use loadtest::sweep::{Sweep, SweepInfo, section};
+    use std::time::Duration;
+    use testbed::{Distance, Latency};
+    let (_, database_url) = service().await;
+    let distance = Distance::in_front_of(
+        &[("DATABASE_URL", database_url.clone())],
+        Latency::default(),
+    )
+    .unwrap();
+    let far_url = distance.env()[0].1.clone();
+    assert_ne!(far_url, database_url);
+    let url = service_on(&far_url).await;
+    let mut runner = Runner::new(
+        reqwest::Client::new(),
+        sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        vec![url],
+        TOKEN,
+    );
+    runner.network = Some((0.0, distance.round_trips()));
+    let set_rtt = |rtt: f64| {
+        distance.set_latency(
+            None,
+            Latency::round_trip(Duration::from_secs_f64(rtt / 1000.0)),
+        )
+    };
+    let strategies = vec![
+        ("atomic-sql".to_string(), true),
+        ("optimistic".to_string(), true),
+    ];
+    let (counts, count_rows) =
+        measure_round_trips(&mut runner, &strategies, 2.0, &set_rtt, &|n| 500 + n as i64)
+            .await
+            .unwrap();
+    assert_eq!(
+        count_rows.len(),
+        2 * 4,
+        "two paths at two RTTs per strategy"
+    );
+    for row in &count_rows {
+        assert_eq!(row.requests, COUNT_REQUESTS);
+        assert!(row.verdict.is_clean(), "{row:?}");
+        assert!(row.round_trips["database"] > 0, "{row:?}");
+    }
+    let atomic = &counts[0];
+    assert!(atomic.sale["database"] >= 5.0, "{atomic:?}");
+    assert!(atomic.refusal["database"] >= 4.0, "{atomic:?}");
+    assert!(
+        !atomic.sale.contains_key("redis"),
+        "only the database is behind a proxy"
+    );
+
+    let mut sweep = Sweep {
+        strategies,
+        concurrencies: vec![8],
+        products: vec![1],
+        scale: 0.05,
+        rtt_ms: None,
+    };
+    let mut rows = Vec::new();
+    for (pass, rtt) in [0.0, 2.0].into_iter().enumerate() {
+        set_rtt(rtt);
+        sweep.rtt_ms = Some(rtt);
+        runner.network = Some((rtt, distance.round_trips()));
+        rows.extend(
+            sweep
+                .run(&runner, |cell| 900 + (pass * 10 + cell) as i64 * 100)
+                .await
+                .unwrap(),
+        );
+    }
+    for rtt in [0.0, 2.0] {
+        for r in rows.iter().filter(|r| r.section == section(1, Some(rtt))) {
+            assert_eq!(r.rtt_ms, Some(rtt));
+            assert!(r.round_trips_per_sale["database"] >= 1.0, "{r:?}");
+        }
+    }
+    let info = SweepInfo {
+        concurrencies: sweep.concurrencies.clone(),
+        products: sweep.products.clone(),
+        requests_rule: "test".into(),
+        scale: sweep.scale,
+        seconds: 1.0,
+        rtts_ms: vec![0.0, 2.0],
+        round_trips: counts,
+    };
+    rows.extend(count_rows);
+    let mut report = loadtest::report::Report::new(json!({"command": "sweep"}), rows);
+    report.strategies = runner.strategies().await.unwrap();
+    report
+        .claims
+        .extend(loadtest::distance::claim(&info, &report.results));
+    report
+        .parts
+        .push(info.part(&report.results, &report.strategies));
+    let html = loadtest::html::render(&report);
+    assert!(html.contains("At a distance: round-trip time"));
+    assert!(html.contains("Round trips per request"));
+    assert!(html.contains("round-trip time to every server"));
+    support::assert_matches_schema(&report, "sweep report at a distance");
 }

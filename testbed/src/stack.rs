@@ -3,7 +3,7 @@
 //! instead of loopback), and its round trips counted per kind of server.
 
 use crate::proxy::{Latency, Proxy};
-use crate::{Etcd, MariaDb, Redis, Result, ZooKeeper};
+use crate::{Error, Etcd, MariaDb, Redis, Result, ZooKeeper};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,7 +112,7 @@ pub struct Stack {
 /// side, for two sets of instances); each counts its own round trips.
 pub struct Distance {
     links: Vec<(ServerKind, Proxy)>,
-    database: String,
+    env: Vec<(&'static str, String)>,
 }
 
 /// Every variable [`Stack::env`] may export: the servers' addresses, read by the
@@ -163,40 +163,7 @@ impl Stack {
 
     /// A new set of proxies in front of every server, at `latency`.
     pub fn distance(&self, latency: Latency) -> Result<Distance> {
-        let mut links = Vec::new();
-        for (kind, port) in self.ports() {
-            let proxy = Proxy::start(port)?;
-            proxy.set_latency(latency);
-            links.push((kind, proxy));
-        }
-        Ok(Distance {
-            links,
-            database: self.database.clone(),
-        })
-    }
-
-    /// Every server's client port, by kind, in a fixed order.
-    fn ports(&self) -> Vec<(ServerKind, u16)> {
-        let mut ports = Vec::new();
-        if let Some(db) = &self.mariadb {
-            ports.push((ServerKind::Database, db.port()));
-        }
-        ports.extend(self.redis.iter().map(|r| (ServerKind::Redis, r.port())));
-        if let Some(zk) = &self.zookeeper {
-            ports.extend(
-                zk.nodes()
-                    .iter()
-                    .map(|n| (ServerKind::ZooKeeper, n.client_port())),
-            );
-        }
-        if let Some(etcd) = &self.etcd {
-            ports.extend(
-                etcd.nodes()
-                    .iter()
-                    .map(|n| (ServerKind::Etcd, n.client_port())),
-            );
-        }
-        ports
+        Distance::in_front_of(&self.direct_env(), latency)
     }
 
     /// Whether the servers are behind proxies ([`StackConfig::network`]).
@@ -222,7 +189,21 @@ impl Stack {
 
     /// [`Stack::env`] with the servers' own addresses, whatever the network.
     pub fn direct_env(&self) -> Vec<(&'static str, String)> {
-        env_of(&self.ports(), &self.database)
+        let mut vars = Vec::new();
+        if let Some(db) = &self.mariadb {
+            vars.push(("DATABASE_URL", db.url(&self.database)));
+        }
+        if !self.redis.is_empty() {
+            let urls: Vec<String> = self.redis.iter().map(Redis::url).collect();
+            vars.push(("REDIS_URLS", urls.join(",")));
+        }
+        if let Some(zk) = &self.zookeeper {
+            vars.push(("ZK_CONNECT", zk.connect_string()));
+        }
+        if let Some(etcd) = &self.etcd {
+            vars.push(("ETCD_ENDPOINTS", etcd.endpoints()));
+        }
+        vars
     }
 
     /// Every server's name and process id.
@@ -249,12 +230,40 @@ impl Stack {
 }
 
 impl Distance {
+    /// Proxies in front of every server the variables name (any of
+    /// [`SERVER_VARIABLES`]: comma-separated addresses whose port follows the last
+    /// `:` of the host part), at `latency`; [`Distance::env`] names the proxies
+    /// instead. Servers of a stack, or servers given to `testbed run`.
+    pub fn in_front_of(vars: &[(&'static str, String)], latency: Latency) -> Result<Distance> {
+        let mut links = Vec::new();
+        let mut env = Vec::new();
+        for (name, value) in vars {
+            let kind = match *name {
+                "DATABASE_URL" => ServerKind::Database,
+                "REDIS_URLS" => ServerKind::Redis,
+                "ZK_CONNECT" => ServerKind::ZooKeeper,
+                "ETCD_ENDPOINTS" => ServerKind::Etcd,
+                _ => continue,
+            };
+            let mut proxied = Vec::new();
+            for address in value.split(',') {
+                let (before, port, after) = split_port(address).ok_or_else(|| Error::Io {
+                    context: format!("{name}: no port in {address:?}"),
+                    source: std::io::ErrorKind::InvalidInput.into(),
+                })?;
+                let proxy = Proxy::start(port)?;
+                proxy.set_latency(latency);
+                proxied.push(format!("{before}{}{after}", proxy.port()));
+                links.push((kind, proxy));
+            }
+            env.push((*name, proxied.join(",")));
+        }
+        Ok(Distance { links, env })
+    }
+
     /// [`Stack::env`] naming this set's proxies.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        let ports: Vec<(ServerKind, u16)> = (self.links.iter())
-            .map(|(kind, proxy)| (*kind, proxy.port()))
-            .collect();
-        env_of(&ports, &self.database)
+        self.env.clone()
     }
 
     /// Sets the latency to every server of `kind` (`None`: every kind).
@@ -285,38 +294,37 @@ impl Distance {
     }
 }
 
-/// The variables for clients reaching the servers on `ports` (by kind).
-fn env_of(ports: &[(ServerKind, u16)], database: &str) -> Vec<(&'static str, String)> {
-    let joined = |kind: ServerKind, address: &dyn Fn(u16) -> String| {
-        let all: Vec<String> = (ports.iter())
-            .filter(|(k, _)| *k == kind)
-            .map(|(_, port)| address(*port))
-            .collect();
-        (!all.is_empty()).then(|| all.join(","))
-    };
-    let vars = [
-        (
-            "DATABASE_URL",
-            joined(ServerKind::Database, &|port| {
-                format!("mysql://root@127.0.0.1:{port}/{database}")
-            }),
-        ),
-        (
-            "REDIS_URLS",
-            joined(ServerKind::Redis, &|port| {
-                format!("redis://127.0.0.1:{port}")
-            }),
-        ),
-        (
-            "ZK_CONNECT",
-            joined(ServerKind::ZooKeeper, &|port| format!("127.0.0.1:{port}")),
-        ),
-        (
-            "ETCD_ENDPOINTS",
-            joined(ServerKind::Etcd, &|port| format!("http://127.0.0.1:{port}")),
-        ),
-    ];
-    vars.into_iter()
-        .filter_map(|(name, value)| Some((name, value?)))
-        .collect()
+/// `mysql://root@127.0.0.1:3306/db` → (`mysql://root@127.0.0.1:`, 3306, `/db`): the
+/// port is the digits after the last `:` before the path.
+fn split_port(address: &str) -> Option<(&str, u16, &str)> {
+    let rest_at = address.find("://").map_or(0, |i| i + 3);
+    let path_at = address[rest_at..]
+        .find('/')
+        .map_or(address.len(), |i| rest_at + i);
+    let colon = address[..path_at].rfind(':')?;
+    let port = address[colon + 1..path_at].parse().ok()?;
+    Some((&address[..=colon], port, &address[path_at..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_port;
+
+    #[test]
+    fn ports_are_found_in_every_variable_s_form() {
+        assert_eq!(
+            split_port("mysql://root@127.0.0.1:3306/stocklocks"),
+            Some(("mysql://root@127.0.0.1:", 3306, "/stocklocks"))
+        );
+        assert_eq!(
+            split_port("redis://127.0.0.1:6379"),
+            Some(("redis://127.0.0.1:", 6379, ""))
+        );
+        assert_eq!(split_port("127.0.0.1:2181"), Some(("127.0.0.1:", 2181, "")));
+        assert_eq!(
+            split_port("http://127.0.0.1:2379"),
+            Some(("http://127.0.0.1:", 2379, ""))
+        );
+        assert_eq!(split_port("redis://127.0.0.1"), None);
+    }
 }

@@ -9,17 +9,22 @@ use serde_json::json;
 use sqlx::mysql::MySqlPoolOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Instant;
-use testbed::{Stack, StackConfig};
+use std::time::{Duration, Instant};
+use testbed::{Latency, Stack, StackConfig};
 
 #[derive(clap::Args)]
 pub struct SweepArgs {
     /// Only these strategies (comma-separated; default: every one the service lists).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
-    /// The concurrencies (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = loadtest::sweep::CONCURRENCIES)]
+    /// The concurrencies (comma-separated; default 1,4,16,64,256, or 64 with --rtt-ms).
+    #[arg(long, value_delimiter = ',')]
     pub concurrency: Vec<usize>,
+    /// Put every server behind a proxy and sweep these round-trip times, in ms
+    /// (comma-separated, e.g. 0,0.5,2; 0 = through the proxy, nothing added): one pass
+    /// each, then each strategy's round trips per request counted at concurrency 1.
+    #[arg(long, value_delimiter = ',', value_parser = super::parse_rtt_ms)]
+    pub rtt_ms: Vec<f64>,
     /// The product layouts: how many products the load is spread over (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = loadtest::sweep::PRODUCTS)]
     pub products: Vec<usize>,
@@ -44,12 +49,28 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     {
         bail!("--scale, --concurrency and --products must be positive");
     }
+    let at_a_distance = !args.rtt_ms.is_empty();
+    let concurrencies = match (args.concurrency.is_empty(), at_a_distance) {
+        (false, _) => args.concurrency.clone(),
+        (true, false) => loadtest::sweep::CONCURRENCIES.to_vec(),
+        (true, true) => vec![64],
+    };
     let started = Instant::now();
-    eprintln!("sweep: starting MariaDB, 5 Redis, ZooKeeper and 2 stock-app instances ...");
-    let stack = Stack::start(&StackConfig::default())?;
+    eprintln!(
+        "sweep: starting MariaDB, 5 Redis, ZooKeeper, etcd{} and 2 stock-app instances ...",
+        if at_a_distance {
+            ", a proxy in front of each"
+        } else {
+            ""
+        }
+    );
+    let stack = Stack::start(&StackConfig {
+        network: at_a_distance.then(Latency::default),
+        ..StackConfig::default()
+    })?;
     let env: BTreeMap<_, _> = stack.env().into_iter().collect();
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
-    let widest = args.concurrency.iter().copied().max().unwrap_or(1);
+    let widest = concurrencies.iter().copied().max().unwrap_or(1);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(widest)
         .build()?;
@@ -62,7 +83,7 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         .max_connections(2)
         .connect(&env["DATABASE_URL"])
         .await?;
-    let runner = Runner::new(
+    let mut runner = Runner::new(
         client,
         db.clone(),
         instances.iter().map(|i| i.base.clone()).collect(),
@@ -78,28 +99,77 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             }
         }
         strategies.retain(|(name, _)| args.strategies.contains(name));
+    } else if at_a_distance {
+        // The distance compares what one would deploy: the safe strategies.
+        strategies.retain(|(_, safe)| *safe);
     }
-    let sweep = Sweep {
+    let mut sweep = Sweep {
         strategies,
-        concurrencies: args.concurrency.clone(),
+        concurrencies,
         products: args.products.clone(),
         scale: args.scale,
+        rtt_ms: None,
     };
+    let passes = args.rtt_ms.len().max(1);
     eprintln!(
         "sweep: {} cells, {} requests, over 2 instances ...",
-        sweep.cells(),
-        sweep.total_requests()
+        sweep.cells() * passes,
+        sweep.total_requests() * passes
     );
     // Product ids of its own for every cell (up to 1000 products per cell).
     let base = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64 % 100_000);
-    let rows = sweep
-        .run(&runner, |cell| base * 10_000_000 + cell as i64 * 1_000 + 1)
+    let network = stack.network();
+    let set_rtt = |rtt: f64| {
+        if let Some(network) = network {
+            network.set_latency(
+                None,
+                Latency::round_trip(Duration::from_secs_f64(rtt / 1000.0)),
+            );
+        }
+    };
+    let mut rows = Vec::new();
+    for (pass, &rtt) in args.rtt_ms.iter().enumerate() {
+        set_rtt(rtt);
+        sweep.rtt_ms = Some(rtt);
+        runner.network = network.map(|n| (rtt, n.round_trips()));
+        let offset = pass * sweep.cells();
+        rows.extend(
+            sweep
+                .run(&runner, |cell| {
+                    base * 10_000_000 + (offset + cell) as i64 * 1_000 + 1
+                })
+                .await?,
+        );
+    }
+    if !at_a_distance {
+        rows = sweep
+            .run(&runner, |cell| base * 10_000_000 + cell as i64 * 1_000 + 1)
+            .await?;
+    }
+    // The round trips of each path, counted at concurrency 1 (at 0 and the largest RTT).
+    let mut round_trips = Vec::new();
+    if let Some(&far) = args.rtt_ms.iter().max_by(|a, b| a.total_cmp(b))
+        && far > 0.0
+    {
+        let first = (passes * sweep.cells()) as i64;
+        let (counts, count_rows) = loadtest::distance::measure_round_trips(
+            &mut runner,
+            &sweep.strategies,
+            far,
+            &set_rtt,
+            &|n| base * 10_000_000 + (first + n as i64) * 1_000 + 1,
+        )
         .await?;
+        round_trips = counts;
+        rows.extend(count_rows);
+    }
     let servers = server_versions(&db, &env).await;
     db.close().await;
     let info = SweepInfo {
+        rtts_ms: args.rtt_ms.clone(),
+        round_trips,
         concurrencies: sweep.concurrencies.clone(),
         products: sweep.products.clone(),
         requests_rule: format!(
@@ -110,15 +180,27 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         seconds: started.elapsed().as_secs_f64(),
     };
     loadtest::sweep::print_tables(&info, &rows, &catalogue);
+    if at_a_distance {
+        loadtest::distance::print_tables(&info, &rows);
+    }
     let mut report = Report::new(
         json!({
-            "command": "sweep", "strategies": args.strategies, "concurrency": args.concurrency,
-            "products": args.products, "scale": args.scale, "instances": 2,
+            "command": "sweep", "strategies": args.strategies, "concurrency": info.concurrencies,
+            "products": args.products, "scale": args.scale, "instances": 2, "rtt_ms": args.rtt_ms,
         }),
         rows,
     );
     report.machine.servers = servers;
     report.instances = instances.iter().map(Instance::info).collect();
+    report
+        .claims
+        .extend(loadtest::distance::claim(&info, &report.results));
+    for claim in &report.claims {
+        println!(
+            "claim: {} -> {} ({})",
+            claim.claim, claim.verdict, claim.evidence
+        );
+    }
     report.parts.push(info.part(&report.results, &catalogue));
     report.strategies = catalogue;
     let html_path = write_reports(&report, args.json.as_deref(), "sweep")?;
