@@ -54,7 +54,7 @@ impl RoundTripCount {
 
 /// `database 5, redis 1` (whole numbers shown without decimals).
 pub fn by_kind(counts: &BTreeMap<String, f64>) -> String {
-    let parts: Vec<String> = (counts.iter().filter(|(_, n)| **n > 0.0))
+    let parts: Vec<String> = (counts.iter().filter(|(_, n)| **n >= 0.05))
         .map(|(kind, n)| {
             if (n - n.round()).abs() < 0.05 {
                 format!("{kind} {n:.0}")

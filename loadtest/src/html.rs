@@ -237,6 +237,47 @@ pub fn table(rows: &[&Row]) -> String {
     html
 }
 
+/// The throughput section at a distance beside the loopback one: each strategy's
+/// req/s and p99 on both, the ratio, and the round trips per sale the proxies counted.
+pub fn distance_table(near: &[&Row], far: &[&Row]) -> String {
+    let Some(rtt) = far.first().and_then(|r| r.rtt_ms) else {
+        return String::new();
+    };
+    let mut html = format!(
+        "<h2>Throughput at {rtt} ms from every server</h2><p>The throughput section again on two \
+         more instances whose every server (MariaDB, Redis, ZooKeeper, etcd) sits behind a \
+         proxy adding a {rtt} ms round trip, as across availability zones ({} requests per \
+         strategy, the same stock and concurrency). On loopback a round trip costs about \
+         50 µs and a strategy's cost is its CPU; here it is the round trips it waits for, \
+         counted by the proxies.</p><table><tr><th>strategy</th><th>req/s (loopback)</th>\
+         <th>p99 ms</th><th>req/s at {rtt} ms</th><th>p99 ms</th><th>ratio</th>\
+         <th>round trips per request</th><th>verdict</th></tr>",
+        far[0].requests
+    );
+    for f in far {
+        let n = near.iter().find(|n| n.strategy == f.strategy);
+        let class = if f.verdict.is_clean() { "ok" } else { "bad" };
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td>\
+             <td class=\"{class}\">{}</td></tr>",
+            escape(&f.strategy),
+            n.map_or(String::new(), |n| format!("{:.0}", n.throughput_rps)),
+            n.map_or(String::new(), |n| format!("{:.1}", n.latency_ms.p99)),
+            f.throughput_rps,
+            f.latency_ms.p99,
+            n.map_or(String::new(), |n| format!(
+                "{:.2}",
+                f.throughput_rps / n.throughput_rps.max(1e-9)
+            )),
+            escape(&crate::distance::by_kind(&f.round_trips_per_request())),
+            escape(f.verdict_text()),
+        );
+    }
+    html.push_str("</table>");
+    html
+}
+
 /// What the baseline row is: it is `loadtest`'s own measurement, not a strategy of the
 /// service (their paragraphs come with the report: [`crate::catalogue`]).
 const BASELINE: &str = "The reference's transaction (the conditional UPDATE) driven directly over sqlx, no HTTP: the gap to the reference is the service's own overhead.";
@@ -325,6 +366,12 @@ pub fn render(report: &Report) -> String {
                      transactions per sale (tries/sale) grow with the number of buyers.</p>{}",
                     table(&rows)
                 );
+            }
+            far if far.starts_with("throughput, RTT ") => {
+                let near: Vec<&Row> = (report.results.iter())
+                    .filter(|r| r.section == "throughput")
+                    .collect();
+                html.push_str(&distance_table(&near, &rows));
             }
             other => {
                 let _ = write!(html, "<h2>Results ({})</h2>{}", escape(other), table(&rows));

@@ -106,6 +106,7 @@ impl Row {
     /// `database 5.0, redis 1.0`: the round trips per sale, or "" on loopback.
     pub fn round_trips_text(&self) -> String {
         let parts: Vec<String> = (self.round_trips_per_sale.iter())
+            .filter(|(_, n)| **n >= 0.05)
             .map(|(kind, n)| format!("{kind} {n:.1}"))
             .collect();
         parts.join(", ")

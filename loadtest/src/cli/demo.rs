@@ -44,8 +44,24 @@ pub struct DemoArgs {
     /// after the run until Ctrl-C.
     #[arg(long, num_args = 0..=1, default_missing_value = "127.0.0.1:8090", value_name = "ADDR")]
     pub serve: Option<String>,
+    /// Run the whole demo with every server behind a proxy adding this round-trip
+    /// time, in ms (e.g. 0.5 inside a data centre, 2 across zones).
+    #[arg(long, value_parser = super::parse_rtt_ms)]
+    pub rtt_ms: Option<f64>,
+    /// The throughput section again at this round-trip time to every server (two more
+    /// instances behind proxies), beside the loopback figures; 0 skips it.
+    #[arg(long, value_parser = super::parse_rtt_ms, default_value_t = 2.0)]
+    pub far_rtt_ms: f64,
+    /// Requests per strategy in that section (the stock is the same).
+    #[arg(long, default_value_t = 300)]
+    pub far_requests: usize,
     #[command(flatten)]
     pub load: LoadArgs,
+}
+
+/// A latency of `rtt_ms` round trip.
+fn round_trip(rtt_ms: f64) -> testbed::Latency {
+    testbed::Latency::round_trip(std::time::Duration::from_secs_f64(rtt_ms / 1000.0))
 }
 
 pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
@@ -66,8 +82,19 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             live.note(text);
         }
     };
-    say("starting MariaDB, 5 Redis and ZooKeeper ...");
-    let stack = Stack::start(&StackConfig::default())?;
+    say(&format!(
+        "starting MariaDB, 5 Redis, ZooKeeper and etcd{} ...",
+        args.rtt_ms.map_or(String::new(), |rtt| format!(
+            ", each behind a proxy adding {rtt} ms"
+        ))
+    ));
+    let stack = Stack::start(&StackConfig {
+        network: args.rtt_ms.map(round_trip),
+        ..StackConfig::default()
+    })?;
+    let network = stack
+        .network()
+        .map(|n| (args.rtt_ms.unwrap_or(0.0), n.round_trips()));
     let env: BTreeMap<_, _> = stack.env().into_iter().collect();
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
     // Keep every connection of the busiest section open between requests.
@@ -102,19 +129,22 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         .max_connections(2)
         .connect(&env["DATABASE_URL"])
         .await?;
+    // A runner on some instances, with the live page and the network's counters.
+    let runner_on = |instances: &[Instance]| Runner {
+        live: live.clone(),
+        network: network.clone(),
+        ..Runner::new(
+            client.clone(),
+            db.clone(),
+            instances.iter().map(|i| i.base.clone()).collect(),
+            ADMIN_TOKEN,
+        )
+    };
     let mut rows: Vec<Row> = Vec::new();
     let mut catalogue = Default::default();
     for (section, (instances, hold)) in [(&plain, 0), (&held, args.hold_ms)].into_iter().enumerate()
     {
-        let runner = Runner {
-            live: live.clone(),
-            ..Runner::new(
-                client.clone(),
-                db.clone(),
-                instances.iter().map(|i| i.base.clone()).collect(),
-                ADMIN_TOKEN,
-            )
-        };
+        let runner = runner_on(instances);
         let name = if hold == 0 { "throughput" } else { "held" };
         catalogue = runner.strategies().await?;
         for (i, (strategy, safe)) in catalogue.safety().into_iter().enumerate() {
@@ -149,6 +179,55 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             rows.push(runner.run(&plan).await?);
         }
     }
+    // The throughput section again with every server farther away: two more instances
+    // behind a second set of proxies.
+    let far_section = format!(
+        "throughput, RTT {} ms",
+        loadtest::sweep::ms(args.far_rtt_ms)
+    );
+    if args.far_rtt_ms > 0.0 {
+        let distance = stack.distance(round_trip(args.far_rtt_ms))?;
+        let far_env: BTreeMap<_, _> = distance.env().into_iter().collect();
+        let mut far = Vec::new();
+        for i in 1..=2 {
+            far.push(
+                start_instance(
+                    &client,
+                    &app_bin,
+                    &far_env,
+                    &format!("stock-app-far-{i}"),
+                    0,
+                )
+                .await?,
+            );
+        }
+        let runner = Runner {
+            network: Some((args.far_rtt_ms, distance.round_trips())),
+            ..runner_on(&far)
+        };
+        for (i, (strategy, safe)) in catalogue.safety().into_iter().enumerate() {
+            if !args.load.strategies.is_empty() && !args.load.strategies.contains(&strategy) {
+                continue;
+            }
+            let expect = if safe { Expect::Safe } else { Expect::Either };
+            let mut plan = plan(
+                &far_section,
+                &strategy,
+                first_product(5, i),
+                &args.load,
+                expect,
+            );
+            plan.requests = args.far_requests;
+            say(&format!(
+                "{strategy} at {} ms from every server: {} requests at concurrency {} ...",
+                args.far_rtt_ms, plan.requests, plan.concurrency
+            ));
+            rows.push(runner.run(&plan).await?);
+        }
+        for mut instance in far {
+            instance.process.kill();
+        }
+    }
     // The baseline: the reference's transaction (the conditional UPDATE) over sqlx, no
     // HTTP, same concurrency.
     let reference = catalogue
@@ -166,15 +245,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     if let Some(cas) =
         cas.filter(|s| args.load.strategies.is_empty() || args.load.strategies.contains(s))
     {
-        let runner = Runner {
-            live: live.clone(),
-            ..Runner::new(
-                client.clone(),
-                db.clone(),
-                plain.iter().map(|i| i.base.clone()).collect(),
-                ADMIN_TOKEN,
-            )
-        };
+        let runner = runner_on(&plain);
         let mut measured = Vec::new();
         for (i, concurrency) in [4usize, 64].into_iter().enumerate() {
             say(&format!(
@@ -198,15 +269,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     // The flash sale: one hot product at high concurrency.
     let mut flash = None;
     if !args.no_flash_sale {
-        let runner = Runner {
-            live: live.clone(),
-            ..Runner::new(
-                client.clone(),
-                db.clone(),
-                plain.iter().map(|i| i.base.clone()).collect(),
-                ADMIN_TOKEN,
-            )
-        };
+        let runner = runner_on(&plain);
         let chosen = loadtest::catalogue::Catalogue(
             catalogue
                 .0
@@ -247,11 +310,22 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let broken: Vec<&Row> = rows.iter().filter(|r| r.section == "held").collect();
     print_table(
         &format!(
-            "Throughput: {} requests per strategy, concurrency {}, spread over 2 instances, {} product(s) with stock {}",
-            args.load.requests, args.load.concurrency, args.load.products, args.load.stock
+            "Throughput: {} requests per strategy, concurrency {}, spread over 2 instances, {} product(s) with stock {}, {}",
+            args.load.requests,
+            args.load.concurrency,
+            args.load.products,
+            args.load.stock,
+            match args.rtt_ms {
+                Some(rtt) => format!("RTT {rtt} ms to every server"),
+                None => "servers on loopback".to_string(),
+            }
         ),
         &throughput,
     );
+    let far: Vec<&Row> = rows.iter().filter(|r| r.section == far_section).collect();
+    if !far.is_empty() {
+        print_distance_table(&throughput, &far, args.far_rtt_ms);
+    }
     print_table(
         &format!(
             "What breaks: the same, on 2 instances started with --hold-ms {h} (every deduction waits {h} ms between read and write)",
@@ -419,4 +493,34 @@ pub async fn baseline_row(
     let mut plan = plan("throughput", "baseline", product, load, Expect::Safe);
     plan.products = vec![product];
     Ok(Row::new(&plan, 0, &fired, verdict))
+}
+
+/// The throughput table's distance columns: each strategy on loopback (or the demo's
+/// own RTT) and at `rtt_ms`, with the round trips per sale counted there.
+fn print_distance_table(near: &[&Row], far: &[&Row], rtt_ms: f64) {
+    println!();
+    println!(
+        "Throughput at {rtt_ms} ms RTT to every server (every server behind a proxy; {} requests, same stock) beside the table above",
+        far.first().map_or(0, |r| r.requests)
+    );
+    println!(
+        "{:<12} {:>9} {:>9} {:>11} {:>11} {:>7}  round trips per request (counted)",
+        "strategy", "req/s", "p99 ms", "far req/s", "far p99 ms", "ratio"
+    );
+    for f in far {
+        let n = near.iter().find(|n| n.strategy == f.strategy);
+        println!(
+            "{:<12} {:>9} {:>9} {:>11.0} {:>11.1} {:>7}  {}",
+            f.strategy,
+            n.map_or("-".into(), |n| format!("{:.0}", n.throughput_rps)),
+            n.map_or("-".into(), |n| format!("{:.1}", n.latency_ms.p99)),
+            f.throughput_rps,
+            f.latency_ms.p99,
+            n.map_or("-".into(), |n| format!(
+                "{:.2}",
+                f.throughput_rps / n.throughput_rps.max(1e-9)
+            )),
+            loadtest::distance::by_kind(&f.round_trips_per_request())
+        );
+    }
 }
