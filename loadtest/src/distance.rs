@@ -261,6 +261,7 @@ pub fn html(
          lock.</p>"
     );
     let strategies = strategies(rows);
+    html.push_str(&crate::sweep::legend(&strategies, catalogue));
     for &products in &info.products {
         let series = |value: &dyn Fn(&Row) -> f64| {
             (strategies.iter())

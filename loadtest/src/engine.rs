@@ -139,6 +139,8 @@ pub enum Outcome {
     /// 503 with the service's error code: `busy`, `lock_lost`, `outcome_unknown`,
     /// `backend_unavailable`.
     Unavailable(String),
+    /// 429 `overloaded`: past the instance's admission limit; nothing was done.
+    Overloaded,
     /// Another 4xx.
     ClientError,
     /// A 5xx other than 503.
@@ -167,6 +169,7 @@ impl Outcome {
             Outcome::Sold => "200".into(),
             Outcome::SoldOut => "409".into(),
             Outcome::Unavailable(code) => format!("503 {code}"),
+            Outcome::Overloaded => "429 overloaded".into(),
             Outcome::ClientError => "4xx".into(),
             Outcome::ServerError => "5xx".into(),
             Outcome::Unreachable => "unreachable".into(),
@@ -298,6 +301,7 @@ pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> R
                     )
                 },
                 409 => reply(Outcome::SoldOut, 0, false),
+                429 => reply(Outcome::Overloaded, 0, false),
                 503 => {
                     let code = answer["error"].as_str().unwrap_or("?").to_string();
                     reply(Outcome::Unavailable(code), 0, false)

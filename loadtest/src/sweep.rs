@@ -282,6 +282,25 @@ impl SweepInfo {
     }
 }
 
+/// A line per strategy's colour and name, above the charts.
+pub fn legend(strategies: &[&str], catalogue: &Catalogue) -> String {
+    let mut html = String::from("<p>");
+    for s in strategies {
+        let c = catalogue.colour(s);
+        let _ = write!(
+            html,
+            "<span style=\"display:inline-block;margin-right:14px\"><span style=\"display:inline-block;width:14px;height:14px;\
+             vertical-align:middle;background:rgb({},{},{})\"></span> {}</span>",
+            c.0,
+            c.1,
+            c.2,
+            escape(s)
+        );
+    }
+    html.push_str("</p>");
+    html
+}
+
 /// `loadtest sweep`: per layout, a table and two line charts (throughput, p99), then
 /// a compare-and-set's transactions per sale on both layouts.
 fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
@@ -301,20 +320,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         info.seconds
     );
     let strategies = strategies(rows);
-    html.push_str("<p>");
-    for s in &strategies {
-        let c = catalogue.colour(s);
-        let _ = write!(
-            html,
-            "<span style=\"display:inline-block;margin-right:14px\"><span style=\"display:inline-block;width:14px;height:14px;\
-             vertical-align:middle;background:rgb({},{},{})\"></span> {}</span>",
-            c.0,
-            c.1,
-            c.2,
-            escape(s)
-        );
-    }
-    html.push_str("</p>");
+    html.push_str(&legend(&strategies, catalogue));
     let cell = |section: &str, strategy: &str, c: usize| cell(rows, section, strategy, c);
     let concurrencies: Vec<String> = info.concurrencies.iter().map(|c| c.to_string()).collect();
     let by_concurrency = ("requests in flight (concurrency)", &concurrencies[..]);

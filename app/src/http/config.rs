@@ -40,6 +40,18 @@ pub struct Settings {
     #[arg(long, env = "WORKERS")]
     pub workers: Option<usize>,
 
+    /// Admission limit: at most this many deductions in flight on this instance; past
+    /// it a deduction is answered 429 `overloaded` with Retry-After at once, nothing
+    /// queued. 0: no limit. With --adaptive-limit, the adaptive limit's ceiling.
+    #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = 0)]
+    pub max_in_flight: usize,
+
+    /// Adapt the admission limit to latency (Netflix concurrency-limits' Gradient2:
+    /// shrink when latency climbs above its long average, grow back when it falls;
+    /// between 20 and --max-in-flight, or 1000).
+    #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
+    pub adaptive_limit: bool,
+
     /// InnoDB lock wait timeout for the service's connections, in seconds: how long a
     /// `SELECT ... FOR UPDATE` or UPDATE waits for a row lock before error 1205
     /// (MariaDB's default is 50 s; tests use 2 s).

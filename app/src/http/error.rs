@@ -2,7 +2,7 @@
 //! [`DeductError`] included) to an HTTP status and a stable code.
 //!
 //! Every error body is `{"error": CODE, "detail": TEXT, "request_id": ID}`. The headers
-//! every answer carries (`X-Request-Id`, and `Retry-After` on a 503) are set in one
+//! every answer carries (`X-Request-Id`, and `Retry-After` on a 503 or 429) are set in one
 //! place, the request-context middleware in `routes`; an error only says which request
 //! id it answers. Database and other internal details are logged, never sent.
 
@@ -47,6 +47,12 @@ pub enum AppError {
     /// 408: a test hook's wait ran out (e.g. fewer requests paused than awaited).
     #[error("{0}")]
     HookTimeout(String),
+    /// 429: the instance works on as many deductions as its admission limit allows
+    /// (`--max-in-flight`); nothing was done, retry after `Retry-After`.
+    #[error(
+        "{limit} deductions in flight here, the admission limit; nothing was done, retry later"
+    )]
+    Overloaded { limit: usize },
     /// 405 for a known path with another method.
     #[error("{method} is not allowed here; use {allowed}")]
     MethodNotAllowed {
@@ -74,7 +80,7 @@ impl AppError {
     }
 
     /// Every code an error body may carry (the OpenAPI document's `ErrorCode`).
-    pub const CODES: [&'static str; 16] = [
+    pub const CODES: [&'static str; 17] = [
         "invalid_request",
         "unauthorized",
         "admin_disabled",
@@ -90,6 +96,7 @@ impl AppError {
         "lock_lost",
         "outcome_unknown",
         "backend_unavailable",
+        "overloaded",
         "internal",
     ];
 
@@ -120,6 +127,7 @@ impl AppError {
             UnknownFailpoint(_) => (S::NOT_FOUND, "unknown_failpoint"),
             MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed"),
             HookTimeout(_) => (S::REQUEST_TIMEOUT, "hook_timeout"),
+            Overloaded { .. } => (S::TOO_MANY_REQUESTS, "overloaded"),
         }
     }
 

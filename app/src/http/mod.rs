@@ -13,6 +13,8 @@
 //! - [`hooks`]: failpoints, holds and barriers for deterministic race tests (off by
 //!   default): the service's [`crate::domain::probe::Probe`].
 //! - [`in_flight`]: a request waits for its in-flight twin in this process.
+//! - [`admission`]: the admission limit (fixed or adaptive, Gradient2): past it a
+//!   deduction is answered 429 at once.
 //! - [`strict_json`]: JSON bodies that refuse a repeated key; cutting echoed input.
 //! - [`stock`]: the admin's SQL (restock, read a product).
 //! - [`phases`]: where a request's time goes (its probe adds it up).
@@ -22,6 +24,7 @@
 //! - [`openapi`]: `GET /openapi.json`, the OpenAPI 3.1 document, generated (utoipa).
 //! - [`telemetry`]: the tracing subscriber.
 
+pub mod admission;
 pub mod bodies;
 pub mod config;
 pub mod error;

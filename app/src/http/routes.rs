@@ -151,7 +151,7 @@ impl FromRequest for RequestId {
 
 /// Middleware: gives every request an id and a tracing span, and sets the headers every
 /// answer carries, here and nowhere else: `X-Request-Id` (the id the answer names, if
-/// it named one, else the request's) and, on a 503, `Retry-After`.
+/// it named one, else the request's) and, on a 503 or a 429, `Retry-After`.
 pub async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -182,7 +182,11 @@ pub async fn request_context(
     if let Ok(value) = HeaderValue::from_str(&answered) {
         res.headers_mut().insert(X_REQUEST_ID, value);
     }
-    if res.status() == actix_web::http::StatusCode::SERVICE_UNAVAILABLE {
+    if matches!(
+        res.status(),
+        actix_web::http::StatusCode::SERVICE_UNAVAILABLE
+            | actix_web::http::StatusCode::TOO_MANY_REQUESTS
+    ) {
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
@@ -586,6 +590,7 @@ async fn put_stock(
     (status = 413, description = "A body over 64 KiB: `invalid_request`.", body = ErrorBody),
     (status = 422, description = "The request_id already succeeded for a different request: `request_id_reused`.", body = ErrorBody),
     (status = 500, description = "Anything else: `internal` (details only in the server log).", body = ErrorBody),
+    (status = 429, description = "Nothing was deducted: `overloaded`, the instance's admission limit (`--max-in-flight`) was reached; retry after `Retry-After`.", body = ErrorBody),
     (status = 503, description = "Nothing was deducted: `busy` (the lock or the retries ran out), `lock_lost`, `backend_unavailable` (naming it); or `outcome_unknown` (COMMIT sent, no reply: retry with the same request_id).", body = ErrorBody)))]
 async fn deduct(
     state: web::Data<AppState>,
@@ -614,6 +619,18 @@ async fn deduct(
     .map_err(|e| {
         state.metrics.deduction(served, e.code(), started.elapsed());
         ApiError::new(e, id.0.clone())
+    })?;
+    // Past the admission limit: refused now, before any backend or lock is touched.
+    let _admitted = state.admission.try_enter().map_err(|refused| {
+        state
+            .metrics
+            .deduction(served, "overloaded", started.elapsed());
+        ApiError::new(
+            AppError::Overloaded {
+                limit: refused.limit,
+            },
+            order.request_id.clone(),
+        )
     })?;
     // The request's span (the middleware's): this deduction's fields go on it.
     let span = tracing::Span::current();

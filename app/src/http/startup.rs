@@ -95,6 +95,10 @@ impl Application {
             pool,
             reads,
             in_flight: InFlight::default(),
+            admission: crate::http::admission::Admission::new(
+                settings.max_in_flight,
+                settings.adaptive_limit,
+            ),
             hooks,
             openapi: openapi::json(),
             metrics: crate::http::metrics::Metrics::new(),

@@ -18,6 +18,8 @@ pub struct AppState {
     pub settings: Settings,
     pub strategies: Strategies,
     pub in_flight: InFlight,
+    /// The admission limit on deductions in flight (`--max-in-flight`).
+    pub admission: crate::http::admission::Admission,
     /// The test hooks (failpoints, holds, barriers).
     pub hooks: Arc<Hooks>,
     /// `GET /openapi.json`'s body, generated once at start.

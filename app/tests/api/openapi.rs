@@ -359,11 +359,12 @@ async fn every_answer_matches_the_contract() {
     bare.stop().await;
 
     // The database out of reach: one pooled connection, held by a paused deduction;
-    // reading and restocking time out waiting for it (503), then the deduction goes
-    // on (200).
+    // reading and restocking time out waiting for it (503), another deduction is past
+    // the admission limit of one (429), then the deduction goes on (200).
     let starved = spawn_with(stock_app::Settings {
         db_pool_size: 1,
         db_acquire_timeout_ms: 300,
+        max_in_flight: 1,
         ..test_settings(&database)
     })
     .await;
@@ -378,6 +379,11 @@ async fn every_answer_matches_the_contract() {
     contract
         .check("put", stock, starved.put_stock(1, 5).await)
         .await;
+    let overloaded = starved
+        .deduct("atomic-sql", &json!({"product_id": 1}))
+        .await;
+    assert_eq!(overloaded.status(), StatusCode::TOO_MANY_REQUESTS);
+    contract.check("post", deduct, overloaded).await;
     starved.release("after_read").await;
     contract.check_answered(paused.await.unwrap());
     starved.stop().await;

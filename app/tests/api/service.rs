@@ -1,7 +1,9 @@
 //! The service around the strategies: health, readiness, strategies, stock, routing,
 //! admin, and the binary itself.
 
-use crate::helpers::{assert_error, fresh_database, spawn_app, spawn_with};
+use crate::helpers::{
+    assert_error, deduct_in_background, fresh_database, spawn_app, spawn_with, test_settings,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
@@ -383,4 +385,85 @@ async fn two_instances_starting_at_once_both_migrate() {
             handle.stop(true).await;
         }
     }
+}
+
+/// The admission limit (`--max-in-flight 2`): with two deductions paused at a
+/// failpoint, a third is answered 429 `overloaded` at once, with Retry-After, and
+/// changes nothing (no stock, no ledger row, no order); `/health` still answers; once
+/// the two finish, the next is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_admission_limit_a_deduction_is_refused_at_once() {
+    let app = spawn_with(Settings {
+        max_in_flight: 2,
+        ..test_settings(&fresh_database().await)
+    })
+    .await;
+    app.stock(1, 10).await;
+    app.stock(2, 10).await;
+    app.set_failpoint("after_read", json!({"mode": "pause"}))
+        .await;
+    let held: Vec<_> = (1..=2)
+        .map(|i| {
+            deduct_in_background(
+                &app,
+                "pessimistic",
+                json!({"request_id": format!("held-{i}"), "product_id": i, "quantity": 1}),
+            )
+        })
+        .collect();
+    app.wait_paused("after_read", 2).await;
+    let started = std::time::Instant::now();
+    let refused = app
+        .deduct(
+            "atomic-sql",
+            &json!({"request_id": "third", "product_id": 1, "quantity": 1}),
+        )
+        .await;
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("1")
+    );
+    let body = assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "overloaded").await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2 deductions in flight"),
+        "{body}"
+    );
+    eprintln!("refused in {:?}", started.elapsed());
+    assert_eq!(app.get("/health").await.status(), StatusCode::OK);
+    let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE request_id = 'third'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(orders, 0, "a refused deduction leaves no order");
+    app.set_failpoint("after_read", json!({"mode": "off"}))
+        .await;
+    app.release("after_read").await;
+    for h in held {
+        let (status, body) = h.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    for product in [1, 2] {
+        let state = app.db_state(product).await;
+        assert_eq!(
+            (state.remaining, state.ledger_sum),
+            (9, 1),
+            "product {product}"
+        );
+    }
+    let next = app
+        .deduct(
+            "atomic-sql",
+            &json!({"request_id": "fourth", "product_id": 1, "quantity": 1}),
+        )
+        .await;
+    assert_eq!(next.status(), StatusCode::OK);
+    let state = app.db_state(1).await;
+    assert_eq!((state.remaining, state.ledger_sum), (8, 2));
+    app.stop().await;
 }
