@@ -52,6 +52,13 @@ pub struct Settings {
     #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
     pub adaptive_limit: bool,
 
+    /// The sold-out fast path: a product a strategy found with nothing left is refused
+    /// here without running the strategy for this long after (then the strategy looks
+    /// again); a restock answers only after it, so no instance refuses a restocked
+    /// unit. 0 turns it off.
+    #[arg(long, env = "SOLD_OUT_CACHE_MS", default_value_t = 100)]
+    pub sold_out_cache_ms: u64,
+
     /// InnoDB lock wait timeout for the service's connections, in seconds: how long a
     /// `SELECT ... FOR UPDATE` or UPDATE waits for a row lock before error 1205
     /// (MariaDB's default is 50 s; tests use 2 s).

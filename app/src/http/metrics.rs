@@ -54,6 +54,7 @@ pub struct Scrape {
 pub struct Metrics {
     registry: Registry,
     deductions: IntCounterVec,
+    sold_out_fast: IntCounterVec,
     duration: HistogramVec,
     phases: HistogramVec,
     pool_wait: HistogramVec,
@@ -84,6 +85,14 @@ impl Metrics {
                 "Answered deductions, by strategy and outcome (deducted, duplicate, or the error code).",
             ),
             &["strategy", "outcome"],
+        )
+        .expect("a valid metric");
+        let sold_out_fast = IntCounterVec::new(
+            Opts::new(
+                "stock_locks_sold_out_fast_total",
+                "Deductions refused by the sold-out fast path (the product known sold out here; the strategy did not run), by strategy. Also counted in deductions_total as insufficient_stock.",
+            ),
+            &["strategy"],
         )
         .expect("a valid metric");
         let duration = HistogramVec::new(
@@ -150,6 +159,7 @@ impl Metrics {
             Box::new(pool_wait.clone()),
             Box::new(transactions.clone()),
             Box::new(batch_size.clone()),
+            Box::new(sold_out_fast.clone()),
         ] {
             registry.register(metric).expect("registered once");
         }
@@ -162,6 +172,7 @@ impl Metrics {
         Metrics {
             registry,
             deductions,
+            sold_out_fast,
             duration,
             phases,
             pool_wait,
@@ -176,6 +187,11 @@ impl Metrics {
     /// ([`crate::strategies::Strategy::start`]).
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Counts a deduction the sold-out fast path refused.
+    pub fn sold_out_fast(&self, strategy: &'static str) {
+        self.sold_out_fast.with_label_values(&[strategy]).inc();
     }
 
     /// Counts one answered deduction of `strategy` and how long it took.

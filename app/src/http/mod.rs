@@ -15,6 +15,8 @@
 //! - [`in_flight`]: a request waits for its in-flight twin in this process.
 //! - [`admission`]: the admission limit (fixed or adaptive, Gradient2): past it a
 //!   deduction is answered 429 at once.
+//! - [`sold_out`]: the sold-out fast path (a product known sold out here is refused
+//!   without running the strategy; a restock waits out the marks).
 //! - [`strict_json`]: JSON bodies that refuse a repeated key; cutting echoed input.
 //! - [`stock`]: the admin's SQL (restock, read a product).
 //! - [`phases`]: where a request's time goes (its probe adds it up).
@@ -35,6 +37,7 @@ pub mod openapi;
 pub mod phases;
 pub mod ready;
 pub mod routes;
+pub mod sold_out;
 pub mod startup;
 pub mod state;
 pub mod stock;

@@ -576,6 +576,10 @@ async fn put_stock(
     for strategy in state.strategies.iter() {
         strategy.restocked(product_id).await;
     }
+    // The sold-out fast path: this instance's marks go now; the others' expire before
+    // this answer (`sold_out`), so no deduction sent after it meets an old mark.
+    state.sold_out.restocked(product_id);
+    tokio::time::sleep(state.sold_out.ttl()).await;
     Ok(HttpResponse::Ok().json(view))
 }
 
@@ -653,7 +657,28 @@ async fn deduct(
     };
     // A twin of this request id in flight here: wait for it (then `orders` answers).
     let _entered = state.in_flight.enter(&order.request_id).await;
+    let products = order.items.iter().map(|item| item.product_id);
+    let known_sold_out = match knobs.mistake {
+        None => state.sold_out.known(served, products),
+        Some(_) => None,
+    };
     let result = match knobs.mistake.as_deref() {
+        // Known sold out here: refused without running the strategy (one read of
+        // `orders`, for a retry of an earlier success).
+        None if let Some(product_id) = known_sold_out => {
+            let requested = order
+                .items
+                .iter()
+                .find(|item| item.product_id == product_id)
+                .map_or(1, |item| item.quantity);
+            state.metrics.sold_out_fast(served);
+            let sold_out = DeductError::InsufficientStock {
+                product_id,
+                requested: requested.into(),
+                available: Some(0),
+            };
+            idempotency::after_refusal(&d, sold_out).await
+        }
         None => {
             let work = phases.strategy(strategy.deduct(&d));
             idempotency::once(&d, work).await
@@ -671,6 +696,17 @@ async fn deduct(
         },
     }
     .map_err(AppError::from);
+    // The strategy itself found nothing left: mark the product sold out here.
+    if known_sold_out.is_none()
+        && knobs.mistake.is_none()
+        && let Err(AppError::Deduct(DeductError::InsufficientStock {
+            product_id,
+            available: Some(0),
+            ..
+        })) = &result
+    {
+        state.sold_out.mark(served, *product_id, started);
+    }
     state.metrics.phases(served, phases);
     match result {
         Ok(done) => {

@@ -99,6 +99,9 @@ impl Application {
                 settings.max_in_flight,
                 settings.adaptive_limit,
             ),
+            sold_out: crate::http::sold_out::SoldOut::new(Duration::from_millis(
+                settings.sold_out_cache_ms,
+            )),
             hooks,
             openapi: openapi::json(),
             metrics: crate::http::metrics::Metrics::new(),

@@ -20,6 +20,8 @@ pub struct AppState {
     pub in_flight: InFlight,
     /// The admission limit on deductions in flight (`--max-in-flight`).
     pub admission: crate::http::admission::Admission,
+    /// Products known sold out here, per strategy (`--sold-out-cache-ms`).
+    pub sold_out: crate::http::sold_out::SoldOut,
     /// The test hooks (failpoints, holds, barriers).
     pub hooks: Arc<Hooks>,
     /// `GET /openapi.json`'s body, generated once at start.

@@ -16,5 +16,6 @@ mod mistakes;
 mod openapi;
 mod races;
 mod service;
+mod sold_out;
 mod statements;
 mod validation;

@@ -1,0 +1,105 @@
+//! The sold-out fast path (`--sold-out-cache-ms`, on by default): a product a strategy
+//! found with nothing left is refused on that instance without running the strategy,
+//! and a restock reopens it on every instance before it answers.
+
+use crate::helpers::{TestApp, assert_error, each_strategy, fresh_database, spawn_app_on};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// `stock_locks_sold_out_fast_total` for `strategy` on `app`.
+async fn fast_refusals(app: &TestApp, strategy: &str) -> u64 {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    let prefix = format!("stock_locks_sold_out_fast_total{{strategy=\"{strategy}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+each_strategy! {
+/// Two instances on one database. Only a refusal that saw nothing left marks the
+/// product (asking for more than is left does not), each instance learns it from its
+/// own refusal, and then refuses without the strategy. A restock racing a stream of
+/// refusals on both instances: once it has answered, a deduction on either instance
+/// gets a unit, three rounds running.
+async fn the_sold_out_fast_path_refuses_only_what_is_gone(strategy: &str) {
+    let database = fresh_database().await;
+    let a = spawn_app_on(&database).await;
+    let b = spawn_app_on(&database).await;
+    a.stock(1, 2).await;
+    let deduct = |app: &TestApp, id: String, quantity: i64| {
+        let body = json!({"product_id": 1, "quantity": quantity, "request_id": id});
+        let request = app.client.post(app.url(&format!("/deduct/{strategy}"))).json(&body);
+        async move { request.send().await.unwrap() }
+    };
+    // Asking for 3 of 2 is refused by the strategy, and marks nothing.
+    assert_error(deduct(&a, "too-many".into(), 3).await, StatusCode::CONFLICT, "insufficient_stock").await;
+    assert_eq!(deduct(&a, "one".into(), 1).await.status(), StatusCode::OK);
+    assert_eq!(deduct(&a, "two".into(), 1).await.status(), StatusCode::OK);
+    assert_eq!(fast_refusals(&a, strategy).await, 0);
+    for (k, app) in [&a, &b].into_iter().enumerate() {
+        for i in 0..3 {
+            let refused = deduct(app, format!("late-{k}-{i}"), 1).await;
+            assert_error(refused, StatusCode::CONFLICT, "insufficient_stock").await;
+        }
+        // The first refusal ran the strategy and saw 0 left; the next two did not.
+        assert_eq!(fast_refusals(app, strategy).await, 2, "{}", app.address);
+    }
+    // A retry of a sale is still answered from `orders`, not refused.
+    let again = deduct(&b, "one".into(), 1).await;
+    assert_eq!(again.status(), StatusCode::OK);
+
+    let a = Arc::new(a);
+    let b = Arc::new(b);
+    for round in 0..3 {
+        // Sold out again (a restock to 0), and each instance learns it.
+        a.stock(1, 0).await;
+        for (k, app) in [&a, &b].into_iter().enumerate() {
+            let refused = deduct(app, format!("mark-{round}-{k}"), 1).await;
+            assert_eq!(refused.status(), StatusCode::CONFLICT);
+        }
+        // Refusals on both instances, without pause, while the restock happens.
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let hammers: Vec<_> = [a.clone(), b.clone()]
+            .into_iter()
+            .map(|app| {
+                let (stop, sent) = (stop.clone(), sent.clone());
+                let url = app.url(&format!("/deduct/{strategy}"));
+                let client = app.client.clone();
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let n = sent.fetch_add(1, Ordering::Relaxed);
+                        let body = json!({"product_id": 1, "request_id": format!("h-{round}-{n}")});
+                        let _ = client.post(&url).json(&body).send().await;
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        let before = fast_refusals(&a, strategy).await + fast_refusals(&b, strategy).await;
+        // More units than the refusals could buy while the restock waits out the marks.
+        a.stock(1, 100_000).await;
+        // The restock has answered: no instance refuses as sold out (a strategy that
+        // refuses under contention, 503, is not saying the units are gone).
+        for (k, app) in [&a, &b].into_iter().enumerate() {
+            let answer = deduct(app, format!("after-{round}-{k}"), 1).await;
+            assert_ne!(
+                answer.status(),
+                StatusCode::CONFLICT,
+                "round {round}, instance {k}: {}",
+                answer.text().await.unwrap()
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        for h in hammers {
+            h.await.unwrap();
+        }
+        let after = fast_refusals(&a, strategy).await + fast_refusals(&b, strategy).await;
+        assert!(after > before && before > 0, "round {round}: the fast path refused while the restock came ({before}, {after})");
+        let left: serde_json::Value = a.get("/stock/1").await.json().await.unwrap();
+        assert!(left["quantity"].as_i64().unwrap() > 0, "{left}");
+    }
+}
+}
