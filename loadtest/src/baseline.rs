@@ -60,6 +60,9 @@ pub async fn fire(
                 instance: 0,
                 sent_us: sent.duration_since(started).as_micros() as u64,
                 batch_size: None,
+                retries: 0,
+                done_us: started.elapsed().as_micros() as u64,
+                error: None,
             }
         })
         .buffer_unordered(concurrency.max(1))

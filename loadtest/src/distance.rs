@@ -108,6 +108,7 @@ pub async fn measure_round_trips(
                     request_hold_ms: None,
                     server_hold_ms: 0,
                     warmup: 0,
+                    retries: 0,
                     expect: if *safe { Expect::Safe } else { Expect::Either },
                 };
                 n += 1;

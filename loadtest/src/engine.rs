@@ -34,6 +34,9 @@ pub struct Load {
     pub id_prefix: String,
     /// Counts the answers as they come (the live page's progress), if given.
     pub answered: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// A 429 (`overloaded`) is sent again after its `Retry-After` (times a jitter of
+    /// 0.5-1.5, so the refused do not come back together), up to this many times.
+    pub retries: u32,
 }
 
 /// What the clients saw.
@@ -43,6 +46,14 @@ pub struct Fired {
     pub outcomes: BTreeMap<String, u64>,
     /// Latency of every request, in microseconds.
     pub latency_us: Histogram<u64>,
+    /// Latency of the requests answered 200 (the sale's last attempt), microseconds.
+    pub sold_latency_us: Histogram<u64>,
+    /// Requests sent again after a 429 (each resend counts).
+    pub retries: u64,
+    /// When each sale was answered, microseconds since the load started (sorted).
+    pub sold_at_us: Vec<u64>,
+    /// Requests that got no HTTP answer, by what the client saw (the innermost error).
+    pub transport_errors: BTreeMap<String, u64>,
     /// Request ids answered 200: each must have its ledger rows.
     pub acknowledged: Vec<String>,
     /// Request ids whose outcome is unknown (`outcome_unknown`, transport errors):
@@ -72,6 +83,11 @@ impl Fired {
         let mut fired = Fired {
             outcomes: BTreeMap::new(),
             latency_us: Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds"),
+            sold_latency_us: Histogram::new_with_bounds(1, 120_000_000, 3)
+                .expect("histogram bounds"),
+            retries: 0,
+            sold_at_us: Vec::new(),
+            transport_errors: BTreeMap::new(),
             acknowledged: Vec::new(),
             unknown: Vec::new(),
             attempts: 0,
@@ -84,7 +100,13 @@ impl Fired {
         for answer in answers {
             *fired.outcomes.entry(answer.outcome.key()).or_default() += 1;
             let _ = fired.latency_us.record(answer.micros.max(1));
+            fired.retries += u64::from(answer.retries);
+            if let Some(error) = &answer.error {
+                *fired.transport_errors.entry(error.clone()).or_default() += 1;
+            }
             if answer.outcome == Outcome::Sold {
+                let _ = fired.sold_latency_us.record(answer.micros.max(1));
+                fired.sold_at_us.push(answer.done_us);
                 fired.acknowledged.push(answer.request_id);
                 fired.attempts += answer.attempts;
                 fired.transactions += 1.0 / answer.batch_size.unwrap_or(1).max(1) as f64;
@@ -92,7 +114,15 @@ impl Fired {
                 fired.unknown.push(answer.request_id);
             }
         }
+        fired.sold_at_us.sort_unstable();
         fired
+    }
+
+    /// Sales answered within the first `window` of the load, per second of it.
+    pub fn sales_per_second_within(&self, window: Duration) -> f64 {
+        let end = window.as_micros() as u64;
+        let sold = self.sold_at_us.partition_point(|&t| t <= end);
+        sold as f64 / window.as_secs_f64().max(1e-9)
     }
 
     pub fn count(&self, outcome: &Outcome) -> u64 {
@@ -204,6 +234,12 @@ pub struct Answer {
     pub sent_us: u64,
     /// The 200 body's `batch_size` (sales in its transaction), if it said.
     pub batch_size: Option<u64>,
+    /// Times it was sent again after a 429.
+    pub retries: u32,
+    /// When its (last) answer came, in microseconds since the load started.
+    pub done_us: u64,
+    /// What the client saw when no answer came.
+    pub error: Option<String>,
 }
 
 /// Per instance: the requests refused (409) that were sent before some request that
@@ -247,12 +283,24 @@ fn body(load: &Load, i: usize) -> (String, Value) {
     (request_id, body)
 }
 
+/// Sends request `i`; a 429 goes again after its Retry-After, up to `load.retries`
+/// times. Its latency is its last attempt's.
 async fn send(client: &reqwest::Client, load: &Load, i: usize, started: Instant) -> Answer {
     let instance = i % load.bases.len();
     let url = format!("{}/deduct/{}", load.bases[instance], load.strategy);
     let (request_id, body) = body(load, i);
-    let sent = Instant::now();
-    let reply = post_deduct(client, &url, &body).await;
+    let first = Instant::now();
+    let mut retries = 0;
+    let (reply, sent) = loop {
+        let sent = Instant::now();
+        let reply = post_deduct(client, &url, &body).await;
+        if reply.outcome != Outcome::Overloaded || retries >= load.retries {
+            break (reply, sent);
+        }
+        retries += 1;
+        let wait = reply.retry_after.unwrap_or(Duration::from_secs(1));
+        tokio::time::sleep(wait.mul_f64(rand::random_range(0.5..1.5))).await;
+    };
     if let Some(answered) = &load.answered {
         answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -262,8 +310,11 @@ async fn send(client: &reqwest::Client, load: &Load, i: usize, started: Instant)
         attempts: reply.attempts,
         micros: sent.elapsed().as_micros() as u64,
         instance,
-        sent_us: sent.duration_since(started).as_micros() as u64,
+        sent_us: first.duration_since(started).as_micros() as u64,
         batch_size: reply.batch_size,
+        retries,
+        done_us: started.elapsed().as_micros() as u64,
+        error: reply.error,
     }
 }
 
@@ -277,6 +328,10 @@ pub struct Reply {
     pub duplicate: bool,
     /// The 200 body's `batch_size`, if it has one.
     pub batch_size: Option<u64>,
+    /// A 429's or 503's `Retry-After`, in whole seconds as HTTP has it.
+    pub retry_after: Option<Duration>,
+    /// No answer: the innermost error the client saw.
+    pub error: Option<String>,
 }
 
 /// Sends one deduction and classifies the answer.
@@ -286,10 +341,16 @@ pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> R
         attempts,
         duplicate,
         batch_size: None,
+        retry_after: None,
+        error: None,
     };
     match client.post(url).json(body).send().await {
         Ok(response) => {
             let status = response.status().as_u16();
+            let retry_after = (response.headers().get("retry-after"))
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
             let answer: Value = response.json().await.unwrap_or(Value::Null);
             match status {
                 200 => Reply {
@@ -301,7 +362,10 @@ pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> R
                     )
                 },
                 409 => reply(Outcome::SoldOut, 0, false),
-                429 => reply(Outcome::Overloaded, 0, false),
+                429 => Reply {
+                    retry_after,
+                    ..reply(Outcome::Overloaded, 0, false)
+                },
                 503 => {
                     let code = answer["error"].as_str().unwrap_or("?").to_string();
                     reply(Outcome::Unavailable(code), 0, false)
@@ -311,9 +375,25 @@ pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> R
             }
         }
         // Never sent (connection refused): certainly not applied.
-        Err(e) if e.is_connect() => reply(Outcome::Unreachable, 0, false),
-        Err(_) => reply(Outcome::Transport, 0, false),
+        Err(e) if e.is_connect() => Reply {
+            error: Some(innermost(&e)),
+            ..reply(Outcome::Unreachable, 0, false)
+        },
+        Err(e) => Reply {
+            error: Some(innermost(&e)),
+            ..reply(Outcome::Transport, 0, false)
+        },
     }
+}
+
+/// The innermost cause of an error (`connection closed before message completed`,
+/// `operation timed out`), what tells a transport error's side.
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
 }
 
 /// A progress bar on a terminal; hidden otherwise (CI logs stay quiet).

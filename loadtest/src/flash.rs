@@ -106,19 +106,6 @@ pub struct SellOut {
 /// The processes whose CPU the run watches, by name.
 pub type Processes = Vec<(String, u32)>;
 
-/// CPU seconds a process has used so far (user + system, from /proc).
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces): state is field 3, utime
-    // and stime fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(ticks as f64 / hz)
-}
-
 async fn questions(db: &MySqlPool) -> sqlx::Result<i64> {
     let (_, value): (String, String) = sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Questions'")
         .fetch_one(db)
@@ -137,7 +124,10 @@ async fn measured(
         .cloned()
         .chain([("loadtest".to_string(), std::process::id())])
         .collect();
-    let before: Vec<Option<f64>> = watched.iter().map(|(_, pid)| cpu_seconds(*pid)).collect();
+    let before: Vec<Option<f64>> = watched
+        .iter()
+        .map(|(_, pid)| crate::cost::cpu_seconds(*pid))
+        .collect();
     let asked = questions(&runner.db).await?;
     let started = Instant::now();
     let (row, fired) = runner.run_fired(plan).await?;
@@ -148,7 +138,7 @@ async fn measured(
         .iter()
         .zip(before)
         .filter_map(|((name, pid), before)| {
-            let used = cpu_seconds(*pid)? - before?;
+            let used = crate::cost::cpu_seconds(*pid)? - before?;
             Some((name.clone(), 100.0 * used / seconds))
         })
         .collect();
@@ -193,6 +183,7 @@ fn flash_plan(
         server_hold_ms: 0,
         // One round on a product of its own: connections open, buckets known.
         warmup: options.concurrency,
+        retries: 0,
         expect: Expect::Safe,
     }
 }

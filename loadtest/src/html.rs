@@ -205,7 +205,7 @@ pub fn table(rows: &[&Row]) -> String {
     let mut html = String::from(
         "<table><tr><th>strategy</th><th>concurrency</th><th>req/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th>\
          <th>sold</th><th>left</th><th>409</th><th>503 busy</th><th>other</th><th>tries/sale</th>\
-         <th>lost</th><th>beyond stock</th><th>verdict</th></tr>",
+         <th>lost</th><th>beyond stock</th><th>CPU per sale</th><th>verdict</th></tr>",
     );
     for r in rows {
         let other: u64 = r.other().map(|(_, n)| n).sum();
@@ -214,7 +214,7 @@ pub fn table(rows: &[&Row]) -> String {
             html,
             "<tr><td><a href=\"#s-{name}\">{name}</a></td><td>{}</td><td>{:.0}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td>\
-             <td class=\"{class}\">{}</td></tr>",
+             <td><small>{}</small></td><td class=\"{class}\">{}</td></tr>",
             r.concurrency,
             r.throughput_rps,
             r.latency_ms.p50,
@@ -229,6 +229,7 @@ pub fn table(rows: &[&Row]) -> String {
             r.attempts_per_success,
             r.verdict.lost_updates,
             r.verdict.beyond_stock,
+            escape(&r.cpu_text()),
             escape(r.verdict_text()),
             name = escape(&r.strategy),
         );

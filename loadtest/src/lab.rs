@@ -123,3 +123,27 @@ fn peak_rss_kib(pid: u32) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// The processes a run's cost is measured on: these instances and the servers.
+pub fn processes(instances: &[Instance], servers: &[(String, u32)]) -> Vec<(String, u32)> {
+    (instances.iter())
+        .map(|i| (i.process.name().to_string(), i.process.pid()))
+        .chain(servers.iter().cloned())
+        .collect()
+}
+
+/// How long the load generator keeps an idle connection: under the service's
+/// keep-alive (actix closes an idle connection after 5 s). A connection both sides
+/// consider open, closed by the server just as the client sends on it, fails with no
+/// answer at all (a transport error the service never saw): the client must give it
+/// up first.
+pub const CLIENT_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The load generator's HTTP client: `max_idle` connections kept per instance, each
+/// for at most [`CLIENT_IDLE`].
+pub fn http_client(max_idle: usize) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(max_idle)
+        .pool_idle_timeout(CLIENT_IDLE)
+        .build()
+}

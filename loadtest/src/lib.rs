@@ -17,12 +17,16 @@
 //!   request counted and waited, sales/s against RTT, the ranking claim.
 //! - [`flash`]: the flash sale (one hot product at high concurrency, a sell-out,
 //!   the split stock by number of buckets), with what limits each strategy.
+//! - [`overload`]: past capacity: each strategy's capacity, then an open loop at a
+//!   multiple of it, with and without an admission limit (goodput, p99, `/health`).
 //! - [`live`]: the live page (`demo --serve`): server-sent events of every run's
 //!   progress read from the database, the page embedded.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
 //! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
 //! - [`timing`]: where the time goes, from the instances' `/metrics` before and
 //!   after a run (lock wait, transaction, release, the rest).
+//! - [`cost`]: what a sale costs: CPU time per process from `/proc`, Redis's own
+//!   time from `INFO commandstats`.
 //! - [`catalogue`]: the strategies as the service lists them (order, family, colour,
 //!   explanation): nothing here lists strategies by hand.
 //! - [`baseline`]: the reference (conditional UPDATE) transaction over sqlx, no HTTP:
@@ -36,12 +40,14 @@ pub mod baseline;
 pub mod catalogue;
 pub mod chaos;
 pub mod claims;
+pub mod cost;
 pub mod distance;
 pub mod engine;
 pub mod flash;
 pub mod html;
 pub mod lab;
 pub mod live;
+pub mod overload;
 pub mod report;
 pub mod sweep;
 pub mod timing;
@@ -75,6 +81,10 @@ pub struct Runner {
     /// When the servers run behind the testbed's proxies: the round trip they add
     /// (ms) and their round-trip counters, read around each run.
     pub network: Option<(f64, testbed::RoundTrips)>,
+    /// The processes whose CPU a run measures per sale (instances and servers, by
+    /// name; this load generator always), and a Redis whose own time it reads.
+    pub processes: Vec<(String, u32)>,
+    pub redis_url: Option<String>,
 }
 
 /// How one strategy is loaded.
@@ -98,6 +108,8 @@ pub struct Plan {
     /// The hold the instances were started with (`--hold-ms`), for the report.
     pub server_hold_ms: u64,
     pub warmup: usize,
+    /// A 429 is sent again after its Retry-After, up to this many times.
+    pub retries: u32,
     pub expect: Expect,
 }
 
@@ -118,6 +130,8 @@ impl Runner {
             live: None,
             catalogue: Default::default(),
             network: None,
+            processes: Vec::new(),
+            redis_url: None,
         }
     }
 
@@ -159,6 +173,7 @@ impl Runner {
                 hold_ms: None,
                 id_prefix: format!("warm-{id}"),
                 answered: None,
+                retries: plan.retries,
             };
             fire(&self.client, &warm).await;
         }
@@ -188,6 +203,7 @@ impl Runner {
             hold_ms: plan.request_hold_ms,
             id_prefix: format!("lt-{id}"),
             answered: live.as_ref().map(|run| run.answered.clone()),
+            retries: plan.retries,
         };
         let watch = live
             .as_ref()
@@ -196,6 +212,11 @@ impl Runner {
         // whose instances cannot be scraped still runs, without the split.
         let before = timing::Snapshot::scrape(&self.client, &self.bases).await;
         let trips_before = self.network.as_ref().map(|(_, trips)| trips.snapshot());
+        let cpu_before = cost::cpu_by_group(&self.processes);
+        let redis_before = match &self.redis_url {
+            Some(url) => cost::redis_usec(url).await,
+            None => None,
+        };
         let mut fired = fire(&self.client, &load).await;
         let trips_answered = self.network.as_ref().map(|(_, trips)| trips.snapshot());
         let after = timing::Snapshot::scrape(&self.client, &self.bases).await;
@@ -223,6 +244,25 @@ impl Runner {
         )
         .await?;
         let mut row = Row::new(plan, self.bases.len(), &fired, verdict);
+        // CPU per sale, until every sale was recorded (the drain included).
+        let sales = fired.count(&engine::Outcome::Sold) as f64;
+        if sales > 0.0 {
+            let cpu_after = cost::cpu_by_group(&self.processes);
+            row.cpu_us_per_sale = (cpu_after.iter())
+                .filter_map(|(name, after)| {
+                    let used = after - cpu_before.get(name)?;
+                    Some((name.clone(), used * 1e6 / sales))
+                })
+                .collect();
+            if let (Some(url), Some(before)) = (&self.redis_url, redis_before)
+                && let Some(after) = cost::redis_usec(url).await
+            {
+                let used: u64 = (after.iter())
+                    .map(|(cmd, usec)| usec.saturating_sub(before.get(cmd).copied().unwrap_or(0)))
+                    .sum();
+                row.redis_us_per_sale = Some(used as f64 / sales);
+            }
+        }
         if let (Some((rtt_ms, _)), Some(before), Some(after)) =
             (&self.network, trips_before, trips_after)
         {
@@ -293,6 +333,9 @@ impl Row {
             rtt_ms: None,
             round_trips_per_sale: Default::default(),
             round_trips: Default::default(),
+            cpu_us_per_sale: Default::default(),
+            redis_us_per_sale: None,
+            transport_errors: fired.transport_errors.clone(),
         }
     }
 }

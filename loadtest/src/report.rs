@@ -66,6 +66,19 @@ pub struct Row {
     /// The same counts in total over the run (every answer, sales or not).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub round_trips: BTreeMap<String, u64>,
+    /// CPU time per sale of each process involved (microseconds, user + system, from
+    /// /proc, numbered processes added up: `stock-app`, `mariadb`, `redis`, ...,
+    /// `loadtest`), over the run and until its sales were recorded.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_us_per_sale: BTreeMap<String, f64>,
+    /// Redis's own time per sale on the first Redis (`INFO commandstats`, every
+    /// command), microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_us_per_sale: Option<f64>,
+    /// Requests that got no HTTP answer (`transport`, `unreachable`), by the innermost
+    /// error the client saw: which side dropped them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub transport_errors: BTreeMap<String, u64>,
 }
 
 impl Row {
@@ -93,6 +106,18 @@ impl Row {
 
     fn count(&self, key: &str) -> u64 {
         self.responses.get(key).copied().unwrap_or(0)
+    }
+
+    /// `stock-app 210 µs, mariadb 330 µs, loadtest 60 µs (Redis 12 µs)`: CPU per sale.
+    pub fn cpu_text(&self) -> String {
+        let mut parts: Vec<String> = (self.cpu_us_per_sale.iter())
+            .filter(|(_, us)| **us >= 0.5)
+            .map(|(name, us)| format!("{name} {us:.0} µs"))
+            .collect();
+        if let Some(redis) = self.redis_us_per_sale.filter(|us| *us > 0.0) {
+            parts.push(format!("(Redis's own time {redis:.1} µs)"));
+        }
+        parts.join(", ")
     }
 
     /// Round trips per request (every answer) by kind of server.
@@ -272,6 +297,9 @@ pub fn print_table(title: &str, rows: &[&Row]) {
         );
         for (kind, n) in row.other() {
             println!("{:<12}   other: {n} x {kind}", "");
+        }
+        for (error, n) in &row.transport_errors {
+            println!("{:<12}   no answer: {n} x {error}", "");
         }
         if !row.round_trips_per_sale.is_empty() {
             println!(

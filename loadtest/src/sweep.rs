@@ -141,6 +141,7 @@ impl Sweep {
                         request_hold_ms: None,
                         server_hold_ms: 0,
                         warmup: concurrency.max(20),
+                        retries: 0,
                         expect: if *safe { Expect::Safe } else { Expect::Either },
                     };
                     let row = runner.run(&plan).await?;

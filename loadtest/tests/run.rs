@@ -61,6 +61,7 @@ fn plan(strategy: &str, expect: Expect) -> Plan {
         request_hold_ms: None,
         server_hold_ms: 0,
         warmup: 5,
+        retries: 0,
         expect,
     }
 }

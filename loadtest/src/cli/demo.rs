@@ -2,7 +2,7 @@
 
 use super::{
     ADMIN_TOKEN, LoadArgs, first_product, parameters, plan, server_versions, start_instance,
-    write_reports,
+    start_instance_with, write_reports,
 };
 use anyhow::bail;
 use loadtest::Runner;
@@ -55,6 +55,20 @@ pub struct DemoArgs {
     /// Requests per strategy in that section (the stock is the same).
     #[arg(long, default_value_t = 300)]
     pub far_requests: usize,
+    /// Past capacity: an open loop at this multiple of each strategy's measured
+    /// capacity, with and without an admission limit; 0 skips the section.
+    #[arg(long, default_value_t = 5.0)]
+    pub overload_factor: f64,
+    /// How long each overload run offers its load, in seconds.
+    #[arg(long, default_value_t = 4.0)]
+    pub overload_seconds: f64,
+    /// The strategies loaded past capacity (a database one and a hot-product one).
+    #[arg(long, value_delimiter = ',', default_values_t = ["atomic-sql".to_string(), "batched".to_string()])]
+    pub overload_strategies: Vec<String>,
+    /// The fixed admission limit of the limited instances in that section, per
+    /// instance.
+    #[arg(long, default_value_t = 32)]
+    pub overload_max_in_flight: usize,
     #[command(flatten)]
     pub load: LoadArgs,
 }
@@ -98,9 +112,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let env: BTreeMap<_, _> = stack.env().into_iter().collect();
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
     // Keep every connection of the busiest section open between requests.
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.load.concurrency.max(args.flash_concurrency))
-        .build()?;
+    let client = loadtest::lab::http_client(args.load.concurrency.max(args.flash_concurrency))?;
     // Two instances as they would run behind a load balancer, and two more started
     // with --hold-ms for the section that shows what breaks.
     let mut plain = Vec::new();
@@ -130,9 +142,16 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         .connect(&env["DATABASE_URL"])
         .await?;
     // A runner on some instances, with the live page and the network's counters.
+    let server_pids = stack.pids();
+    let first_redis = env
+        .get("REDIS_URLS")
+        .and_then(|urls| urls.split(',').next())
+        .map(str::to_string);
     let runner_on = |instances: &[Instance]| Runner {
         live: live.clone(),
         network: network.clone(),
+        processes: loadtest::lab::processes(instances, &server_pids),
+        redis_url: first_redis.clone(),
         ..Runner::new(
             client.clone(),
             db.clone(),
@@ -142,6 +161,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     };
     let mut rows: Vec<Row> = Vec::new();
     let mut catalogue = Default::default();
+    let mut instances_extra: Vec<InstanceInfo> = Vec::new();
     for (section, (instances, hold)) in [(&plain, 0), (&held, args.hold_ms)].into_iter().enumerate()
     {
         let runner = runner_on(instances);
@@ -303,6 +323,83 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         rows.extend(sale.rows.iter().cloned());
         flash = Some(sale);
     }
+    // Past capacity: the same strategies as they run by default, and with an
+    // admission limit (fixed, adaptive) on two instances each.
+    let mut overload = Vec::new();
+    if args.overload_factor > 0.0 && !args.overload_strategies.is_empty() {
+        let limit = args.overload_max_in_flight.to_string();
+        let mut limited = Vec::new();
+        let mut adaptive = Vec::new();
+        for i in 1..=2 {
+            limited.push(
+                start_instance_with(
+                    &client,
+                    &app_bin,
+                    &env,
+                    &format!("stock-app-limited-{i}"),
+                    &["--max-in-flight", &limit],
+                )
+                .await?,
+            );
+            adaptive.push(
+                start_instance_with(
+                    &client,
+                    &app_bin,
+                    &env,
+                    &format!("stock-app-adaptive-{i}"),
+                    &["--adaptive-limit", "--max-in-flight", "256"],
+                )
+                .await?,
+            );
+        }
+        let (plain_runner, limited_runner, adaptive_runner) =
+            (runner_on(&plain), runner_on(&limited), runner_on(&adaptive));
+        let modes = [
+            (
+                &plain_runner,
+                loadtest::overload::Mode {
+                    name: "no limit".into(),
+                    retries: 0,
+                },
+            ),
+            (
+                &limited_runner,
+                loadtest::overload::Mode {
+                    name: format!("--max-in-flight {limit}"),
+                    retries: 3,
+                },
+            ),
+            (
+                &adaptive_runner,
+                loadtest::overload::Mode {
+                    name: "--adaptive-limit".into(),
+                    retries: 3,
+                },
+            ),
+        ];
+        for (i, strategy) in args.overload_strategies.iter().enumerate() {
+            if !catalogue.0.iter().any(|c| &c.name == strategy) {
+                bail!("--overload-strategies: unknown strategy {strategy:?}");
+            }
+            say(&format!(
+                "{strategy} past capacity: its capacity, then {}x it for {} s, 3 ways ...",
+                args.overload_factor, args.overload_seconds
+            ));
+            let (results, overload_rows) = loadtest::overload::run(
+                strategy,
+                &plain_runner,
+                &modes,
+                args.overload_factor,
+                args.overload_seconds,
+                4000,
+                &|n| first_product(6, i * 10 + n),
+            )
+            .await?;
+            overload.extend(results);
+            rows.extend(overload_rows);
+        }
+        instances_extra.extend(limited.iter().chain(adaptive.iter()).map(Instance::info));
+    }
     let servers = server_versions(&db, &env).await;
     db.close().await;
 
@@ -389,11 +486,15 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let instances: Vec<InstanceInfo> = plain
+    if !overload.is_empty() {
+        loadtest::overload::print_table(&overload, args.overload_factor);
+    }
+    let mut instances: Vec<InstanceInfo> = plain
         .iter()
         .chain(held.iter())
         .map(Instance::info)
         .collect();
+    instances.extend(instances_extra);
     for instance in plain.iter_mut().chain(held.iter_mut()) {
         instance.process.kill();
     }
@@ -405,6 +506,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     if let Some(sale) = &flash {
         report.claims.extend(sale.claims());
         report.parts.push(sale.part());
+    }
+    if !overload.is_empty() {
+        report.parts.push(loadtest::overload::part(
+            &overload,
+            args.overload_factor,
+            args.overload_seconds,
+        ));
     }
     report.instances = instances;
     report.machine.servers = servers;

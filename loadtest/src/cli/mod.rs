@@ -48,6 +48,10 @@ pub struct LoadArgs {
     /// Only these strategies (comma-separated; default: every one the service lists).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
+    /// A 429 (past the instances' admission limit) is sent again after its
+    /// Retry-After (jittered 0.5-1.5x), up to this many times.
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
     /// Write the JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -90,6 +94,7 @@ pub fn plan(
         request_hold_ms: None,
         server_hold_ms: 0,
         warmup: load.warmup,
+        retries: load.retries,
         expect,
     }
 }
@@ -142,12 +147,26 @@ pub async fn start_instance(
     name: &str,
     hold_ms: u64,
 ) -> anyhow::Result<Instance> {
-    let args: Vec<String> = vec![
-        "--admin-token".into(),
-        ADMIN_TOKEN.into(),
-        "--hold-ms".into(),
-        hold_ms.to_string(),
-    ];
+    start_instance_with(
+        client,
+        app_bin,
+        env,
+        name,
+        &["--hold-ms", &hold_ms.to_string()],
+    )
+    .await
+}
+
+/// [`start_instance`] with flags of its own (`--max-in-flight 32`, ...).
+pub async fn start_instance_with(
+    client: &reqwest::Client,
+    app_bin: &Path,
+    env: &BTreeMap<&str, String>,
+    name: &str,
+    flags: &[&str],
+) -> anyhow::Result<Instance> {
+    let mut args: Vec<String> = vec!["--admin-token".into(), ADMIN_TOKEN.into()];
+    args.extend(flags.iter().map(|f| f.to_string()));
     let servers: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
     Instance::start(client, app_bin, name, &servers, &args).await
 }

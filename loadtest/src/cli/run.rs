@@ -30,9 +30,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .max_connections(2)
         .connect(&args.database_url)
         .await?;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.load.concurrency)
-        .build()?;
+    let client = loadtest::lab::http_client(args.load.concurrency)?;
     let runner = Runner::new(client, db, args.urls.clone(), &args.admin_token);
     let mut rows = Vec::new();
     let catalogue = runner.strategies().await?;

@@ -71,9 +71,7 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let env: BTreeMap<_, _> = stack.env().into_iter().collect();
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
     let widest = concurrencies.iter().copied().max().unwrap_or(1);
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(widest)
-        .build()?;
+    let client = loadtest::lab::http_client(widest)?;
     let mut instances = Vec::new();
     for i in 1..=2 {
         instances
@@ -89,6 +87,11 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         instances.iter().map(|i| i.base.clone()).collect(),
         ADMIN_TOKEN,
     );
+    runner.processes = loadtest::lab::processes(&instances, &stack.pids());
+    runner.redis_url = env
+        .get("REDIS_URLS")
+        .and_then(|urls| urls.split(',').next())
+        .map(str::to_string);
     let catalogue = runner.strategies().await?;
     let mut strategies = catalogue.safety();
     if !args.strategies.is_empty() {
