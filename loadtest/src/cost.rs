@@ -1,7 +1,7 @@
 //! What a sale costs the machine: CPU time of every process involved (the service's
 //! instances, MariaDB, Redis, ZooKeeper, etcd, this load generator), read from
-//! `/proc/<pid>/stat` around a run, and Redis's own time (`INFO commandstats`: the
-//! microseconds its single thread spent in each command).
+//! `/proc/<pid>/stat` around a run, and Redis's own time (`INFO cpu`: its main
+//! thread; `INFO commandstats`: the microseconds spent in each command).
 
 use std::collections::BTreeMap;
 
@@ -39,16 +39,39 @@ pub fn cpu_by_group(processes: &[(String, u32)]) -> BTreeMap<String, f64> {
     totals
 }
 
-/// Microseconds Redis has spent in each command so far (`INFO commandstats`).
-pub async fn redis_usec(url: &str) -> Option<BTreeMap<String, u64>> {
+/// What Redis has spent so far: its main thread's CPU (the one thread every command
+/// runs on, so what caps it), and the microseconds per command (`INFO commandstats`;
+/// a script's commands are counted under their own names **and** inside the script's
+/// `evalsha`).
+#[derive(Debug, Clone, Default)]
+pub struct RedisTime {
+    pub main_thread_us: f64,
+    pub commands_us: BTreeMap<String, u64>,
+}
+
+pub async fn redis_time(url: &str) -> Option<RedisTime> {
     let client = redis::Client::open(url).ok()?;
     let mut conn = client.get_multiplexed_async_connection().await.ok()?;
     let info: String = redis::cmd("INFO")
+        .arg("cpu")
         .arg("commandstats")
         .query_async(&mut conn)
         .await
         .ok()?;
-    Some(parse_commandstats(&info))
+    let field = |name: &str| {
+        info.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(':')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    Some(RedisTime {
+        main_thread_us: (field("used_cpu_user_main_thread")? + field("used_cpu_sys_main_thread")?)
+            * 1e6,
+        commands_us: parse_commandstats(&info),
+    })
 }
 
 /// `cmdstat_evalsha:calls=10,usec=360,usec_per_call=36.00,...` → {"evalsha": 360}.

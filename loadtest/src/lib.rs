@@ -214,7 +214,7 @@ impl Runner {
         let trips_before = self.network.as_ref().map(|(_, trips)| trips.snapshot());
         let cpu_before = cost::cpu_by_group(&self.processes);
         let redis_before = match &self.redis_url {
-            Some(url) => cost::redis_usec(url).await,
+            Some(url) => cost::redis_time(url).await,
             None => None,
         };
         let mut fired = fire(&self.client, &load).await;
@@ -255,12 +255,17 @@ impl Runner {
                 })
                 .collect();
             if let (Some(url), Some(before)) = (&self.redis_url, redis_before)
-                && let Some(after) = cost::redis_usec(url).await
+                && let Some(after) = cost::redis_time(url).await
             {
-                let used: u64 = (after.iter())
-                    .map(|(cmd, usec)| usec.saturating_sub(before.get(cmd).copied().unwrap_or(0)))
-                    .sum();
-                row.redis_us_per_sale = Some(used as f64 / sales);
+                row.redis_us_per_sale =
+                    Some((after.main_thread_us - before.main_thread_us) / sales);
+                row.redis_commands_us_per_sale = (after.commands_us.iter())
+                    .filter_map(|(cmd, usec)| {
+                        let used =
+                            usec.saturating_sub(before.commands_us.get(cmd).copied().unwrap_or(0));
+                        (used > 0).then(|| (cmd.clone(), used as f64 / sales))
+                    })
+                    .collect();
             }
         }
         if let (Some((rtt_ms, _)), Some(before), Some(after)) =
@@ -270,7 +275,6 @@ impl Runner {
             row.round_trips = (after.iter())
                 .map(|(kind, n)| (kind.to_string(), n - before.get(kind).copied().unwrap_or(0)))
                 .collect();
-            let sales = fired.count(&engine::Outcome::Sold) as f64;
             row.round_trips_per_sale = (row.round_trips.iter().filter(|_| sales > 0.0))
                 .map(|(kind, n)| (kind.clone(), *n as f64 / sales))
                 .collect();
@@ -335,6 +339,7 @@ impl Row {
             round_trips: Default::default(),
             cpu_us_per_sale: Default::default(),
             redis_us_per_sale: None,
+            redis_commands_us_per_sale: Default::default(),
             transport_errors: fired.transport_errors.clone(),
         }
     }

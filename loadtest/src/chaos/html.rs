@@ -45,7 +45,7 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
         .collect();
     let _ = write!(
         html,
-        "<h2 id=\"faults\">Faults: who stays safe when holders pause, servers crash and sessions expire</h2>\
+        "<h2 id=\"faults\">Faults: who stays safe when holders pause, servers crash and sessions expire{distance}</h2>\
          <p>Each cell ran under concurrent load (one product; one buyer on instance A, {w} on instance B, each with a request always in flight) while the fault was made \
          deterministically: a failpoint handshake first tells the runner a request of instance A is exactly between its read \
          and its write, holding its lock; only then is A frozen, killed or cut off. Leases {lease} ms, ZooKeeper sessions \
@@ -55,6 +55,10 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
          <span class=\"v unavailable\" style=\"display:inline\">unavailable</span> no loss, no sale while the fault lasted \
          <span class=\"v lost\" style=\"display:inline\">lost updates</span> the stock is wrong. \
          A red outline marks a cell that did not give its expected verdict.</p>",
+        distance = f
+            .timing
+            .rtt_ms
+            .map_or(String::new(), |rtt| format!(" (RTT {rtt} ms to every server)")),
         w = f.timing.workers,
         lease = f.timing.lease_ms,
         session = f.timing.zk_session_ms,

@@ -39,6 +39,8 @@ impl Lab {
             etcd_nodes: ensemble,
             // A binary log, so a read replica can follow (the replica-lag cells).
             mariadb_primary: true,
+            // At a distance (`--rtt-ms`): every server behind a proxy with that latency.
+            network: timing.network(),
             ..StackConfig::default()
         })?;
         let redis_proxies = stack
@@ -55,6 +57,12 @@ impl Lab {
         let etcd_proxies = (stack.etcd.iter())
             .flat_map(|etcd| etcd.nodes().iter().map(|n| Proxy::start(n.client_port())))
             .collect::<Result<Vec<_>, _>>()?;
+        // A's own proxies (the faults') reach the servers directly: the same distance.
+        if let Some(latency) = timing.network() {
+            for proxy in redis_proxies.iter().chain(&zk_proxies).chain(&etcd_proxies) {
+                proxy.set_latency(latency);
+            }
+        }
         let env: std::collections::BTreeMap<_, _> = stack.env().into_iter().collect();
         // Idle connections are dropped before actix's keep-alive (5 s) would close
         // them: after a freeze longer than that, the server closes every idle

@@ -79,6 +79,10 @@ pub struct Timing {
     pub after_ms: u64,
     /// Buyers on instance B, each with one request in flight (A runs one).
     pub workers: usize,
+    /// A round-trip time (ms) between the instances and every server (`--rtt-ms`):
+    /// the stack behind the testbed's proxies, and A's fault proxies with it. `None`:
+    /// loopback.
+    pub rtt_ms: Option<f64>,
 }
 
 impl Timing {
@@ -90,6 +94,7 @@ impl Timing {
             warm_ms: 800,
             after_ms: 1500,
             workers: 3,
+            rtt_ms: None,
         }
     }
 
@@ -101,7 +106,15 @@ impl Timing {
             warm_ms: 400,
             after_ms: 800,
             workers: 2,
+            rtt_ms: None,
         }
+    }
+
+    /// The latency [`Timing::rtt_ms`] puts between the instances and the servers.
+    pub fn network(&self) -> Option<testbed::Latency> {
+        self.rtt_ms.map(|rtt| {
+            testbed::Latency::round_trip(std::time::Duration::from_secs_f64(rtt / 1000.0))
+        })
     }
 
     /// Chubby's lock-delay of the lock-delay scenarios: 2x the lease.

@@ -28,6 +28,10 @@ pub struct ChaosArgs {
     /// The ZooKeeper session timeout of both instances (at least 1000: 2 x tickTime).
     #[arg(long)]
     pub zk_session_ms: Option<u64>,
+    /// Put every server behind a proxy adding this round-trip time, in ms (instance A's
+    /// fault proxies too); the report's title says so.
+    #[arg(long, value_parser = super::parse_rtt_ms)]
+    pub rtt_ms: Option<f64>,
     /// The stock-app binary (default: next to this one).
     #[arg(long)]
     pub app_bin: Option<PathBuf>,
@@ -64,6 +68,7 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
     if let Some(session) = args.zk_session_ms {
         timing.zk_session_ms = session.max(1000);
     }
+    timing.rtt_ms = args.rtt_ms;
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
     let faults =
         loadtest::chaos::run(app_bin, timing, &scenarios, &args.strategies, args.all).await?;
@@ -71,7 +76,7 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
     let mut report = Report::new(
         json!({
             "command": "chaos", "scenarios": args.scenarios, "strategies": args.strategies,
-            "all": args.all, "quick": args.quick,
+            "all": args.all, "quick": args.quick, "rtt_ms": args.rtt_ms,
         }),
         Vec::new(),
     );
