@@ -35,8 +35,36 @@ pub struct Load {
     /// Counts the answers as they come (the live page's progress), if given.
     pub answered: Option<Arc<std::sync::atomic::AtomicU64>>,
     /// A 429 (`overloaded`) is sent again after its `Retry-After` (times a jitter of
-    /// 0.5-1.5, so the refused do not come back together), up to this many times.
+    /// 0.5-1.5, so the refused do not come back together), up to this many times,
+    /// within the load's retry budget ([`RetryBudget`]).
     pub retries: u32,
+}
+
+/// A load's retry budget, as Finagle's `RetryBudget` has it: retries may add at most
+/// 20 % to the requests started so far (plus 10), so that under overload the refused
+/// do not come back as a multiple of the load they were refused for.
+#[derive(Debug, Default)]
+pub struct RetryBudget {
+    started: std::sync::atomic::AtomicU64,
+    retried: std::sync::atomic::AtomicU64,
+}
+
+impl RetryBudget {
+    pub const SHARE: f64 = 0.2;
+    pub const FLOOR: u64 = 10;
+
+    fn started(&self) {
+        self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Takes one retry from the budget, if there is one left.
+    fn try_retry(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let allowed = (self.started.load(Relaxed) as f64 * Self::SHARE) as u64 + Self::FLOOR;
+        self.retried
+            .fetch_update(Relaxed, Relaxed, |r| (r < allowed).then_some(r + 1))
+            .is_ok()
+    }
 }
 
 /// What the clients saw.
@@ -54,6 +82,9 @@ pub struct Fired {
     pub sold_at_us: Vec<u64>,
     /// Requests that got no HTTP answer, by what the client saw (the innermost error).
     pub transport_errors: BTreeMap<String, u64>,
+    /// When the last request was first sent, microseconds since the load started (an
+    /// open loop's achieved rate is the requests over it).
+    pub last_sent_us: u64,
     /// Request ids answered 200: each must have its ledger rows.
     pub acknowledged: Vec<String>,
     /// Request ids whose outcome is unknown (`outcome_unknown`, transport errors):
@@ -88,6 +119,7 @@ impl Fired {
             retries: 0,
             sold_at_us: Vec::new(),
             transport_errors: BTreeMap::new(),
+            last_sent_us: answers.iter().map(|a| a.sent_us).max().unwrap_or(0),
             acknowledged: Vec::new(),
             unknown: Vec::new(),
             attempts: 0,
@@ -285,16 +317,24 @@ fn body(load: &Load, i: usize) -> (String, Value) {
 
 /// Sends request `i`; a 429 goes again after its Retry-After, up to `load.retries`
 /// times. Its latency is its last attempt's.
-async fn send(client: &reqwest::Client, load: &Load, i: usize, started: Instant) -> Answer {
+async fn send(
+    client: &reqwest::Client,
+    load: &Load,
+    i: usize,
+    started: Instant,
+    budget: &RetryBudget,
+) -> Answer {
     let instance = i % load.bases.len();
     let url = format!("{}/deduct/{}", load.bases[instance], load.strategy);
     let (request_id, body) = body(load, i);
     let first = Instant::now();
+    budget.started();
     let mut retries = 0;
     let (reply, sent) = loop {
         let sent = Instant::now();
         let reply = post_deduct(client, &url, &body).await;
-        if reply.outcome != Outcome::Overloaded || retries >= load.retries {
+        if reply.outcome != Outcome::Overloaded || retries >= load.retries || !budget.try_retry()
+        {
             break (reply, sent);
         }
         retries += 1;
@@ -426,11 +466,13 @@ async fn fire_quietly(
     bar: &indicatif::ProgressBar,
 ) -> Fired {
     let started = Instant::now();
+    let budget = Arc::new(RetryBudget::default());
     let answers: Vec<Answer> = match load.rate {
         None => {
+            let budget = &budget;
             futures::stream::iter(0..load.requests)
                 .map(|i| async move {
-                    let answer = send(client, load, i, started).await;
+                    let answer = send(client, load, i, started, budget).await;
                     bar.inc(1);
                     answer
                 })
@@ -446,9 +488,9 @@ async fn fire_quietly(
             for i in 0..load.requests {
                 ticks.tick().await;
                 let permit = gate.clone().acquire_owned().await.expect("open semaphore");
-                let (client, load) = (client.clone(), load.clone());
+                let (client, load, budget) = (client.clone(), load.clone(), budget.clone());
                 running.push(tokio::spawn(async move {
-                    let answer = send(&client, &load, i, started).await;
+                    let answer = send(&client, &load, i, started, &budget).await;
                     drop(permit);
                     answer
                 }));

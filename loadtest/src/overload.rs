@@ -4,7 +4,7 @@
 //! requests start at that rate whatever the answers take) against
 //! - instances as they run by default (no admission limit): everything queues;
 //! - instances with an admission limit (`--max-in-flight`, fixed, and adaptive:
-//!   Gradient2), the client honouring `Retry-After` (bounded retries with jitter).
+//!   Gradient2), the client honouring `Retry-After` (bounded retries with jitter, within a retry budget).
 //!
 //! For each: goodput (sales/s over the run) against the capacity, the p99 of the
 //! accepted deductions (answered 200) against the p99 at capacity, `/health` polled
@@ -44,6 +44,9 @@ pub struct OverloadRow {
     pub capacity_sales_per_second: f64,
     pub capacity_p99_ms: f64,
     pub offered_per_second: f64,
+    /// The rate the load generator reached (requests over the time it took to start
+    /// them all): under the offered rate when the client itself is the limit.
+    pub achieved_per_second: f64,
     /// Sales answered within the seconds the load was offered, per second.
     pub goodput_sales_per_second: f64,
     /// Goodput over capacity.
@@ -173,6 +176,8 @@ pub async fn run(
             capacity_sales_per_second: capacity_sales,
             capacity_p99_ms: capacity_p99,
             offered_per_second: offered,
+            achieved_per_second: row.requests as f64
+                / (fired.last_sent_us as f64 / 1e6).max(seconds.min(1e-3)),
             goodput_sales_per_second: goodput,
             goodput_share: goodput / capacity_sales.max(1e-9),
             accepted_p99_ms: accepted_p99,
@@ -219,11 +224,12 @@ pub fn print_table(results: &[OverloadRow], factor: f64) {
         "Past capacity: open loop at {factor}x each strategy's capacity (closed loop, concurrency 64), one hot product, 2 instances per mode"
     );
     println!(
-        "{:<12} {:<22} {:>8} {:>8} {:>9} {:>6} {:>9} {:>7} {:>9} {:>6} {:>7} {:>6}  goal",
+        "{:<12} {:<22} {:>8} {:>8} {:>8} {:>9} {:>6} {:>9} {:>7} {:>9} {:>6} {:>7} {:>6}  goal",
         "strategy",
         "mode",
         "cap/s",
         "offered",
+        "reached",
         "goodput",
         "share",
         "p99 acc",
@@ -235,11 +241,12 @@ pub fn print_table(results: &[OverloadRow], factor: f64) {
     );
     for r in results {
         println!(
-            "{:<12} {:<22} {:>8.0} {:>8.0} {:>9.0} {:>5.0}% {:>9.1} {:>7.1} {:>9.1} {:>6} {:>7} {:>6}  {}",
+            "{:<12} {:<22} {:>8.0} {:>8.0} {:>8.0} {:>9.0} {:>5.0}% {:>9.1} {:>7.1} {:>9.1} {:>6} {:>7} {:>6}  {}",
             r.strategy,
             r.mode,
             r.capacity_sales_per_second,
             r.offered_per_second,
+            r.achieved_per_second,
             r.goodput_sales_per_second,
             100.0 * r.goodput_share,
             r.accepted_p99_ms,
@@ -266,24 +273,26 @@ pub fn part(results: &[OverloadRow], factor: f64, seconds: f64) -> Part {
          (at most {OPEN_LOOP_IN_FLIGHT} in flight), against instances as they run by default (no \
          limit: everything queues) and against instances with an admission limit, whose \
          excess answers 429 with Retry-After at once; the client sends a 429 again after its \
-         Retry-After (jittered), a few times. <code>/health</code> is polled every 50 ms on every \
+         Retry-After (jittered), at most 3 times, and retries add at most 20 % to the \
+         requests (a retry budget, as Finagle's). <code>/health</code> is polled every 50 ms on every \
          instance throughout. Goal: goodput ≥ 90 % of capacity, p99 of the accepted ≤ 3× the \
          p99 at capacity, /health under 50 ms, nothing oversold or missing.</p>\
          <table><tr><th>strategy</th><th>mode</th><th>capacity sales/s</th><th>p99 at capacity</th>\
-         <th>offered/s</th><th>goodput sales/s</th><th>share</th><th>p99 accepted ms</th><th>× capacity p99</th>\
+         <th>offered/s</th><th>reached/s</th><th>goodput sales/s</th><th>share</th><th>p99 accepted ms</th><th>× capacity p99</th>\
          <th>/health max ms</th><th>429</th><th>retries</th><th>transport errors</th><th>oversold</th><th>goal</th></tr>"
     );
     for r in results {
         let class = if r.goal_met { "ok" } else { "bad" };
         let _ = write!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}%</td>\
+            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}%</td>\
              <td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td></tr>",
             escape(&r.strategy),
             escape(&r.mode),
             r.capacity_sales_per_second,
             r.capacity_p99_ms,
             r.offered_per_second,
+            r.achieved_per_second,
             r.goodput_sales_per_second,
             100.0 * r.goodput_share,
             r.accepted_p99_ms,

@@ -116,7 +116,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     // Two instances as they would run behind a load balancer, and two more started
     // with --hold-ms for the section that shows what breaks.
     let mut plain = Vec::new();
-    let mut held = Vec::new();
+    let mut held: Vec<Instance> = Vec::new();
     for i in 1..=2 {
         plain.push(start_instance(&client, &app_bin, &env, &format!("stock-app-{i}"), 0).await?);
     }
@@ -199,6 +199,10 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             rows.push(runner.run(&plan).await?);
         }
     }
+    // The held instances are done: stopped now, their connections and prepared
+    // statements with them.
+    instances_extra.extend(held.iter().map(Instance::info));
+    drop(held);
     // The throughput section again with every server farther away: two more instances
     // behind a second set of proxies.
     let far_section = format!(
@@ -489,13 +493,9 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     if !overload.is_empty() {
         loadtest::overload::print_table(&overload, args.overload_factor);
     }
-    let mut instances: Vec<InstanceInfo> = plain
-        .iter()
-        .chain(held.iter())
-        .map(Instance::info)
-        .collect();
+    let mut instances: Vec<InstanceInfo> = plain.iter().map(Instance::info).collect();
     instances.extend(instances_extra);
-    for instance in plain.iter_mut().chain(held.iter_mut()) {
+    for instance in plain.iter_mut() {
         instance.process.kill();
     }
     drop(stack);
