@@ -54,7 +54,8 @@ impl RetryBudget {
     pub const FLOOR: u64 = 10;
 
     fn started(&self) {
-        self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Takes one retry from the budget, if there is one left.
@@ -333,8 +334,7 @@ async fn send(
     let (reply, sent) = loop {
         let sent = Instant::now();
         let reply = post_deduct(client, &url, &body).await;
-        if reply.outcome != Outcome::Overloaded || retries >= load.retries || !budget.try_retry()
-        {
+        if reply.outcome != Outcome::Overloaded || retries >= load.retries || !budget.try_retry() {
             break (reply, sent);
         }
         retries += 1;

@@ -55,10 +55,9 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
          <span class=\"v unavailable\" style=\"display:inline\">unavailable</span> no loss, no sale while the fault lasted \
          <span class=\"v lost\" style=\"display:inline\">lost updates</span> the stock is wrong. \
          A red outline marks a cell that did not give its expected verdict.</p>",
-        distance = f
-            .timing
-            .rtt_ms
-            .map_or(String::new(), |rtt| format!(" (RTT {rtt} ms to every server)")),
+        distance = f.timing.rtt_ms.map_or(String::new(), |rtt| format!(
+            " (RTT {rtt} ms to every server)"
+        )),
         w = f.timing.workers,
         lease = f.timing.lease_ms,
         session = f.timing.zk_session_ms,

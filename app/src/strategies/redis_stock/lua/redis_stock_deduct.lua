@@ -21,22 +21,26 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   return {'recovering'}
 end
 local n = #KEYS - 3
+-- Stock and epoch in one call per item (each redis.call costs a conversion both ways
+-- on top of the command: the script's own overhead is most of its time).
+local epochs = {}
 for i = 1, n do
-  local stock = redis.call('HGET', KEYS[i + 3], 'stock')
+  local counter = redis.call('HMGET', KEYS[i + 3], 'stock', 'epoch')
+  local stock = counter[1]
   if not stock then
     return {'init', i}
   end
   if tonumber(stock) < tonumber(ARGV[3 + 2 * i]) then
     return {'short', i, stock}
   end
+  epochs[i] = counter[2]
 end
 local items = {}
 for i = 1, n do
   local key, product, quantity = KEYS[i + 3], ARGV[2 + 2 * i], tonumber(ARGV[3 + 2 * i])
   local left = redis.call('HINCRBY', key, 'stock', -quantity)
   redis.call('HINCRBY', key, 'pending', quantity)
-  local epoch = redis.call('HGET', key, 'epoch')
-  items[i] = product .. ':' .. quantity .. ':' .. left .. ':' .. epoch
+  items[i] = product .. ':' .. quantity .. ':' .. left .. ':' .. epochs[i]
 end
 local sale = table.concat(items, ',')
 local entry = redis.call('XADD', KEYS[2], '*', 'request_id', ARGV[1], 'hash', ARGV[2], 'items', sale)
