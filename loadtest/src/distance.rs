@@ -5,7 +5,8 @@
 //! a strategy's cost is mostly CPU; at 0.5 ms (one data centre) or 2 ms (across zones)
 //! it is mostly its round trips. This module measures both sides of that:
 //! - [`measure_round_trips`]: each strategy's round trips per request on the success
-//!   path and on a refusal, at concurrency 1, counted by the proxies (turns, per kind
+//!   path and on a refusal (2 asked of 1 left, so that the strategy itself refuses),
+//!   at concurrency 1, counted by the proxies (turns, per kind
 //!   of server) and, independently, from latency: `(p50 at X ms - p50 at 0) / X` is
 //!   the number of round trips the request waited for one after the other (a fan-out
 //!   to five Redis in parallel counts five turns and one wait);
@@ -93,7 +94,10 @@ pub async fn measure_round_trips(
             if let Some((at, _)) = &mut runner.network {
                 *at = rtt;
             }
-            for (path, stock) in [("sale", COUNT_REQUESTS as i64), ("refusal", 0)] {
+            // A refusal asks for 2 of 1: refused by the strategy itself every time (a
+            // product found with 0 left would be refused by the sold-out fast path
+            // after the first, without the strategy).
+            for (path, stock, quantity) in [("sale", COUNT_REQUESTS as i64, 1), ("refusal", 1, 2)] {
                 let plan = Plan {
                     section: format!("round trips: {path}, RTT {} ms", ms(rtt)),
                     strategy: strategy.clone(),
@@ -103,7 +107,7 @@ pub async fn measure_round_trips(
                     requests: COUNT_REQUESTS,
                     concurrency: 1,
                     rate: None,
-                    quantity: 1,
+                    quantity,
                     multi_item_share: 0.0,
                     request_hold_ms: None,
                     server_hold_ms: 0,
@@ -305,7 +309,8 @@ pub fn html(
         let _ = write!(
             html,
             "<h3>Round trips per request</h3><p>At concurrency 1, {n} requests per path: \
-             every one a sale, then every one refused (sold out). <em>Counted</em>: turns \
+             every one a sale, then every one refused by the strategy (2 asked of 1 left; \
+             a product known to have 0 left is refused by the sold-out fast path instead). <em>Counted</em>: turns \
              per request seen by the proxies (the client spoke, the server answered), by \
              kind of server. <em>Waited</em>: round trips waited for one after the other, \
              from latency: (p50 at {far} ms − p50 at 0) / {far} ms. A fan-out in parallel \

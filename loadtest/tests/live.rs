@@ -48,6 +48,11 @@ async fn demo(dir: &Path, json_path: &Path) -> (ServerProcess, String) {
         "--serve",
         "127.0.0.1:0",
         "--no-flash-sale",
+        // Neither the 2 ms section nor the overload one: the page is what is tested.
+        "--far-rtt-ms",
+        "0",
+        "--overload-factor",
+        "0",
         "--requests",
         "150",
         "--concurrency",

@@ -62,8 +62,10 @@ pub struct DemoArgs {
     /// How long each overload run offers its load, in seconds.
     #[arg(long, default_value_t = 4.0)]
     pub overload_seconds: f64,
-    /// The strategies loaded past capacity (a database one and a hot-product one).
-    #[arg(long, value_delimiter = ',', default_values_t = ["atomic-sql".to_string(), "batched".to_string()])]
+    /// The strategies loaded past capacity (default: the reference, the conditional
+    /// UPDATE, and the strategy that batches sales: a database one and a hot-product
+    /// one, as the service's catalogue names them).
+    #[arg(long, value_delimiter = ',')]
     pub overload_strategies: Vec<String>,
     /// The fixed admission limit of the limited instances in that section, per
     /// instance.
@@ -330,7 +332,15 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     // Past capacity: the same strategies as they run by default, and with an
     // admission limit (fixed, adaptive) on two instances each.
     let mut overload = Vec::new();
-    if args.overload_factor > 0.0 && !args.overload_strategies.is_empty() {
+    let overload_strategies: Vec<String> = if args.overload_strategies.is_empty() {
+        ["conditional-update", "batches"]
+            .iter()
+            .filter_map(|t| catalogue.first_with(t).map(|c| c.name.clone()))
+            .collect()
+    } else {
+        args.overload_strategies.clone()
+    };
+    if args.overload_factor > 0.0 && !overload_strategies.is_empty() {
         let limit = args.overload_max_in_flight.to_string();
         let mut limited = Vec::new();
         let mut adaptive = Vec::new();
@@ -381,7 +391,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 },
             ),
         ];
-        for (i, strategy) in args.overload_strategies.iter().enumerate() {
+        for (i, strategy) in overload_strategies.iter().enumerate() {
             if !catalogue.0.iter().any(|c| &c.name == strategy) {
                 bail!("--overload-strategies: unknown strategy {strategy:?}");
             }

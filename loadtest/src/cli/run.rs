@@ -33,12 +33,43 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = loadtest::lab::http_client(args.load.concurrency)?;
     let runner = Runner::new(client, db, args.urls.clone(), &args.admin_token);
     let mut rows = Vec::new();
+    let mut capacities = Vec::new();
     let catalogue = runner.strategies().await?;
     for (i, (name, safe)) in catalogue.safety().into_iter().enumerate() {
         if !args.load.strategies.is_empty() && !args.load.strategies.contains(&name) {
             continue;
         }
         let expect = if safe { Expect::Safe } else { Expect::Either };
+        // Open loop: the capacity first (the same load, closed loop, stock never the
+        // limit), so the run can say whether its rate is past it.
+        if let Some(rate) = args.load.rate {
+            let mut closed = plan(
+                "run: capacity",
+                &name,
+                first_product(1, i),
+                &args.load,
+                expect,
+            );
+            closed.rate = None;
+            closed.stock = closed.requests as i64;
+            closed.request_hold_ms = args.hold_ms;
+            let capacity = runner.run(&closed).await?;
+            let sales = loadtest::sweep::sales_per_second(&capacity);
+            let verdict = if rate > sales {
+                format!("OVERLOAD: {:.1}x the capacity", rate / sales.max(1e-9))
+            } else {
+                format!(
+                    "within capacity ({:.0}% of it)",
+                    100.0 * rate / sales.max(1e-9)
+                )
+            };
+            eprintln!(
+                "loadtest: {name}: capacity {sales:.0} sales/s (closed loop at concurrency {}); {rate} requests/s offered: {verdict}",
+                args.load.concurrency
+            );
+            capacities.push((name.clone(), sales, rate, verdict));
+            rows.push(capacity);
+        }
         let mut plan = plan("run", &name, first_product(0, i), &args.load, expect);
         plan.request_hold_ms = args.hold_ms;
         eprintln!(
@@ -46,6 +77,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             plan.requests, plan.concurrency
         );
         rows.push(runner.run(&plan).await?);
+    }
+    for (name, sales, rate, verdict) in &capacities {
+        println!("{name}: {rate} requests/s offered, capacity {sales:.0} sales/s: {verdict}");
     }
     runner.db.close().await;
     print_table(
@@ -61,6 +95,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         rows,
     );
     report.strategies = catalogue;
+    if !capacities.is_empty() {
+        report.parameters["capacity"] = capacities
+            .iter()
+            .map(|(name, sales, rate, verdict)| {
+                (name.clone(), serde_json::json!({"sales_per_second": sales, "offered": rate, "verdict": verdict}))
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    }
     if let Some(path) = &args.load.json {
         write_json(path, &report)?;
         println!("json: {}", path.display());
