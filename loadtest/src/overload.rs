@@ -217,46 +217,74 @@ pub async fn run(
     Ok((results, rows))
 }
 
+/// The table's columns: heading and width in the text table.
+const COLUMNS: [(&str, usize); 16] = [
+    ("strategy", 12),
+    ("mode", 22),
+    ("capacity/s", 10),
+    ("p99 cap ms", 10),
+    ("offered/s", 9),
+    ("reached/s", 9),
+    ("goodput/s", 9),
+    ("share", 6),
+    ("p99 acc ms", 10),
+    ("x cap p99", 9),
+    ("health ms", 9),
+    ("429", 7),
+    ("retries", 7),
+    ("transport", 9),
+    ("oversold", 8),
+    ("goal", 6),
+];
+
+impl OverloadRow {
+    /// One row's cells, as both tables show them.
+    fn cells(&self) -> [String; 16] {
+        [
+            self.strategy.clone(),
+            self.mode.clone(),
+            format!("{:.0}", self.capacity_sales_per_second),
+            format!("{:.1}", self.capacity_p99_ms),
+            format!("{:.0}", self.offered_per_second),
+            format!("{:.0}", self.achieved_per_second),
+            format!("{:.0}", self.goodput_sales_per_second),
+            format!("{:.0}%", 100.0 * self.goodput_share),
+            format!("{:.1}", self.accepted_p99_ms),
+            format!("{:.1}", self.p99_ratio),
+            format!("{:.1}", self.health_max_ms),
+            self.overloaded_429.to_string(),
+            self.retries.to_string(),
+            self.transport_errors.to_string(),
+            (if self.oversold || self.missing_acknowledged > 0 {
+                "YES"
+            } else {
+                "no"
+            })
+            .into(),
+            (if self.goal_met { "met" } else { "missed" }).into(),
+        ]
+    }
+}
+
 /// Prints the overload table.
 pub fn print_table(results: &[OverloadRow], factor: f64) {
     println!();
     println!(
         "Past capacity: open loop at {factor}x each strategy's capacity (closed loop, concurrency 64), one hot product, 2 instances per mode"
     );
-    println!(
-        "{:<12} {:<22} {:>8} {:>8} {:>8} {:>9} {:>6} {:>9} {:>7} {:>9} {:>6} {:>7} {:>6}  goal",
-        "strategy",
-        "mode",
-        "cap/s",
-        "offered",
-        "reached",
-        "goodput",
-        "share",
-        "p99 acc",
-        "x cap",
-        "health ms",
-        "429",
-        "retries",
-        "transp"
-    );
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = (cells.iter().zip(COLUMNS))
+            .enumerate()
+            .map(|(i, (cell, (_, width)))| match i {
+                0 | 1 => format!("{cell:<width$}"),
+                _ => format!("{cell:>width$}"),
+            })
+            .collect();
+        println!("{}", padded.join(" "));
+    };
+    line(&COLUMNS.map(|(heading, _)| heading.to_string()));
     for r in results {
-        println!(
-            "{:<12} {:<22} {:>8.0} {:>8.0} {:>8.0} {:>9.0} {:>5.0}% {:>9.1} {:>7.1} {:>9.1} {:>6} {:>7} {:>6}  {}",
-            r.strategy,
-            r.mode,
-            r.capacity_sales_per_second,
-            r.offered_per_second,
-            r.achieved_per_second,
-            r.goodput_sales_per_second,
-            100.0 * r.goodput_share,
-            r.accepted_p99_ms,
-            r.p99_ratio,
-            r.health_max_ms,
-            r.overloaded_429,
-            r.retries,
-            r.transport_errors,
-            if r.goal_met { "met" } else { "missed" }
-        );
+        line(&r.cells());
     }
     println!(
         "goal: goodput >= 90% of capacity, p99 of accepted <= 3x the p99 at capacity, /health < 50 ms, nothing oversold or missing"
@@ -265,7 +293,7 @@ pub fn print_table(results: &[OverloadRow], factor: f64) {
 
 /// The overload part of the report: the table, with the goal per row. Its rows'
 /// sections (`overload: ...`) are shown here, not as tables of their own.
-pub fn part(results: &[OverloadRow], factor: f64, seconds: f64) -> Part {
+pub fn part(results: &[OverloadRow], sell_outs: &[SellOutRow], factor: f64, seconds: f64) -> Part {
     let mut html = format!(
         "<h2>Past capacity: {factor}× the capacity, open loop</h2><p>Each strategy's capacity \
          is measured first (closed loop, 64 in flight, one hot product, stock never the limit); \
@@ -276,52 +304,207 @@ pub fn part(results: &[OverloadRow], factor: f64, seconds: f64) -> Part {
          Retry-After (jittered), at most 3 times, and retries add at most 20 % to the \
          requests (a retry budget, as Finagle's). <code>/health</code> is polled every 50 ms on every \
          instance throughout. Goal: goodput ≥ 90 % of capacity, p99 of the accepted ≤ 3× the \
-         p99 at capacity, /health under 50 ms, nothing oversold or missing.</p>\
-         <table><tr><th>strategy</th><th>mode</th><th>capacity sales/s</th><th>p99 at capacity</th>\
-         <th>offered/s</th><th>reached/s</th><th>goodput sales/s</th><th>share</th><th>p99 accepted ms</th><th>× capacity p99</th>\
-         <th>/health max ms</th><th>429</th><th>retries</th><th>transport errors</th><th>oversold</th><th>goal</th></tr>"
+         p99 at capacity, /health under 50 ms, nothing oversold or missing.</p><table><tr>"
     );
+    for (heading, _) in COLUMNS {
+        let _ = write!(html, "<th>{}</th>", escape(heading));
+    }
+    html.push_str("</tr>");
     for r in results {
         let class = if r.goal_met { "ok" } else { "bad" };
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}%</td>\
-             <td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td></tr>",
-            escape(&r.strategy),
-            escape(&r.mode),
-            r.capacity_sales_per_second,
-            r.capacity_p99_ms,
-            r.offered_per_second,
-            r.achieved_per_second,
-            r.goodput_sales_per_second,
-            100.0 * r.goodput_share,
-            r.accepted_p99_ms,
-            r.p99_ratio,
-            r.health_max_ms,
-            r.overloaded_429,
-            r.retries,
-            r.transport_errors,
-            if r.oversold || r.missing_acknowledged > 0 {
-                "YES"
+        let cells = r.cells();
+        html.push_str("<tr>");
+        for (i, cell) in cells.iter().enumerate() {
+            let attr = if i == cells.len() - 1 {
+                format!(" class=\"{class}\"")
             } else {
-                "no"
-            },
-            if r.goal_met { "met" } else { "missed" }
-        );
+                String::new()
+            };
+            let attr = if i == 1 {
+                " style=\"white-space:nowrap\"".to_string()
+            } else {
+                attr
+            };
+            let _ = write!(html, "<td{attr}>{}</td>", escape(cell));
+        }
+        html.push_str("</tr>");
     }
     html.push_str("</table>");
+    if !sell_outs.is_empty() {
+        html.push_str(&sell_out_html(sell_outs));
+    }
     let oversold = results
         .iter()
         .any(|r| r.oversold || r.missing_acknowledged > 0);
     Part {
         key: "overload",
-        json: serde_json::json!({ "factor": factor, "seconds": seconds, "rows": results }),
+        json: serde_json::json!({
+            "factor": factor, "seconds": seconds, "rows": results, "sell_out": sell_outs,
+        }),
         html,
         title: None,
         sections: std::iter::once("overload: capacity".to_string())
             .chain(results.iter().map(|r| format!("overload: {}", r.mode)))
+            .chain(
+                sell_outs
+                    .iter()
+                    .map(|r| format!("overload: sell-out, {}", r.mode)),
+            )
             .collect(),
         strategies: Vec::new(),
-        as_expected: !oversold,
+        as_expected: !oversold && sell_outs.iter().all(|r| r.exact),
     }
+}
+
+/// A sell-out past capacity, with the sold-out fast path on and off: the stock is
+/// small, so nearly every buyer is refused; what a refusal costs decides how the
+/// service holds up.
+#[derive(Debug, Clone, Serialize)]
+pub struct SellOutRow {
+    pub strategy: String,
+    pub mode: String,
+    pub stock: i64,
+    pub offered_per_second: f64,
+    pub sold: i64,
+    pub refused: u64,
+    /// Answers per second over the run.
+    pub answers_per_second: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// CPU per answer, microseconds, by process group.
+    pub cpu_us_per_answer: std::collections::BTreeMap<String, f64>,
+    pub exact: bool,
+}
+
+/// Sells `stock` units of `strategy` to `offered` requests a second for `seconds`, on
+/// each `(runner, mode)`: with the fast path (the instances' default) and without
+/// (`--sold-out-cache-ms 0`).
+pub async fn sell_out(
+    strategy: &str,
+    modes: &[(&Runner, &str)],
+    offered: f64,
+    seconds: f64,
+    stock: i64,
+    product: &dyn Fn(usize) -> i64,
+) -> anyhow::Result<(Vec<SellOutRow>, Vec<Row>)> {
+    let (mut results, mut rows) = (Vec::new(), Vec::new());
+    for (i, (runner, mode)) in modes.iter().enumerate() {
+        let requests = (offered * seconds).round() as usize;
+        let mut plan = plan(
+            &format!("overload: sell-out, {mode}"),
+            strategy,
+            product(i),
+            requests,
+        );
+        plan.stock = stock;
+        plan.rate = Some(offered);
+        plan.concurrency = OPEN_LOOP_IN_FLIGHT;
+        plan.warmup = 0;
+        let (row, fired) = runner.run_fired(&plan).await?;
+        let answers = row.requests.max(1) as f64;
+        let sold = fired.count(&crate::engine::Outcome::Sold);
+        let result = SellOutRow {
+            strategy: strategy.into(),
+            mode: mode.to_string(),
+            stock,
+            offered_per_second: offered,
+            sold: row.verdict.sold,
+            refused: row.responses.get("409").copied().unwrap_or(0),
+            answers_per_second: row.throughput_rps,
+            p50_ms: row.latency_ms.p50,
+            p99_ms: row.latency_ms.p99,
+            // The row's CPU is per sale: per answer here, where nearly all are refusals.
+            cpu_us_per_answer: (row.cpu_us_per_sale.iter())
+                .map(|(name, us)| (name.clone(), us * sold as f64 / answers))
+                .collect(),
+            exact: row.verdict.sold == stock
+                && row.verdict.is_clean()
+                && row.verdict.missing_acknowledged == 0,
+        };
+        eprintln!(
+            "overload: {strategy} sell-out, {mode}: {} sold of {stock}, {} refused, {:.0} answers/s, p50 {:.1} ms, p99 {:.1} ms",
+            result.sold, result.refused, result.answers_per_second, result.p50_ms, result.p99_ms
+        );
+        results.push(result);
+        rows.push(row);
+    }
+    Ok((results, rows))
+}
+
+/// The sell-out's text table.
+pub fn print_sell_out(results: &[SellOutRow]) {
+    println!();
+    println!(
+        "Sell-out past capacity: the sold-out fast path on and off (open loop, one hot product)"
+    );
+    println!(
+        "{:<12} {:<34} {:>6} {:>9} {:>6} {:>8} {:>10} {:>8} {:>8}  CPU per answer",
+        "strategy",
+        "mode",
+        "stock",
+        "offered/s",
+        "sold",
+        "refused",
+        "answers/s",
+        "p50 ms",
+        "p99 ms"
+    );
+    for r in results {
+        let cpu: Vec<String> = (r.cpu_us_per_answer.iter())
+            .filter(|(_, us)| **us >= 0.5)
+            .map(|(name, us)| format!("{name} {us:.0} µs"))
+            .collect();
+        println!(
+            "{:<12} {:<34} {:>6} {:>9.0} {:>6} {:>8} {:>10.0} {:>8.1} {:>8.1}  {}{}",
+            r.strategy,
+            r.mode,
+            r.stock,
+            r.offered_per_second,
+            r.sold,
+            r.refused,
+            r.answers_per_second,
+            r.p50_ms,
+            r.p99_ms,
+            cpu.join(", "),
+            if r.exact { "" } else { "  NOT EXACT" }
+        );
+    }
+}
+
+/// The sell-out's HTML, appended to the overload part.
+pub fn sell_out_html(results: &[SellOutRow]) -> String {
+    let mut html = String::from(
+        "<h3>Sell-out past capacity: the sold-out fast path on and off</h3><p>The same offered \
+         rate, a small stock: nearly every buyer is refused. With the fast path (the default) an \
+         instance that saw the product with nothing left refuses it without running the \
+         strategy (one read of <code>orders</code>); without it (<code>--sold-out-cache-ms 0</code>) \
+         every refusal runs the strategy.</p><table><tr><th>strategy</th><th>mode</th><th>stock</th>\
+         <th>offered/s</th><th>sold</th><th>refused</th><th>answers/s</th><th>p50 ms</th><th>p99 ms</th>\
+         <th>CPU per answer</th><th>exact</th></tr>",
+    );
+    for r in results {
+        let cpu: Vec<String> = (r.cpu_us_per_answer.iter())
+            .filter(|(_, us)| **us >= 0.5)
+            .map(|(name, us)| format!("{name} {us:.0} µs"))
+            .collect();
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td style=\"white-space:nowrap\">{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td>\
+             <td>{:.0}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+            escape(&r.strategy),
+            escape(&r.mode),
+            r.stock,
+            r.offered_per_second,
+            r.sold,
+            r.refused,
+            r.answers_per_second,
+            r.p50_ms,
+            r.p99_ms,
+            escape(&cpu.join(", ")),
+            if r.exact { "ok" } else { "bad" },
+            if r.exact { "exact" } else { "NOT EXACT" }
+        );
+    }
+    html.push_str("</table>");
+    html
 }

@@ -68,6 +68,22 @@ pub struct Latency {
 }
 
 impl Latency {
+    /// The longest round trip the command lines accept (`--rtt-ms`, `--jitter-ms`).
+    pub const MAX_MS: f64 = 10_000.0;
+
+    /// A delay in milliseconds as a command line gives it: a finite number from 0 to
+    /// [`Latency::MAX_MS`] (clap's `value_parser` for `--rtt-ms`).
+    pub fn parse_ms(text: &str) -> Result<f64, String> {
+        let ms: f64 = text
+            .parse()
+            .map_err(|_| format!("{text:?} is not a number"))?;
+        if ms.is_finite() && (0.0..=Self::MAX_MS).contains(&ms) {
+            Ok(ms)
+        } else {
+            Err(format!("{text} is out of range (0 to {} ms)", Self::MAX_MS))
+        }
+    }
+
     /// A link whose round trip is `rtt` (half of it each way), without jitter.
     pub fn round_trip(rtt: Duration) -> Latency {
         Latency {

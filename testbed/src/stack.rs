@@ -327,4 +327,16 @@ mod tests {
         );
         assert_eq!(split_port("redis://127.0.0.1"), None);
     }
+
+    #[test]
+    fn round_trip_times_are_read_as_the_command_lines_give_them() {
+        use crate::Latency;
+        assert_eq!(Latency::parse_ms("0.5"), Ok(0.5));
+        assert_eq!(Latency::parse_ms("2"), Ok(2.0));
+        for bad in ["-1", "NaN", "inf", "two", "10001"] {
+            assert!(Latency::parse_ms(bad).is_err(), "{bad}");
+        }
+        let latency = Latency::round_trip(std::time::Duration::from_millis(2));
+        assert_eq!(latency.one_way, std::time::Duration::from_millis(1));
+    }
 }

@@ -30,7 +30,7 @@ pub struct ChaosArgs {
     pub zk_session_ms: Option<u64>,
     /// Put every server behind a proxy adding this round-trip time, in ms (instance A's
     /// fault proxies too); the report's title says so.
-    #[arg(long, value_parser = super::parse_rtt_ms)]
+    #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
     /// The stock-app binary (default: next to this one).
     #[arg(long)]

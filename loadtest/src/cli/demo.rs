@@ -46,11 +46,11 @@ pub struct DemoArgs {
     pub serve: Option<String>,
     /// Run the whole demo with every server behind a proxy adding this round-trip
     /// time, in ms (e.g. 0.5 inside a data centre, 2 across zones).
-    #[arg(long, value_parser = super::parse_rtt_ms)]
+    #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
     /// The throughput section again at this round-trip time to every server (two more
     /// instances behind proxies), beside the loopback figures; 0 skips it.
-    #[arg(long, value_parser = super::parse_rtt_ms, default_value_t = 2.0)]
+    #[arg(long, value_parser = testbed::Latency::parse_ms, default_value_t = 2.0)]
     pub far_rtt_ms: f64,
     /// Requests per strategy in that section (the stock is the same).
     #[arg(long, default_value_t = 300)]
@@ -164,6 +164,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     let mut catalogue = Default::default();
     let mut instances_extra: Vec<InstanceInfo> = Vec::new();
+    let mut sell_outs = Vec::new();
     for (section, (instances, hold)) in [(&plain, 0), (&held, args.hold_ms)].into_iter().enumerate()
     {
         let runner = runner_on(instances);
@@ -368,6 +369,20 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         }
         let (plain_runner, limited_runner, adaptive_runner) =
             (runner_on(&plain), runner_on(&limited), runner_on(&adaptive));
+        let mut unfast = Vec::new();
+        for i in 1..=2 {
+            unfast.push(
+                start_instance_with(
+                    &client,
+                    &app_bin,
+                    &env,
+                    &format!("stock-app-no-fast-path-{i}"),
+                    &["--sold-out-cache-ms", "0"],
+                )
+                .await?,
+            );
+        }
+        let unfast_runner = runner_on(&unfast);
         let modes = [
             (
                 &plain_runner,
@@ -390,6 +405,14 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                     retries: 3,
                 },
             ),
+            // The client's retries off: what they add (and cost).
+            (
+                &limited_runner,
+                loadtest::overload::Mode {
+                    name: format!("--max-in-flight {limit}, no retries"),
+                    retries: 0,
+                },
+            ),
         ];
         for (i, strategy) in overload_strategies.iter().enumerate() {
             if !catalogue.0.iter().any(|c| &c.name == strategy) {
@@ -409,9 +432,29 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 &|n| first_product(6, i * 10 + n),
             )
             .await?;
+            // The sell-out at the same offered rate, fast path on and off (the
+            // reference strategy only: its refusal is a transaction on the hot row).
+            if i == 0 {
+                let offered = results.first().map_or(1000.0, |r| r.offered_per_second);
+                let (sold_out, sell_out_rows) = loadtest::overload::sell_out(
+                    strategy,
+                    &[
+                        (&plain_runner, "fast path on (the default)"),
+                        (&unfast_runner, "fast path off (--sold-out-cache-ms 0)"),
+                    ],
+                    offered,
+                    args.overload_seconds,
+                    100,
+                    &|n| first_product(7, n),
+                )
+                .await?;
+                sell_outs.extend(sold_out);
+                rows.extend(sell_out_rows);
+            }
             overload.extend(results);
             rows.extend(overload_rows);
         }
+        instances_extra.extend(unfast.iter().map(Instance::info));
         instances_extra.extend(limited.iter().chain(adaptive.iter()).map(Instance::info));
     }
     let servers = server_versions(&db, &env).await;
@@ -502,6 +545,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     }
     if !overload.is_empty() {
         loadtest::overload::print_table(&overload, args.overload_factor);
+        loadtest::overload::print_sell_out(&sell_outs);
     }
     let mut instances: Vec<InstanceInfo> = plain.iter().map(Instance::info).collect();
     instances.extend(instances_extra);
@@ -520,6 +564,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     if !overload.is_empty() {
         report.parts.push(loadtest::overload::part(
             &overload,
+            &sell_outs,
             args.overload_factor,
             args.overload_seconds,
         ));

@@ -59,18 +59,6 @@ pub struct LoadArgs {
 
 pub const ADMIN_TOKEN: &str = "demo-admin-token";
 
-/// A round-trip time in milliseconds: finite, 0 to 1000.
-pub fn parse_rtt_ms(text: &str) -> Result<f64, String> {
-    let ms: f64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number"))?;
-    if ms.is_finite() && (0.0..=1000.0).contains(&ms) {
-        Ok(ms)
-    } else {
-        Err(format!("{text} is out of range (0 to 1000 ms)"))
-    }
-}
-
 pub fn plan(
     section: &str,
     strategy: &str,

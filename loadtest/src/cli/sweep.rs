@@ -23,7 +23,7 @@ pub struct SweepArgs {
     /// Put every server behind a proxy and sweep these round-trip times, in ms
     /// (comma-separated, e.g. 0,0.5,2; 0 = through the proxy, nothing added): one pass
     /// each, then each strategy's round trips per request counted at concurrency 1.
-    #[arg(long, value_delimiter = ',', value_parser = super::parse_rtt_ms)]
+    #[arg(long, value_delimiter = ',', value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Vec<f64>,
     /// The product layouts: how many products the load is spread over (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = loadtest::sweep::PRODUCTS)]

@@ -42,23 +42,11 @@ struct StackArgs {
     /// Every server behind a proxy adding this round-trip time, in milliseconds (e.g.
     /// 0.5 inside a data centre, 2 across zones); the exported addresses are the
     /// proxies'. Without it, clients reach the servers directly.
-    #[arg(long, value_parser = parse_ms)]
+    #[arg(long, value_parser = testbed::Latency::parse_ms)]
     rtt_ms: Option<f64>,
     /// With --rtt-ms: each hop's delay varies by up to this much (uniform), in ms.
-    #[arg(long, value_parser = parse_ms, default_value_t = 0.0, requires = "rtt_ms")]
+    #[arg(long, value_parser = testbed::Latency::parse_ms, default_value_t = 0.0, requires = "rtt_ms")]
     jitter_ms: f64,
-}
-
-/// A delay in milliseconds: finite, 0 or more, at most 10 s.
-fn parse_ms(text: &str) -> Result<f64, String> {
-    let ms: f64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number"))?;
-    if ms.is_finite() && (0.0..=10_000.0).contains(&ms) {
-        Ok(ms)
-    } else {
-        Err(format!("{text} is out of range (0 to 10000 ms)"))
-    }
 }
 
 #[derive(Subcommand)]
