@@ -378,7 +378,7 @@ pub struct SellOutRow {
 
 /// Sells `stock` units of `strategy` to `offered` requests a second for `seconds`, on
 /// each `(runner, mode)`: with the fast path (the instances' default) and without
-/// (`--sold-out-cache-ms 0`).
+/// (`--sold-out-cache-ms 0`). No retries: a 429 is an answer here.
 pub async fn sell_out(
     strategy: &str,
     modes: &[(&Runner, &str)],

@@ -662,6 +662,8 @@ async fn deduct(
         None => state.sold_out.known(served, products),
         Some(_) => None,
     };
+    // When the evidence of a refusal was read: a sold-out mark lasts from there.
+    let mut evidence_at = started;
     let result = match knobs.mistake.as_deref() {
         // Known sold out here: refused without running the strategy (one read of
         // `orders`, for a retry of an earlier success).
@@ -679,9 +681,29 @@ async fn deduct(
             };
             idempotency::after_refusal(&d, sold_out).await
         }
+        // The strategy runs; a refusal asks `orders` once (`idempotency::once`, in two
+        // steps here to note when its evidence was read, for the sold-out mark).
         None => {
-            let work = phases.strategy(strategy.deduct(&d));
-            idempotency::once(&d, work).await
+            let before = std::time::Instant::now();
+            match phases.strategy(strategy.deduct(&d)).await {
+                Err(refusal) if refusal.is_refusal() => {
+                    // What is left was read by the strategy (it says so) or is read now.
+                    let read_it = matches!(
+                        refusal,
+                        DeductError::InsufficientStock {
+                            available: Some(_),
+                            ..
+                        }
+                    );
+                    evidence_at = if read_it {
+                        before
+                    } else {
+                        std::time::Instant::now()
+                    };
+                    idempotency::after_refusal(&d, refusal).await
+                }
+                done => done,
+            }
         }
         Some(mistake) => match state.strategies.maker_of(mistake) {
             Some(maker) if maker.info().name == d.strategy => {
@@ -705,7 +727,7 @@ async fn deduct(
             ..
         })) = &result
     {
-        state.sold_out.mark(served, *product_id, started);
+        state.sold_out.mark(served, *product_id, evidence_at);
     }
     state.metrics.phases(served, phases);
     match result {

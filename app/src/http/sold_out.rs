@@ -11,8 +11,12 @@
 //!
 //! # Why it never refuses a unit that is there
 //! A mark is evidence with an expiry: a strategy's own refusal that saw **0 left**
-//! (not "fewer than asked") marks its product until the refused request's start + `T`
-//! (`--sold-out-cache-ms`, 100 by default). A restock clears this instance's marks at
+//! (not "fewer than asked") marks its product until `T` after that evidence was read
+//! (`--sold-out-cache-ms`, 100 by default): from just before the strategy ran when the
+//! strategy read what is left itself, from just before the refusal's read of it
+//! otherwise; never later than the read, so the argument below holds, and not from the
+//! request's start, which under load can be more than `T` before its answer (a
+//! request that waited for a connection would leave a mark expired on arrival). A restock clears this instance's marks at
 //! once and answers only after `T`, so by the time `PUT /stock` returns every mark on
 //! every instance made from before the restock has expired: a deduction sent after a
 //! restock is answered never from an old mark. No messages between instances, no
@@ -74,11 +78,11 @@ impl SoldOut {
             })
     }
 
-    /// `strategy` refused `product` with 0 left, in a request that started at
-    /// `started`: marked until `started + ttl`.
-    pub fn mark(&self, strategy: &'static str, product: i64, started: Instant) {
+    /// `strategy` refused `product` with 0 left, read no earlier than `read`: marked
+    /// until `read + ttl`.
+    pub fn mark(&self, strategy: &'static str, product: i64, read: Instant) {
         if self.enabled() {
-            let until = started + self.ttl;
+            let until = read + self.ttl;
             let mut marks = self.marks.lock().expect("sold-out marks poisoned");
             let entry = marks.entry((strategy, product)).or_insert(until);
             *entry = (*entry).max(until);

@@ -377,7 +377,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                     &app_bin,
                     &env,
                     &format!("stock-app-no-fast-path-{i}"),
-                    &["--sold-out-cache-ms", "0"],
+                    &["--sold-out-cache-ms", "0", "--max-in-flight", &limit],
                 )
                 .await?,
             );
@@ -432,15 +432,16 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 &|n| first_product(6, i * 10 + n),
             )
             .await?;
-            // The sell-out at the same offered rate, fast path on and off (the
-            // reference strategy only: its refusal is a transaction on the hot row).
+            // The sell-out at the same offered rate on limited instances, the fast
+            // path on and off (the reference strategy only: its refusal is a
+            // transaction on the hot row).
             if i == 0 {
                 let offered = results.first().map_or(1000.0, |r| r.offered_per_second);
                 let (sold_out, sell_out_rows) = loadtest::overload::sell_out(
                     strategy,
                     &[
-                        (&plain_runner, "fast path on (the default)"),
-                        (&unfast_runner, "fast path off (--sold-out-cache-ms 0)"),
+                        (&limited_runner, "limited, fast path on (default)"),
+                        (&unfast_runner, "limited, --sold-out-cache-ms 0"),
                     ],
                     offered,
                     args.overload_seconds,
