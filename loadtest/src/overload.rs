@@ -272,20 +272,7 @@ pub fn print_table(results: &[OverloadRow], factor: f64) {
     println!(
         "Past capacity: open loop at {factor}x each strategy's capacity (closed loop, concurrency 64), one hot product, 2 instances per mode"
     );
-    let line = |cells: &[String]| {
-        let padded: Vec<String> = (cells.iter().zip(COLUMNS))
-            .enumerate()
-            .map(|(i, (cell, (_, width)))| match i {
-                0 | 1 => format!("{cell:<width$}"),
-                _ => format!("{cell:>width$}"),
-            })
-            .collect();
-        println!("{}", padded.join(" "));
-    };
-    line(&COLUMNS.map(|(heading, _)| heading.to_string()));
-    for r in results {
-        line(&r.cells());
-    }
+    print_rows(&COLUMNS, results.iter().map(|r| r.cells().to_vec()));
     println!(
         "goal: goodput >= 90% of capacity, p99 of accepted <= 3x the p99 at capacity, /health < 50 ms, nothing oversold or missing"
     );
@@ -304,32 +291,12 @@ pub fn part(results: &[OverloadRow], sell_outs: &[SellOutRow], factor: f64, seco
          Retry-After (jittered), at most 3 times, and retries add at most 20 % to the \
          requests (a retry budget, as Finagle's). <code>/health</code> is polled every 50 ms on every \
          instance throughout. Goal: goodput ≥ 90 % of capacity, p99 of the accepted ≤ 3× the \
-         p99 at capacity, /health under 50 ms, nothing oversold or missing.</p><table><tr>"
+         p99 at capacity, /health under 50 ms, nothing oversold or missing.</p>"
     );
-    for (heading, _) in COLUMNS {
-        let _ = write!(html, "<th>{}</th>", escape(heading));
-    }
-    html.push_str("</tr>");
-    for r in results {
-        let class = if r.goal_met { "ok" } else { "bad" };
-        let cells = r.cells();
-        html.push_str("<tr>");
-        for (i, cell) in cells.iter().enumerate() {
-            let attr = if i == cells.len() - 1 {
-                format!(" class=\"{class}\"")
-            } else {
-                String::new()
-            };
-            let attr = if i == 1 {
-                " style=\"white-space:nowrap\"".to_string()
-            } else {
-                attr
-            };
-            let _ = write!(html, "<td{attr}>{}</td>", escape(cell));
-        }
-        html.push_str("</tr>");
-    }
-    html.push_str("</table>");
+    html.push_str(&html_rows(
+        &COLUMNS,
+        results.iter().map(|r| (r.cells().to_vec(), r.goal_met)),
+    ));
     if !sell_outs.is_empty() {
         html.push_str(&sell_out_html(sell_outs));
     }
@@ -442,40 +409,49 @@ pub async fn sell_out(
     Ok((results, rows))
 }
 
+/// The sell-out table's columns: heading and width in the text table.
+const SELL_OUT_COLUMNS: [(&str, usize); 11] = [
+    ("strategy", 12),
+    ("mode", 34),
+    ("stock", 6),
+    ("offered/s", 9),
+    ("sold", 6),
+    ("refused", 8),
+    ("answers/s", 10),
+    ("p50 ms", 8),
+    ("p99 ms", 8),
+    ("CPU per answer", 40),
+    ("exact", 9),
+];
+
+impl SellOutRow {
+    fn cells(&self) -> [String; 11] {
+        [
+            self.strategy.clone(),
+            self.mode.clone(),
+            self.stock.to_string(),
+            format!("{:.0}", self.offered_per_second),
+            self.sold.to_string(),
+            self.refused.to_string(),
+            format!("{:.0}", self.answers_per_second),
+            format!("{:.1}", self.p50_ms),
+            format!("{:.1}", self.p99_ms),
+            self.cpu_text(),
+            (if self.exact { "exact" } else { "NOT EXACT" }).into(),
+        ]
+    }
+}
+
 /// The sell-out's text table.
 pub fn print_sell_out(results: &[SellOutRow]) {
     println!();
     println!(
         "Sell-out past capacity: the sold-out fast path on and off (open loop, one hot product)"
     );
-    println!(
-        "{:<12} {:<34} {:>6} {:>9} {:>6} {:>8} {:>10} {:>8} {:>8}  CPU per answer",
-        "strategy",
-        "mode",
-        "stock",
-        "offered/s",
-        "sold",
-        "refused",
-        "answers/s",
-        "p50 ms",
-        "p99 ms"
+    print_rows(
+        &SELL_OUT_COLUMNS,
+        results.iter().map(|r| r.cells().to_vec()),
     );
-    for r in results {
-        println!(
-            "{:<12} {:<34} {:>6} {:>9.0} {:>6} {:>8} {:>10.0} {:>8.1} {:>8.1}  {}{}",
-            r.strategy,
-            r.mode,
-            r.stock,
-            r.offered_per_second,
-            r.sold,
-            r.refused,
-            r.answers_per_second,
-            r.p50_ms,
-            r.p99_ms,
-            r.cpu_text(),
-            if r.exact { "" } else { "  NOT EXACT" }
-        );
-    }
 }
 
 /// The sell-out's HTML, appended to the overload part.
@@ -485,29 +461,120 @@ pub fn sell_out_html(results: &[SellOutRow]) -> String {
          rate, a small stock: nearly every buyer is refused. With the fast path (the default) an \
          instance that saw the product with nothing left refuses it without running the \
          strategy (one read of <code>orders</code>); without it (<code>--sold-out-cache-ms 0</code>) \
-         every refusal runs the strategy.</p><table><tr><th>strategy</th><th>mode</th><th>stock</th>\
-         <th>offered/s</th><th>sold</th><th>refused</th><th>answers/s</th><th>p50 ms</th><th>p99 ms</th>\
-         <th>CPU per answer</th><th>exact</th></tr>",
+         every refusal runs the strategy.</p>",
     );
-    for r in results {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td style=\"white-space:nowrap\">{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td>\
-             <td>{:.0}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
-            escape(&r.strategy),
-            escape(&r.mode),
-            r.stock,
-            r.offered_per_second,
-            r.sold,
-            r.refused,
-            r.answers_per_second,
-            r.p50_ms,
-            r.p99_ms,
-            escape(&r.cpu_text()),
-            if r.exact { "ok" } else { "bad" },
-            if r.exact { "exact" } else { "NOT EXACT" }
-        );
+    html.push_str(&html_rows(
+        &SELL_OUT_COLUMNS,
+        results.iter().map(|r| (r.cells().to_vec(), r.exact)),
+    ));
+    html
+}
+
+/// A text table: the first two columns left-aligned (names), the rest right.
+fn print_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = Vec<String>>) {
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = (cells.iter().zip(columns))
+            .enumerate()
+            .map(|(i, (cell, (_, width)))| match i {
+                0 | 1 => format!("{cell:<width$}"),
+                _ => format!("{cell:>width$}"),
+            })
+            .collect();
+        println!("{}", padded.join(" "));
+    };
+    line(
+        &columns
+            .iter()
+            .map(|(h, _)| h.to_string())
+            .collect::<Vec<_>>(),
+    );
+    for cells in rows {
+        line(&cells);
+    }
+}
+
+/// An HTML table: the mode column kept on one line, the last cell green when the row's
+/// flag holds, red otherwise.
+fn html_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = (Vec<String>, bool)>) -> String {
+    let mut html = String::from("<table><tr>");
+    for (heading, _) in columns {
+        let _ = write!(html, "<th>{}</th>", escape(heading));
+    }
+    html.push_str("</tr>");
+    for (cells, good) in rows {
+        html.push_str("<tr>");
+        for (i, cell) in cells.iter().enumerate() {
+            let attr = match i {
+                1 => " style=\"white-space:nowrap\"".to_string(),
+                last if last + 1 == cells.len() => {
+                    format!(" class=\"{}\"", if good { "ok" } else { "bad" })
+                }
+                _ => String::new(),
+            };
+            let _ = write!(html, "<td{attr}>{}</td>", escape(cell));
+        }
+        html.push_str("</tr>");
     }
     html.push_str("</table>");
     html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both tables render every column of every row, the verdict cell coloured.
+    #[test]
+    fn the_part_shows_both_tables() {
+        let row = OverloadRow {
+            strategy: "s".into(),
+            mode: "--max-in-flight 32".into(),
+            capacity_sales_per_second: 100.0,
+            capacity_p99_ms: 10.0,
+            offered_per_second: 500.0,
+            achieved_per_second: 500.0,
+            goodput_sales_per_second: 95.0,
+            goodput_share: 0.95,
+            accepted_p99_ms: 20.0,
+            p99_ratio: 2.0,
+            health_max_ms: 3.0,
+            health_failures: 0,
+            overloaded_429: 7,
+            retries: 1,
+            transport_errors: 0,
+            oversold: false,
+            missing_acknowledged: 0,
+            goal_met: true,
+        };
+        let sell_out = SellOutRow {
+            strategy: "s".into(),
+            mode: "fast path on".into(),
+            stock: 100,
+            offered_per_second: 500.0,
+            sold: 100,
+            refused: 1900,
+            answers_per_second: 480.0,
+            p50_ms: 1.0,
+            p99_ms: 5.0,
+            cpu_us_per_answer: [("mariadb".to_string(), 80.0)].into(),
+            exact: false,
+        };
+        let part = part(&[row], &[sell_out], 5.0, 4.0);
+        assert_eq!(part.html.matches("<table>").count(), 2);
+        assert_eq!(
+            part.html.matches("<th>").count(),
+            COLUMNS.len() + SELL_OUT_COLUMNS.len()
+        );
+        assert!(
+            part.html.contains("<td class=\"ok\">met</td>"),
+            "{}",
+            part.html
+        );
+        assert!(part.html.contains("<td class=\"bad\">NOT EXACT</td>"));
+        assert!(part.html.contains("mariadb 80 µs"));
+        assert!(
+            !part.as_expected,
+            "a sell-out that is not exact is unexpected"
+        );
+    }
 }
