@@ -60,7 +60,7 @@ pub struct FlashOptions {
 impl Default for FlashOptions {
     fn default() -> Self {
         FlashOptions {
-            requests: 8000,
+            requests: 4000,
             concurrency: 256,
             rate: None,
             sell_out_stock: 1000,
@@ -227,11 +227,14 @@ pub async fn run(
     let sellers = catalogue
         .0
         .iter()
-        .filter(|c| c.safe_across_instances && !c.has("refuses-overtaken"));
-    for card in sellers {
+        .filter(|c| c.safe_across_instances && !c.has("refuses-overtaken"))
+        .collect::<Vec<_>>();
+    for (k, card) in sellers.iter().enumerate() {
         let strategy = &card.name;
         eprintln!(
-            "flash sale: {strategy}: {} requests at concurrency {} over {} instances ...",
+            "flash sale: ({}/{}) {strategy}: {} requests at concurrency {} over {} instances ...",
+            k + 1,
+            sellers.len(),
             options.requests,
             options.concurrency,
             runner.bases.len()

@@ -29,7 +29,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub no_flash_sale: bool,
     /// Flash sale: requests per strategy (the sell-out has its own: 20,000 buyers).
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 4000)]
     pub flash_requests: usize,
     /// Flash sale: requests in flight at once, over both instances.
     #[arg(long, default_value_t = 256)]
@@ -48,17 +48,23 @@ pub struct DemoArgs {
     /// time, in ms (e.g. 0.5 inside a data centre, 2 across zones).
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
+    /// Every section, the two slow ones too: as `--far-rtt-ms 2 --overload-factor 5`
+    /// (about 3.5 more minutes); the book's reference run uses it.
+    #[arg(long)]
+    pub full: bool,
     /// The throughput section again at this round-trip time to every server (two more
-    /// instances behind proxies), beside the loopback figures; 0 skips it.
-    #[arg(long, value_parser = testbed::Latency::parse_ms, default_value_t = 2.0)]
-    pub far_rtt_ms: f64,
+    /// instances behind proxies), beside the loopback figures; 0 skips it [default: 0,
+    /// 2 with --full].
+    #[arg(long, value_parser = testbed::Latency::parse_ms)]
+    pub far_rtt_ms: Option<f64>,
     /// Requests per strategy in that section (the stock is the same).
     #[arg(long, default_value_t = 300)]
     pub far_requests: usize,
     /// Past capacity: an open loop at this multiple of each strategy's measured
-    /// capacity, with and without an admission limit; 0 skips the section.
-    #[arg(long, default_value_t = 5.0)]
-    pub overload_factor: f64,
+    /// capacity, with and without an admission limit; 0 skips the section [default: 0,
+    /// 5 with --full].
+    #[arg(long)]
+    pub overload_factor: Option<f64>,
     /// How long each overload run offers its load, in seconds.
     #[arg(long, default_value_t = 4.0)]
     pub overload_seconds: f64,
@@ -75,13 +81,29 @@ pub struct DemoArgs {
     pub load: LoadArgs,
 }
 
+/// The catalogue's strategies that `filter` keeps (all when it is empty), in order.
+fn chosen(catalogue: &loadtest::catalogue::Catalogue, filter: &[String]) -> Vec<String> {
+    catalogue
+        .safety()
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| filter.is_empty() || filter.contains(name))
+        .collect()
+}
+
 /// A latency of `rtt_ms` round trip.
 fn round_trip(rtt_ms: f64) -> testbed::Latency {
     testbed::Latency::round_trip(std::time::Duration::from_secs_f64(rtt_ms / 1000.0))
 }
 
-pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let far_rtt_ms = *args
+        .far_rtt_ms
+        .get_or_insert(if args.full { 2.0 } else { 0.0 });
+    let overload_factor = *args
+        .overload_factor
+        .get_or_insert(if args.full { 5.0 } else { 0.0 });
     // The live page first, so a browser can watch from the start.
     let live = match &args.serve {
         Some(addr) => {
@@ -161,6 +183,20 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             ADMIN_TOKEN,
         )
     };
+    // Progress: each section announced with its number, each strategy with its count.
+    let sections = 3
+        + usize::from(far_rtt_ms > 0.0)
+        + usize::from(!args.no_flash_sale)
+        + usize::from(overload_factor > 0.0);
+    let section_no = std::cell::Cell::new(0);
+    let announce = |title: &str| {
+        section_no.set(section_no.get() + 1);
+        say(&format!(
+            "section {}/{sections} (at {:.0} s): {title}",
+            section_no.get(),
+            started.elapsed().as_secs_f64()
+        ));
+    };
     let mut rows: Vec<Row> = Vec::new();
     let mut catalogue = Default::default();
     let mut instances_extra: Vec<InstanceInfo> = Vec::new();
@@ -170,10 +206,16 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         let runner = runner_on(instances);
         let name = if hold == 0 { "throughput" } else { "held" };
         catalogue = runner.strategies().await?;
+        announce(if hold == 0 {
+            "throughput, every strategy on one hot product"
+        } else {
+            "what breaks: every deduction held between read and write"
+        });
+        let chosen = chosen(&catalogue, &args.load.strategies);
         for (i, (strategy, safe)) in catalogue.safety().into_iter().enumerate() {
-            if !args.load.strategies.is_empty() && !args.load.strategies.contains(&strategy) {
+            let Some(k) = chosen.iter().position(|s| s == &strategy) else {
                 continue;
-            }
+            };
             // Two instances: only strategies safe across instances must hold; the
             // controls must oversell when held.
             let expect = match (safe, hold > 0) {
@@ -190,7 +232,9 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             );
             plan.server_hold_ms = hold;
             say(&format!(
-                "{strategy}{}: {} requests at concurrency {} over 2 instances ...",
+                "({}/{}) {strategy}{}: {} requests at concurrency {} over 2 instances ...",
+                k + 1,
+                chosen.len(),
                 if hold > 0 {
                     format!(" (hold {hold} ms)")
                 } else {
@@ -208,12 +252,9 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     drop(held);
     // The throughput section again with every server farther away: two more instances
     // behind a second set of proxies.
-    let far_section = format!(
-        "throughput, RTT {} ms",
-        loadtest::sweep::ms(args.far_rtt_ms)
-    );
-    if args.far_rtt_ms > 0.0 {
-        let distance = stack.distance(round_trip(args.far_rtt_ms))?;
+    let far_section = format!("throughput, RTT {} ms", loadtest::sweep::ms(far_rtt_ms));
+    if far_rtt_ms > 0.0 {
+        let distance = stack.distance(round_trip(far_rtt_ms))?;
         let far_env: BTreeMap<_, _> = distance.env().into_iter().collect();
         let mut far = Vec::new();
         for i in 1..=2 {
@@ -229,13 +270,15 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             );
         }
         let runner = Runner {
-            network: Some((args.far_rtt_ms, distance.round_trips())),
+            network: Some((far_rtt_ms, distance.round_trips())),
             ..runner_on(&far)
         };
+        announce(&format!("throughput at {far_rtt_ms} ms from every server"));
+        let chosen = chosen(&catalogue, &args.load.strategies);
         for (i, (strategy, safe)) in catalogue.safety().into_iter().enumerate() {
-            if !args.load.strategies.is_empty() && !args.load.strategies.contains(&strategy) {
+            let Some(k) = chosen.iter().position(|s| s == &strategy) else {
                 continue;
-            }
+            };
             let expect = if safe { Expect::Safe } else { Expect::Either };
             let mut plan = plan(
                 &far_section,
@@ -246,8 +289,12 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             );
             plan.requests = args.far_requests;
             say(&format!(
-                "{strategy} at {} ms from every server: {} requests at concurrency {} ...",
-                args.far_rtt_ms, plan.requests, plan.concurrency
+                "({}/{}) {strategy} at {} ms from every server: {} requests at concurrency {} ...",
+                k + 1,
+                chosen.len(),
+                far_rtt_ms,
+                plan.requests,
+                plan.concurrency
             ));
             rows.push(runner.run(&plan).await?);
         }
@@ -255,6 +302,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             instance.process.kill();
         }
     }
+    announce("the baseline without HTTP, and a compare-and-set under contention");
     // The baseline: the reference's transaction (the conditional UPDATE) over sqlx, no
     // HTTP, same concurrency.
     let reference = catalogue
@@ -296,6 +344,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     // The flash sale: one hot product at high concurrency.
     let mut flash = None;
     if !args.no_flash_sale {
+        announce("the flash sale: one hot product at high concurrency, a sell-out, buckets");
         let runner = runner_on(&plain);
         let chosen = loadtest::catalogue::Catalogue(
             catalogue
@@ -341,7 +390,10 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     } else {
         args.overload_strategies.clone()
     };
-    if args.overload_factor > 0.0 && !overload_strategies.is_empty() {
+    if overload_factor > 0.0 && !overload_strategies.is_empty() {
+        announce(&format!(
+            "past capacity: {overload_factor}x each strategy's capacity"
+        ));
         let limit = args.overload_max_in_flight.to_string();
         let mut limited = Vec::new();
         let mut adaptive = Vec::new();
@@ -420,13 +472,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
             }
             say(&format!(
                 "{strategy} past capacity: its capacity, then {}x it for {} s, 3 ways ...",
-                args.overload_factor, args.overload_seconds
+                overload_factor, args.overload_seconds
             ));
             let (results, overload_rows) = loadtest::overload::run(
                 strategy,
                 &plain_runner,
                 &modes,
-                args.overload_factor,
+                overload_factor,
                 args.overload_seconds,
                 4000,
                 &|n| first_product(6, i * 10 + n),
@@ -479,7 +531,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     );
     let far: Vec<&Row> = rows.iter().filter(|r| r.section == far_section).collect();
     if !far.is_empty() {
-        print_distance_table(&throughput, &far, args.far_rtt_ms);
+        print_distance_table(&throughput, &far, far_rtt_ms);
     }
     print_table(
         &format!(
@@ -545,7 +597,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         }
     }
     if !overload.is_empty() {
-        loadtest::overload::print_table(&overload, args.overload_factor);
+        loadtest::overload::print_table(&overload, overload_factor);
         loadtest::overload::print_sell_out(&sell_outs);
     }
     let mut instances: Vec<InstanceInfo> = plain.iter().map(Instance::info).collect();
@@ -566,7 +618,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         report.parts.push(loadtest::overload::part(
             &overload,
             &sell_outs,
-            args.overload_factor,
+            overload_factor,
             args.overload_seconds,
         ));
     }
