@@ -31,12 +31,14 @@
 //!   explanation): nothing here lists strategies by hand.
 //! - [`baseline`]: the reference (conditional UPDATE) transaction over sqlx, no HTTP:
 //!   the service's overhead.
+//! - [`book`]: the book's generated pages, from the reference run's data and the code.
 //! - [`Runner`]: one strategy's run, start to verdict.
 //! - the binary: `main.rs` parses the command line; each subcommand lives in
 //!   `src/cli/` (`run` against running services; `demo`, what `./scripts/demo` runs;
 //!   `sweep`; `chaos`), which start everything themselves.
 
 pub mod baseline;
+pub mod book;
 pub mod catalogue;
 pub mod chaos;
 pub mod claims;

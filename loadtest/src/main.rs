@@ -1,8 +1,9 @@
 //! `loadtest`: the command line. Each subcommand lives in its own module ([`cli`]).
 
 use anyhow::bail;
+use clap::CommandFactory;
 use clap::{Parser, Subcommand};
-use cli::{chaos::ChaosArgs, demo::DemoArgs, run::RunArgs, sweep::SweepArgs};
+use cli::{book::BookArgs, chaos::ChaosArgs, demo::DemoArgs, run::RunArgs, sweep::SweepArgs};
 
 mod cli;
 
@@ -29,6 +30,9 @@ enum Command {
     /// Start everything, run every strategy at concurrency 1, 4, 16, 64, 256 on one
     /// hot product and on 100 products; throughput and p99 as lines in the report.
     Sweep(SweepArgs),
+    /// Render the book's generated pages (its figures from book/data, its reference
+    /// from the code) and the README's strategy map; `--check` compares instead.
+    Book(BookArgs),
 }
 
 #[tokio::main]
@@ -46,6 +50,14 @@ async fn main() -> anyhow::Result<()> {
                 result = cli::sweep::sweep(args) => result,
                 _ = tokio::signal::ctrl_c() => bail!("interrupted; everything started was stopped"),
             }
+        }
+        Command::Book(args) => {
+            let subcommands = Cli::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .filter(|name| name != "help")
+                .collect();
+            cli::book::book(args, subcommands).await
         }
         Command::Demo(args) => {
             // Everything started is owned by `demo` and stopped when it returns,

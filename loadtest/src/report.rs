@@ -1,5 +1,5 @@
 //! Results: one [`Row`] per strategy and section, printed as a table and written as
-//! JSON (schema in the README, `"version": 1`). A leaf: it knows no subcommand. What
+//! JSON (schema in `loadtest/report.schema.json`, `"version": 1`). A leaf: it knows no subcommand. What
 //! one adds beyond rows and claims (the chaos grid, the sweep's shape) comes in as a
 //! [`Part`]: JSON under its key, HTML for the page, made by the subcommand.
 

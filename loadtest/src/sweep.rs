@@ -12,7 +12,7 @@
 //! `lock_lost`). That is why the charts show **sales per second** (200 answers) next
 //! to p99: the fence alone answers 2000 requests per second on a hot row and sells almost
 //! nothing. Measured on 2 cores (release): the whole default sweep, 10 strategies ×
-//! 5 × 2 = 100 cells, 120,960 requests, in about 3 minutes; figures in the README.
+//! 5 × 2 = 100 cells, 120,960 requests, in about 3 minutes; figures in the book.
 
 use crate::catalogue::Catalogue;
 pub use crate::distance::RoundTripCount;

@@ -817,11 +817,58 @@ fn main() {
     if std::fs::write(&path, &summary).is_ok() {
         println!("(also in {})", path.display());
     }
+    // The same figures as data, for the book (`scripts/book-data` copies it).
+    let path = dir.join("locks-summary.json");
+    if std::fs::write(
+        &path,
+        summary_json(&medians, &contended, &notes, contended_window),
+    )
+    .is_ok()
+    {
+        println!("(and as data in {})", path.display());
+    }
     criterion.final_summary();
     drop(subjects);
     runtime.shutdown_timeout(Duration::from_secs(2));
     drop((replica, primary));
     drop(stack);
+}
+
+/// The summary's figures as JSON: each row's uncontended median (µs) and, for the
+/// locks, the contended run's figures.
+fn summary_json(
+    medians: &BTreeMap<Row, f64>,
+    contended: &BTreeMap<Row, Contended>,
+    notes: &[String],
+    window: Duration,
+) -> String {
+    let uncontended: Vec<serde_json::Value> = medians
+        .iter()
+        .map(|(row, m)| serde_json::json!({ "row": row.name(), "median_us": m }))
+        .collect();
+    let contended: Vec<serde_json::Value> = contended
+        .iter()
+        .map(|(row, c)| {
+            serde_json::json!({
+                "row": row.name(),
+                "tasks": c.per_task.len(),
+                "per_second": c.per_second,
+                "per_task_min": c.per_task.iter().min(),
+                "per_task_max": c.per_task.iter().max(),
+                "jain": c.jain,
+                "overtakes_per_acquisition": c.overtakes,
+                "errors": c.errors,
+                "first_error": c.first_error,
+            })
+        })
+        .collect();
+    let json = serde_json::json!({
+        "uncontended": uncontended,
+        "contended_seconds": window.as_secs_f64(),
+        "contended": contended,
+        "notes": notes,
+    });
+    serde_json::to_string_pretty(&json).expect("plain JSON")
 }
 
 fn summary(

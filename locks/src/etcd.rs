@@ -145,6 +145,7 @@ impl LockBackend for EtcdLock {
         "etcd"
     }
 
+    // ANCHOR: acquire
     /// Steps 1-4: queue, and wait for our turn at most `wait`.
     ///
     /// # Errors
@@ -210,6 +211,7 @@ impl LockBackend for EtcdLock {
             }
         }
     }
+    // ANCHOR_END: acquire
 
     /// Step 5: `Some(since)` while the lease lives and our key is still ours.
     async fn renew(

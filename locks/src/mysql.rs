@@ -32,7 +32,7 @@
 //!    - free again (released between the two statements) → step 1 once more.
 //!
 //! So acquire + release is two round trips in the common case (`cargo bench -p locks`
-//! measures it against a plain UPDATE; the README has the figures).
+//! measures it against a plain UPDATE; the book has the figures).
 //!
 //! Renew: `UPDATE ... SET expire_time = NOW(6) + lease WHERE lock_key = ? AND
 //! holder_id = ? AND expire_time > NOW(6)`: only while we still hold a live lease.
@@ -67,7 +67,7 @@
 //! - **Load**: every attempt is a write transaction on the primary; hundreds of waiters
 //!   polling one key cost real database capacity. Jittered backoff spreads them out.
 //! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its
-//!   lease, holder killed); the README's "Faults and fencing" has what one run showed.
+//!   lease, holder killed); the book's "Faults and fencing" has what one run showed.
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
@@ -276,6 +276,7 @@ impl LockBackend for MysqlLock {
         "mysql"
     }
 
+    // ANCHOR: acquire
     /// Attempts until acquired or `wait` is over, pausing 1-20 ms (jittered, never
     /// longer than the holder's remaining lease) between attempts.
     ///
@@ -315,6 +316,7 @@ impl LockBackend for MysqlLock {
             tokio::time::sleep(pause.min(deadline - now)).await;
         }
     }
+    // ANCHOR_END: acquire
 
     async fn renew(
         &self,

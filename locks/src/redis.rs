@@ -271,6 +271,7 @@ impl LockBackend for RedisLock {
         "redis"
     }
 
+    // ANCHOR: acquire
     /// Attempts, and between attempts sleeps until a release of `key` is announced
     /// (pub/sub) or, if none comes, until the holder's lease (its `PTTL`) ends.
     ///
@@ -320,6 +321,7 @@ impl LockBackend for RedisLock {
             let _ = tokio::time::timeout(fallback.min(deadline - now), released).await;
         }
     }
+    // ANCHOR_END: acquire
 
     async fn renew(
         &self,

@@ -276,6 +276,7 @@ impl LockBackend for RedLock {
         "redlock"
     }
 
+    // ANCHOR: acquire
     /// Attempts on all nodes until a majority grants it in time or `wait` is over,
     /// a random 1-20 ms apart (so competing clients do not retry in lock-step).
     ///
@@ -306,6 +307,7 @@ impl LockBackend for RedLock {
             tokio::time::sleep(pause.min(deadline - now)).await;
         }
     }
+    // ANCHOR_END: acquire
 
     async fn renew(
         &self,

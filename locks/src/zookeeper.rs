@@ -117,6 +117,7 @@ impl LockBackend for ZooKeeperLock {
         "zookeeper"
     }
 
+    // ANCHOR: acquire
     /// Steps 1-3: queue, and wait for our turn at most `wait`. The lease is the holder's
     /// safety margin: the watchdog's checks must keep confirming the node within it.
     ///
@@ -211,6 +212,7 @@ impl LockBackend for ZooKeeperLock {
             }
         }
     }
+    // ANCHOR_END: acquire
 
     /// "Renewal" is a check that our node is still there and ours (the session keeps
     /// it alive). The watchdog retries failures until the lease, the margin, runs out.

@@ -465,7 +465,8 @@ async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpRe
     }
 }
 
-/// `GET /strategies`.
+/// `GET /strategies`: every strategy served, with its card (family, texts, source
+/// file, traits, fault experiments), in teaching order.
 #[utoipa::path(get, path = "/strategies", tag = "service", responses(
     (status = 200, description = "Every strategy served, in teaching order.", body = Vec<crate::strategies::StrategyCard>)))]
 async fn list_strategies(state: web::Data<AppState>) -> HttpResponse {
@@ -485,7 +486,8 @@ fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {
     }
 }
 
-/// `GET /stock/{product_id}`.
+/// `GET /stock/{product_id}`: what is left, and what the ledger says was sold this
+/// epoch (a strategy may add its own view: buckets, a Redis counter).
 #[utoipa::path(get, path = "/stock/{product_id}", tag = "stock", params(("product_id" = i64, Path, minimum = 1)), responses(
     (status = 200, description = "The product's stock and what its ledger says was sold this epoch.", body = crate::http::stock::StockView),
     (status = 400, description = "A product id that is not a positive integer: `invalid_request`.", body = ErrorBody),
@@ -583,7 +585,8 @@ async fn put_stock(
     Ok(HttpResponse::Ok().json(view))
 }
 
-/// `POST /deduct/{strategy}`.
+/// `POST /deduct/{strategy}`: deduct one order's items with that strategy, all or
+/// nothing, once per `request_id`.
 #[utoipa::path(post, path = "/deduct/{strategy}", tag = "deduct",
     params(("strategy" = String, Path, description = "A strategy's name (GET /strategies).")),
     request_body = crate::http::bodies::DeductRequest, responses(

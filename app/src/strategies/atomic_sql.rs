@@ -44,7 +44,7 @@
 //!
 //! # Costs and limits
 //! - One hot row is a queue: throughput on a single product is bounded by how fast
-//!   InnoDB passes the row lock from one transaction to the next (the README has the
+//!   InnoDB passes the row lock from one transaction to the next (the book has the
 //!   figures).
 //! - Items are taken in product_id order, so two multi-item orders over the same
 //!   products never lock in opposite orders (no deadlock between them).
@@ -107,6 +107,7 @@ impl Strategy for AtomicSql {
         &INFO
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let mut tx = d.begin().await?;
         let mut sold = Vec::with_capacity(d.order.items.len());
@@ -140,6 +141,7 @@ impl Strategy for AtomicSql {
         txn::commit(tx, d.probe).await?;
         Ok(done)
     }
+    // ANCHOR_END: deduct
 
     fn mistakes(&self) -> &'static [&'static str] {
         &["no-guard"]

@@ -225,6 +225,7 @@ impl Strategy for Batched {
         &INFO
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let buyer = Buyer {
             order: d.order.clone(),
@@ -261,6 +262,7 @@ impl Strategy for Batched {
             ))
         })
     }
+    // ANCHOR_END: deduct
 }
 
 /// The task that runs one product's batches until its queue is empty.

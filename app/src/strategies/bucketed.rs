@@ -170,6 +170,7 @@ impl Strategy for Bucketed {
         &INFO
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         // Answers name what is left in the bucket that sold (the product's total is
         // not read on the fast path; GET /stock sums the buckets).
@@ -216,6 +217,7 @@ impl Strategy for Bucketed {
         })
         .await
     }
+    // ANCHOR_END: deduct
 }
 
 fn short(item: Item, available: Option<i32>) -> DeductError {

@@ -95,6 +95,7 @@ impl Strategy for FenceOnly {
         &INFO
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let ticket = fencing::next_ticket(d.pool).await?;
         let mut claims = Vec::with_capacity(d.order.items.len());
@@ -110,4 +111,5 @@ impl Strategy for FenceOnly {
         // Nothing to release: a claim is overtaken, never freed.
         fencing::read_check_write(d, BACKEND, Some(&claims), Some(ticket), || true).await
     }
+    // ANCHOR_END: deduct
 }

@@ -98,6 +98,7 @@ impl Strategy for LocalMutex {
         &INFO
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let mut held = Vec::with_capacity(d.order.items.len());
         for item in d.order.by_product() {
@@ -112,4 +113,5 @@ impl Strategy for LocalMutex {
         }
         done
     }
+    // ANCHOR_END: deduct
 }

@@ -129,6 +129,7 @@ impl Strategy for Optimistic {
         &INFO
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         retry::with_retries(self.max_attempts, async |attempt| {
             let mut reads = Vec::with_capacity(d.order.items.len());
@@ -178,4 +179,5 @@ impl Strategy for Optimistic {
         })
         .await
     }
+    // ANCHOR_END: deduct
 }

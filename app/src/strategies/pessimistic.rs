@@ -124,6 +124,7 @@ impl Strategy for Pessimistic {
         &INFO
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         // The test hook `unsorted` keeps the client's order, to make deadlocks happen.
         let items = if d.knobs.unsorted && d.probe.enabled() {
@@ -151,6 +152,7 @@ impl Strategy for Pessimistic {
         d.probe.spent(Phase::Transaction, rest);
         done
     }
+    // ANCHOR_END: deduct
 }
 
 /// Steps 2-4 up to COMMIT, inside `tx`: lock and read each row, check, write, record.

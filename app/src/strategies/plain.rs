@@ -8,6 +8,7 @@ use super::txn::{self, Sold, check_enough};
 use crate::domain::error::DeductError;
 use sqlx::MySqlConnection;
 
+// ANCHOR: read_check_write
 /// The whole algorithm: what `unsafe` runs with no lock, and what `local-mutex` runs
 /// under its mutex.
 pub async fn read_check_write(d: &Deduction<'_>) -> Result<Deducted, DeductError> {
@@ -21,6 +22,7 @@ pub async fn read_check_write(d: &Deduction<'_>) -> Result<Deducted, DeductError
     txn::commit(tx, d.probe).await?;
     Ok(done)
 }
+// ANCHOR_END: read_check_write
 
 /// Step 1: a plain read of each item (in product order), checked: 404 for a product
 /// never stocked, 409 for too few units. Returns what each item would leave. The lock

@@ -80,7 +80,9 @@ impl Strategy for Unsafe {
         &INFO
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         plain::read_check_write(d).await
     }
+    // ANCHOR_END: deduct
 }

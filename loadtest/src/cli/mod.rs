@@ -1,6 +1,7 @@
 //! The subcommands, one module each, and what they share: the load options, plans,
 //! report files, service instances.
 
+pub mod book;
 pub mod chaos;
 pub mod demo;
 pub mod run;

@@ -175,6 +175,7 @@ impl Strategy for LockStrategy {
         self.info
     }
 
+    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let locker = self.locker.get_or_try_init(|| self.connect()).await?;
         let mut held = Held::new();
@@ -202,6 +203,7 @@ impl Strategy for LockStrategy {
             ..done
         })
     }
+    // ANCHOR_END: deduct
 
     /// Registers the backend's lock counters (`stock_locks_lock_renewals_total`,
     /// `stock_locks_locks_lost_total`, labelled with the backend).

@@ -2,7 +2,7 @@
 //! away from the correct algorithm it breaks ([`super::algorithm`]), switched on per request with the test hook
 //! `"mistake": NAME` (only with `--enable-test-hooks`; never in production), and each
 //! shown failing by a test in `app/tests/api/mistakes.rs` and by the chaos runner's
-//! scenario `mistakes` (README "Faults and fencing").
+//! scenario `mistakes` (the book's "Faults and fencing").
 //!
 //! | mistake | made in | what goes wrong | the correct code |
 //! |---|---|---|---|

@@ -16,7 +16,7 @@
 //! [`mistakes`] also knows the service's `shared` settings. Nothing of the service
 //! around them.
 //!
-//! # How each one fails, in a line (what the chaos runner shows; README "Faults and
+//! # How each one fails, in a line (what the chaos runner shows; the book's "Faults and
 //! fencing")
 //! - **`mysql-lock`**: a lease by the database's clock; every attempt a write on the
 //!   primary (the slowest under a hot key).
