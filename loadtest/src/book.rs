@@ -264,6 +264,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         .as_array()
         .map(|cards| cards.iter().map(|c| text(&c["name"])).collect())
         .unwrap_or_default();
+    facts.add("strategy-count", strategies.len().to_string());
     for (section, file, title) in [
         ("throughput", "demo/throughput.md", "on loopback"),
         (

@@ -10,8 +10,7 @@
 //! it on a real server. Example: `cargo run -p locks --example zookeeper`.
 //!
 //! # Algorithm
-//! The lock for key `stock/42` lives under the persistent parent `<root>/stock/42`
-//! (created on first use, never deleted).
+//! Key `stock/42` lives under the persistent parent `<root>/stock/42` (never deleted).
 //! 1. Create an `EPHEMERAL_SEQUENTIAL` child `_c_<uuid>-lock-`; ZooKeeper appends a
 //!    10-digit sequence number. The node lives as long as our session.
 //! 2. List the children, the `-lock-` ones by sequence number: ours lowest, we hold it.
