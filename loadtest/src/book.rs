@@ -608,12 +608,14 @@ fn chaos_pages(chaos: &Value, pages: &mut BTreeMap<String, String>, facts: &mut 
             text(&s["id"]),
             text(&s["how"])
         );
-        let body: Vec<Vec<String>> = cells
-            .iter()
-            .filter(|c| c["scenario"] == s["id"])
-            .map(|c| chaos_cell(c, true))
-            .collect();
+        let mine: Vec<&Value> = cells.iter().filter(|c| c["scenario"] == s["id"]).collect();
+        let body: Vec<Vec<String>> = mine.iter().map(|c| chaos_cell(c, true)).collect();
         page.push_str(&table(CHAOS_HEADERS, &body));
+        let labelled: Vec<(String, &Value)> = mine
+            .iter()
+            .map(|c| (format!("`{}`", text(&c["strategy"])), *c))
+            .collect();
+        page.push_str(&reasons(&labelled));
         pages.insert(format!("chaos/{}.md", text(&s["id"])), page);
     }
 }
@@ -627,8 +629,34 @@ const CHAOS_HEADERS: &[&str] = &[
     ">beyond",
     ">refused",
     ">no sale for ms",
-    "why",
 ];
+
+/// How a cell is told apart in the list of reasons under its table.
+fn fencing_label(c: &Value) -> &'static str {
+    match c["fencing"].as_bool() {
+        Some(true) => ", fenced",
+        Some(false) => ", unfenced",
+        None => "",
+    }
+}
+
+/// The runner's one-sentence reason for each cell, as a list under the table (in a
+/// column, they made every row a page tall).
+fn reasons(cells: &[(String, &Value)]) -> String {
+    let mut out = String::from(
+        "
+",
+    );
+    for (label, c) in cells {
+        let _ = writeln!(
+            out,
+            "- **{label}{}**: {}",
+            fencing_label(c),
+            text(&c["why"])
+        );
+    }
+    out
+}
 
 fn chaos_cell(c: &Value, link: bool) -> Vec<String> {
     let name = text(&c["strategy"]);
@@ -661,7 +689,6 @@ fn chaos_cell(c: &Value, link: bool) -> Vec<String> {
         int(&c["beyond_stock"]),
         int(&c["refused"]),
         num(f(&c["longest_gap_ms"])),
-        text(&c["why"]),
     ]
 }
 
@@ -843,36 +870,38 @@ fn strategy_pages(data: &Data, pages: &mut BTreeMap<String, String>) {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            let body: Vec<Vec<String>> = chaos["faults"]["cells"]
+            let mine: Vec<(String, &Value)> = chaos["faults"]["cells"]
                 .as_array()
                 .map(|cells| {
                     cells
                         .iter()
                         .filter(|c| c["strategy"] == name)
                         .map(|c| {
-                            let scenario = scenarios
+                            let title = scenarios
                                 .iter()
                                 .find(|s| s["id"] == c["scenario"])
                                 .map_or(String::new(), |s| {
-                                    format!(
-                                        "[{}. {}](faults.md#{})",
-                                        int(&s["number"]),
-                                        text(&s["title"]),
-                                        text(&s["id"])
-                                    )
+                                    format!("{}. {}", int(&s["number"]), text(&s["title"]))
                                 });
-                            let mut row = chaos_cell(c, false);
-                            row[0] = scenario;
-                            row
+                            (title, c)
                         })
                         .collect()
                 })
                 .unwrap_or_default();
-            if !body.is_empty() {
+            if !mine.is_empty() {
+                let body: Vec<Vec<String>> = mine
+                    .iter()
+                    .map(|(title, c)| {
+                        let mut row = chaos_cell(c, false);
+                        row[0] = format!("[{title}](faults.md#{})", text(&c["scenario"]));
+                        row
+                    })
+                    .collect();
                 let mut headers = CHAOS_HEADERS.to_vec();
                 headers[0] = "fault";
                 let _ = writeln!(page, "\nUnder faults (`loadtest chaos`):\n");
                 page.push_str(&table(&headers, &body));
+                page.push_str(&reasons(&mine));
             }
         }
         pages.insert(format!("strategies/{name}.md"), page);
