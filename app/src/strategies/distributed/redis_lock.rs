@@ -1,14 +1,12 @@
 //! `redis-lock`: the lock strategy ([`super::algorithm`]) on a Redisson-style hash lock
-//! in Redis ([`locks::redis`]): the primary `REDIS_SENTINELS` names, else the first of
-//! `REDIS_URLS`.
+//! ([`locks::redis`]) on the primary `REDIS_SENTINELS` names, else the first `REDIS_URLS`.
 //!
 //! # How it fails
 //! As `mysql-lock`, with Redis's clock. A Redis restart without persistence, or a
-//! failover to a replica that missed the lock, lets a second holder in at once
-//! (unfenced: lost updates). With `--redis-lock-min-replicas` a lock counts only once
-//! that many replicas have it: a failover then keeps it, at a round trip per
-//! acquisition. Its tokens come from Redis's clock when the last one is lost, so
-//! fenced holders after a restart are not refused by a fence that saw the old tokens.
+//! failover to a replica that missed the lock, lets a second holder in (unfenced:
+//! lost updates). `--redis-lock-min-replicas`: a lock counts once that many replicas
+//! have it (a round trip more). Tokens come from Redis's clock when the last is lost,
+//! so a fence that saw the old tokens does not refuse the holders after a restart.
 //!
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
