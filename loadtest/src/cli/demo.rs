@@ -49,7 +49,7 @@ pub struct DemoArgs {
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
     /// Every section, the two slow ones too: as `--far-rtt-ms 2 --overload-factor 5`
-    /// (about 3.5 more minutes); the book's reference run uses it.
+    /// (a few minutes more); the book's reference run uses it.
     #[arg(long)]
     pub full: bool,
     /// The throughput section again at this round-trip time to every server (two more
