@@ -351,6 +351,62 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         ));
         pages.insert("demo/far.md".to_string(), page);
     }
+    // Where the time goes: the service's phases per deduction, from /metrics.
+    for (section, title) in [
+        ("throughput", "the throughput section"),
+        ("flash-sale", "the flash sale"),
+    ] {
+        let split: Vec<&Value> = rows(demo, section)
+            .into_iter()
+            .filter(|r| r["time_split"].is_object())
+            .collect();
+        if split.is_empty() {
+            continue;
+        }
+        let mut page = banner(source);
+        let _ = writeln!(
+            page,
+            "*Mean milliseconds per deduction in {title}; the transaction includes the wait for a pooled connection.*\n"
+        );
+        let body: Vec<Vec<String>> = split
+            .iter()
+            .map(|r| {
+                let t = &r["time_split"];
+                let total: f64 = [
+                    "lock_ms",
+                    "transaction_ms",
+                    "release_ms",
+                    "rest_ms",
+                    "outside_ms",
+                ]
+                .iter()
+                .map(|k| f(&t[*k]))
+                .sum();
+                vec![
+                    linked(&text(&r["strategy"])),
+                    num(f(&t["lock_ms"])),
+                    num(f(&t["pool_wait_ms"])),
+                    num(f(&t["transaction_ms"]) - f(&t["pool_wait_ms"])),
+                    num(f(&t["release_ms"])),
+                    num(f(&t["rest_ms"]) + f(&t["outside_ms"])),
+                    num(total),
+                ]
+            })
+            .collect();
+        page.push_str(&table(
+            &[
+                "strategy",
+                ">lock wait",
+                ">pool wait",
+                ">rest of the transaction",
+                ">release",
+                ">handler rest + outside",
+                ">total",
+            ],
+            &body,
+        ));
+        pages.insert(format!("demo/time-split-{section}.md"), page);
+    }
     let contention = rows(demo, "contention");
     if !contention.is_empty() {
         let mut page = banner(source);
