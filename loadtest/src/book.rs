@@ -31,11 +31,13 @@ pub struct Data {
     pub demo: Option<Value>,
     pub chaos: Option<Value>,
     pub sweep: Option<Value>,
+    pub distance: Option<Value>,
     pub bench: Option<Value>,
 }
 
 impl Data {
-    /// Reads `machine.json`, `demo.json`, `chaos.json`, `sweep.json`, `bench.json`.
+    /// Reads `machine.json`, `demo.json`, `chaos.json`, `sweep.json`, `distance.json`,
+    /// `bench.json`.
     pub fn load(dir: &Path) -> anyhow::Result<Data> {
         let read = |name: &str| -> anyhow::Result<Option<Value>> {
             let path = dir.join(name);
@@ -52,6 +54,7 @@ impl Data {
             demo: read("demo.json")?,
             chaos: read("chaos.json")?,
             sweep: read("sweep.json")?,
+            distance: read("distance.json")?,
             bench: read("bench.json")?,
         })
     }
@@ -205,6 +208,9 @@ pub fn figures(data: &Data) -> BTreeMap<String, String> {
     if let Some(sweep) = &data.sweep {
         sweep_pages(sweep, &mut pages);
     }
+    if let Some(distance) = &data.distance {
+        distance_pages(distance, &mut pages);
+    }
     if let Some(bench) = &data.bench {
         bench_pages(bench, &mut pages, &mut facts);
     }
@@ -225,8 +231,9 @@ fn run_page(m: &Value) -> String {
     format!(
         "{}Every measured figure in this book comes from one reference run: **{}**, commit \
          `{}`, on {} cores ({}), {} GiB, {}, kernel {}; rustc {}; {}. `./scripts/book-data` \
-         re-measures it (about 35 minutes); your machine will give other numbers, the same \
-         shapes.\n",
+         re-measures it (about 50 minutes); a part re-measured alone on the same machine \
+         (`./scripts/book-data distance`) says its own date under its table. Your machine \
+         will give other numbers, the same shapes.\n",
         banner("book/data/machine.json"),
         text(&m["date"]),
         text(&m["commit"]),
@@ -816,6 +823,129 @@ fn sweep_pages(sweep: &Value, pages: &mut BTreeMap<String, String>) {
     }
 }
 
+/// The RTT sweep (`book/data/distance.json`): per product layout, sales/s as every
+/// server moves farther away; each strategy's round trips; the claim it checks.
+fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
+    let source = "book/data/distance.json";
+    let info = &distance["sweep"];
+    let rtts: Vec<f64> = info["rtts_ms"]
+        .as_array()
+        .map(|a| a.iter().map(f).collect())
+        .unwrap_or_default();
+    let (Some(&near), Some(&far)) = (rtts.first(), rtts.last()) else {
+        return;
+    };
+    let concurrency = info["concurrencies"]
+        .as_array()
+        .and_then(|c| c.last())
+        .map(int)
+        .unwrap_or_default();
+    let measured = distance["generated_at"]
+        .as_i64()
+        .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_default();
+    let sales = |r: &Value| f(&r["responses"]["200"]) / f(&r["seconds"]);
+    for products in info["products"].as_array().into_iter().flatten() {
+        let products = products.as_u64().unwrap_or(1) as usize;
+        let at = |rtt: f64| rows(distance, &crate::sweep::section(products, Some(rtt)));
+        let (first, last) = (at(near), at(far));
+        let mut headers: Vec<String> = vec!["strategy".into()];
+        headers.extend(rtts.iter().map(|r| format!(">{} ms", crate::sweep::ms(*r))));
+        headers.push(format!(
+            ">{} ms / {} ms",
+            crate::sweep::ms(far),
+            crate::sweep::ms(near)
+        ));
+        headers.push(format!(">p99 ms at {} ms", crate::sweep::ms(far)));
+        headers.push("verdict".into());
+        let body: Vec<Vec<String>> = first
+            .iter()
+            .map(|r0| {
+                let name = text(&r0["strategy"]);
+                let mut row = vec![linked(&name)];
+                for &rtt in &rtts {
+                    let cell = at(rtt)
+                        .into_iter()
+                        .find(|r| r["strategy"] == r0["strategy"]);
+                    row.push(cell.map_or(String::new(), |r| num(sales(r))));
+                }
+                let r2 = last.iter().find(|r| r["strategy"] == r0["strategy"]);
+                row.push(r2.map_or(String::new(), |r| format!("{}×", num(sales(r) / sales(r0)))));
+                row.push(r2.map_or(String::new(), |r| num(f(&r["latency_ms"]["p99"]))));
+                row.push(r2.map_or(String::new(), |r| verdict(r)));
+                row
+            })
+            .collect();
+        let mut page = banner(source);
+        let _ = writeln!(
+            page,
+            "*Sales per second with every server the given round-trip time away ({products} product{}, {concurrency} in flight over 2 instances; measured {measured}).*\n",
+            if products == 1 { "" } else { "s" },
+        );
+        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+        page.push_str(&table(&headers, &body));
+        pages.insert(
+            format!(
+                "distance/{products}-product{}.md",
+                if products == 1 { "" } else { "s" }
+            ),
+            page,
+        );
+    }
+    // Round trips counted per request, and waited for one after the other.
+    let counts = info["round_trips"].as_array().cloned().unwrap_or_default();
+    if !counts.is_empty() {
+        let kinds = |v: &Value| -> String {
+            let map: BTreeMap<String, f64> = v
+                .as_object()
+                .map(|m| m.iter().map(|(k, n)| (k.clone(), f(n))).collect())
+                .unwrap_or_default();
+            crate::distance::by_kind(&map)
+        };
+        let body: Vec<Vec<String>> = counts
+            .iter()
+            .map(|c| {
+                vec![
+                    linked(&text(&c["strategy"])),
+                    kinds(&c["sale"]),
+                    num(f(&c["sequential_sale"])),
+                    kinds(&c["refusal"]),
+                    num(f(&c["sequential_refusal"])),
+                ]
+            })
+            .collect();
+        let mut page = banner(source);
+        let _ = writeln!(
+            page,
+            "*Round trips per request, one request at a time: counted by the proxies (by kind of server), and waited for one after the other (p50 at {} ms minus p50 at {} ms, over {} ms). A refusal asks for 2 of 1.*\n",
+            crate::sweep::ms(far),
+            crate::sweep::ms(near),
+            crate::sweep::ms(far),
+        );
+        page.push_str(&table(
+            &[
+                "strategy",
+                "a sale: counted",
+                ">waited",
+                "a refusal: counted",
+                ">waited",
+            ],
+            &body,
+        ));
+        for c in distance["claims"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                page,
+                "\n**Claim**: {} → **{}**. {}",
+                text(&c["claim"]),
+                text(&c["verdict"]),
+                text(&c["evidence"])
+            );
+        }
+        pages.insert("distance/round-trips.md".to_string(), page);
+    }
+}
+
 fn bench_pages(bench: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Facts) {
     let source = "book/data/bench.json";
     let mut page = banner(source);
@@ -1352,5 +1482,43 @@ mod tests {
         });
         assert_ne!(pages["demo/throughput.md"], other["demo/throughput.md"]);
         assert!(other["facts.md"].contains("ANCHOR: throughput-s\n999\n"));
+    }
+
+    /// The RTT sweep's pages: sales/s per round-trip time with the far/near ratio, the
+    /// round trips by kind of server, the claim under them, the run's own date.
+    #[test]
+    fn distance_pages_show_rates_ratios_and_round_trips() {
+        let cell = |rtt: &str, sold: i64| {
+            serde_json::json!({"section": format!("sweep: 1 product, RTT {rtt} ms"),
+                "strategy": "atomic-sql", "seconds": 1.0, "responses": {"200": sold},
+                "latency_ms": {"p99": 9.0}, "expect": "safe",
+                "verdict": {"lost_updates": 0, "beyond_stock": 0}})
+        };
+        let distance = serde_json::json!({
+            "generated_at": 1_795_588_081_i64,
+            "sweep": {"rtts_ms": [0.0, 2.0], "concurrencies": [64], "products": [1],
+                "round_trips": [{"strategy": "atomic-sql", "sale": {"database": 7.0},
+                    "refusal": {"database": 8.0, "redis": 0.1},
+                    "sequential_sale": 6.4, "sequential_refusal": 6.3}]},
+            "results": [cell("0", 1000), cell("2", 130)],
+            "claims": [{"claim": "C", "verdict": "inconclusive", "evidence": "E"}],
+        });
+        let mut pages = BTreeMap::new();
+        distance_pages(&distance, &mut pages);
+        let rates = &pages["distance/1-product.md"];
+        assert!(rates.contains("measured 2026-11-25"), "{rates}");
+        assert!(
+            rates.contains("| [`atomic-sql`](atomic-sql.md) | 1000 | 130 | 0.13× | 9.0 | safe |"),
+            "{rates}"
+        );
+        let trips = &pages["distance/round-trips.md"];
+        assert!(
+            trips.contains("| database 7 | 6.4 | database 8, redis 0.1 | 6.3 |"),
+            "{trips}"
+        );
+        assert!(
+            trips.contains("**Claim**: C → **inconclusive**. E"),
+            "{trips}"
+        );
     }
 }
