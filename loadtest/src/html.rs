@@ -239,7 +239,7 @@ pub fn table(rows: &[&Row]) -> String {
 }
 
 /// The throughput section at a distance beside the loopback one: each strategy's
-/// req/s and p99 on both, the ratio, and the round trips per sale the proxies counted.
+/// req/s and p99 on both, the ratio, and the round trips per request the proxies counted.
 pub fn distance_table(near: &[&Row], far: &[&Row]) -> String {
     let Some(rtt) = far.first().and_then(|r| r.rtt_ms) else {
         return String::new();

@@ -712,7 +712,7 @@ pub async fn baseline_row(
 }
 
 /// The throughput table's distance columns: each strategy on loopback (or the demo's
-/// own RTT) and at `rtt_ms`, with the round trips per sale counted there.
+/// own RTT) and at `rtt_ms`, with the round trips per request counted there.
 fn print_distance_table(near: &[&Row], far: &[&Row], rtt_ms: f64) {
     println!();
     println!(
