@@ -12,6 +12,7 @@
 //! Everything here is a pure function of its inputs, so the same data always renders
 //! the same bytes.
 
+use crate::catalogue::Catalogue;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -60,6 +61,28 @@ impl Data {
     }
 }
 
+/// Every file under `dir` (none if it does not exist), by path relative to it, with
+/// its text: the generated pages as they are on disk.
+pub fn read_tree(dir: &Path) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
+                out.insert(rel, std::fs::read_to_string(&path)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// A markdown table; a header starting with `>` is a right-aligned (numeric) column.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::from("|");
@@ -104,6 +127,11 @@ fn int(v: &Value) -> String {
     v.as_i64()
         .map(|n| n.to_string())
         .unwrap_or_else(|| num(f(v)))
+}
+
+/// A JSON array's items (none when it is not one).
+fn list(v: &Value) -> &[Value] {
+    v.as_array().map_or(&[], Vec::as_slice)
 }
 
 fn text(v: &Value) -> String {
@@ -307,7 +335,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         }
     }
     // The same load, every server farther away.
-    let results = demo["results"].as_array().cloned().unwrap_or_default();
+    let results = list(&demo["results"]);
     if let Some(far_section) = results
         .iter()
         .filter_map(|r| r["section"].as_str())
@@ -634,12 +662,21 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
 fn chaos_pages(chaos: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Facts) {
     let source = "book/data/chaos.json";
     let faults = &chaos["faults"];
-    let cells = faults["cells"].as_array().cloned().unwrap_or_default();
+    let cells = list(&faults["cells"]);
     let expected = cells.iter().filter(|c| c["as_expected"] == true).count();
     facts.add("chaos-cells", cells.len().to_string());
     facts.add("chaos-as-expected", expected.to_string());
     facts.add("chaos-seconds", num(f(&faults["seconds"])));
-    let scenarios = faults["scenarios"].as_array().cloned().unwrap_or_default();
+    // Each scenario with its cells.
+    let scenarios: Vec<(&Value, Vec<&Value>)> = list(&faults["scenarios"])
+        .iter()
+        .map(|s| {
+            (
+                s,
+                cells.iter().filter(|c| c["scenario"] == s["id"]).collect(),
+            )
+        })
+        .collect();
     let mut summary = banner(source);
     let _ = writeln!(
         summary,
@@ -650,8 +687,7 @@ fn chaos_pages(chaos: &Value, pages: &mut BTreeMap<String, String>, facts: &mut 
     );
     let body: Vec<Vec<String>> = scenarios
         .iter()
-        .map(|s| {
-            let mine: Vec<&Value> = cells.iter().filter(|c| c["scenario"] == s["id"]).collect();
+        .map(|(s, mine)| {
             vec![
                 int(&s["number"]),
                 text(&s["title"]),
@@ -665,7 +701,7 @@ fn chaos_pages(chaos: &Value, pages: &mut BTreeMap<String, String>, facts: &mut 
         .collect();
     summary.push_str(&table(&[">#", "scenario", ">cells", ">as expected"], &body));
     pages.insert("chaos/summary.md".to_string(), summary);
-    for s in &scenarios {
+    for (s, mine) in &scenarios {
         let mut page = banner(source);
         let _ = writeln!(
             page,
@@ -673,7 +709,6 @@ fn chaos_pages(chaos: &Value, pages: &mut BTreeMap<String, String>, facts: &mut 
             text(&s["id"]),
             text(&s["how"])
         );
-        let mine: Vec<&Value> = cells.iter().filter(|c| c["scenario"] == s["id"]).collect();
         let body: Vec<Vec<String>> = mine.iter().map(|c| chaos_cell(c, true)).collect();
         page.push_str(&table(CHAOS_HEADERS, &body));
         let labelled: Vec<(String, &Value)> = mine
@@ -708,10 +743,7 @@ fn fencing_label(c: &Value) -> &'static str {
 /// The runner's one-sentence reason for each cell, as a list under the table (in a
 /// column, they made every row a page tall).
 fn reasons(cells: &[(String, &Value)]) -> String {
-    let mut out = String::from(
-        "
-",
-    );
+    let mut out = String::from("\n");
     for (label, c) in cells {
         let _ = writeln!(
             out,
@@ -757,11 +789,27 @@ fn chaos_cell(c: &Value, link: bool) -> Vec<String> {
     ]
 }
 
+/// A sweep layout's page name: `sweep: 100 products` → `100-products`.
+fn slug(section: &str) -> String {
+    let slug: String = section
+        .trim_start_matches("sweep: ")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    slug.trim_matches('-').to_string()
+}
+
+/// Sales per second of a report row: its 200 answers over its seconds (as the sweep's
+/// report counts them, `sweep::sales_per_second`).
+fn sales_per_second(row: &Value) -> f64 {
+    f(&row["responses"]["200"]) / f(&row["seconds"])
+}
+
 fn sweep_pages(sweep: &Value, pages: &mut BTreeMap<String, String>) {
     let source = "book/data/sweep.json";
-    let results = sweep["results"].as_array().cloned().unwrap_or_default();
+    let results = list(&sweep["results"]);
     let mut sections: Vec<String> = Vec::new();
-    for r in &results {
+    for r in results {
         let s = text(&r["section"]);
         if s.starts_with("sweep: ") && !sections.contains(&s) {
             sections.push(s);
@@ -796,11 +844,10 @@ fn sweep_pages(sweep: &Value, pages: &mut BTreeMap<String, String>) {
                         .iter()
                         .find(|r| r["strategy"] == s.as_str() && r["concurrency"] == *c);
                     row.push(cell.map_or(String::new(), |r| {
-                        let sold = f(&r["verdict"]["sold"]);
                         let oversold = verdict(r).starts_with("oversold");
                         format!(
                             "{}{}",
-                            num(sold / f(&r["seconds"])),
+                            num(sales_per_second(r)),
                             if oversold { " ⚠" } else { "" }
                         )
                     }));
@@ -816,12 +863,7 @@ fn sweep_pages(sweep: &Value, pages: &mut BTreeMap<String, String>) {
         );
         let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
         page.push_str(&table(&headers, &body));
-        let slug: String = section
-            .trim_start_matches("sweep: ")
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        pages.insert(format!("sweep/{}.md", slug.trim_matches('-')), page);
+        pages.insert(format!("sweep/{}.md", slug(&section)), page);
     }
 }
 
@@ -847,11 +889,14 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
         .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
         .map(|t| t.format("%Y-%m-%d").to_string())
         .unwrap_or_default();
-    let sales = |r: &Value| f(&r["responses"]["200"]) / f(&r["seconds"]);
     for products in info["products"].as_array().into_iter().flatten() {
         let products = products.as_u64().unwrap_or(1) as usize;
-        let at = |rtt: f64| rows(distance, &crate::sweep::section(products, Some(rtt)));
-        let (first, last) = (at(near), at(far));
+        // Each pass's rows, nearest first.
+        let passes: Vec<Vec<&Value>> = rtts
+            .iter()
+            .map(|&rtt| rows(distance, &crate::sweep::section(products, Some(rtt))))
+            .collect();
+        let (first, last) = (&passes[0], &passes[passes.len() - 1]);
         let mut headers: Vec<String> = vec!["strategy".into()];
         headers.extend(rtts.iter().map(|r| format!(">{} ms", crate::sweep::ms(*r))));
         headers.push(format!(
@@ -866,14 +911,14 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
             .map(|r0| {
                 let name = text(&r0["strategy"]);
                 let mut row = vec![linked(&name)];
-                for &rtt in &rtts {
-                    let cell = at(rtt)
-                        .into_iter()
-                        .find(|r| r["strategy"] == r0["strategy"]);
-                    row.push(cell.map_or(String::new(), |r| num(sales(r))));
+                for pass in &passes {
+                    let cell = pass.iter().find(|r| r["strategy"] == r0["strategy"]);
+                    row.push(cell.map_or(String::new(), |r| num(sales_per_second(r))));
                 }
                 let r2 = last.iter().find(|r| r["strategy"] == r0["strategy"]);
-                row.push(r2.map_or(String::new(), |r| format!("{}×", num(sales(r) / sales(r0)))));
+                row.push(r2.map_or(String::new(), |r| {
+                    format!("{}×", num(sales_per_second(r) / sales_per_second(r0)))
+                }));
                 row.push(r2.map_or(String::new(), |r| num(f(&r["latency_ms"]["p99"]))));
                 row.push(r2.map_or(String::new(), |r| verdict(r)));
                 row
@@ -887,16 +932,11 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
         );
         let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
         page.push_str(&table(&headers, &body));
-        pages.insert(
-            format!(
-                "distance/{products}-product{}.md",
-                if products == 1 { "" } else { "s" }
-            ),
-            page,
-        );
+        let layout = crate::sweep::section(products, None);
+        pages.insert(format!("distance/{}.md", slug(&layout)), page);
     }
     // Round trips counted per request, and waited for one after the other.
-    let counts = info["round_trips"].as_array().cloned().unwrap_or_default();
+    let counts = list(&info["round_trips"]);
     if !counts.is_empty() {
         let kinds = |v: &Value| -> String {
             let map: BTreeMap<String, f64> = v
@@ -1014,7 +1054,11 @@ fn strategy_pages(data: &Data, pages: &mut BTreeMap<String, String>) {
     let Some(cards) = demo["strategies"].as_array() else {
         return;
     };
-    let results = demo["results"].as_array().cloned().unwrap_or_default();
+    let results = list(&demo["results"]);
+    let scenarios = data
+        .chaos
+        .as_ref()
+        .map_or(&[][..], |chaos| list(&chaos["faults"]["scenarios"]));
     for card in cards {
         let name = text(&card["name"]);
         let mine: Vec<&Value> = results.iter().filter(|r| r["strategy"] == name).collect();
@@ -1054,10 +1098,6 @@ fn strategy_pages(data: &Data, pages: &mut BTreeMap<String, String>) {
             ));
         }
         if let Some(chaos) = &data.chaos {
-            let scenarios = chaos["faults"]["scenarios"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
             let mine: Vec<(String, &Value)> = chaos["faults"]["cells"]
                 .as_array()
                 .map(|cells| {
@@ -1101,7 +1141,7 @@ pub struct Live {
     /// `(title, --help text)`, each binary and subcommand.
     pub help: Vec<(String, String)>,
     pub openapi: Value,
-    pub strategies: Value,
+    pub strategies: Catalogue,
     /// A scrape of `/metrics` after one deduction on every strategy.
     pub metrics: String,
 }
@@ -1163,13 +1203,10 @@ fn api_page(doc: &Value) -> String {
                 } else {
                     what
                 };
-                // Rustdoc's intra-doc links read as plain code here.
-                let what = what.replace("[`", "`").replace("`]", "`");
+                let what = without_doc_links(&what);
                 index.push(vec![format!("`{method} {path}`"), what]);
                 let _ = writeln!(details, "\n### `{method} {path}`\n");
-                let description = text(&op["description"])
-                    .replace("[`", "`")
-                    .replace("`]", "`");
+                let description = without_doc_links(&text(&op["description"]));
                 if !description.is_empty() {
                     let _ = writeln!(details, "{description}\n");
                 }
@@ -1180,7 +1217,7 @@ fn api_page(doc: &Value) -> String {
                             vec![
                                 format!("`{}`", text(&p["name"])),
                                 text(&p["in"]),
-                                if p["required"] == true { "yes" } else { "no" }.to_string(),
+                                yes_no(p["required"] == true),
                                 text(&p["description"]),
                             ]
                         })
@@ -1235,12 +1272,7 @@ fn api_page(doc: &Value) -> String {
                         vec![
                             format!("`{field}`"),
                             schema_name(p),
-                            if required.contains(&field.as_str()) {
-                                "yes"
-                            } else {
-                                "no"
-                            }
-                            .to_string(),
+                            yes_no(required.contains(&field.as_str())),
                             text(&p["description"]),
                         ]
                     })
@@ -1253,6 +1285,15 @@ fn api_page(doc: &Value) -> String {
         }
     }
     page
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+/// Rustdoc's intra-doc links (``[`Type`]``) as the plain code they read as here.
+fn without_doc_links(doc: &str) -> String {
+    doc.replace("[`", "`").replace("`]", "`")
 }
 
 /// `DeductRequest`, `integer`, `array of ItemRequest`, `string or null`.
@@ -1276,35 +1317,24 @@ fn schema_name(schema: &Value) -> String {
     }
 }
 
-fn strategies_page(strategies: &Value) -> String {
+fn strategies_page(strategies: &Catalogue) -> String {
     let mut page = banner("the service's `GET /strategies`");
     let body: Vec<Vec<String>> = strategies
-        .as_array()
-        .map(|all| {
-            all.iter()
-                .map(|s| {
-                    let traits: Vec<String> = s["traits"]
-                        .as_array()
-                        .map(|t| t.iter().map(|t| format!("`{}`", text(t))).collect())
-                        .unwrap_or_default();
-                    vec![
-                        format!("`{}`", text(&s["name"])),
-                        text(&s["family"]),
-                        format!("`{}`", text(&s["source"])),
-                        if s["safe_across_instances"] == true {
-                            "yes"
-                        } else {
-                            "no"
-                        }
-                        .to_string(),
-                        text(&s["fencing"]),
-                        traits.join(" "),
-                        text(&s["description"]),
-                    ]
-                })
-                .collect()
+        .0
+        .iter()
+        .map(|s| {
+            let traits: Vec<String> = s.traits.iter().map(|t| format!("`{t}`")).collect();
+            vec![
+                format!("`{}`", s.name),
+                s.family.clone(),
+                format!("`{}`", s.source),
+                yes_no(s.safe_across_instances),
+                s.fencing.clone(),
+                traits.join(" "),
+                s.description.clone(),
+            ]
         })
-        .unwrap_or_default();
+        .collect();
     page.push_str(&table(
         &[
             "strategy",
@@ -1385,23 +1415,19 @@ fn metrics_page(scrape: &str) -> String {
 }
 
 /// The README's strategy map: strategy → its file or folder → when to use it.
-pub fn readme_map(strategies: &Value) -> String {
+pub fn readme_map(strategies: &Catalogue) -> String {
     let body: Vec<Vec<String>> = strategies
-        .as_array()
-        .map(|all| {
-            all.iter()
-                .map(|s| {
-                    let source = text(&s["source"]);
-                    vec![
-                        format!("`{}`", text(&s["name"])),
-                        text(&s["family"]),
-                        format!("[`{source}`]({source})"),
-                        text(&s["when_to_use"]),
-                    ]
-                })
-                .collect()
+        .0
+        .iter()
+        .map(|s| {
+            vec![
+                format!("`{}`", s.name),
+                s.family.clone(),
+                format!("[`{0}`]({0})", s.source),
+                s.when_to_use.clone(),
+            ]
         })
-        .unwrap_or_default();
+        .collect();
     table(&["strategy", "family", "code", "use it when"], &body)
 }
 

@@ -1,7 +1,6 @@
 //! `loadtest`: the command line. Each subcommand lives in its own module ([`cli`]).
 
 use anyhow::bail;
-use clap::CommandFactory;
 use clap::{Parser, Subcommand};
 use cli::{book::BookArgs, chaos::ChaosArgs, demo::DemoArgs, run::RunArgs, sweep::SweepArgs};
 
@@ -51,14 +50,7 @@ async fn main() -> anyhow::Result<()> {
                 _ = tokio::signal::ctrl_c() => bail!("interrupted; everything started was stopped"),
             }
         }
-        Command::Book(args) => {
-            let subcommands = Cli::command()
-                .get_subcommands()
-                .map(|c| c.get_name().to_string())
-                .filter(|name| name != "help")
-                .collect();
-            cli::book::book(args, subcommands).await
-        }
+        Command::Book(args) => cli::book::book(args).await,
         Command::Demo(args) => {
             // Everything started is owned by `demo` and stopped when it returns,
             // including on Ctrl-C (the servers are in their own process groups, so

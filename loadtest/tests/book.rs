@@ -53,19 +53,9 @@ fn chapters() -> Vec<PathBuf> {
 
 /// Every generated page.
 fn generated() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut dirs = vec![root().join("book/src/generated")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
+    let dir = root().join("book/src/generated");
+    let pages = loadtest::book::read_tree(&dir).unwrap();
+    pages.keys().map(|rel| dir.join(rel)).collect()
 }
 
 /// The committed generated pages and the README's strategy map equal what the data

@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use loadtest::book::{self, Data, Live};
+use loadtest::catalogue::Catalogue;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,11 +29,11 @@ pub struct BookArgs {
     pub app_bin: Option<PathBuf>,
 }
 
-/// `loadtest book`. `subcommands` are this binary's, for the reference's `--help`s.
-pub async fn book(args: BookArgs, subcommands: Vec<String>) -> anyhow::Result<()> {
+/// `loadtest book`.
+pub async fn book(args: BookArgs) -> anyhow::Result<()> {
     let data = Data::load(&args.data)?;
     let mut pages = book::figures(&data);
-    let live = live(&args, &subcommands).await?;
+    let live = live(&args).await?;
     pages.extend(book::reference(&live));
     let readme = std::fs::read_to_string(&args.readme)
         .with_context(|| format!("reading {}", args.readme.display()))?;
@@ -48,14 +49,11 @@ pub async fn book(args: BookArgs, subcommands: Vec<String>) -> anyhow::Result<()
     let chapters = args.out.parent().unwrap_or(Path::new("."));
     let missing: Vec<String> = live
         .strategies
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s["name"].as_str())
+        .names()
         .filter(|name| !chapters.join(format!("{name}.md")).is_file())
         .map(|name| format!("{}/{name}.md", chapters.display()))
         .collect();
-    let on_disk = read_tree(&args.out)?;
+    let on_disk = book::read_tree(&args.out)?;
     if args.check {
         let mut differ = Vec::new();
         for (path, page) in &pages {
@@ -136,27 +134,6 @@ fn first_difference(old: &str, new: &str) -> String {
     )
 }
 
-/// Every file under `dir`, by path relative to it.
-fn read_tree(dir: &Path) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
-                out.insert(rel, std::fs::read_to_string(&path)?);
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// A binary's `--help`, with an empty environment (clap shows an `env` variable's
 /// value when it is set, which would make the page depend on the shell).
 fn help(binary: &Path, args: &[&str]) -> anyhow::Result<String> {
@@ -174,7 +151,7 @@ fn help(binary: &Path, args: &[&str]) -> anyhow::Result<String> {
 
 /// Runs the binaries' `--help`, and a service on a private stack: its OpenAPI
 /// document, its strategies, and a scrape after one deduction on every strategy.
-async fn live(args: &BookArgs, subcommands: &[String]) -> anyhow::Result<Live> {
+async fn live(args: &BookArgs) -> anyhow::Result<Live> {
     let me = std::env::current_exe()?;
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
     let testbed_bin = app_bin.with_file_name("testbed");
@@ -185,7 +162,9 @@ async fn live(args: &BookArgs, subcommands: &[String]) -> anyhow::Result<Live> {
         );
     }
     let mut helps = vec![("loadtest".to_string(), help(&me, &[])?)];
-    for sub in subcommands {
+    // This binary's subcommands, as its parser knows them.
+    let command = <crate::Cli as clap::CommandFactory>::command();
+    for sub in command.get_subcommands().map(clap::Command::get_name) {
         helps.push((format!("loadtest {sub}"), help(&me, &[sub])?));
     }
     helps.push(("stock-app".to_string(), help(&app_bin, &[])?));
@@ -208,9 +187,8 @@ async fn live(args: &BookArgs, subcommands: &[String]) -> anyhow::Result<Live> {
         }
     };
     let openapi: serde_json::Value = serde_json::from_str(&get("/openapi.json").await?)?;
-    let strategies: serde_json::Value = serde_json::from_str(&get("/strategies").await?)?;
-    for (i, s) in strategies.as_array().into_iter().flatten().enumerate() {
-        let name = s["name"].as_str().unwrap_or_default();
+    let strategies = Catalogue::fetch(&client, &instance.base).await?;
+    for (i, name) in strategies.names().enumerate() {
         let product = 900_000 + i as i64;
         loadtest::engine::restock(&client, &instance.base, super::ADMIN_TOKEN, product, 10, 0)
             .await?;
