@@ -1,8 +1,9 @@
 //! The `baseline` row: the reference's transaction (the conditional UPDATE) driven
-//! directly over sqlx, with no
-//! HTTP and no service in between, at the same concurrency. The gap between this row
-//! and the reference is what the service itself costs (HTTP, JSON, idempotency check,
-//! orders row).
+//! directly over sqlx, with no HTTP and no service in between, on as many database
+//! connections as the service's instances have together, at the same concurrency, for
+//! the same time. It does less than the service (no idempotency read, no `orders` row),
+//! so it bounds the reference from above: the gap is what the service itself costs
+//! (HTTP, JSON, the idempotency check, the orders row).
 
 use crate::engine::{Answer, Fired, Outcome};
 use futures::StreamExt;
@@ -34,16 +35,18 @@ async fn deduct(db: &MySqlPool, product_id: i64, request_id: &str) -> sqlx::Resu
     Ok(true)
 }
 
-/// `requests` single-unit deductions of `product_id` at `concurrency` connections.
+/// Single-unit deductions of `product_id`, `concurrency` at once (on the pool's
+/// connections), for `duration`.
 pub async fn fire(
     db: &MySqlPool,
     product_id: i64,
-    requests: usize,
+    duration: std::time::Duration,
     concurrency: usize,
     id_prefix: &str,
 ) -> Fired {
     let started = Instant::now();
-    let answers: Vec<Answer> = futures::stream::iter(0..requests)
+    let answers: Vec<Answer> = futures::stream::iter(0..)
+        .take_while(|_| std::future::ready(started.elapsed() < duration))
         .map(|i| async move {
             let request_id = format!("{id_prefix}-{i}");
             let sent = Instant::now();
@@ -68,5 +71,5 @@ pub async fn fire(
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    Fired::from_answers(answers, started.elapsed())
+    Fired::from_answers(answers, started.elapsed(), concurrency)
 }

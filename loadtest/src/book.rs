@@ -109,18 +109,10 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
-/// A figure rounded as the tables show it: whole numbers from 100, one decimal below,
-/// two below 1.
+/// A figure rounded as the tables show it ([`crate::rate::round`]: the terminal's and
+/// the report's tables round the same way).
 pub fn num(x: f64) -> String {
-    if !x.is_finite() {
-        "–".to_string()
-    } else if x.abs() >= 100.0 {
-        format!("{x:.0}")
-    } else if x.abs() >= 1.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
+    crate::rate::round(x)
 }
 
 fn int(v: &Value) -> String {
@@ -172,52 +164,128 @@ fn linked(name: &str) -> String {
     format!("[`{name}`]({name}.md)")
 }
 
-/// The load rows' common columns; the rows of `strategies` linked to their chapters
-/// (the others, such as the baseline, have none).
-fn load_table(rows: &[&Value], strategies: &[String]) -> String {
+/// A row's sales per second with its spread: `951 (928–986)`.
+fn rate(row: &Value) -> String {
+    let sales = &row["sales"];
+    crate::rate::SalesRate {
+        per_second: f(&sales["per_second"]),
+        q1: f(&sales["q1"]),
+        q3: f(&sales["q3"]),
+        ..Default::default()
+    }
+    .text()
+}
+
+/// Whether the stock never limited a row's run (`Row::stock_never_limited`): nobody
+/// told "sold out", some left.
+fn stock_never_limited(row: &Value) -> bool {
+    row["responses"]["409"].as_u64().unwrap_or(0) == 0
+        && row["verdict"]["remaining"].as_i64().unwrap_or(0) > 0
+}
+
+/// A row's sales per second over its steady window ([`crate::rate`]); a row of a
+/// version 1 report (no `sales`) had only its 200 answers over the whole run.
+fn sales_per_second(row: &Value) -> f64 {
+    match row["sales"]["per_second"].as_f64() {
+        Some(rate) => rate,
+        None => f(&row["responses"]["200"]) / f(&row["seconds"]),
+    }
+}
+
+/// What a page measured by a version 1 report says of its figures.
+fn earlier_definition(report: &Value) -> &'static str {
+    if report["version"].as_u64() == Some(1) {
+        " Measured before the steady window: each figure is the 200 answers over the whole run, ramp-up and drain included, without a spread; `scripts/book-data sweep distance` re-measures it."
+    } else {
+        ""
+    }
+}
+
+/// The load rows' common columns: sales/s with its spread where the stock never
+/// limits (`throughput`), what was sold and refused where it runs out; the rows of
+/// `strategies` linked to their chapters (the others, such as the baseline, have none).
+fn load_table(rows: &[&Value], strategies: &[String], throughput: bool) -> String {
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let name = text(&r["strategy"]);
-            vec![
-                if strategies.contains(&name) {
-                    linked(&name)
-                } else {
-                    format!("`{name}`")
-                },
-                num(f(&r["throughput_rps"])),
+            let mut cells = vec![if strategies.contains(&name) {
+                linked(&name)
+            } else {
+                format!("`{name}`")
+            }];
+            if throughput {
+                cells.push(rate(r));
+            }
+            cells.extend([
                 num(f(&r["latency_ms"]["p50"])),
                 num(f(&r["latency_ms"]["p99"])),
                 int(&r["verdict"]["sold"]),
-                int(&r["verdict"]["remaining"]),
+            ]);
+            if !throughput {
+                cells.extend([
+                    int(&r["verdict"]["remaining"]),
+                    format!(
+                        "{} ({})",
+                        int(&r["responses"]["409"]),
+                        int(&r["refused_by_fast_path"])
+                    ),
+                ]);
+            }
+            cells.extend([
                 int(&r["verdict"]["lost_updates"]),
                 int(&r["verdict"]["beyond_stock"]),
                 num(f(&r["attempts_per_success"])),
                 verdict(r),
-            ]
+            ]);
+            cells
         })
         .collect();
-    table(
-        &[
-            "strategy", ">req/s", ">p50 ms", ">p99 ms", ">sold", ">left", ">lost", ">beyond",
-            ">tries", "verdict",
-        ],
-        &body,
-    )
+    let mut headers = vec!["strategy"];
+    if throughput {
+        headers.push(">sales/s (q1–q3)");
+    }
+    headers.extend([">p50 ms", ">p99 ms", ">sold"]);
+    if !throughput {
+        headers.extend([">left", ">sold out (by the fast path)"]);
+    }
+    headers.extend([">lost", ">beyond", ">tries", "verdict"]);
+    table(&headers, &body)
 }
 
-/// The shape of a section's load, from its first row.
+/// The shape of a section's load, from its first row: timed with stock never the
+/// limit, or a number of requests at a stock that runs out.
 fn load_shape(row: &Value) -> String {
-    format!(
-        "{} requests per strategy, {} in flight over {} instances, stock {}",
-        int(&row["requests"]),
-        int(&row["concurrency"]),
-        int(&row["instances"]),
-        int(&row["verdict"]["initial"]),
-    )
+    let products = match row["products"].as_i64().unwrap_or(1) {
+        1 => "one hot product".to_string(),
+        n => format!("{n} products"),
+    };
+    let instances = match row["instances"].as_i64().unwrap_or(0) {
+        1 => "on 1 instance".to_string(),
+        n => format!("over {n} instances"),
+    };
+    if stock_never_limited(row) {
+        format!(
+            "{products}, {} in flight {instances}, stock never the limit; sales/s over a {} s steady window",
+            int(&row["concurrency"]),
+            num(f(&row["sales"]["to_s"]) - f(&row["sales"]["from_s"])),
+        )
+    } else {
+        format!(
+            "{products}, {} requests per strategy, {} in flight {instances}, stock {}",
+            int(&row["requests"]),
+            int(&row["concurrency"]),
+            int(&row["verdict"]["initial"]),
+        )
+    }
 }
 
-const LEGEND: &str = "sold = the ledger's sum; lost = sales the stock row never saw (ledger − (stock − left)); beyond = sold past the stock; tries = transactions per sale.";
+/// What a throughput table's figure counts, under it.
+const SALES_LEGEND: &str = "sales/s = deductions answered 200 (one unit each) per second over the run's steady window (after the first wave's answers, until the last request was sent); q1–q3 = its spread, the interquartile range over ten slices of the window.";
+
+const THROUGHPUT_LEGEND: &str = "sold = the ledger's sum; lost = sales the stock row never saw (ledger − (stock − left)); beyond = sold past the stock; tries = transactions per sale.";
+
+const LEGEND: &str = "sold = the ledger's sum; lost = sales the stock row never saw (ledger − (stock − left)); beyond = sold past the stock; tries = transactions per sale; sold out (by the fast path) = 409 answers, and of them those the sold-out fast path gave without running the strategy.";
 
 /// Every page rendered from the data, by path under the generated directory.
 pub fn figures(data: &Data) -> BTreeMap<String, String> {
@@ -300,12 +368,19 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         .map(|cards| cards.iter().map(|c| text(&c["name"])).collect())
         .unwrap_or_default();
     facts.add("strategy-count", strategies.len().to_string());
-    for (section, file, title) in [
-        ("throughput", "demo/throughput.md", "on loopback"),
+    for (section, file, title, throughput) in [
+        ("throughput", "demo/throughput.md", "on loopback", true),
         (
-            "held",
+            crate::claims::ONE_INSTANCE,
+            "demo/one-instance.md",
+            "on loopback",
+            true,
+        ),
+        (
+            crate::claims::HELD,
             "demo/held.md",
             "every deduction held between read and write (`--hold-ms`)",
+            false,
         ),
     ] {
         let rows = rows(demo, section);
@@ -322,14 +397,18 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                 String::new()
             }
         );
-        page.push_str(&load_table(&rows, &strategies));
-        let _ = writeln!(page, "\n{LEGEND}");
+        page.push_str(&load_table(&rows, &strategies, throughput));
+        if throughput {
+            let _ = writeln!(page, "\n{SALES_LEGEND} {THROUGHPUT_LEGEND}");
+        } else {
+            let _ = writeln!(page, "\n{LEGEND}");
+        }
         pages.insert(file.to_string(), page);
         if section == "throughput" {
             for r in &rows {
                 facts.add(
                     &format!("throughput-{}", text(&r["strategy"])),
-                    num(f(&r["throughput_rps"])),
+                    num(sales_per_second(r)),
                 );
             }
         }
@@ -346,28 +425,27 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*{}; loopback against {} (every server behind a proxy adding the round trip and counting round trips; {} requests per strategy there).*\n",
+            "*{}; the throughput section's figure on loopback against the same load at {} (every server behind a proxy adding the round trip and counting round trips).*\n",
             near.first().map(|r| load_shape(r)).unwrap_or_default(),
             far_section.trim_start_matches("throughput, "),
-            far.first().map(|r| int(&r["requests"])).unwrap_or_default(),
         );
         let body: Vec<Vec<String>> = far
             .iter()
             .map(|r| {
                 let name = text(&r["strategy"]);
                 let there = near.iter().find(|n| n["strategy"] == r["strategy"]);
-                let loopback = there.map_or(f64::NAN, |n| f(&n["throughput_rps"]));
-                // Per request, a sale's and a refusal's alike: there are more requests
-                // than stock, and per sale would charge the refusals to the sales.
+                let loopback = there.map_or(f64::NAN, |n| sales_per_second(n));
+                // Per request, a sale's and a refusal's alike (a lock that polls makes
+                // round trips while it waits, and its refusals make some too).
                 let trips: f64 = r["round_trips"]
                     .as_object()
                     .map(|m| m.values().map(f).sum::<f64>() / f(&r["requests"]))
                     .unwrap_or(f64::NAN);
                 vec![
                     linked(&name),
-                    num(loopback),
-                    num(f(&r["throughput_rps"])),
-                    format!("{}×", num(f(&r["throughput_rps"]) / loopback)),
+                    there.map_or(String::new(), |n| rate(n)),
+                    rate(r),
+                    format!("{}×", num(sales_per_second(r) / loopback)),
                     num(f(&r["latency_ms"]["p99"])),
                     num(trips),
                     verdict(r),
@@ -377,8 +455,8 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         page.push_str(&table(
             &[
                 "strategy",
-                ">req/s loopback",
-                ">req/s far",
+                ">sales/s loopback (q1–q3)",
+                ">sales/s far (q1–q3)",
                 ">far / loopback",
                 ">p99 ms far",
                 ">round trips per request",
@@ -444,16 +522,34 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         ));
         pages.insert(format!("demo/time-split-{section}.md"), page);
     }
-    let contention = rows(demo, "contention");
-    if !contention.is_empty() {
+    let mut contention = rows(demo, crate::claims::CONTENTION);
+    if let Some(cas) = contention.first().map(|r| r["strategy"].clone()) {
+        // Its high concurrency is the throughput section's row: one setup, one figure.
+        contention.extend(
+            rows(demo, "throughput")
+                .into_iter()
+                .filter(|r| r["strategy"] == cas),
+        );
         let mut page = banner(source);
+        let _ = writeln!(
+            page,
+            "*{}; the row at {} in flight is the throughput section's.*\n",
+            load_shape(contention[0]).replace(
+                &format!("{} in flight", int(&contention[0]["concurrency"])),
+                "the given number in flight"
+            ),
+            contention
+                .last()
+                .map(|r| int(&r["concurrency"]))
+                .unwrap_or_default()
+        );
         let body: Vec<Vec<String>> = contention
             .iter()
             .map(|r| {
                 vec![
                     format!("`{}`", text(&r["strategy"])),
                     int(&r["concurrency"]),
-                    num(f(&r["throughput_rps"])),
+                    rate(r),
                     num(f(&r["latency_ms"]["p99"])),
                     num(f(&r["attempts_per_success"])),
                     verdict(r),
@@ -464,7 +560,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
             &[
                 "strategy",
                 ">in flight",
-                ">req/s",
+                ">sales/s (q1–q3)",
                 ">p99 ms",
                 ">tries per sale",
                 "verdict",
@@ -479,8 +575,8 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*One hot product, {} requests per strategy, {} in flight over 2 instances; the stock never the limit; the reference is the conditional UPDATE.*\n",
-            int(&flash["requests"]),
+            "*One hot product, {} s per strategy, {} in flight over 2 instances; the stock never the limit; the reference is the conditional UPDATE. {SALES_LEGEND}*\n",
+            num(f(&flash["seconds"])),
             int(&flash["concurrency"]),
         );
         let body: Vec<Vec<String>> = throughput
@@ -488,10 +584,10 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
             .map(|t| {
                 let name = text(&t["strategy"]);
                 let row = sale_rows.iter().find(|r| r["strategy"] == t["strategy"]);
-                facts.add(&format!("flash-{name}"), num(f(&t["sales_per_second"])));
+                facts.add(&format!("flash-{name}"), num(f(&t["sales"]["per_second"])));
                 vec![
                     linked(&name),
-                    num(f(&t["sales_per_second"])),
+                    rate(t),
                     format!("{}×", num(f(&t["times_atomic_sql"]))),
                     num(f(&t["statements_per_sale"])),
                     num(f(&t["sales_per_transaction"])),
@@ -504,7 +600,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         page.push_str(&table(
             &[
                 "strategy",
-                ">sales/s",
+                ">sales/s (q1–q3)",
                 ">× the reference",
                 ">statements per sale",
                 ">sales per transaction",
@@ -527,6 +623,8 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                     int(&s["buyers"]),
                     int(&s["sold"]),
                     int(&s["refused"]),
+                    int(&s["refused_by_fast_path"]),
+                    num(f(&s["answers_per_second"])),
                     int(&s["other"]),
                     if s["exact"] == true {
                         "exact".to_string()
@@ -543,20 +641,27 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                 ">buyers",
                 ">sold",
                 ">refused (sold out)",
+                ">of them by the fast path",
+                ">answers/s",
                 ">other",
                 "ledger",
             ],
             &body,
         ));
+        let _ = writeln!(
+            page,
+            "\nRefusals are the subject here, not a throughput: the sold-out fast path answers most of them without running the strategy; answers/s counts every answer over the whole run."
+        );
         pages.insert("demo/sell-out.md".to_string(), page);
     }
     if let Some(buckets) = flash["buckets"].as_array() {
         let mut page = banner(source);
         let body: Vec<Vec<String>> = buckets
             .iter()
-            .map(|b| vec![int(&b["buckets"]), num(f(&b["sales_per_second"]))])
+            .map(|b| vec![int(&b["buckets"]), rate(b)])
             .collect();
-        page.push_str(&table(&[">buckets", ">sales/s"], &body));
+        page.push_str(&table(&[">buckets", ">sales/s (q1–q3)"], &body));
+        let _ = writeln!(page, "\n{SALES_LEGEND}");
         pages.insert("demo/buckets.md".to_string(), page);
     }
     let overload = &demo["overload"];
@@ -564,9 +669,10 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*Open loop at {}× each strategy's capacity for {} s; the client retries a 429 after its Retry-After within a 20 % retry budget.*\n",
+            "*Open loop at {}× each strategy's capacity for {} s (at most {} in flight); the client retries a 429 after its Retry-After within a 20 % retry budget. Capacity = the best no-limit sales/s measured (closed loop at the concurrency named, or the no-limit open loop when it sold faster); reached = requests started per second, *ceiling* when the service held the open loop's in-flight ceiling unanswered and the loop had to wait; goodput = sales/s over the steady window.*\n",
             num(f(&overload["factor"])),
             num(f(&overload["seconds"])),
+            crate::overload::OPEN_LOOP_IN_FLIGHT,
         );
         let body: Vec<Vec<String>> = modes
             .iter()
@@ -574,8 +680,23 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                 vec![
                     linked(&text(&r["strategy"])),
                     text(&r["mode"]),
-                    num(f(&r["capacity_sales_per_second"])),
-                    num(f(&r["achieved_per_second"])),
+                    format!(
+                        "{} ({})",
+                        num(f(&r["capacity_sales_per_second"])),
+                        text(&r["capacity_from"])
+                    ),
+                    num(f(&r["offered_per_second"])),
+                    format!(
+                        "{}{}",
+                        num(f(&r["achieved_per_second"])),
+                        if r["ceiling_reached"] == true {
+                            " (ceiling)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    format!("{}×", num(f(&r["multiple_reached"]))),
+                    rate(&serde_json::json!({"sales": r["goodput"]})),
                     format!("{} %", num(100.0 * f(&r["goodput_share"]))),
                     format!(
                         "{} ({}×)",
@@ -597,9 +718,12 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
             &[
                 "strategy",
                 "instances",
-                ">capacity sales/s",
+                ">capacity sales/s (measured at)",
                 ">offered req/s",
-                ">goodput",
+                ">reached req/s",
+                ">× capacity reached",
+                ">goodput sales/s (q1–q3)",
+                ">goodput / capacity",
                 ">p99 accepted ms",
                 ">slowest /health ms",
                 ">429s",
@@ -619,6 +743,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                         num(f(&s["offered_per_second"])),
                         int(&s["sold"]),
                         int(&s["refused"]),
+                        int(&s["refused_by_fast_path"]),
                         num(f(&s["answers_per_second"])),
                         num(f(&s["p99_ms"])),
                     ]
@@ -633,6 +758,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                     ">offered req/s",
                     ">sold",
                     ">told sold out",
+                    ">of them by the fast path",
                     ">answers/s",
                     ">p99 ms",
                 ],
@@ -649,12 +775,21 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                 vec![
                     text(&c["claim"]),
                     text(&c["source"]),
+                    format!("{}: {}", text(&c["section"]), text(&c["load"])),
                     format!("**{}**", text(&c["verdict"])),
                     text(&c["evidence"]),
                 ]
             })
             .collect();
-        page.push_str(&table(&["claim", "from", "verdict", "evidence"], &body));
+        page.push_str(&table(
+            &["claim", "from", "judged on", "verdict", "evidence"],
+            &body,
+        ));
+        let _ = writeln!(
+            page,
+            "\nA speed claim is judged on sales per second; it is confirmed or refuted only when the two figures differ by more than both spreads and by more than {} %, otherwise inconclusive.",
+            num(100.0 * crate::rate::MARGIN)
+        );
         pages.insert("demo/claims.md".to_string(), page);
     }
 }
@@ -799,12 +934,6 @@ fn slug(section: &str) -> String {
     slug.trim_matches('-').to_string()
 }
 
-/// Sales per second of a report row: its 200 answers over its seconds (as the sweep's
-/// report counts them, `sweep::sales_per_second`).
-fn sales_per_second(row: &Value) -> f64 {
-    f(&row["responses"]["200"]) / f(&row["seconds"])
-}
-
 fn sweep_pages(sweep: &Value, pages: &mut BTreeMap<String, String>) {
     let source = "book/data/sweep.json";
     let results = list(&sweep["results"]);
@@ -846,8 +975,13 @@ fn sweep_pages(sweep: &Value, pages: &mut BTreeMap<String, String>) {
                     row.push(cell.map_or(String::new(), |r| {
                         let oversold = verdict(r).starts_with("oversold");
                         format!(
-                            "{}{}",
+                            "{}{}{}",
                             num(sales_per_second(r)),
+                            if r["measured_in"].is_string() {
+                                " †"
+                            } else {
+                                ""
+                            },
                             if oversold { " ⚠" } else { "" }
                         )
                     }));
@@ -858,11 +992,15 @@ fn sweep_pages(sweep: &Value, pages: &mut BTreeMap<String, String>) {
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*Sales per second by requests in flight ({}; ⚠ = oversold).*\n",
-            section.trim_start_matches("sweep: ")
+            "*Sales per second by requests in flight ({}, over 2 instances, stock never the limit; ⚠ = oversold; † = measured by another run of the same setup (the demo's), not measured twice).{}*\n",
+            section.trim_start_matches("sweep: "),
+            earlier_definition(sweep)
         );
         let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
         page.push_str(&table(&headers, &body));
+        if earlier_definition(sweep).is_empty() {
+            let _ = writeln!(page, "\n{SALES_LEGEND}");
+        }
         pages.insert(format!("sweep/{}.md", slug(&section)), page);
     }
 }
@@ -897,7 +1035,13 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
             .map(|&rtt| rows(distance, &crate::sweep::section(products, Some(rtt))))
             .collect();
         let (first, last) = (&passes[0], &passes[passes.len() - 1]);
+        // The same load with no proxy at all, when the run took it from another
+        // report (one setup, one figure): what the proxies themselves cost.
+        let loopback = rows(distance, &crate::sweep::section(products, None));
         let mut headers: Vec<String> = vec!["strategy".into()];
+        if !loopback.is_empty() {
+            headers.push(">no proxy †".into());
+        }
         headers.extend(rtts.iter().map(|r| format!(">{} ms", crate::sweep::ms(*r))));
         headers.push(format!(
             ">{} ms / {} ms",
@@ -911,6 +1055,10 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
             .map(|r0| {
                 let name = text(&r0["strategy"]);
                 let mut row = vec![linked(&name)];
+                if !loopback.is_empty() {
+                    let cell = loopback.iter().find(|r| r["strategy"] == r0["strategy"]);
+                    row.push(cell.map_or(String::new(), |r| num(sales_per_second(r))));
+                }
                 for pass in &passes {
                     let cell = pass.iter().find(|r| r["strategy"] == r0["strategy"]);
                     row.push(cell.map_or(String::new(), |r| num(sales_per_second(r))));
@@ -927,11 +1075,22 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*Sales per second with every server the given round-trip time away ({products} product{}, {concurrency} in flight over 2 instances; measured {measured}).*\n",
+            "*Sales per second with every server the given round-trip time away ({products} product{}, {concurrency} in flight over 2 instances, stock never the limit; measured {measured}). Every server sits behind a proxy that adds the round trip: 0 ms is through the proxies with nothing added, not the same setup as loopback without them{}.*\n",
             if products == 1 { "" } else { "s" },
+            if loopback.is_empty() {
+                ""
+            } else {
+                " († no proxy: the sweep's figure for that setup, not measured twice)"
+            },
         );
+        if !earlier_definition(distance).is_empty() {
+            let _ = writeln!(page, "{}\n", earlier_definition(distance).trim_start());
+        }
         let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
         page.push_str(&table(&headers, &body));
+        if earlier_definition(distance).is_empty() {
+            let _ = writeln!(page, "\n{SALES_LEGEND}");
+        }
         let layout = crate::sweep::section(products, None);
         pages.insert(format!("distance/{}.md", slug(&layout)), page);
     }
@@ -1067,14 +1226,25 @@ fn strategy_pages(data: &Data, pages: &mut BTreeMap<String, String>) {
             let body: Vec<Vec<String>> = mine
                 .iter()
                 .map(|r| {
+                    let throughput = stock_never_limited(r);
                     vec![
                         text(&r["section"]),
-                        format!(
-                            "{} × {} in flight",
-                            int(&r["requests"]),
-                            int(&r["concurrency"])
-                        ),
-                        num(f(&r["throughput_rps"])),
+                        if throughput {
+                            format!(
+                                "{} in flight over {} instances, stock never the limit",
+                                int(&r["concurrency"]),
+                                int(&r["instances"])
+                            )
+                        } else {
+                            format!(
+                                "{} × {} in flight over {}, stock {}",
+                                int(&r["requests"]),
+                                int(&r["concurrency"]),
+                                int(&r["instances"]),
+                                int(&r["verdict"]["initial"])
+                            )
+                        },
+                        if throughput { rate(r) } else { String::new() },
                         num(f(&r["latency_ms"]["p99"])),
                         int(&r["verdict"]["sold"]),
                         int(&r["verdict"]["lost_updates"]),
@@ -1087,7 +1257,7 @@ fn strategy_pages(data: &Data, pages: &mut BTreeMap<String, String>) {
                 &[
                     "demo section",
                     "load",
-                    ">req/s",
+                    ">sales/s (q1–q3), stock never the limit",
                     ">p99 ms",
                     ">sold",
                     ">lost",
@@ -1489,9 +1659,10 @@ mod tests {
     fn figures_follow_the_data() {
         let demo: Value = serde_json::json!({
             "results": [{"section": "throughput", "strategy": "s", "requests": 10,
-                "concurrency": 2, "instances": 2, "hold_ms": 0, "throughput_rps": 1234.4,
+                "concurrency": 2, "instances": 2, "products": 1, "hold_ms": 0,
+                "sales": {"per_second": 1234.4, "q1": 1200.0, "q3": 1250.0, "from_s": 0.5, "to_s": 2.5},
                 "latency_ms": {"p50": 1.0, "p99": 2.0}, "attempts_per_success": 1.0,
-                "verdict": {"initial": 5, "sold": 5, "remaining": 0, "lost_updates": 0,
+                "verdict": {"initial": 1000000, "sold": 5, "remaining": 999995, "lost_updates": 0,
                     "beyond_stock": 0}, "expect": "safe", "as_expected": true}],
             "strategies": [{"name": "s"}],
         });
@@ -1500,10 +1671,14 @@ mod tests {
             ..Data::default()
         };
         let pages = figures(&data);
-        assert!(pages["demo/throughput.md"].contains("| 1234 |"));
+        assert!(
+            pages["demo/throughput.md"].contains("| 1234 (1200–1250) |"),
+            "{}",
+            pages["demo/throughput.md"]
+        );
         assert_eq!(pages, figures(&data));
         let mut changed = demo;
-        changed["results"][0]["throughput_rps"] = serde_json::json!(999.0);
+        changed["results"][0]["sales"]["per_second"] = serde_json::json!(999.0);
         let other = figures(&Data {
             demo: Some(changed),
             ..Data::default()
@@ -1516,9 +1691,9 @@ mod tests {
     /// round trips by kind of server, the claim under them, the run's own date.
     #[test]
     fn distance_pages_show_rates_ratios_and_round_trips() {
-        let cell = |rtt: &str, sold: i64| {
-            serde_json::json!({"section": format!("sweep: 1 product, RTT {rtt} ms"),
-                "strategy": "atomic-sql", "seconds": 1.0, "responses": {"200": sold},
+        let cell = |section: &str, sold: f64| {
+            serde_json::json!({"section": section,
+                "strategy": "atomic-sql", "sales": {"per_second": sold},
                 "latency_ms": {"p99": 9.0}, "expect": "safe",
                 "verdict": {"lost_updates": 0, "beyond_stock": 0}})
         };
@@ -1528,15 +1703,19 @@ mod tests {
                 "round_trips": [{"strategy": "atomic-sql", "sale": {"database": 7.0},
                     "refusal": {"database": 8.0, "redis": 0.1},
                     "sequential_sale": 6.4, "sequential_refusal": 6.3}]},
-            "results": [cell("0", 1000), cell("2", 130)],
+            "results": [cell("sweep: 1 product, RTT 0 ms", 1000.0),
+                cell("sweep: 1 product, RTT 2 ms", 130.0), cell("sweep: 1 product", 1800.0)],
             "claims": [{"claim": "C", "verdict": "inconclusive", "evidence": "E"}],
         });
         let mut pages = BTreeMap::new();
         distance_pages(&distance, &mut pages);
         let rates = &pages["distance/1-product.md"];
         assert!(rates.contains("measured 2026-11-25"), "{rates}");
+        assert!(rates.contains("no proxy †"), "{rates}");
         assert!(
-            rates.contains("| [`atomic-sql`](atomic-sql.md) | 1000 | 130 | 0.13× | 9.0 | safe |"),
+            rates.contains(
+                "| [`atomic-sql`](atomic-sql.md) | 1800 | 1000 | 130 | 0.13× | 9.0 | safe |"
+            ),
             "{rates}"
         );
         let trips = &pages["distance/round-trips.md"];

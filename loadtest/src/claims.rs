@@ -1,14 +1,30 @@
-//! The classic claims of the write-ups (`shared/seeds/`), checked against one run.
+//! The classic claims of the source articles, checked against one run.
 //!
-//! A claim comparing two throughputs is confirmed only when the difference is larger
-//! than [`NOISE`] (this machine is noisy: two runs of the same strategy differ by up to
-//! ~10%); within it, the verdict is "inconclusive", never a coin flip.
+//! A speed claim is judged on **sales per second** ([`crate::rate`]) in the section
+//! whose load matches it: one hot product, stock never the limit, the same
+//! concurrency for every strategy compared, and one instance for a strategy that only
+//! works on one (an in-process lock). It is **confirmed** or **refuted** only when the
+//! two figures differ by more than both spreads and by more than
+//! [`crate::rate::MARGIN`] ([`crate::rate::compare`]); otherwise it is
+//! **inconclusive**, never a coin flip. Each claim names its section, its load and
+//! the figures it used.
 
 use crate::catalogue::{Card, Catalogue};
+use crate::rate::{SalesRate, compare};
 use crate::report::{Claim, ClaimVerdict, Row};
 
-/// Relative difference below which two measurements count as equal.
-pub const NOISE: f64 = 0.10;
+/// The source articles, by title (as published, in Chinese), with what they are about.
+pub mod source {
+    pub const OVERSELL: &str = "解决 MySQL 库存超卖问题 (Solving stock oversell in MySQL: local lock, one SQL, FOR UPDATE, versions)";
+    pub const ZOOKEEPER: &str = "ZooKeeper 分布式锁实现 (A ZooKeeper distributed lock)";
+    pub const LOCKS: &str = "分布式锁 (Distributed locks: properties, Lua, the watchdog)";
+    pub const MYSQL_LOCKS: &str = "mysql分布式锁怎么用，mysql锁有几种方式 (MySQL distributed locks, Redis in front, RedLock's debate)";
+    pub const INTERVIEW: &str =
+        "分布式锁，面试官问的都在这 (Distributed locks in interview questions: Redis vs ZooKeeper)";
+    /// This project's own hot-product strategies (not a claim of the articles).
+    pub const HOT_PRODUCT: &str =
+        "this project's hot-product strategies (the chapter Hot products)";
+}
 
 /// `confirmed` if the claim holds in the run, else `refuted`.
 fn holds(holds: bool) -> ClaimVerdict {
@@ -19,136 +35,183 @@ fn holds(holds: bool) -> ClaimVerdict {
     }
 }
 
-/// `Some(true)` if `a` is larger than `b` by more than the noise margin, `Some(false)` if
-/// smaller by more than it, `None` within it.
-pub fn larger(a: f64, b: f64) -> Option<bool> {
-    if a > b * (1.0 + NOISE) {
-        Some(true)
-    } else if a < b * (1.0 - NOISE) {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-/// Confirmed when every comparison holds beyond the noise, refuted when one fails
-/// beyond it, inconclusive otherwise.
+/// Confirmed when every comparison holds decisively, refuted when one fails
+/// decisively, inconclusive otherwise.
 pub fn all(verdicts: &[Option<bool>]) -> ClaimVerdict {
     if verdicts.contains(&Some(false)) {
         ClaimVerdict::Refuted
-    } else if verdicts.iter().all(|v| *v == Some(true)) {
+    } else if !verdicts.is_empty() && verdicts.iter().all(|v| *v == Some(true)) {
         ClaimVerdict::Confirmed
     } else {
         ClaimVerdict::Inconclusive
     }
 }
 
-pub fn claim(claim: &str, source: &str, verdict: ClaimVerdict, evidence: String) -> Claim {
+/// A claim as checked: what, from where, on which section and load, the verdict and
+/// the figures behind it.
+pub fn claim(
+    claim: &str,
+    source: &str,
+    (section, load): (&str, &str),
+    verdict: ClaimVerdict,
+    evidence: String,
+) -> Claim {
     Claim {
         claim: claim.into(),
         source: source.into(),
+        section: section.into(),
+        load: load.into(),
         verdict,
         evidence,
     }
 }
 
-/// Checks every claim that `rows` can speak to. `contention` is a compare-and-set's
-/// attempts per success at low and at high concurrency, if measured. The strategies
-/// each claim is about are found by what their cards declare (a trait, the backend),
-/// as the seeds describe them: "a conditional UPDATE", "an in-process lock".
-pub fn check(
-    rows: &[Row],
-    contention: Option<((usize, f64), (usize, f64))>,
-    catalogue: &Catalogue,
-) -> Vec<Claim> {
+/// A row's load as a claim states it: `1 hot product, 64 in flight over 2 instances,
+/// stock never the limit, 2.3 s steady window`.
+pub fn load_of(row: &Row) -> String {
+    format!(
+        "{} over {} instance{}, stock never the limit, {:.1} s steady window",
+        crate::report::load_text(row),
+        row.instances,
+        if row.instances == 1 { "" } else { "s" },
+        row.sales.seconds()
+    )
+}
+
+/// `atomic-sql 1774 (1702-1830)`: a strategy's sales/s and its spread.
+pub fn figure(name: &str, rate: &SalesRate) -> String {
+    format!("{name} {}", rate.text())
+}
+
+/// Checks every claim `rows` can speak to. The strategies each claim is about are
+/// found by what their cards declare (a trait, the backend), as the articles describe
+/// them: "a conditional UPDATE", "an in-process lock".
+pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
     let find = |section: &str, strategy: &str| {
         rows.iter()
             .find(|r| r.section == section && r.strategy == strategy)
     };
-    let rps = |strategy: &str| find("throughput", strategy).map(|r| r.throughput_rps);
-    // The first strategy with a trait, and its throughput.
     let with = |t: &str| catalogue.first_with(t).map(|c| c.name.as_str());
-    let measured = |name: Option<&str>| name.and_then(|n| rps(n).map(|r| (n.to_string(), r)));
-    let locks = catalogue
-        .with("lease-lock")
-        .into_iter()
-        .chain(catalogue.with("session-lock"));
-    let locks: Vec<&Card> = locks.collect();
+    let locks: Vec<&Card> = (catalogue.with("lease-lock").into_iter())
+        .chain(catalogue.with("session-lock"))
+        .collect();
     let on = |backend: &str| {
-        locks
-            .iter()
+        (locks.iter())
             .find(|c| c.backend.starts_with(backend))
             .map(|c| c.name.as_str())
     };
     let mut claims = Vec::new();
 
-    if let (Some((sql_name, sql)), Some((pess_name, pess)), Some((mutex_name, mutex))) = (
-        measured(with("conditional-update")),
-        measured(with("row-lock")),
-        measured(with("process-lock")),
+    // One instance: the in-process lock works there, and only there.
+    let one = |t: &str| with(t).and_then(|n| find(ONE_INSTANCE, n));
+    if let (Some(sql), Some(pess), Some(mutex)) = (
+        one("conditional-update"),
+        one("row-lock"),
+        one("process-lock"),
     ) {
         claims.push(claim(
             "A single conditional UPDATE beats SELECT ... FOR UPDATE, which beats an in-process lock",
-            "seed 000 (the four approaches)",
-            all(&[larger(sql, pess), larger(pess, mutex)]),
-            format!("{sql_name} {sql:.0} req/s, {pess_name} {pess:.0}, {mutex_name} {mutex:.0} (margin ±{:.0}%)", NOISE * 100.0),
+            source::OVERSELL,
+            (ONE_INSTANCE, &load_of(sql)),
+            all(&[
+                compare(&sql.sales, &pess.sales),
+                compare(&pess.sales, &mutex.sales),
+            ]),
+            format!(
+                "sales/s: {}, {}, {}",
+                figure(&sql.strategy, &sql.sales),
+                figure(&pess.strategy, &pess.sales),
+                figure(&mutex.strategy, &mutex.sales)
+            ),
         ));
     }
-    if let Some(((low_c, low), (high_c, high))) = contention {
+    // A compare-and-set at low and at high concurrency: the high one is the
+    // throughput section's row (one setup, one figure).
+    if let Some(cas) = with("compare-and-set")
+        && let (Some(low), Some(high)) = (find(CONTENTION, cas), find(THROUGHPUT, cas))
+    {
         claims.push(claim(
             "Optimistic CAS degrades under contention",
-            "seed 000 (compare-and-set)",
-            all(&[larger(high, low)]),
-            format!("attempts per success: {low:.2} at concurrency {low_c}, {high:.2} at concurrency {high_c}"),
+            source::OVERSELL,
+            (
+                "contention, throughput",
+                &format!(
+                    "1 hot product, {} and {} in flight over {} instances, stock never the limit",
+                    low.concurrency, high.concurrency, high.instances
+                ),
+            ),
+            all(&[compare(&low.sales, &high.sales)]),
+            format!(
+                "sales/s: {} at {} in flight, {} at {}; transactions per sale {:.2} and {:.2}",
+                low.sales.text(),
+                low.concurrency,
+                high.sales.text(),
+                high.concurrency,
+                low.attempts_per_success,
+                high.attempts_per_success
+            ),
         ));
     }
     let session = catalogue
         .first_with("session-lock")
         .map(|c| c.name.as_str());
-    if let (Some((redis_name, redis)), Some((zk_name, zk))) =
-        (measured(on("redis")), measured(session))
-    {
+    let measured = |name: Option<&str>| name.and_then(|n| find(THROUGHPUT, n));
+    if let (Some(redis), Some(zk)) = (measured(on("redis")), measured(session)) {
         claims.push(claim(
             "Redis locks are faster than ZooKeeper locks",
-            "seed 004 (Redis vs ZooKeeper)",
-            all(&[larger(redis, zk)]),
-            format!("{redis_name} {redis:.0} req/s, {zk_name} {zk:.0}"),
-        ));
-    }
-    if let Some((db_name, db)) = measured(on("database")) {
-        let others: Vec<(&str, f64)> = locks
-            .iter()
-            .filter(|c| c.name != *db_name)
-            .filter_map(|c| rps(&c.name).map(|r| (c.name.as_str(), r)))
-            .collect();
-        if !others.is_empty() {
-            let verdicts: Vec<Option<bool>> = others.iter().map(|(_, r)| larger(*r, db)).collect();
-            let listed: Vec<String> = others.iter().map(|(s, r)| format!("{s} {r:.0}")).collect();
-            claims.push(claim(
-                "A lock in the database is the slowest distributed lock",
-                "seeds 003, 004",
-                all(&verdicts),
-                format!("{db_name} {db:.0} req/s; {}", listed.join(", ")),
-            ));
-        }
-    }
-    if let Some(row) = with("process-lock").and_then(|n| find("held", n)) {
-        claims.push(claim(
-            "An in-process lock oversells with two instances",
-            "seed 000 (local lock)",
-            holds(!row.verdict.is_clean()),
+            source::INTERVIEW,
+            (THROUGHPUT, &load_of(redis)),
+            all(&[compare(&redis.sales, &zk.sales)]),
             format!(
-                "{} on 2 instances: {} lost updates, {} sold beyond stock",
-                row.strategy, row.verdict.lost_updates, row.verdict.beyond_stock
+                "sales/s: {}, {}",
+                figure(&redis.strategy, &redis.sales),
+                figure(&zk.strategy, &zk.sales)
             ),
         ));
     }
-    if let Some(row) =
-        with("no-lock").and_then(|n| find("held", n).or_else(|| find("throughput", n)))
-    {
+    if let Some(db) = measured(on("database")) {
+        let others: Vec<&Row> = (locks.iter())
+            .filter(|c| c.name != db.strategy)
+            .filter_map(|c| find(THROUGHPUT, &c.name))
+            .collect();
+        if !others.is_empty() {
+            let verdicts: Vec<Option<bool>> = others
+                .iter()
+                .map(|r| compare(&r.sales, &db.sales))
+                .collect();
+            let listed: Vec<String> = (others.iter())
+                .map(|r| figure(&r.strategy, &r.sales))
+                .collect();
+            claims.push(claim(
+                "A lock in the database is the slowest distributed lock",
+                source::MYSQL_LOCKS,
+                (THROUGHPUT, &load_of(db)),
+                all(&verdicts),
+                format!(
+                    "sales/s: {}; {}",
+                    figure(&db.strategy, &db.sales),
+                    listed.join(", ")
+                ),
+            ));
+        }
+    }
+    if let Some(row) = with("process-lock").and_then(|n| find(HELD, n)) {
+        claims.push(claim(
+            "An in-process lock oversells with two instances",
+            source::OVERSELL,
+            (HELD, &verdict_load(row)),
+            holds(!row.verdict.is_clean()),
+            format!(
+                "{} on {} instances: {} lost updates, {} sold beyond stock",
+                row.strategy, row.instances, row.verdict.lost_updates, row.verdict.beyond_stock
+            ),
+        ));
+    }
+    if let Some(row) = with("no-lock").and_then(|n| find(HELD, n)) {
         claims.push(claim(
             "Without a lock, stock is oversold",
-            "seed 004 (the lost-update story)",
+            source::INTERVIEW,
+            (HELD, &verdict_load(row)),
             holds(!row.verdict.is_clean()),
             format!(
                 "{}: {} sold of {}, {} lost updates",
@@ -157,4 +220,117 @@ pub fn check(
         ));
     }
     claims
+}
+
+/// A verdict section's load: `1000 requests at 64 in flight over 2 instances, stock
+/// 100, held 5 ms`.
+fn verdict_load(row: &Row) -> String {
+    format!(
+        "{} requests at {} in flight over {} instances, stock {}, held {} ms between read and write",
+        row.requests, row.concurrency, row.instances, row.verdict.initial, row.hold_ms
+    )
+}
+
+/// The demo's sections a claim reads.
+pub const THROUGHPUT: &str = "throughput";
+pub const ONE_INSTANCE: &str = "one instance";
+pub const CONTENTION: &str = "contention";
+pub const HELD: &str = "held";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Answer, Fired, Outcome};
+    use crate::report::Expect;
+
+    /// A row of `strategy` in `section` from a closed loop of 10 in flight, 10 ms per
+    /// request: `sold(i)` says whether request i was a sale (else a refusal).
+    fn row(section: &str, strategy: &str, sold: impl Fn(usize) -> bool) -> Row {
+        let answers: Vec<Answer> = (0..2000)
+            .map(|i| {
+                let wave = (i / 10) as u64;
+                Answer {
+                    outcome: if sold(i) {
+                        Outcome::Sold
+                    } else {
+                        Outcome::SoldOut
+                    },
+                    request_id: format!("{strategy}-{i}"),
+                    attempts: 1,
+                    micros: 10_000,
+                    instance: i % 2,
+                    sent_us: wave * 10_000,
+                    batch_size: None,
+                    retries: 0,
+                    done_us: (wave + 1) * 10_000,
+                    error: None,
+                }
+            })
+            .collect();
+        let fired = Fired::from_answers(answers, std::time::Duration::from_secs(2), 10);
+        let plan = crate::Plan {
+            section: section.into(),
+            strategy: strategy.into(),
+            products: vec![1],
+            stock: 1_000_000,
+            buckets: 0,
+            requests: 2000,
+            duration: None,
+            concurrency: 10,
+            rate: None,
+            quantity: 1,
+            multi_item_share: 0.0,
+            request_hold_ms: None,
+            server_hold_ms: 0,
+            warmup: 0,
+            retries: 0,
+            expect: Expect::Safe,
+        };
+        Row::new(&plan, 2, &fired, Default::default())
+    }
+
+    fn catalogue() -> Catalogue {
+        serde_json::from_value(serde_json::json!([
+            {"name": "redis-lock", "family": "distributed-lock", "backend": "redis",
+             "traits": ["lease-lock"], "safe_across_instances": true, "description": "",
+             "when_to_use": "", "explanation": "", "fencing": "token", "order": 1,
+             "colour": "#000000"},
+            {"name": "zookeeper", "family": "distributed-lock", "backend": "zookeeper",
+             "traits": ["session-lock"], "safe_across_instances": true, "description": "",
+             "when_to_use": "", "explanation": "", "fencing": "token", "order": 2,
+             "colour": "#000000"},
+        ]))
+        .expect("a catalogue")
+    }
+
+    /// A strategy that answers every request, nine in ten of them refusals, is not
+    /// faster than one that sells every request it answers at a fifth of the rate:
+    /// the claim counts sales, never answers.
+    #[test]
+    fn refusals_do_not_count_as_throughput() {
+        // redis-lock: 1000 answers/s, 100 of them sales; zookeeper: 1000 sales/s.
+        let rows = vec![
+            row(THROUGHPUT, "redis-lock", |i| i % 10 == 0),
+            row(THROUGHPUT, "zookeeper", |_| true),
+        ];
+        let claims = check(&rows, &catalogue());
+        let redis = (claims.iter())
+            .find(|c| c.claim.starts_with("Redis locks are faster"))
+            .expect("the claim is checked");
+        assert_eq!(redis.verdict, ClaimVerdict::Refuted, "{redis:?}");
+        assert!(redis.evidence.contains("redis-lock 100 "), "{redis:?}");
+        assert_eq!(redis.section, THROUGHPUT);
+        assert!(redis.load.contains("stock never the limit"), "{redis:?}");
+    }
+
+    /// Within the margin the verdict is inconclusive.
+    #[test]
+    fn a_close_race_is_inconclusive() {
+        let rows = vec![
+            row(THROUGHPUT, "redis-lock", |i| i % 10 != 0),
+            row(THROUGHPUT, "zookeeper", |_| true),
+        ];
+        let claims = check(&rows, &catalogue());
+        assert_eq!(claims[0].verdict, ClaimVerdict::Inconclusive, "{claims:?}");
+    }
 }

@@ -30,6 +30,10 @@ pub struct Load {
     pub multi_item_share: f64,
     /// Per-request `hold_ms` (a test hook: the service must run with test hooks).
     pub hold_ms: Option<u64>,
+    /// Stop sending after this long (the requests already sent are answered); at most
+    /// `requests` either way. A throughput run is timed, so that its steady window
+    /// ([`crate::rate`]) is as long for a fast strategy as for a slow one.
+    pub duration: Option<Duration>,
     /// Prefix of the request ids, so runs never collide.
     pub id_prefix: String,
     /// Counts the answers as they come (the live page's progress), if given.
@@ -79,8 +83,15 @@ pub struct Fired {
     pub sold_latency_us: Histogram<u64>,
     /// Requests sent again after a 429 (each resend counts).
     pub retries: u64,
-    /// When each sale was answered, microseconds since the load started (sorted).
-    pub sold_at_us: Vec<u64>,
+    /// The run's record: every request's outcome, instance, when it was sent and
+    /// when its answer came (in the order they were answered). Rates come from it
+    /// ([`Fired::sales`]).
+    pub record: Vec<Answer>,
+    /// Requests in flight at once (closed loop), or at most (open loop).
+    pub concurrency: usize,
+    /// An open loop that had to wait for one of its `concurrency` slots: its rate fell
+    /// below the one offered because the service held that many unanswered.
+    pub ceiling_reached: bool,
     /// Requests that got no HTTP answer, by what the client saw (the innermost error).
     pub transport_errors: BTreeMap<String, u64>,
     /// When the last request was first sent, microseconds since the load started (an
@@ -110,15 +121,18 @@ pub struct Fired {
 }
 
 impl Fired {
-    /// Counts, records and sorts out every answer of a run that took `elapsed`.
-    pub fn from_answers(answers: Vec<Answer>, elapsed: Duration) -> Fired {
+    /// Counts, records and sorts out every answer of a run that took `elapsed` with
+    /// `concurrency` in flight.
+    pub fn from_answers(answers: Vec<Answer>, elapsed: Duration, concurrency: usize) -> Fired {
         let mut fired = Fired {
             outcomes: BTreeMap::new(),
             latency_us: Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds"),
             sold_latency_us: Histogram::new_with_bounds(1, 120_000_000, 3)
                 .expect("histogram bounds"),
             retries: 0,
-            sold_at_us: Vec::new(),
+            record: Vec::new(),
+            concurrency,
+            ceiling_reached: false,
             transport_errors: BTreeMap::new(),
             last_sent_us: answers.iter().map(|a| a.sent_us).max().unwrap_or(0),
             acknowledged: Vec::new(),
@@ -130,7 +144,7 @@ impl Fired {
             pending_at_end: 0,
             drain: Duration::ZERO,
         };
-        for answer in answers {
+        for answer in &answers {
             *fired.outcomes.entry(answer.outcome.key()).or_default() += 1;
             let _ = fired.latency_us.record(answer.micros.max(1));
             fired.retries += u64::from(answer.retries);
@@ -139,30 +153,29 @@ impl Fired {
             }
             if answer.outcome == Outcome::Sold {
                 let _ = fired.sold_latency_us.record(answer.micros.max(1));
-                fired.sold_at_us.push(answer.done_us);
-                fired.acknowledged.push(answer.request_id);
+                fired.acknowledged.push(answer.request_id.clone());
                 fired.attempts += answer.attempts;
                 fired.transactions += 1.0 / answer.batch_size.unwrap_or(1).max(1) as f64;
             } else if answer.outcome.is_unknown() {
-                fired.unknown.push(answer.request_id);
+                fired.unknown.push(answer.request_id.clone());
             }
         }
-        fired.sold_at_us.sort_unstable();
+        fired.record = answers;
         fired
     }
 
-    /// Sales answered within the first `window` of the load, per second of it.
-    pub fn sales_per_second_within(&self, window: Duration) -> f64 {
-        let end = window.as_micros() as u64;
-        let sold = self.sold_at_us.partition_point(|&t| t <= end);
-        sold as f64 / window.as_secs_f64().max(1e-9)
+    /// Sales per second over the steady window, with its spread ([`crate::rate`]).
+    pub fn sales(&self) -> crate::rate::SalesRate {
+        crate::rate::sales_rate(&self.record, self.concurrency)
     }
 
     pub fn count(&self, outcome: &Outcome) -> u64 {
         self.outcomes.get(&outcome.key()).copied().unwrap_or(0)
     }
 
-    pub fn throughput(&self) -> f64 {
+    /// Answers of every kind per second of the whole run: what a sell-out's refusals
+    /// are measured by (never a throughput: [`Fired::sales`] is).
+    pub fn answers_per_second(&self) -> f64 {
         let total: u64 = self.outcomes.values().sum();
         total as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
@@ -255,6 +268,7 @@ impl Outcome {
 }
 
 /// The classification of one answer.
+#[derive(Debug, Clone)]
 pub struct Answer {
     pub outcome: Outcome,
     pub request_id: String,
@@ -467,10 +481,14 @@ async fn fire_quietly(
 ) -> Fired {
     let started = Instant::now();
     let budget = Arc::new(RetryBudget::default());
+    let deadline = load.duration.map(|d| started + d);
+    let open = move || deadline.is_none_or(|d| Instant::now() < d);
+    let mut ceiling_reached = false;
     let answers: Vec<Answer> = match load.rate {
         None => {
             let budget = &budget;
             futures::stream::iter(0..load.requests)
+                .take_while(|_| std::future::ready(open()))
                 .map(|i| async move {
                     let answer = send(client, load, i, started, budget).await;
                     bar.inc(1);
@@ -484,9 +502,13 @@ async fn fire_quietly(
             // Open loop: a request starts every 1/rate s; at most `concurrency` wait.
             let gate = Arc::new(Semaphore::new(load.concurrency.max(1)));
             let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.max(0.001)));
-            let mut running = Vec::with_capacity(load.requests);
+            let mut running = Vec::new();
             for i in 0..load.requests {
                 ticks.tick().await;
+                if !open() {
+                    break;
+                }
+                ceiling_reached |= gate.available_permits() == 0;
                 let permit = gate.clone().acquire_owned().await.expect("open semaphore");
                 let (client, load, budget) = (client.clone(), load.clone(), budget.clone());
                 running.push(tokio::spawn(async move {
@@ -504,7 +526,9 @@ async fn fire_quietly(
         }
     };
     let elapsed = started.elapsed();
-    Fired::from_answers(answers, elapsed)
+    let mut fired = Fired::from_answers(answers, elapsed, load.concurrency);
+    fired.ceiling_reached = ceiling_reached;
+    fired
 }
 
 /// Restocks a product through the admin API (a new epoch).

@@ -5,7 +5,9 @@
 //! cards (`GET /strategies`: family and traits), never from a list here:
 //! - **Throughput**: every strategy that is safe across instances (but the one that
 //!   refuses overtaken requests), one product whose stock is never the limit, at high
-//!   concurrency. Besides sales/s and latency it measures what limits each strategy:
+//!   concurrency, each for the same time (sales per second over its steady window,
+//!   with its spread: [`crate::rate`]). Besides sales/s and latency it measures what
+//!   limits each strategy:
 //!   statements per sale (MariaDB's `Questions` before and after), sales per
 //!   transaction (a batching strategy's answers say their batch size), and the CPU
 //!   each process used (instances, servers, this load generator).
@@ -19,9 +21,10 @@
 //! Verdicts come from the ledger, as everywhere; the claims from this run's numbers.
 
 use crate::catalogue::{Card, Catalogue};
-use crate::claims::{NOISE, all, claim, larger};
+use crate::claims::{all, claim, figure, load_of, source};
 use crate::engine::Fired;
 use crate::html::{bar_chart, escape};
+use crate::rate::{MARGIN, SalesRate, compare};
 use crate::report::{Claim, Expect, Part, Row};
 use crate::{BUCKETS, Plan, Runner};
 use serde::Serialize;
@@ -46,8 +49,8 @@ pub const BUCKET_SCAN: [u16; 2] = [1, 4];
 /// How the flash sale is run.
 #[derive(Debug, Clone)]
 pub struct FlashOptions {
-    /// Requests per strategy in the throughput and buckets runs.
-    pub requests: usize,
+    /// How long each throughput and buckets run sends, in seconds.
+    pub seconds: f64,
     /// Requests in flight at once, over both instances.
     pub concurrency: usize,
     /// Open loop instead: requests started per second.
@@ -60,7 +63,7 @@ pub struct FlashOptions {
 impl Default for FlashOptions {
     fn default() -> Self {
         FlashOptions {
-            requests: 4000,
+            seconds: crate::THROUGHPUT_SECONDS,
             concurrency: 256,
             rate: None,
             sell_out_stock: 1000,
@@ -73,6 +76,8 @@ impl Default for FlashOptions {
 #[derive(Debug, Clone, Serialize)]
 pub struct Limits {
     pub strategy: String,
+    /// Sales per second over the steady window, with its spread.
+    pub sales: SalesRate,
     pub sales_per_second: f64,
     /// Sales per second over the reference's (the conditional UPDATE) in the same run.
     pub times_atomic_sql: Option<f64>,
@@ -95,6 +100,10 @@ pub struct SellOut {
     pub buyers: usize,
     pub sold: i64,
     pub refused: u64,
+    /// Of the refusals, those the sold-out fast path gave without running the strategy.
+    pub refused_by_fast_path: u64,
+    /// Answers of every kind per second of the run: here, mostly refusals.
+    pub answers_per_second: f64,
     /// Answers other than 200 and 409.
     pub other: u64,
     /// Per instance: refused requests sent before a request that got a unit.
@@ -144,7 +153,8 @@ async fn measured(
         .collect();
     let limits = Limits {
         strategy: plan.strategy.clone(),
-        sales_per_second: sales_per_second(&row),
+        sales: row.sales,
+        sales_per_second: row.sales.per_second,
         times_atomic_sql: None,
         statements_per_sale: statements / sold,
         sales_per_transaction: fired.sales_per_transaction(),
@@ -155,19 +165,17 @@ async fn measured(
     Ok((row, fired, limits))
 }
 
-fn sales_per_second(row: &Row) -> f64 {
-    row.verdict.sold as f64 / row.seconds.max(1e-9)
-}
-
-/// A plan for the flash sale's runs.
+/// A plan for the flash sale's runs: timed with stock never the limit, or (a
+/// sell-out) `buyers` requests at `stock`.
 fn flash_plan(
     section: &str,
     strategy: &str,
     product: i64,
-    stock: i64,
-    requests: usize,
+    sell_out: Option<(i64, usize)>,
     options: &FlashOptions,
 ) -> Plan {
+    let (stock, requests) =
+        sell_out.unwrap_or((crate::NEVER_SOLD_OUT, crate::NEVER_SOLD_OUT as usize));
     Plan {
         section: section.into(),
         strategy: strategy.into(),
@@ -175,6 +183,9 @@ fn flash_plan(
         stock,
         buckets: BUCKETS,
         requests,
+        duration: sell_out
+            .is_none()
+            .then(|| std::time::Duration::from_secs_f64(options.seconds)),
         concurrency: options.concurrency,
         rate: options.rate,
         quantity: 1,
@@ -194,7 +205,7 @@ pub struct FlashSale {
     pub limits: Vec<Limits>,
     pub sell_outs: Vec<SellOut>,
     /// The splitting strategy's sales per second by number of buckets.
-    pub buckets: Vec<(u16, f64)>,
+    pub buckets: Vec<(u16, SalesRate)>,
     pub options: FlashOptions,
     /// The strategies as the service describes them.
     pub catalogue: Catalogue,
@@ -232,25 +243,17 @@ pub async fn run(
     for (k, card) in sellers.iter().enumerate() {
         let strategy = &card.name;
         eprintln!(
-            "flash sale: ({}/{}) {strategy}: {} requests at concurrency {} over {} instances ...",
+            "flash sale: ({}/{}) {strategy}: {} s at concurrency {} over {} instances ...",
             k + 1,
             sellers.len(),
-            options.requests,
+            options.seconds,
             options.concurrency,
             runner.bases.len()
         );
-        let stock = options.requests as i64; // never the limit
-        let plan = flash_plan(
-            "flash-sale",
-            strategy,
-            next(),
-            stock,
-            options.requests,
-            &options,
-        );
+        let plan = flash_plan("flash-sale", strategy, next(), None, &options);
         let (row, _, limits) = measured(runner, &plan, processes).await?;
         if card.has("splits-stock") {
-            sale.buckets.push((BUCKETS, limits.sales_per_second));
+            sale.buckets.push((BUCKETS, limits.sales));
         }
         sale.rows.push(row);
         sale.limits.push(limits);
@@ -273,8 +276,7 @@ pub async fn run(
             "sell-out",
             strategy,
             next(),
-            options.sell_out_stock,
-            options.sell_out_buyers,
+            Some((options.sell_out_stock, options.sell_out_buyers)),
             &options,
         );
         let (row, fired) = runner.run_fired(&plan).await?;
@@ -292,6 +294,8 @@ pub async fn run(
             buyers: options.sell_out_buyers,
             sold: row.verdict.sold,
             refused,
+            refused_by_fast_path: row.refused_by_fast_path,
+            answers_per_second: row.answers_per_second,
             other,
             overtaken: fired.overtaken.clone(),
             exact,
@@ -302,17 +306,10 @@ pub async fn run(
     if let Some(splits) = catalogue.first_with("splits-stock") {
         for buckets in BUCKET_SCAN {
             eprintln!("flash sale: {} with {buckets} bucket(s) ...", splits.name);
-            let mut plan = flash_plan(
-                "buckets",
-                &splits.name,
-                next(),
-                options.requests as i64,
-                options.requests,
-                &options,
-            );
+            let mut plan = flash_plan("buckets", &splits.name, next(), None, &options);
             plan.buckets = buckets;
             let row = runner.run(&plan).await?;
-            sale.buckets.push((buckets, sales_per_second(&row)));
+            sale.buckets.push((buckets, row.sales));
             sale.rows.push(row);
         }
         sale.buckets.sort_by_key(|b| b.0);
@@ -321,93 +318,89 @@ pub async fn run(
 }
 
 impl FlashSale {
-    /// The claims this run can check.
+    /// The claims this run can check, each on sales/s with its spread.
     pub fn claims(&self) -> Vec<Claim> {
-        let rate = |name: &str| {
-            self.limits
-                .iter()
-                .find(|l| l.strategy == name)
-                .map(|l| (l.sales_per_second, l.statements_per_sale))
+        let row = |name: &str| {
+            (self.rows.iter()).find(|r| r.section == "flash-sale" && r.strategy == name)
         };
         let named = |t: &str| self.catalogue.with(t).into_iter().map(|c| c.name.as_str());
         let mut claims = Vec::new();
         for batching in named("batches") {
-            let Some((sales, statements)) = rate(batching) else {
+            let Some(batched) = row(batching) else {
                 continue;
             };
-            let row_locks: Vec<(&str, f64)> = named("conditional-update")
+            let statements = (self.limits.iter())
+                .find(|l| l.strategy == batching)
+                .map_or(0.0, |l| l.statements_per_sale);
+            let row_locks: Vec<&Row> = named("conditional-update")
                 .chain(named("row-lock"))
-                .filter_map(|s| rate(s).map(|r| (s, r.0)))
+                .filter_map(row)
                 .collect();
             if !row_locks.is_empty() {
-                let verdicts: Vec<Option<bool>> =
-                    row_locks.iter().map(|(_, r)| larger(sales, *r)).collect();
-                let listed: Vec<String> = row_locks
-                    .iter()
-                    .map(|(s, r)| format!("{s} {r:.0}"))
+                let verdicts: Vec<Option<bool>> = (row_locks.iter())
+                    .map(|r| compare(&batched.sales, &r.sales))
+                    .collect();
+                let listed: Vec<String> = (row_locks.iter())
+                    .map(|r| figure(&r.strategy, &r.sales))
                     .collect();
                 claims.push(claim(
                     "Batching beats row locking on a hot product",
-                    "issue 14 (request coalescing)",
+                    source::HOT_PRODUCT,
+                    ("flash-sale", &load_of(batched)),
                     all(&verdicts),
                     format!(
-                        "{batching} {sales:.0} sales/s ({statements:.2} statements per sale); {}",
+                        "sales/s: {} ({statements:.2} statements per sale); {}",
+                        figure(batching, &batched.sales),
                         listed.join(", ")
                     ),
                 ));
             }
         }
         for later in named("records-later") {
-            let Some((redis, _)) = rate(later) else {
+            let Some(counter) = row(later) else {
                 continue;
             };
-            let others: Vec<(&str, f64)> = self
-                .limits
-                .iter()
-                .filter(|l| l.strategy != later)
-                .map(|l| (l.strategy.as_str(), l.sales_per_second))
-                .collect();
-            let fastest = others
-                .iter()
-                .cloned()
-                .fold(("none", 0.0), |a, b| if b.1 > a.1 { b } else { a });
-            let limits = self
-                .limits
-                .iter()
+            let Some(fastest) = (self.rows.iter())
+                .filter(|r| r.section == "flash-sale" && r.strategy != later)
+                .max_by(|a, b| a.sales.per_second.total_cmp(&b.sales.per_second))
+            else {
+                continue;
+            };
+            let limits = (self.limits.iter())
                 .find(|l| l.strategy == later)
                 .expect("measured");
             claims.push(claim(
                 "A Redis counter in front is fastest, and what it can lose",
-                "issue 14 (Redis stock in front of the database)",
-                all(&[larger(redis, fastest.1)]),
+                source::MYSQL_LOCKS,
+                ("flash-sale", &load_of(counter)),
+                all(&[compare(&counter.sales, &fastest.sales)]),
                 format!(
-                    "{later} {redis:.0} sales/s, fastest other {} {:.0}; acknowledged before durable: \
+                    "sales/s: {}, fastest other {}; acknowledged before durable: \
                      {} sales pending when the last buyer was answered, recorded {:.0} ms later \
                      (what a Redis crash then loses: the chaos run measures it per persistence setting)",
-                    fastest.0, fastest.1, limits.pending_at_end, limits.drain_ms
+                    figure(later, &counter.sales),
+                    figure(&fastest.strategy, &fastest.sales),
+                    limits.pending_at_end,
+                    limits.drain_ms
                 ),
             ));
         }
-        if self.buckets.len() >= 2 {
-            let steps: Vec<Option<bool>> = self
-                .buckets
-                .windows(2)
-                .map(|w| larger(w[1].1, w[0].1))
+        if self.buckets.len() >= 2
+            && let Some(splits) = named("splits-stock").next()
+            && let Some(at_default) = row(splits)
+        {
+            let steps: Vec<Option<bool>> = (self.buckets.windows(2))
+                .map(|w| compare(&w[1].1, &w[0].1))
                 .collect();
-            let listed: Vec<String> = self
-                .buckets
-                .iter()
-                .map(|(k, r)| format!("{k}: {r:.0}"))
+            let listed: Vec<String> = (self.buckets.iter())
+                .map(|(k, r)| format!("{k}: {}", r.text()))
                 .collect();
             claims.push(claim(
                 "Splitting the row scales with the number of buckets",
-                "issue 14 (split stock)",
+                source::HOT_PRODUCT,
+                ("flash-sale, buckets", &load_of(at_default)),
                 all(&steps),
-                format!(
-                    "{} sales/s by buckets: {}",
-                    named("splits-stock").next().unwrap_or_default(),
-                    listed.join(", ")
-                ),
+                format!("{splits} sales/s by buckets: {}", listed.join(", ")),
             ));
         }
         claims
@@ -424,13 +417,13 @@ impl FlashSale {
         Part {
             key: "flash_sale",
             json: serde_json::json!({
-                "requests": self.options.requests,
+                "seconds": self.options.seconds,
                 "concurrency": self.options.concurrency,
                 "rate": self.options.rate,
                 "buckets_default": BUCKETS,
                 "throughput": self.limits,
                 "sell_out": self.sell_outs,
-                "buckets": self.buckets.iter().map(|(k, r)| serde_json::json!({"buckets": k, "sales_per_second": r})).collect::<Vec<_>>(),
+                "buckets": self.buckets.iter().map(|(k, r)| serde_json::json!({"buckets": k, "sales": r, "sales_per_second": r.per_second})).collect::<Vec<_>>(),
             }),
             html: self.html(),
             title: None,
@@ -462,12 +455,14 @@ impl FlashSale {
             .map_or("the reference".to_string(), |c| escape(&c.name));
         let mut html = format!(
             "<h2>Flash sale: one hot product</h2><p>Every strategy safe across instances on one product whose stock is \
-             never the limit: {} requests at {} over 2 instances ({}, a control that refuses every \
-             overtaken request, is left out). Every other strategy passes one row lock (or one lock key) per sale; {} carries many sales per transaction, {} spreads them \
+             never the limit: {} s of requests at {} over 2 instances ({}, a control that refuses every \
+             overtaken request, is left out). <b>Sales/s</b> counts the 200 answers over the run's steady window \
+             (after the first wave's answers, until the last request was sent), with its spread: the \
+             interquartile range over ten slices of the window. Every other strategy passes one row lock (or one lock key) per sale; {} carries many sales per transaction, {} spreads them \
              over {BUCKETS} rows, {} sells from a Redis counter and records the sales afterwards \
              (<b>pending at the end</b>: sales answered but not yet in the database when the last buyer was answered). <b>Statements per sale</b> is MariaDB's own count (<code>Questions</code>) over the run; \
              <b>CPU</b> is percent of one core per process: where the machine's time went.</p>",
-            o.requests,
+            o.seconds,
             o.rate
                 .map_or(format!("concurrency {}", o.concurrency), |r| format!(
                     "{r:.0} requests/s (open loop, at most {} in flight)",
@@ -485,7 +480,7 @@ impl FlashSale {
             .collect();
         let _ = write!(
             html,
-            "<table><tr><th>strategy</th><th>sales/s</th><th>× {reference}</th><th>p50 ms</th><th>p99 ms</th><th>refused</th>\
+            "<table><tr><th>strategy</th><th>sales/s (q1-q3)</th><th>× {reference}</th><th>p50 ms</th><th>p99 ms</th><th>refused</th>\
              <th>statements/sale</th><th>sales/transaction</th><th>pending at the end (recorded after)</th><th>CPU % (one core = 100)</th><th>verdict</th></tr>",
         );
         for (row, limits) in rows.iter().zip(&self.limits) {
@@ -504,10 +499,10 @@ impl FlashSale {
             let class = if row.verdict.is_clean() { "ok" } else { "bad" };
             let _ = write!(
                 html,
-                "<tr><td>{}</td><td>{:.0}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{refused}</td><td>{:.2}</td><td>{:.1}</td>\
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{refused}</td><td>{:.2}</td><td>{:.1}</td>\
                  <td>{}</td><td>{}</td><td class=\"{class}\">{}</td></tr>",
                 escape(&row.strategy),
-                limits.sales_per_second,
+                limits.sales.text(),
                 limits
                     .times_atomic_sql
                     .map_or("".into(), |x| format!("{x:.1}")),
@@ -529,7 +524,7 @@ impl FlashSale {
             "Flash sale: sales per second, one hot product",
             "sales/s",
             &rows,
-            sales_per_second,
+            |r| r.sales.per_second,
         ));
         html.push_str(&crate::html::time_split(&rows));
 
@@ -537,8 +532,10 @@ impl FlashSale {
             html,
             "<h3>Sell-out: stock {}, {} buyers</h3><p>Exactly the stock must be sold, everyone else told 409, nobody \
              twice (the ledger decides). <b>Overtaken</b>: per instance, buyers refused although a buyer who sent \
-             later to the same instance got a unit (first come, first served would make it 0).</p>\
-             <table><tr><th>strategy</th><th>sold</th><th>409</th><th>other</th><th>overtaken (per instance)</th><th>sales/s</th><th>p99 ms</th><th>exact</th></tr>",
+             later to the same instance got a unit (first come, first served would make it 0). Refusals are the subject \
+             here: <b>by fast path</b> counts those the sold-out fast path gave without running the strategy, \
+             <b>answers/s</b> all answers over the whole run.</p>\
+             <table><tr><th>strategy</th><th>sold</th><th>409</th><th>by fast path</th><th>other</th><th>overtaken (per instance)</th><th>answers/s</th><th>p99 ms</th><th>exact</th></tr>",
             o.sell_out_stock, o.sell_out_buyers
         );
         let sell_rows = self.rows.iter().filter(|r| r.section == "sell-out");
@@ -547,13 +544,14 @@ impl FlashSale {
             let class = if s.exact { "ok" } else { "bad" };
             let _ = write!(
                 html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td class=\"{class}\">{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td class=\"{class}\">{}</td></tr>",
                 escape(&s.strategy),
                 s.sold,
                 s.refused,
+                s.refused_by_fast_path,
                 s.other,
                 overtaken.join(" / "),
-                row.throughput_rps,
+                s.answers_per_second,
                 row.latency_ms.p99,
                 if s.exact { "exact" } else { "NOT EXACT" },
             );
@@ -564,18 +562,18 @@ impl FlashSale {
             let _ = write!(
                 html,
                 "<h3>{} by number of buckets</h3><p>The same load; the product split into K rows at restock.</p>\
-                 <table><tr><th>buckets</th><th>sales/s</th></tr>",
+                 <table><tr><th>buckets</th><th>sales/s (q1-q3)</th></tr>",
                 named("splits-stock"),
             );
             for (k, r) in &self.buckets {
-                let _ = write!(html, "<tr><td>{k}</td><td>{r:.0}</td></tr>");
+                let _ = write!(html, "<tr><td>{k}</td><td>{}</td></tr>", r.text());
             }
             html.push_str("</table>");
         }
         let _ = write!(
             html,
-            "<p>A comparison within ±{:.0}% is inconclusive in the claims below.</p>",
-            NOISE * 100.0
+            "<p>A comparison within both spreads or within {:.0} % is inconclusive in the claims below.</p>",
+            MARGIN * 100.0
         );
         html
     }

@@ -1,7 +1,7 @@
 //! The HTML report: one self-contained file (inline SVG charts drawn with `plotters`,
 //! inline CSS, no script, no CDN) that opens offline.
 
-use crate::report::{Report, Row};
+use crate::report::{Columns, Report, Row};
 use crate::timing::TimeSplit;
 use plotters::prelude::*;
 use std::fmt::Write;
@@ -201,22 +201,31 @@ pub fn time_split(rows: &[&Row]) -> String {
     html
 }
 
-pub fn table(rows: &[&Row]) -> String {
-    let mut html = String::from(
-        "<table><tr><th>strategy</th><th>concurrency</th><th>req/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th>\
+/// A section's rows as a table: sales/s with its spread where stock never limits
+/// ([`Columns::Throughput`]), what was refused and by whom where it runs out.
+pub fn table(rows: &[&Row], columns: Columns) -> String {
+    let rate_head = match columns {
+        Columns::Throughput => "<th>sales/s (q1-q3)</th>",
+        Columns::Verdicts => "<th>409 by the fast path</th>",
+    };
+    let mut html = format!(
+        "<table><tr><th>strategy</th><th>concurrency</th>{rate_head}<th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th>\
          <th>sold</th><th>left</th><th>409</th><th>503 busy</th><th>other</th><th>tries/sale</th>\
          <th>lost</th><th>beyond stock</th><th>CPU per sale</th><th>verdict</th></tr>",
     );
     for r in rows {
         let other: u64 = r.other().map(|(_, n)| n).sum();
         let class = if r.verdict.is_clean() { "ok" } else { "bad" };
+        let rate = match columns {
+            Columns::Throughput => r.sales.text(),
+            Columns::Verdicts => r.refused_by_fast_path.to_string(),
+        };
         let _ = write!(
             html,
-            "<tr><td><a href=\"#s-{name}\">{name}</a></td><td>{}</td><td>{:.0}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
+            "<tr><td><a href=\"#s-{name}\">{name}</a></td><td>{}</td><td>{rate}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td>\
              <td><small>{}</small></td><td class=\"{class}\">{}</td></tr>",
             r.concurrency,
-            r.throughput_rps,
             r.latency_ms.p50,
             r.latency_ms.p90,
             r.latency_ms.p99,
@@ -235,11 +244,19 @@ pub fn table(rows: &[&Row]) -> String {
         );
     }
     html.push_str("</table>");
+    let _ = write!(
+        html,
+        "<p><small>{}</small></p>",
+        escape(match columns {
+            Columns::Throughput => crate::report::THROUGHPUT_COUNTS,
+            Columns::Verdicts => crate::report::VERDICT_COUNTS,
+        })
+    );
     html
 }
 
 /// The throughput section at a distance beside the loopback one: each strategy's
-/// req/s and p99 on both, the ratio, and the round trips per request the proxies counted.
+/// sales/s and p99 on both, the ratio, and the round trips per request the proxies counted.
 pub fn distance_table(near: &[&Row], far: &[&Row]) -> String {
     let Some(rtt) = far.first().and_then(|r| r.rtt_ms) else {
         return String::new();
@@ -247,29 +264,28 @@ pub fn distance_table(near: &[&Row], far: &[&Row]) -> String {
     let mut html = format!(
         "<h2>Throughput at {rtt} ms from every server</h2><p>The throughput section again on two \
          more instances whose every server (MariaDB, Redis, ZooKeeper, etcd) sits behind a \
-         proxy adding a {rtt} ms round trip, as across availability zones ({} requests per \
-         strategy, the same stock and concurrency). On loopback a round trip costs about \
-         50 µs and a strategy's cost is its CPU; here it is the round trips it waits for, \
-         counted by the proxies.</p><table><tr><th>strategy</th><th>req/s (loopback)</th>\
-         <th>p99 ms</th><th>req/s at {rtt} ms</th><th>p99 ms</th><th>ratio</th>\
+         proxy adding a {rtt} ms round trip, as across availability zones (the same time, \
+         stock and concurrency; the loopback column is the throughput section's figure). On \
+         loopback a round trip costs about 50 µs and a strategy's cost is its CPU; here it is \
+         the round trips it waits for, counted by the proxies.</p><table><tr><th>strategy</th>\
+         <th>sales/s (loopback)</th><th>p99 ms</th><th>sales/s at {rtt} ms</th><th>p99 ms</th><th>ratio</th>\
          <th>round trips per request</th><th>verdict</th></tr>",
-        far[0].requests
     );
     for f in far {
         let n = near.iter().find(|n| n.strategy == f.strategy);
         let class = if f.verdict.is_clean() { "ok" } else { "bad" };
         let _ = write!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td>{}</td><td>{}</td>\
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td>\
              <td class=\"{class}\">{}</td></tr>",
             escape(&f.strategy),
-            n.map_or(String::new(), |n| format!("{:.0}", n.throughput_rps)),
+            n.map_or(String::new(), |n| n.sales.text()),
             n.map_or(String::new(), |n| format!("{:.1}", n.latency_ms.p99)),
-            f.throughput_rps,
+            f.sales.text(),
             f.latency_ms.p99,
             n.map_or(String::new(), |n| format!(
                 "{:.2}",
-                f.throughput_rps / n.throughput_rps.max(1e-9)
+                f.sales.per_second / n.sales.per_second.max(1e-9)
             )),
             escape(&crate::distance::by_kind(&f.round_trips_per_request())),
             escape(f.verdict_text()),
@@ -336,13 +352,22 @@ pub fn render(report: &Report) -> String {
             .filter(|r| r.section == section)
             .collect();
         match section {
-            "throughput" => {
-                let _ = write!(html, "<h2>Throughput, no hold</h2>{}", table(&rows));
+            "throughput" | "one instance" => {
+                let _ = write!(
+                    html,
+                    "<h2>{}</h2>{}",
+                    if section == "throughput" {
+                        "Throughput: sales per second on one hot product, stock never the limit"
+                    } else {
+                        "One instance: the in-process lock where it works"
+                    },
+                    table(&rows, Columns::Throughput)
+                );
                 html.push_str(&bar_chart(
-                    "Throughput (requests per second)",
-                    "req/s",
+                    "Sales per second (steady window)",
+                    "sales/s",
                     &rows,
-                    |r| r.throughput_rps,
+                    |r| r.sales.per_second,
                 ));
                 html.push_str(&bar_chart("Latency p99 (milliseconds)", "ms", &rows, |r| {
                     r.latency_ms.p99
@@ -356,16 +381,17 @@ pub fn render(report: &Report) -> String {
                      <p>The same strategies on instances started with <code>--hold-ms</code>: a slow business step. The \
                      controls are expected to oversell here; every other strategy must stay green.</p>{}",
                     rows[0].hold_ms,
-                    table(&rows)
+                    table(&rows, Columns::Verdicts)
                 );
                 html.push_str(&time_split(&rows));
             }
             "contention" => {
                 let _ = write!(
                     html,
-                    "<h2>Optimistic CAS under contention</h2><p>The same product at concurrency 4 and 64: \
-                     transactions per sale (tries/sale) grow with the number of buyers.</p>{}",
-                    table(&rows)
+                    "<h2>Optimistic CAS under contention</h2><p>The same product at 4 in flight \
+                     (here) and at 64 (the throughput section): transactions per sale (tries/sale) grow with \
+                     the number of buyers.</p>{}",
+                    table(&rows, Columns::Throughput)
                 );
             }
             far if far.starts_with("throughput, RTT ") => {
@@ -375,7 +401,17 @@ pub fn render(report: &Report) -> String {
                 html.push_str(&distance_table(&near, &rows));
             }
             other => {
-                let _ = write!(html, "<h2>Results ({})</h2>{}", escape(other), table(&rows));
+                let columns = if rows.iter().all(|r| r.stock_never_limited()) {
+                    Columns::Throughput
+                } else {
+                    Columns::Verdicts
+                };
+                let _ = write!(
+                    html,
+                    "<h2>Results ({})</h2>{}",
+                    escape(other),
+                    table(&rows, columns)
+                );
                 html.push_str(&time_split(&rows));
             }
         }
@@ -384,21 +420,25 @@ pub fn render(report: &Report) -> String {
         html.push_str(&part.html);
     }
     if !report.claims.is_empty() {
-        html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>verdict</th><th>evidence</th></tr>");
+        html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>judged on</th><th>verdict</th><th>evidence</th></tr>");
         for c in &report.claims {
             let _ = write!(
                 html,
-                "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}: {}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
                 escape(&c.claim),
                 escape(&c.source),
+                escape(&c.section),
+                escape(&c.load),
                 escape(&c.evidence),
                 v = c.verdict
             );
         }
         let _ = write!(
             html,
-            "</table><p>A comparison within ±{:.0}% is inconclusive: this machine is noisy.</p>",
-            crate::claims::NOISE * 100.0
+            "</table><p>A speed claim is judged on sales per second (the steady window); two \
+             figures differ only by more than both spreads and more than {:.0} %: otherwise \
+             inconclusive.</p>",
+            crate::rate::MARGIN * 100.0
         );
     }
     if !report.instances.is_empty() {

@@ -2,8 +2,10 @@
 //! database whether anything oversold.
 //!
 //! # Layout
-//! - [`engine`]: firing a load (closed or open loop), classifying answers
-//!   ([`engine::Outcome`]), latency in an HdrHistogram.
+//! - [`engine`]: firing a load (closed or open loop, for a count or a time), classifying
+//!   answers ([`engine::Outcome`]), latency in an HdrHistogram, every request recorded.
+//! - [`rate`]: sales per second over a run's steady window, with its spread: the one
+//!   definition of throughput every table, chart and claim uses.
 //! - [`verify`]: the verdict from the database: lost updates, units sold beyond stock,
 //!   acknowledged sales missing from the ledger.
 //! - [`report`]: rows, the table, the JSON report (schema version 1). A leaf: what a
@@ -50,6 +52,7 @@ pub mod html;
 pub mod lab;
 pub mod live;
 pub mod overload;
+pub mod rate;
 pub mod report;
 pub mod sweep;
 pub mod timing;
@@ -64,6 +67,14 @@ use verify::Verdict;
 /// The longest a run waits for the persisters of a strategy that records its sales
 /// later before its verdict.
 pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long a throughput run sends, in seconds, unless told otherwise: long enough for
+/// a steady window of about two seconds after the first wave ([`rate`]).
+pub const THROUGHPUT_SECONDS: f64 = 2.5;
+
+/// The stock of a run whose stock must never be the limit (and its request cap: a
+/// timed run stops on its clock long before).
+pub const NEVER_SOLD_OUT: i64 = 1_000_000;
 
 /// Buckets per product for a strategy that splits the stock, unless told otherwise:
 /// enough for the database connections of two instances to work on different rows.
@@ -100,7 +111,10 @@ pub struct Plan {
     /// Buckets each product is split into at restock, if the strategy sells from split
     /// rows (its card's `splits-stock`); the others sell only the product row.
     pub buckets: u16,
+    /// Requests to send (at most, when the run is timed).
     pub requests: usize,
+    /// Stop sending after this long: a throughput run is timed ([`rate`]).
+    pub duration: Option<std::time::Duration>,
     pub concurrency: usize,
     pub rate: Option<f64>,
     pub quantity: i64,
@@ -168,6 +182,7 @@ impl Runner {
                 strategy: plan.strategy.clone(),
                 products: vec![warm_product],
                 requests: plan.warmup,
+                duration: None,
                 concurrency: plan.concurrency,
                 rate: None,
                 quantity: 1,
@@ -198,6 +213,7 @@ impl Runner {
             strategy: plan.strategy.clone(),
             products: plan.products.clone(),
             requests: plan.requests,
+            duration: plan.duration,
             concurrency: plan.concurrency,
             rate: plan.rate,
             quantity: plan.quantity,
@@ -283,6 +299,7 @@ impl Runner {
         }
         row.time_split = match (before, after) {
             (Ok(before), Ok(after)) => {
+                row.refused_by_fast_path = after.refused_by_fast_path(&before, &plan.strategy);
                 after.since(&before, &plan.strategy, fired.latency_us.mean() / 1000.0)
             }
             (Err(e), _) | (_, Err(e)) => {
@@ -319,11 +336,14 @@ impl Row {
             section: plan.section.clone(),
             strategy: plan.strategy.clone(),
             instances,
+            products: plan.products.len(),
             hold_ms: plan.request_hold_ms.unwrap_or(plan.server_hold_ms),
             requests: fired.outcomes.values().sum::<u64>() as usize,
             concurrency: plan.concurrency,
             seconds: fired.elapsed.as_secs_f64(),
-            throughput_rps: fired.throughput(),
+            sales: fired.sales(),
+            answers_per_second: fired.answers_per_second(),
+            refused_by_fast_path: 0,
             latency_ms: Latency {
                 p50: fired.latency_ms(50.0),
                 p90: fired.latency_ms(90.0),
@@ -343,6 +363,7 @@ impl Row {
             redis_us_per_sale: None,
             redis_commands_us_per_sale: Default::default(),
             transport_errors: fired.transport_errors.clone(),
+            measured_in: None,
         }
     }
 }

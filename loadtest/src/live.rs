@@ -238,7 +238,7 @@ impl LiveRun {
             "lost": row.verdict.lost_updates,
             "beyond": row.verdict.beyond_stock,
             "answered": row.requests,
-            "rps": row.throughput_rps,
+            "sales_per_second": row.sales.per_second,
             "verdict": row.verdict_text(),
             "clean": row.verdict.is_clean(),
             "as_expected": row.as_expected,

@@ -1,17 +1,17 @@
 //! Results: one [`Row`] per strategy and section, printed as a table and written as
-//! JSON (schema in `loadtest/report.schema.json`, `"version": 1`). A leaf: it knows no subcommand. What
+//! JSON (schema in `loadtest/report.schema.json`, `"version": 2`). A leaf: it knows no subcommand. What
 //! one adds beyond rows and claims (the chaos grid, the sweep's shape) comes in as a
 //! [`Part`]: JSON under its key, HTML for the page, made by the subcommand.
 
 use crate::verify::Verdict;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use std::collections::BTreeMap;
 
 /// The JSON schema version; bump it on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// What a strategy is expected to do in a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expect {
     /// Never oversells.
@@ -23,7 +23,7 @@ pub enum Expect {
 }
 
 /// Latency percentiles in milliseconds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Latency {
     pub p50: f64,
     pub p90: f64,
@@ -32,17 +32,28 @@ pub struct Latency {
 }
 
 /// One strategy's run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// `throughput` (no hold) or `held` (the demonstration of failures).
     pub section: String,
     pub strategy: String,
     pub instances: usize,
+    /// Products the load was spread over (1: one hot product).
+    pub products: usize,
     pub hold_ms: u64,
     pub requests: usize,
     pub concurrency: usize,
+    /// The whole run's wall time, from the first request sent to the last answer.
     pub seconds: f64,
-    pub throughput_rps: f64,
+    /// Sales per second over the steady window, with its spread ([`crate::rate`]):
+    /// the throughput, wherever one is shown.
+    pub sales: crate::rate::SalesRate,
+    /// Answers of every kind per second of the whole run: only where refusals are the
+    /// subject (a sell-out).
+    pub answers_per_second: f64,
+    /// Of the 409 answers, those the sold-out fast path gave without running the
+    /// strategy (the instances' own count); the rest are the strategy's.
+    pub refused_by_fast_path: u64,
     pub latency_ms: Latency,
     /// Answers by kind: `200`, `409`, `503 busy`, `503 lock_lost`, `4xx`, `5xx`, `transport`.
     pub responses: BTreeMap<String, u64>,
@@ -52,37 +63,62 @@ pub struct Row {
     pub as_expected: bool,
     /// Where the time went, from the instances' `/metrics` before and after the run
     /// (absent when they could not be read, or for the baseline, which has no service).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_split: Option<crate::timing::TimeSplit>,
     /// The round-trip time added between the services and every server (ms), when
     /// the servers ran behind the testbed's proxies (`--rtt-ms`); absent on loopback.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_ms: Option<f64>,
     /// Round trips per sale by kind of server (`database`, `redis`, `zookeeper`,
     /// `etcd`), counted by those proxies during the run: turns of a conversation, so
     /// requests pipelined on one connection count once. Absent on loopback.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub round_trips_per_sale: BTreeMap<String, f64>,
     /// The same counts in total over the run (every answer, sales or not).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub round_trips: BTreeMap<String, u64>,
     /// CPU time per sale of each process involved (microseconds, user + system, from
     /// /proc, numbered processes added up: `stock-app`, `mariadb`, `redis`, ...,
     /// `loadtest`), over the run and until its sales were recorded.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cpu_us_per_sale: BTreeMap<String, f64>,
     /// Redis's own time per sale on the first Redis: its main thread's CPU (`INFO
     /// cpu`), microseconds; what caps a strategy that runs on one Redis.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis_us_per_sale: Option<f64>,
     /// Where it goes: microseconds per sale by command (`INFO commandstats`; a
     /// script's inner commands appear under their names and inside `evalsha`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub redis_commands_us_per_sale: BTreeMap<String, f64>,
     /// Requests that got no HTTP answer (`transport`, `unreachable`), by the innermost
     /// error the client saw: which side dropped them.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub transport_errors: BTreeMap<String, u64>,
+    /// Where this figure was measured, when it is shown in another section or run
+    /// measuring the same setup (`throughput`: the demo's throughput section): one
+    /// setup, one figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_in: Option<String>,
+}
+
+/// The rows of a report written earlier (its `results`).
+pub fn rows_of(path: &std::path::Path) -> anyhow::Result<Vec<Row>> {
+    use anyhow::Context;
+    #[derive(Deserialize)]
+    struct Results {
+        version: u32,
+        results: Vec<Row>,
+    }
+    let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let report: Results = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a loadtest report", path.display()))?;
+    anyhow::ensure!(
+        report.version == SCHEMA_VERSION,
+        "{} is a version {} report; this loadtest reads version {SCHEMA_VERSION}",
+        path.display(),
+        report.version
+    );
+    Ok(report.results)
 }
 
 impl Row {
@@ -99,6 +135,12 @@ impl Row {
             (Expect::Either, true, _) => "oversold (not safe across instances)",
             (Expect::Either, false, _) => "did not oversell this time (not safe across instances)",
         }
+    }
+
+    /// Whether the stock never limited the run: nobody was told "sold out", and some
+    /// was left. Only then is its sales/s a throughput.
+    pub fn stock_never_limited(&self) -> bool {
+        self.count("409") == 0 && self.verdict.remaining > 0
     }
 
     /// Answers that are neither a sale, a sold-out nor busy (`503 lock_lost`, 4xx, ...).
@@ -194,8 +236,11 @@ impl std::fmt::Display for ClaimVerdict {
 #[derive(Debug, Clone, Serialize)]
 pub struct Claim {
     pub claim: String,
-    /// Where the claim comes from.
+    /// Where the claim comes from: a source article by title.
     pub source: String,
+    /// The section of the run it was judged on, and that section's load.
+    pub section: String,
+    pub load: String,
     pub verdict: ClaimVerdict,
     /// The numbers behind the verdict.
     pub evidence: String,
@@ -262,36 +307,64 @@ impl Report {
     }
 }
 
+/// `1 hot product, 64 in flight` (or `100 products, 64 in flight`): a row's load, as
+/// tables and claims state it.
+pub fn load_text(row: &Row) -> String {
+    let products = match row.products {
+        1 => "1 hot product".to_string(),
+        n => format!("{n} products"),
+    };
+    format!("{products}, {} in flight", row.concurrency)
+}
+
+/// What a table shows besides the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Columns {
+    /// Sales per second with its spread: a section whose stock never limits.
+    Throughput,
+    /// What was sold and refused, no rate: a section whose stock runs out (the
+    /// oversell verdicts, a sell-out).
+    Verdicts,
+}
+
+/// The line under a throughput table: what its figures count.
+pub const THROUGHPUT_COUNTS: &str = "sales/s = deductions answered 200 per second over the steady window (after the first wave's answers, until the last request was sent), stock never the limit; (q1–q3) = its spread, the interquartile range over ten slices of the window";
+
+/// The line under a verdict table.
+pub const VERDICT_COUNTS: &str = "sold = the ledger's sum; lost = ledger - (stock - left): sales the stock row never saw; beyond = sold past the stock; tries = transactions per sale";
+
 /// Prints a section's rows as a table.
-pub fn print_table(title: &str, rows: &[&Row]) {
+pub fn print_table(title: &str, rows: &[&Row], columns: Columns) {
     println!();
     println!("{title}");
+    let head = match columns {
+        Columns::Throughput => format!("{:>21}", "sales/s (q1–q3)"),
+        Columns::Verdicts => format!(
+            "{:>5} {:>5} {:>8} {:>8}",
+            "sold", "left", "sold-out", "fast"
+        ),
+    };
     println!(
-        "{:<12} {:>7} {:>8} {:>8} {:>5} {:>5} {:>8} {:>5} {:>6} {:>6} {:>5} {:>7}  verdict",
-        "strategy",
-        "req/s",
-        "p50 ms",
-        "p99 ms",
-        "sold",
-        "left",
-        "sold-out",
-        "busy",
-        "other",
-        "tries",
-        "lost",
-        "beyond",
+        "{:<12} {head} {:>8} {:>8} {:>5} {:>6} {:>6} {:>5} {:>7}  verdict",
+        "strategy", "p50 ms", "p99 ms", "busy", "other", "tries", "lost", "beyond",
     );
     for row in rows {
         let other: u64 = row.other().map(|(_, n)| n).sum();
+        let cells = match columns {
+            Columns::Throughput => format!("{:>21}", row.sales.text()),
+            Columns::Verdicts => format!(
+                "{:>5} {:>5} {:>8} {:>8}",
+                row.verdict.sold,
+                row.verdict.remaining,
+                row.count("409"),
+                row.refused_by_fast_path
+            ),
+        };
         println!(
-            "{:<12} {:>7.0} {:>8.2} {:>8.2} {:>5} {:>5} {:>8} {:>5} {:>6} {:>6.2} {:>5} {:>7}  {}",
+            "{:<12} {cells} {:>8.2} {:>8.2} {:>5} {:>6} {:>6.2} {:>5} {:>7}  {}",
             row.strategy,
-            row.throughput_rps,
             row.latency_ms.p50,
             row.latency_ms.p99,
-            row.verdict.sold,
-            row.verdict.remaining,
-            row.count("409"),
             row.count("503 busy"),
             other,
             row.attempts_per_success,
@@ -313,7 +386,10 @@ pub fn print_table(title: &str, rows: &[&Row]) {
             );
         }
     }
-    println!(
-        "sold = ledger sum; lost = ledger - (stock - left): sales the stock row never saw; beyond = sold past the stock; tries = transactions per sale"
-    );
+    match columns {
+        Columns::Throughput => println!("{THROUGHPUT_COUNTS}; {VERDICT_COUNTS}"),
+        Columns::Verdicts => println!(
+            "{VERDICT_COUNTS}; sold-out = 409 answers, fast = those of them the sold-out fast path gave without running the strategy"
+        ),
+    }
 }

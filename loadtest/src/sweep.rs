@@ -1,18 +1,22 @@
 //! `loadtest sweep`: how cost grows as load grows. Every strategy at concurrency 1, 4,
-//! 16, 64 and 256, on one hot product and spread over 100 products; throughput, p99
-//! and (a compare-and-set's) transactions per sale for each cell, drawn as one line per
-//! strategy in the report.
+//! 16, 64 and 256, on one hot product and spread over 100 products; sales per second
+//! with its spread, p99 and (a compare-and-set's) transactions per sale for each cell,
+//! drawn as one line per strategy in the report.
 //!
-//! # How many requests a cell gets
-//! `max(1000, 8 × concurrency)`, times `--scale`. Eight waves of the concurrency let
-//! the closed loop reach its steady state (the first and last wave are ramps); 1000 at
-//! least keeps ten samples above the p99 at low concurrency. Stock is never the limit
-//! (each product holds as many units as the cell has requests), so no answer is "sold
-//! out": a request either deducts or is refused by the strategy itself (`busy`,
-//! `lock_lost`). That is why the charts show **sales per second** (200 answers) next
-//! to p99: the fence alone answers 2000 requests per second on a hot row and sells almost
-//! nothing. Measured on 2 cores (release): the whole default sweep, 10 strategies ×
-//! 5 × 2 = 100 cells, 120,960 requests, in about 3 minutes; figures in the book.
+//! # How long a cell runs
+//! Each cell is timed ([`crate::THROUGHPUT_SECONDS`] by default): a closed loop sends
+//! for that long after one warm-up round, and its figure is the sales per second of
+//! its steady window ([`crate::rate`]: the first wave and the drain left out). Stock is
+//! never the limit, so no answer is "sold out": a request either deducts or is refused
+//! by the strategy itself (`busy`, `lock_lost`). That is why the charts show **sales
+//! per second** (200 answers) next to p99: the fence alone answers 2000 requests per
+//! second on a hot row and sells almost nothing.
+//!
+//! # One setup, one figure
+//! A cell whose setup another run already measured (the demo's throughput section
+//! and flash sale are the sweep's 64 and 256 in flight on one product) can be taken
+//! from that run's report (`--reuse FILE`) instead of measured again; the cell says
+//! where it was measured ([`reuse`]).
 
 use crate::catalogue::Catalogue;
 pub use crate::distance::RoundTripCount;
@@ -27,13 +31,6 @@ use std::fmt::Write;
 pub const CONCURRENCIES: [usize; 5] = [1, 4, 16, 64, 256];
 /// The product layouts: one hot row, and the load spread over 100 rows.
 pub const PRODUCTS: [usize; 2] = [1, 100];
-
-/// Requests in one cell: eight waves of the concurrency, at least 1000, times `scale`
-/// (at least one wave).
-pub fn requests_for(concurrency: usize, scale: f64) -> usize {
-    let base = (8 * concurrency).max(1000) as f64;
-    ((base * scale).round() as usize).max(concurrency)
-}
 
 /// The report section of a layout (`sweep: 1 product`, `sweep: 100 products`), at a
 /// round-trip time when the servers ran at a distance (`sweep: 1 product, RTT 2 ms`).
@@ -55,9 +52,9 @@ pub fn ms(rtt: f64) -> String {
 pub struct SweepInfo {
     pub concurrencies: Vec<usize>,
     pub products: Vec<usize>,
-    /// How the request count of a cell was chosen.
+    /// How long each cell sent, in seconds, and how its figure was taken.
+    pub cell_seconds: f64,
     pub requests_rule: String,
-    pub scale: f64,
     /// Wall time of the whole sweep, servers included.
     pub seconds: f64,
     /// The round-trip times the servers were put behind (`--rtt-ms`), one pass each;
@@ -90,24 +87,17 @@ pub struct Sweep {
     pub strategies: Vec<(String, bool)>,
     pub concurrencies: Vec<usize>,
     pub products: Vec<usize>,
-    pub scale: f64,
+    /// How long each cell sends.
+    pub seconds: f64,
     /// The round-trip time the servers are behind for this pass, if at a distance.
     pub rtt_ms: Option<f64>,
+    /// Cells measured by another run of the same setup ([`reuse`]), taken as they are.
+    pub reused: Vec<Row>,
 }
 
 impl Sweep {
     pub fn cells(&self) -> usize {
         self.strategies.len() * self.concurrencies.len() * self.products.len()
-    }
-
-    pub fn total_requests(&self) -> usize {
-        self.strategies.len()
-            * self.products.len()
-            * self
-                .concurrencies
-                .iter()
-                .map(|&c| requests_for(c, self.scale))
-                .sum::<usize>()
     }
 
     /// Runs every cell, layout by layout, strategy by strategy, concurrency rising;
@@ -123,17 +113,31 @@ impl Sweep {
         for &products in &self.products {
             for (strategy, safe) in &self.strategies {
                 for &concurrency in &self.concurrencies {
-                    let requests = requests_for(concurrency, self.scale);
                     let first = first_product(cell);
                     cell += 1;
+                    let section = section(products, self.rtt_ms);
+                    if self.rtt_ms.is_none()
+                        && let Some(row) = reuse(&self.reused, strategy, products, concurrency)
+                    {
+                        eprintln!(
+                            "sweep: [{cell}/{}] {strategy}, {products} product(s), concurrency {concurrency}: \
+                             {} sales/s, measured in {}",
+                            self.cells(),
+                            row.sales.text(),
+                            row.measured_in.as_deref().unwrap_or("another run")
+                        );
+                        rows.push(Row { section, ..row });
+                        continue;
+                    }
                     let plan = Plan {
-                        section: section(products, self.rtt_ms),
+                        section,
                         strategy: strategy.clone(),
                         products: (0..products as i64).map(|i| first + i).collect(),
                         // Never sold out: every request can be a deduction.
-                        stock: requests as i64,
+                        stock: crate::NEVER_SOLD_OUT,
                         buckets: BUCKETS,
-                        requests,
+                        requests: crate::NEVER_SOLD_OUT as usize,
+                        duration: Some(std::time::Duration::from_secs_f64(self.seconds)),
                         concurrency,
                         rate: None,
                         quantity: 1,
@@ -147,12 +151,13 @@ impl Sweep {
                     let row = runner.run(&plan).await?;
                     eprintln!(
                         "sweep: [{cell}/{}] {strategy}, {products} product(s), concurrency {concurrency}{}: \
-                         {requests} requests, {:.0} sales/s ({:.0} answers/s), p99 {:.1} ms{}",
+                         {} requests, {} sales/s ({:.0} answers/s), p99 {:.1} ms{}",
                         self.cells(),
                         self.rtt_ms
                             .map_or(String::new(), |rtt| format!(", RTT {} ms", ms(rtt))),
-                        sales_per_second(&row),
-                        row.throughput_rps,
+                        row.requests,
+                        row.sales.text(),
+                        row.answers_per_second,
                         row.latency_ms.p99,
                         if catalogue.has(strategy, "compare-and-set") {
                             format!(", {:.2} tries/sale", row.attempts_per_success)
@@ -190,14 +195,34 @@ pub fn cell<'a>(
         .find(|r| r.section == section && r.strategy == strategy && r.concurrency == concurrency)
 }
 
-/// Successful deductions (200 answers) per second.
+/// Sales per second over the cell's steady window ([`crate::rate`]).
 pub fn sales_per_second(row: &Row) -> f64 {
-    let sold = row.responses.get("200").copied().unwrap_or(0) as f64;
-    if row.seconds > 0.0 {
-        sold / row.seconds
-    } else {
-        0.0
-    }
+    row.sales.per_second
+}
+
+/// The sections of other runs whose rows are throughput cells (one hot product, stock
+/// never the limit, loopback, nothing held): the demo's throughput section and its
+/// flash sale.
+pub const REUSABLE_SECTIONS: [&str; 2] = ["throughput", "flash-sale"];
+
+/// A row of another run measuring the sweep's cell (`strategy` on `products` products
+/// at `concurrency`, over 2 instances, loopback, nothing held), if `rows` has one.
+pub fn reuse(rows: &[Row], strategy: &str, products: usize, concurrency: usize) -> Option<Row> {
+    (rows.iter())
+        .find(|r| {
+            r.strategy == strategy
+                && r.products == products
+                && r.concurrency == concurrency
+                && r.instances == 2
+                && r.hold_ms == 0
+                && r.rtt_ms.is_none()
+                && (REUSABLE_SECTIONS.contains(&r.section.as_str())
+                    || r.section == section(products, None))
+        })
+        .map(|r| Row {
+            measured_in: Some(r.measured_in.clone().unwrap_or_else(|| r.section.clone())),
+            ..r.clone()
+        })
 }
 
 /// The share of a cell's answers that were sales, in percent.
@@ -206,12 +231,12 @@ pub fn sold_percent(row: &Row) -> f64 {
     100.0 * sold / (row.requests.max(1) as f64)
 }
 
-/// The sweep as text: for each layout, one line per strategy, req/s and p99 per
+/// The sweep as text: for each layout, one line per strategy, sales/s and p99 per
 /// concurrency.
 pub fn print_tables(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) {
     for section in info.sections() {
         println!(
-            "\n{section}: sales/s (p99 ms) by concurrency; * = under 99% of answers were sales"
+            "\n{section}: sales/s (p99 ms) by concurrency; * = under 99% of answers were sales; † = measured by another run of the same setup (--reuse)"
         );
         let mut header = format!("{:<12}", "strategy");
         for c in &info.concurrencies {
@@ -225,9 +250,10 @@ pub fn print_tables(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) {
                     Some(r) => format!(
                         " {:>16}",
                         format!(
-                            "{}{:.0} ({:.1})",
+                            "{}{}{} ({:.1})",
                             if sold_percent(r) < 99.0 { "*" } else { "" },
-                            sales_per_second(r),
+                            crate::rate::round(sales_per_second(r)),
+                            if r.measured_in.is_some() { "†" } else { "" },
                             r.latency_ms.p99
                         )
                     ),
@@ -276,7 +302,15 @@ impl SweepInfo {
                 "stock-locks: how cost grows with load",
                 "One run of <code>loadtest sweep</code>",
             )),
-            sections: self.sections(),
+            // At a distance, the loopback cells taken from another run (`--reuse`)
+            // are shown by the distance tables, not as sections of their own.
+            sections: (self.sections().into_iter())
+                .chain(
+                    (self.products.iter())
+                        .filter(|_| !self.rtts_ms.is_empty())
+                        .map(|&p| section(p, None)),
+                )
+                .collect(),
             strategies: Vec::new(),
             as_expected: true,
         }
@@ -311,8 +345,9 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         "<h2>Scaling sweep</h2><p>Every strategy at each concurrency (requests in flight, closed loop, \
          spread over 2 instances), first on one hot product, then spread over more. \
          Stock never runs out, so an answer that is not a sale is the strategy refusing \
-         (<code>busy</code>, <code>lock_lost</code>): the charts count sales per second, \
-         p99 is over all answers. \
+         (<code>busy</code>, <code>lock_lost</code>): the charts count sales per second over \
+         each cell's steady window (the table gives its spread, q1–q3; † = measured by another \
+         run of the same setup), p99 is over all answers. \
          {} ({:.0} s in all). Read the lines for their shape: a strategy that serializes on \
          one row or one lock stops gaining throughput early and pays for more buyers in \
          p99 (queueing); spreading the load over many products lets the row- and \
@@ -376,8 +411,9 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
                         };
                         let _ = write!(
                             html,
-                            "<td>{:.0}{refused}</td><td>{:.1}</td>",
-                            sales_per_second(r),
+                            "<td>{}{}{refused}</td><td>{:.1}</td>",
+                            r.sales.text(),
+                            if r.measured_in.is_some() { " †" } else { "" },
                             r.latency_ms.p99
                         );
                     }

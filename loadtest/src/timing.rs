@@ -21,6 +21,8 @@ struct Sums {
     transaction: f64,
     release: f64,
     pool_wait: f64,
+    /// Deductions the sold-out fast path refused without running the strategy.
+    sold_out_fast: f64,
 }
 
 /// Every strategy's sums, at one moment, over every instance scraped.
@@ -31,7 +33,7 @@ pub struct Snapshot {
 
 /// One strategy's mean deduction over a run, split by where the time went
 /// (milliseconds per deduction; the report's "Where the time goes").
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct TimeSplit {
     /// Deductions the service timed during the run (every request that reached the
     /// handler).
@@ -108,6 +110,7 @@ impl Snapshot {
                 ("stock_locks_phase_seconds_sum", Some("transaction")) => &mut sums.transaction,
                 ("stock_locks_phase_seconds_sum", Some("release")) => &mut sums.release,
                 ("stock_locks_db_pool_wait_seconds_sum", _) => &mut sums.pool_wait,
+                ("stock_locks_sold_out_fast_total", _) => &mut sums.sold_out_fast,
                 _ => continue,
             };
             *slot += value;
@@ -128,6 +131,14 @@ impl Snapshot {
             snapshot.add(&response.text().await?)?;
         }
         Ok(snapshot)
+    }
+
+    /// The deductions of `strategy` the sold-out fast path refused between `before` and
+    /// this snapshot (answered 409 without the strategy running).
+    pub fn refused_by_fast_path(&self, before: &Snapshot, strategy: &str) -> u64 {
+        let now = self.sums.get(strategy).map_or(0.0, |s| s.sold_out_fast);
+        let then = before.sums.get(strategy).map_or(0.0, |s| s.sold_out_fast);
+        (now - then).max(0.0).round() as u64
     }
 
     /// `strategy`'s mean deduction between `before` and this snapshot, given the
@@ -185,6 +196,8 @@ stock_locks_phase_seconds_sum{phase="transaction",strategy="mysql-lock"} 0.008
 stock_locks_phase_seconds_sum{phase="release",strategy="mysql-lock"} 0.004
 # TYPE stock_locks_db_pool_wait_seconds histogram
 stock_locks_db_pool_wait_seconds_sum{strategy="mysql-lock"} 0.0004
+# TYPE stock_locks_sold_out_fast_total counter
+stock_locks_sold_out_fast_total{strategy="mysql-lock"} 3
 "#;
 
     /// The difference of two scrapes, per deduction: 4 deductions took 40 ms in the
@@ -205,6 +218,7 @@ stock_locks_db_pool_wait_seconds_sum{strategy="mysql-lock"} 0.0004
         assert!(close(split.pool_wait_ms, 0.1), "{split:?}");
         assert!(close(split.total_ms(), 12.5));
         assert_eq!(after.since(&before, "atomic-sql", 1.0), None);
+        assert_eq!(after.refused_by_fast_path(&before, "mysql-lock"), 3);
     }
 
     /// Two instances' scrapes add up.

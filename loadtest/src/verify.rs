@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::MySqlPool;
 
 /// What the database says about a run, summed over its products (current epochs).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Verdict {
     /// Stock at the start of the epoch.
     pub initial: i64,

@@ -55,6 +55,8 @@ async fn demo(dir: &Path, json_path: &Path) -> (ServerProcess, String) {
         "0",
         "--requests",
         "150",
+        "--seconds",
+        "0.5",
         "--concurrency",
         "32",
         "--strategies",

@@ -248,59 +248,59 @@ impl ChaosReport {
     /// The write-ups' claims this run's cells speak to (the classic mistakes), each
     /// confirmed when its cell failed the way the claim says.
     pub fn claims(&self) -> Vec<crate::report::Claim> {
-        use crate::claims::claim;
+        use crate::claims::{claim, source};
         use crate::report::ClaimVerdict;
         let mut claims = Vec::new();
         for c in &self.cells {
             let (text, source, holds) = match c.scenario {
                 Scenario::MistakeLockInsideTransaction => (
                     "A lock taken inside the transaction reads a stale snapshot: lost updates",
-                    "seed 000 (local lock: lock and unlock outside the transaction, or MVCC reads snapshot data)",
+                    source::OVERSELL,
                     c.lost_updates > 0,
                 ),
                 Scenario::MistakeReleaseBeforeCommit => (
                     "A lock released before COMMIT lets the next holder read old stock: lost updates",
-                    "seed 000 (lock and unlock outside the transaction)",
+                    source::OVERSELL,
                     c.lost_updates > 0,
                 ),
                 Scenario::MistakeSetnxThenExpire => (
                     "SETNX then EXPIRE: a holder that dies between them leaves a lock that never expires",
-                    "seed 002 (SETNX + EXPIRE; SET key value NX PX is atomic)",
+                    source::LOCKS,
                     c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
                 ),
                 Scenario::MistakeGetThenDel => (
                     "Unlock by GET then DEL deletes another holder's lock",
-                    "seeds 002 (the non-atomic unlock), 003 (releasing someone else's lock)",
+                    source::LOCKS,
                     c.lost_updates > 0,
                 ),
                 Scenario::MistakePersistentNode => (
                     "A ZooKeeper lock on a PERSISTENT node deadlocks when its holder dies",
-                    "seed 001 (PERSISTENT: the id is never deleted after a crash)",
+                    source::ZOOKEEPER,
                     c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
                 ),
                 Scenario::MistakeNoGuard => (
                     "The database is the final guard: without the UPDATE's guard its CHECK constraint still stops overselling",
-                    "seed 003 (Redis in front, MySQL as the final guard)",
+                    source::MYSQL_LOCKS,
                     c.beyond_stock == 0 && c.lost_updates == 0 && c.sold_out > 0,
                 ),
                 Scenario::RedisFailover if c.fencing == Some(false) => (
                     "A Redis lock is lost when the primary fails over to a replica that had not received it",
-                    "seeds 000, 002, 003, 004 (master-replica switch-over loses the lock)",
+                    source::INTERVIEW,
                     c.lost_updates > 0,
                 ),
                 Scenario::RedisFailover => (
                     "Fencing makes a lock lost in a failover safe",
-                    "seed 003 (Kleppmann: fencing tokens)",
+                    source::MYSQL_LOCKS,
                     c.verdict == CellVerdict::Refused,
                 ),
                 Scenario::RedlockClockJump if c.fencing == Some(false) => (
                     "RedLock fails when a node's clock jumps: two clients hold the lock",
-                    "seed 003, seed 000 (Kleppmann: a clock jump on a node of the majority)",
+                    source::MYSQL_LOCKS,
                     c.lost_updates > 0,
                 ),
                 Scenario::RedlockClockJump => (
                     "A check made by the resource stops the second RedLock holder",
-                    "seed 003 (Kleppmann's fencing; antirez's check-and-set on the lock value)",
+                    source::MYSQL_LOCKS,
                     c.verdict == CellVerdict::Refused,
                 ),
                 Scenario::ReplicaLag if self.strategies.has(&c.strategy, "compare-and-set") => {
@@ -309,7 +309,7 @@ impl ChaosReport {
                     });
                     (
                         "Optimistic locking is unreliable behind read/write splitting (replication lag)",
-                        "seed 000 (the problems of a compare-and-set)",
+                        source::OVERSELL,
                         c.lost_updates == 0
                             && control.is_none_or(|o| {
                                 c.busy > o.busy || c.attempts_per_sale > o.attempts_per_sale
@@ -318,12 +318,12 @@ impl ChaosReport {
                 }
                 Scenario::ReplicaLag if c.fencing == Some(true) => (
                     "A lock is only as good as the read under it: reading from a lagging replica loses updates even under a fenced lock",
-                    "seed 000 (read/write splitting), DESIGN (fencing)",
+                    source::OVERSELL,
                     c.lost_updates > 0,
                 ),
                 Scenario::RedisFailoverWait => (
                     "Waiting for a replica to acknowledge the lock (WAIT) prevents the second holder, at the cost of availability",
-                    "Redis WAIT; seed 003 (AP vs CP)",
+                    source::MYSQL_LOCKS,
                     c.lost_updates == 0
                         && c.beyond_stock == 0
                         && c.verdict == CellVerdict::Unavailable,
@@ -338,6 +338,14 @@ impl ChaosReport {
             claims.push(claim(
                 text,
                 source,
+                (
+                    &format!("chaos: {}", c.scenario.id()),
+                    &format!(
+                        "{}, {}",
+                        cell_name(&c.strategy, c.fencing),
+                        c.scenario.title()
+                    ),
+                ),
                 verdict,
                 format!(
                     "{} ({}): {}",

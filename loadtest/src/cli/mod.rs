@@ -24,9 +24,14 @@ pub struct LoadArgs {
     /// sells it (the others always get one row).
     #[arg(long, default_value_t = loadtest::BUCKETS)]
     pub buckets: u16,
-    /// Deduction requests per strategy.
+    /// Deduction requests per strategy (at most, with --seconds).
     #[arg(long, default_value_t = 1000)]
     pub requests: usize,
+    /// Send for this long per strategy, in seconds, instead of a number of requests:
+    /// a timed run, whose sales per second are taken over its steady window
+    /// (`loadtest demo` times its throughput sections so, 2.5 s by default).
+    #[arg(long)]
+    pub seconds: Option<f64>,
     /// Requests in flight at once (closed loop), spread round-robin over the instances.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
@@ -75,7 +80,11 @@ pub fn plan(
             .collect(),
         stock: load.stock,
         buckets: load.buckets,
-        requests: load.requests,
+        requests: match load.seconds {
+            Some(_) => loadtest::NEVER_SOLD_OUT as usize,
+            None => load.requests,
+        },
+        duration: load.seconds.map(std::time::Duration::from_secs_f64),
         concurrency: load.concurrency,
         rate: load.rate,
         quantity: load.quantity,
@@ -90,7 +99,8 @@ pub fn plan(
 
 pub fn parameters(load: &LoadArgs, instances: usize, hold_ms: u64) -> serde_json::Value {
     json!({
-        "stock": load.stock, "requests": load.requests, "concurrency": load.concurrency,
+        "stock": load.stock, "requests": load.requests, "seconds": load.seconds,
+        "concurrency": load.concurrency,
         "rate": load.rate, "products": load.products, "quantity": load.quantity,
         "multi_item_share": load.multi_item_share, "warmup": load.warmup,
         "instances": instances, "hold_ms": hold_ms,

@@ -3,7 +3,7 @@
 use super::{LoadArgs, first_product, parameters, plan, write_json};
 use anyhow::bail;
 use loadtest::Runner;
-use loadtest::report::{Expect, Report, print_table};
+use loadtest::report::{Columns, Expect, Report, print_table};
 use sqlx::mysql::MySqlPoolOptions;
 
 #[derive(clap::Args)]
@@ -51,10 +51,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 expect,
             );
             closed.rate = None;
-            closed.stock = closed.requests as i64;
+            // Timed, stock never the limit: its sales/s over the steady window.
+            closed.stock = loadtest::NEVER_SOLD_OUT;
+            closed.requests = loadtest::NEVER_SOLD_OUT as usize;
+            closed.duration = Some(std::time::Duration::from_secs_f64(
+                args.load.seconds.unwrap_or(loadtest::THROUGHPUT_SECONDS),
+            ));
             closed.request_hold_ms = args.hold_ms;
             let capacity = runner.run(&closed).await?;
-            let sales = loadtest::sweep::sales_per_second(&capacity);
+            let sales = capacity.sales.per_second;
             let verdict = if rate > sales {
                 format!("OVERLOAD: {:.1}x the capacity", rate / sales.max(1e-9))
             } else {
@@ -82,13 +87,23 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         println!("{name}: {rate} requests/s offered, capacity {sales:.0} sales/s: {verdict}");
     }
     runner.db.close().await;
+    // Where the stock never ran out, the rate is a throughput; elsewhere the verdicts.
+    let columns = if rows.iter().all(|r| r.stock_never_limited()) {
+        Columns::Throughput
+    } else {
+        Columns::Verdicts
+    };
     print_table(
         &format!(
-            "{} requests per strategy over {} instance(s)",
-            args.load.requests,
+            "{} per strategy over {} instance(s)",
+            match args.load.seconds {
+                Some(s) => format!("{s} s"),
+                None => format!("{} requests", args.load.requests),
+            },
             args.urls.len()
         ),
         &rows.iter().collect::<Vec<_>>(),
+        columns,
     );
     let mut report = Report::new(
         parameters(&args.load, args.urls.len(), args.hold_ms.unwrap_or(0)),

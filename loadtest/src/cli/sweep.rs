@@ -28,9 +28,17 @@ pub struct SweepArgs {
     /// The product layouts: how many products the load is spread over (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = loadtest::sweep::PRODUCTS)]
     pub products: Vec<usize>,
-    /// Multiply every cell's request count (`max(1000, 8 x concurrency)`) by this.
-    #[arg(long, default_value_t = 1.0)]
-    pub scale: f64,
+    /// How long each cell sends, in seconds (its figure is the sales per second of
+    /// the steady window inside it).
+    #[arg(long, default_value_t = loadtest::THROUGHPUT_SECONDS)]
+    pub seconds: f64,
+    /// Take the cells another report already measured (the same strategy, products,
+    /// concurrency, 2 instances, loopback: e.g. `reports/demo.json`'s throughput
+    /// section and flash sale) instead of measuring them again: one setup, one figure.
+    /// With --rtt-ms, its loopback cells at the same concurrency are shown beside the
+    /// proxied ones.
+    #[arg(long)]
+    pub reuse: Option<PathBuf>,
     /// The stock-app binary (default: next to this one).
     #[arg(long)]
     pub app_bin: Option<PathBuf>,
@@ -42,13 +50,17 @@ pub struct SweepArgs {
 pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     use loadtest::sweep::{Sweep, SweepInfo};
     // `is_nan` too: NaN compares false with everything.
-    if args.scale.is_nan()
-        || args.scale <= 0.0
+    if args.seconds.is_nan()
+        || args.seconds <= 0.0
         || args.concurrency.contains(&0)
         || args.products.contains(&0)
     {
-        bail!("--scale, --concurrency and --products must be positive");
+        bail!("--seconds, --concurrency and --products must be positive");
     }
+    let reused = match &args.reuse {
+        Some(path) => loadtest::report::rows_of(path)?,
+        None => Vec::new(),
+    };
     let at_a_distance = !args.rtt_ms.is_empty();
     let concurrencies = match (args.concurrency.is_empty(), at_a_distance) {
         (false, _) => args.concurrency.clone(),
@@ -110,14 +122,15 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         strategies,
         concurrencies,
         products: args.products.clone(),
-        scale: args.scale,
+        seconds: args.seconds,
         rtt_ms: None,
+        reused,
     };
     let passes = args.rtt_ms.len().max(1);
     eprintln!(
-        "sweep: {} cells, {} requests, over 2 instances ...",
+        "sweep: {} cells of {} s, over 2 instances ...",
         sweep.cells() * passes,
-        sweep.total_requests() * passes
+        sweep.seconds
     );
     // Product ids of its own for every cell (up to 1000 products per cell).
     let base = std::time::SystemTime::now()
@@ -132,7 +145,24 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             );
         }
     };
-    let mut rows = Vec::new();
+    // At a distance, the loopback cells another run measured are shown beside the
+    // proxied ones (no proxy at all: not the same setup as 0 ms through the proxies).
+    let mut rows: Vec<loadtest::report::Row> = Vec::new();
+    if at_a_distance {
+        for &products in &sweep.products {
+            for (strategy, _) in &sweep.strategies {
+                for &c in &sweep.concurrencies {
+                    if let Some(row) = loadtest::sweep::reuse(&sweep.reused, strategy, products, c)
+                    {
+                        rows.push(loadtest::report::Row {
+                            section: loadtest::sweep::section(products, None),
+                            ..row
+                        });
+                    }
+                }
+            }
+        }
+    }
     for (pass, &rtt) in args.rtt_ms.iter().enumerate() {
         set_rtt(rtt);
         sweep.rtt_ms = Some(rtt);
@@ -175,11 +205,11 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         round_trips,
         concurrencies: sweep.concurrencies.clone(),
         products: sweep.products.clone(),
+        cell_seconds: sweep.seconds,
         requests_rule: format!(
-            "max(1000, 8 x concurrency) x {} requests per cell; stock = requests (never sold out)",
-            sweep.scale
+            "each cell sends for {} s after a warm-up round (stock never the limit); its figure is the sales per second of its steady window",
+            sweep.seconds
         ),
-        scale: sweep.scale,
         seconds: started.elapsed().as_secs_f64(),
     };
     loadtest::sweep::print_tables(&info, &rows, &catalogue);
@@ -189,7 +219,8 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let mut report = Report::new(
         json!({
             "command": "sweep", "strategies": args.strategies, "concurrency": info.concurrencies,
-            "products": args.products, "scale": args.scale, "instances": 2, "rtt_ms": args.rtt_ms,
+            "products": args.products, "seconds": args.seconds, "instances": 2, "rtt_ms": args.rtt_ms,
+            "reuse": args.reuse,
         }),
         rows,
     );
