@@ -241,7 +241,6 @@ pub const HELD: &str = "held";
 mod tests {
     use super::*;
     use crate::engine::{Answer, Fired, Outcome};
-    use crate::report::Expect;
 
     /// A row of `strategy` in `section` from a closed loop of 10 in flight, 10 ms per
     /// request: `sold(i)` says whether request i was a sale (else a refusal).
@@ -268,24 +267,7 @@ mod tests {
             })
             .collect();
         let fired = Fired::from_answers(answers, std::time::Duration::from_secs(2), 10);
-        let plan = crate::Plan {
-            section: section.into(),
-            strategy: strategy.into(),
-            products: vec![1],
-            stock: 1_000_000,
-            buckets: 0,
-            requests: 2000,
-            duration: None,
-            concurrency: 10,
-            rate: None,
-            quantity: 1,
-            multi_item_share: 0.0,
-            request_hold_ms: None,
-            server_hold_ms: 0,
-            warmup: 0,
-            retries: 0,
-            expect: Expect::Safe,
-        };
+        let plan = crate::Plan::throughput(section, strategy, vec![1], 10, 2.0);
         Row::new(&plan, 2, &fired, Default::default())
     }
 

@@ -129,6 +129,50 @@ pub struct Plan {
     pub expect: Expect,
 }
 
+impl Plan {
+    /// A throughput run: one unit per request on `products`, `concurrency` in flight
+    /// (closed loop), timed for `seconds` with the stock never the limit, one warm-up
+    /// round, nothing held, no retries, expected safe.
+    pub fn throughput(
+        section: &str,
+        strategy: &str,
+        products: Vec<i64>,
+        concurrency: usize,
+        seconds: f64,
+    ) -> Plan {
+        Plan {
+            section: section.into(),
+            strategy: strategy.into(),
+            products,
+            stock: 0,
+            buckets: BUCKETS,
+            requests: 0,
+            duration: None,
+            concurrency,
+            rate: None,
+            quantity: 1,
+            multi_item_share: 0.0,
+            request_hold_ms: None,
+            server_hold_ms: 0,
+            warmup: concurrency,
+            retries: 0,
+            expect: report::Expect::Safe,
+        }
+        .timed(seconds)
+    }
+
+    /// This plan timed for `seconds`, the stock never the limit, one warm-up round.
+    pub fn timed(self, seconds: f64) -> Plan {
+        Plan {
+            stock: NEVER_SOLD_OUT,
+            requests: NEVER_SOLD_OUT as usize,
+            duration: Some(std::time::Duration::from_secs_f64(seconds)),
+            warmup: self.concurrency,
+            ..self
+        }
+    }
+}
+
 impl Runner {
     /// A runner against `bases`, reading the verdict from `db`, on loopback and
     /// without a live page (set [`Runner::live`] and [`Runner::network`] for those).

@@ -23,8 +23,8 @@
 //! acknowledged sale missing.
 
 use crate::html::escape;
-use crate::report::{Expect, Part, Row};
-use crate::{BUCKETS, Plan, Runner};
+use crate::report::{Part, Row};
+use crate::{Plan, Runner};
 use serde::Serialize;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -123,25 +123,18 @@ impl HealthProbe {
     }
 }
 
+/// An open loop's plan: timed, stock never the limit (the overload is about serving,
+/// not about stock), at most [`OPEN_LOOP_IN_FLIGHT`] in flight, no warm-up.
 fn plan(section: &str, strategy: &str, product: i64, seconds: f64) -> Plan {
     Plan {
-        section: section.into(),
-        strategy: strategy.into(),
-        products: vec![product],
-        // Never sold out: the overload is about serving, not about stock.
-        stock: crate::NEVER_SOLD_OUT,
-        buckets: BUCKETS,
-        requests: crate::NEVER_SOLD_OUT as usize,
-        duration: Some(Duration::from_secs_f64(seconds)),
-        concurrency: OPEN_LOOP_IN_FLIGHT,
-        rate: None,
-        quantity: 1,
-        multi_item_share: 0.0,
-        request_hold_ms: None,
-        server_hold_ms: 0,
         warmup: 0,
-        retries: 0,
-        expect: Expect::Safe,
+        ..Plan::throughput(
+            section,
+            strategy,
+            vec![product],
+            OPEN_LOOP_IN_FLIGHT,
+            seconds,
+        )
     }
 }
 

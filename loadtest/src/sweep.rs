@@ -22,7 +22,7 @@ use crate::catalogue::Catalogue;
 pub use crate::distance::RoundTripCount;
 use crate::html::{escape, line_chart};
 use crate::report::{Expect, Part, Row};
-use crate::{BUCKETS, Plan, Runner};
+use crate::{Plan, Runner};
 use plotters::style::RGBColor;
 use serde::Serialize;
 use std::fmt::Write;
@@ -129,24 +129,17 @@ impl Sweep {
                         rows.push(Row { section, ..row });
                         continue;
                     }
+                    // Never sold out: every request can be a deduction.
                     let plan = Plan {
-                        section,
-                        strategy: strategy.clone(),
-                        products: (0..products as i64).map(|i| first + i).collect(),
-                        // Never sold out: every request can be a deduction.
-                        stock: crate::NEVER_SOLD_OUT,
-                        buckets: BUCKETS,
-                        requests: crate::NEVER_SOLD_OUT as usize,
-                        duration: Some(std::time::Duration::from_secs_f64(self.seconds)),
-                        concurrency,
-                        rate: None,
-                        quantity: 1,
-                        multi_item_share: 0.0,
-                        request_hold_ms: None,
-                        server_hold_ms: 0,
                         warmup: concurrency.max(20),
-                        retries: 0,
                         expect: if *safe { Expect::Safe } else { Expect::Either },
+                        ..Plan::throughput(
+                            &section,
+                            strategy,
+                            (0..products as i64).map(|i| first + i).collect(),
+                            concurrency,
+                            self.seconds,
+                        )
                     };
                     let row = runner.run(&plan).await?;
                     eprintln!(

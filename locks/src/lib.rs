@@ -6,7 +6,7 @@
 //!   unlock), [`Locker`], the [`LockGuard`] with its lost-lock signal, and **one
 //!   watchdog** that renews every lease/3 while a guard lives;
 //! - one file per backend, each owning its whole acquisition, waiting included:
-//!   - [`mysql`]: the lock table `distributed_lock` (seed 000, done right), with its
+//!   - [`mysql`]: the lock table `distributed_lock` (of the article 解决 MySQL 库存超卖问题, done right), with its
 //!     DDL in `sql/`; waits by jittered retry;
 //!   - [`redis`]: the Redisson-style reentrant hash lock in Lua (`lua/`), waking
 //!     waiters by pub/sub;

@@ -1,4 +1,5 @@
-//! A lock table in MySQL/MariaDB: seed 000's `distributed_lock`, done right.
+//! A lock table in MySQL/MariaDB: the `distributed_lock` of the article 解决 MySQL 库存超卖问题
+//! (Solving stock oversell in MySQL), done right.
 //!
 //! # Copying this file
 //! Take `src/lock.rs` (the core), this file and `sql/mysql_lock.sql` (the DDL:

@@ -15,7 +15,7 @@ use serde_json::json;
 const COUNTED: usize = 100;
 
 // The most statements a strategy may send, success and 409, is declared on its card
-// (`statements`, in its own file, `GET /strategies`). Before the redesign (issue 13),
+// (`statements`, in its own file, `GET /strategies`). Before the strategies declared it on their cards,
 // measured by this test: unsafe, local-mutex, pessimistic, optimistic 7 / 4;
 // atomic-sql 7 / 5; fence-only 10 / 7; mysql-lock 11 / 8; redis-lock and zookeeper
 // 9 / 6; redlock 8 / 5 (an up-front replay read, reads inside the transaction, a

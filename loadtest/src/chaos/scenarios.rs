@@ -3,7 +3,7 @@
 use super::*;
 use crate::catalogue::Catalogue;
 
-/// The fault scenarios, numbered as in issue 7.
+/// The fault scenarios, numbered as the book's Faults chapter and `--scenario N` number them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {

@@ -192,13 +192,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     };
     let seconds = args.load.seconds.unwrap_or(loadtest::THROUGHPUT_SECONDS);
     // A throughput run: timed, stock never the limit, one warm-up round.
-    let timed = |mut plan: loadtest::Plan| {
-        plan.stock = loadtest::NEVER_SOLD_OUT;
-        plan.requests = loadtest::NEVER_SOLD_OUT as usize;
-        plan.duration = Some(std::time::Duration::from_secs_f64(seconds));
-        plan.warmup = plan.concurrency;
-        plan
-    };
+    let timed = |plan: loadtest::Plan| plan.timed(seconds);
     let mut rows: Vec<Row> = Vec::new();
     let runner = runner_on(&plain);
     let catalogue = runner.strategies().await?;
