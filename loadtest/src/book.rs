@@ -164,7 +164,7 @@ fn linked(name: &str) -> String {
     format!("[`{name}`]({name}.md)")
 }
 
-/// A row's sales per second with its spread: `951 (928–986)`.
+/// A row's sales per second with its spread: `rate (q1–q3)`.
 fn rate(row: &Value) -> String {
     let sales = &row["sales"];
     crate::rate::SalesRate {

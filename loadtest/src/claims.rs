@@ -78,7 +78,7 @@ pub fn load_of(row: &Row) -> String {
     )
 }
 
-/// `atomic-sql 1774 (1702-1830)`: a strategy's sales/s and its spread.
+/// A strategy's name, its sales/s and its spread: `name rate (q1–q3)`.
 pub fn figure(name: &str, rate: &SalesRate) -> String {
     format!("{name} {}", rate.text())
 }

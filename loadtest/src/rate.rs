@@ -55,7 +55,7 @@ impl SalesRate {
         self.to_s - self.from_s
     }
 
-    /// `1774 (1702–1830)`: the rate and its interquartile range, rounded as every
+    /// `rate (q1–q3)`: the rate and its interquartile range, rounded as every
     /// table (the terminal's, the report's, the book's) rounds them.
     pub fn text(&self) -> String {
         format!(
