@@ -60,6 +60,7 @@ pub mod verify;
 
 use engine::Fired;
 use engine::{Load, fire, restock};
+use futures::{StreamExt, TryStreamExt};
 use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
 use verify::Verdict;
@@ -79,6 +80,9 @@ pub const NEVER_SOLD_OUT: i64 = 1_000_000;
 /// Buckets per product for a strategy that splits the stock, unless told otherwise:
 /// enough for the database connections of two instances to work on different rows.
 pub const BUCKETS: u16 = 32;
+
+/// Restocks sent at once before a run (a sweep's cells restock a hundred products).
+const RESTOCKS_AT_ONCE: usize = 16;
 
 /// Runs strategies against running services, one at a time, each on fresh stock.
 pub struct Runner {
@@ -238,17 +242,22 @@ impl Runner {
             };
             fire(&self.client, &warm).await;
         }
-        for &product in &plan.products {
-            restock(
-                &self.client,
-                &self.bases[0],
-                &self.admin_token,
-                product,
-                plan.stock,
-                buckets,
-            )
+        // Every product restocked at once: each answer waits out the sold-out marks'
+        // lifetime, which a hundred products one after another would add up.
+        futures::stream::iter(&plan.products)
+            .map(|&product| {
+                restock(
+                    &self.client,
+                    &self.bases[0],
+                    &self.admin_token,
+                    product,
+                    plan.stock,
+                    buckets,
+                )
+            })
+            .buffer_unordered(RESTOCKS_AT_ONCE)
+            .try_collect::<Vec<()>>()
             .await?;
-        }
         // The live page: the run announced, its answers counted, the database read
         // while it runs.
         let live = self.live.as_ref().map(|l| l.start(plan, self.bases.len()));
