@@ -70,11 +70,11 @@ pub fn claim(
 /// stock never the limit, 2.3 s steady window`.
 pub fn load_of(row: &Row) -> String {
     format!(
-        "{} over {} instance{}, stock never the limit, {:.1} s steady window",
+        "{} over {} instance{}, stock never the limit, {}",
         crate::report::load_text(row),
         row.instances,
         if row.instances == 1 { "" } else { "s" },
-        row.sales.seconds()
+        row.sales.window_text()
     )
 }
 

@@ -55,6 +55,8 @@ pub struct FlashOptions {
     pub concurrency: usize,
     /// Open loop instead: requests started per second.
     pub rate: Option<f64>,
+    /// Rounds of the throughput and buckets runs, pooled ([`crate::Runner::run_in_rounds`]).
+    pub rounds: u32,
     /// The sell-out's stock and buyers.
     pub sell_out_stock: i64,
     pub sell_out_buyers: usize,
@@ -66,6 +68,7 @@ impl Default for FlashOptions {
             seconds: crate::THROUGHPUT_SECONDS,
             concurrency: 256,
             rate: None,
+            rounds: 1,
             sell_out_stock: 1000,
             sell_out_buyers: 20_000,
         }
@@ -81,6 +84,8 @@ pub struct Limits {
     pub sales_per_second: f64,
     /// Sales per second over the reference's (the conditional UPDATE) in the same run.
     pub times_atomic_sql: Option<f64>,
+    /// That ratio's range: from this q1 over the reference's q3 to this q3 over its q1.
+    pub times_atomic_sql_range: Option<[f64; 2]>,
     /// Statements MariaDB ran per sale (`Questions`, the whole server).
     pub statements_per_sale: f64,
     pub sales_per_transaction: f64,
@@ -90,6 +95,18 @@ pub struct Limits {
     /// strategy that records later), and the milliseconds its persisters took.
     pub pending_at_end: i64,
     pub drain_ms: f64,
+}
+
+impl Limits {
+    /// Sales per second over the reference's, with its range.
+    pub fn ratio(&self) -> Option<crate::rate::Ratio> {
+        let [low, high] = self.times_atomic_sql_range?;
+        Some(crate::rate::Ratio {
+            times: self.times_atomic_sql?,
+            low,
+            high,
+        })
+    }
 }
 
 /// One sell-out run, beyond its row.
@@ -156,6 +173,7 @@ async fn measured(
         sales: row.sales,
         sales_per_second: row.sales.per_second,
         times_atomic_sql: None,
+        times_atomic_sql_range: None,
         statements_per_sale: statements / sold,
         sales_per_transaction: fired.sales_per_transaction(),
         cpu_percent,
@@ -240,18 +258,43 @@ pub async fn run(
         .iter()
         .filter(|c| c.safe_across_instances && !c.has("refuses-overtaken"))
         .collect::<Vec<_>>();
-    for (k, card) in sellers.iter().enumerate() {
-        let strategy = &card.name;
-        eprintln!(
-            "flash sale: ({}/{}) {strategy}: {} s at concurrency {} over {} instances ...",
-            k + 1,
-            sellers.len(),
-            options.seconds,
-            options.concurrency,
-            runner.bases.len()
-        );
-        let plan = flash_plan("flash-sale", strategy, next(), None, &options);
-        let (row, _, limits) = measured(runner, &plan, processes).await?;
+    // Every strategy once per round, round after round (the rounds pooled).
+    let mut runs: Vec<Vec<(Row, Fired, Limits)>> = sellers.iter().map(|_| Vec::new()).collect();
+    for round in 0..options.rounds.max(1) {
+        for (k, card) in sellers.iter().enumerate() {
+            let strategy = &card.name;
+            eprintln!(
+                "flash sale: {}({}/{}) {strategy}: {} s at concurrency {} over {} instances ...",
+                crate::round_text(round, options.rounds),
+                k + 1,
+                sellers.len(),
+                options.seconds,
+                options.concurrency,
+                runner.bases.len()
+            );
+            let plan = flash_plan("flash-sale", strategy, next(), None, &options);
+            runs[k].push(measured(runner, &plan, processes).await?);
+        }
+    }
+    for (card, runs) in sellers.iter().zip(runs) {
+        // The shown round's costs, the sales of every round.
+        let rows: Vec<&Row> = runs.iter().map(|(row, _, _)| row).collect();
+        let Some(shown) = crate::shown_round(&rows) else {
+            continue;
+        };
+        let mut all_limits: Vec<Limits> = Vec::new();
+        let mut fired = Vec::new();
+        for (row, f, l) in runs {
+            all_limits.push(l);
+            fired.push((row, f));
+        }
+        let (Some(row), Some(mut limits)) =
+            (crate::pooled_row(fired), all_limits.into_iter().nth(shown))
+        else {
+            continue;
+        };
+        limits.sales = row.sales;
+        limits.sales_per_second = row.sales.per_second;
         if card.has("splits-stock") {
             sale.buckets.push((BUCKETS, limits.sales));
         }
@@ -261,9 +304,11 @@ pub async fn run(
     let reference = catalogue
         .first_with("conditional-update")
         .and_then(|r| sale.limits.iter().find(|l| l.strategy == r.name))
-        .map(|l| l.sales_per_second);
+        .map(|l| l.sales);
     for limits in &mut sale.limits {
-        limits.times_atomic_sql = reference.map(|r| limits.sales_per_second / r.max(1e-9));
+        let ratio = reference.map(|r| crate::rate::ratio(&limits.sales, &r));
+        limits.times_atomic_sql = ratio.map(|r| r.times);
+        limits.times_atomic_sql_range = ratio.map(|r| [r.low, r.high]);
     }
 
     for card in sell_out_strategies(catalogue) {
@@ -304,12 +349,24 @@ pub async fn run(
     }
 
     if let Some(splits) = catalogue.first_with("splits-stock") {
-        for buckets in BUCKET_SCAN {
-            eprintln!("flash sale: {} with {buckets} bucket(s) ...", splits.name);
-            let mut plan = flash_plan("buckets", &splits.name, next(), None, &options);
-            plan.buckets = buckets;
-            let row = runner.run(&plan).await?;
-            sale.buckets.push((buckets, row.sales));
+        let plans: Vec<Plan> = (BUCKET_SCAN.iter())
+            .map(|&buckets| Plan {
+                buckets,
+                ..flash_plan("buckets", &splits.name, next(), None, &options)
+            })
+            .collect();
+        let rows = runner
+            .run_in_rounds(&plans, options.rounds, |round, k| {
+                eprintln!(
+                    "flash sale: {}{} with {} bucket(s) ...",
+                    crate::round_text(round, options.rounds),
+                    splits.name,
+                    plans[k].buckets
+                )
+            })
+            .await?;
+        for (plan, row) in plans.iter().zip(rows) {
+            sale.buckets.push((plan.buckets, row.sales));
             sale.rows.push(row);
         }
         sale.buckets.sort_by_key(|b| b.0);
@@ -480,7 +537,7 @@ impl FlashSale {
             .collect();
         let _ = write!(
             html,
-            "<table><tr><th>strategy</th><th>sales/s (q1-q3)</th><th>× {reference}</th><th>p50 ms</th><th>p99 ms</th><th>refused</th>\
+            "<table><tr><th>strategy</th><th>sales/s (q1-q3)</th><th>× {reference} (range)</th><th>p50 ms</th><th>p99 ms</th><th>refused</th>\
              <th>statements/sale</th><th>sales/transaction</th><th>pending at the end (recorded after)</th><th>CPU % (one core = 100)</th><th>verdict</th></tr>",
         );
         for (row, limits) in rows.iter().zip(&self.limits) {
@@ -503,9 +560,7 @@ impl FlashSale {
                  <td>{}</td><td>{}</td><td class=\"{class}\">{}</td></tr>",
                 escape(&row.strategy),
                 limits.sales.text(),
-                limits
-                    .times_atomic_sql
-                    .map_or("".into(), |x| format!("{x:.1}")),
+                limits.ratio().map_or("".into(), |r| r.text()),
                 row.latency_ms.p50,
                 row.latency_ms.p99,
                 limits.statements_per_sale,

@@ -366,12 +366,72 @@ impl Runner {
         Ok((row, fired))
     }
 
+    /// Runs `plans` in `rounds` rounds: every plan once per round, one after another,
+    /// then round after round, so that they all meet the same slow and fast moments
+    /// of the machine; one row per plan, its sales pooled over the rounds
+    /// ([`pooled_row`]). `progress(round, index)` is called before each run.
+    pub async fn run_in_rounds(
+        &self,
+        plans: &[Plan],
+        rounds: u32,
+        mut progress: impl FnMut(u32, usize),
+    ) -> anyhow::Result<Vec<Row>> {
+        let mut runs: Vec<Vec<(Row, Fired)>> = plans.iter().map(|_| Vec::new()).collect();
+        for round in 0..rounds.max(1) {
+            for (k, plan) in plans.iter().enumerate() {
+                progress(round, k);
+                runs[k].push(self.run_fired(plan).await?);
+            }
+        }
+        Ok(runs.into_iter().filter_map(pooled_row).collect())
+    }
+
     /// The strategies the first instance serves ([`catalogue::Catalogue`]), asked
     /// on first use: every run decides from it (whether to split the stock).
     pub async fn strategies(&self) -> anyhow::Result<catalogue::Catalogue> {
         let fetch = || catalogue::Catalogue::fetch(&self.client, &self.bases[0]);
         Ok(self.catalogue.get_or_try_init(fetch).await?.clone())
     }
+}
+
+/// `round 2/3: ` before a run's progress line, when there are rounds.
+pub fn round_text(round: u32, rounds: u32) -> String {
+    if rounds > 1 {
+        format!("round {}/{rounds}: ", round + 1)
+    } else {
+        String::new()
+    }
+}
+
+/// The round whose row stands for a setup measured in rounds: the first that did not
+/// behave as expected, or else the one whose rate is the median.
+pub fn shown_round(rows: &[&Row]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| {
+        rows[a]
+            .sales
+            .per_second
+            .total_cmp(&rows[b].sales.per_second)
+    });
+    (0..rows.len())
+        .find(|&i| !rows[i].as_expected)
+        .or_else(|| order.get(order.len() / 2).copied())
+}
+
+/// One row for a setup measured in rounds ([`rate::pooled`]): the row of the round
+/// whose rate is the median one (its latencies, costs and verdict), or of the first
+/// round that did not behave as expected, so a failure is never averaged away; its
+/// sales per second over every round.
+pub fn pooled_row(rounds: Vec<(Row, Fired)>) -> Option<Row> {
+    let rows: Vec<&Row> = rounds.iter().map(|(row, _)| row).collect();
+    let shown = shown_round(&rows)?;
+    let records: Vec<(&[engine::Answer], usize)> = (rounds.iter())
+        .map(|(_, fired)| (&fired.record[..], fired.concurrency))
+        .collect();
+    let sales = rate::pooled(&records, shown);
+    let mut row = rounds.into_iter().nth(shown)?.0;
+    row.sales = sales;
+    Some(row)
 }
 
 impl Row {

@@ -15,6 +15,15 @@
 //! figures differ only when they differ by more than both spreads and by more than
 //! [`MARGIN`] ([`decisively_larger`]).
 //!
+//! A run's slices see what changed within it, not what changes between runs: on a
+//! shared machine the whole machine speeds up and slows down over tens of seconds, and
+//! the same strategy measured again a minute later can land outside its own spread.
+//! So a setup can be measured in **rounds**, every strategy once per round, one after
+//! another, then round after round ([`pooled`]): the figure is the sales of every
+//! round's window over their summed length, the spread the interquartile range of all
+//! their slices together, wide enough to hold what moved between the rounds. Strategies
+//! measured side by side in the same rounds met the same slow and fast moments.
+//!
 //! Computed from the run's record of answers (sent, answered, outcome), never from a
 //! total over the run's wall time, so refusals (a sold-out answer, `busy`, a 429)
 //! never count as throughput.
@@ -25,8 +34,8 @@ use serde::{Deserialize, Serialize};
 /// Equal slices of the steady window whose rates give the spread.
 pub const SLICES: usize = 10;
 
-/// The smallest relative difference that counts, besides the spreads: two runs of the
-/// same strategy on this 2-core machine differ by up to about a tenth.
+/// The smallest relative difference that counts, besides the spreads: a gap smaller
+/// than this is not called a difference however tight the spreads are.
 pub const MARGIN: f64 = 0.15;
 
 /// Sales per second over a run's steady window, with its spread.
@@ -39,9 +48,24 @@ pub struct SalesRate {
     pub q3: f64,
     /// Sales answered inside the window.
     pub sales: u64,
-    /// The window, in seconds since the load started.
+    /// The window, in seconds since the load started (of the round whose row is
+    /// shown, when the figure pools several rounds).
     pub from_s: f64,
     pub to_s: f64,
+    /// Rounds pooled into the figure ([`pooled`]); 1 for a single run.
+    #[serde(default = "one_round", skip_serializing_if = "is_one_round")]
+    pub rounds: u32,
+    /// The windows' summed length, in seconds, when the figure pools several rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooled_s: Option<f64>,
+}
+
+fn one_round() -> u32 {
+    1
+}
+
+fn is_one_round(n: &u32) -> bool {
+    *n <= 1
 }
 
 impl SalesRate {
@@ -50,9 +74,23 @@ impl SalesRate {
         self.q3 - self.q1
     }
 
-    /// The window's length in seconds.
+    /// The window's length in seconds (all the rounds' windows together, when pooled).
     pub fn seconds(&self) -> f64 {
-        self.to_s - self.from_s
+        self.pooled_s.unwrap_or(self.to_s - self.from_s)
+    }
+
+    /// What the figure was taken over, for a load's description: `2.3 s steady
+    /// window`, or `3 rounds, 6.9 s of steady windows`.
+    pub fn window_text(&self) -> String {
+        if self.rounds > 1 {
+            format!(
+                "{} rounds, {:.1} s of steady windows",
+                self.rounds,
+                self.seconds()
+            )
+        } else {
+            format!("{:.1} s steady window", self.seconds())
+        }
     }
 
     /// `rate (q1–q3)`: the rate and its interquartile range, rounded as every
@@ -114,28 +152,72 @@ pub fn sales_rate(answers: &[Answer], concurrency: usize) -> SalesRate {
     rate_in(sold, from, to)
 }
 
-/// The rate of the events at `times` (microseconds) inside `[from, to)`, with the
-/// spread of its [`SLICES`] slices.
-pub fn rate_in(times: impl Iterator<Item = u64>, from: u64, to: u64) -> SalesRate {
+/// One run's steady window cut into [`SLICES`]: what [`rate_in`] and [`pooled`] are
+/// computed from.
+struct Slices {
+    sales: u64,
+    seconds: f64,
+    rates: [f64; SLICES],
+}
+
+fn slices_in(times: impl Iterator<Item = u64>, from: u64, to: u64) -> Slices {
     let length = to.saturating_sub(from).max(1);
-    let mut slices = [0u64; SLICES];
+    let mut counts = [0u64; SLICES];
     let mut sales = 0;
     for t in times.filter(|t| (from..to).contains(t)) {
         let slice = ((t - from) as u128 * SLICES as u128 / length as u128) as usize;
-        slices[slice.min(SLICES - 1)] += 1;
+        counts[slice.min(SLICES - 1)] += 1;
         sales += 1;
     }
-    let slice_seconds = length as f64 / 1e6 / SLICES as f64;
-    let mut rates: Vec<f64> = slices.iter().map(|&n| n as f64 / slice_seconds).collect();
+    let seconds = length as f64 / 1e6;
+    Slices {
+        sales,
+        seconds,
+        rates: counts.map(|n| n as f64 / (seconds / SLICES as f64)),
+    }
+}
+
+/// The sales and the spread of several windows' slices together.
+fn rate_of(windows: &[Slices], from: u64, to: u64) -> SalesRate {
+    let sales = windows.iter().map(|w| w.sales).sum();
+    let seconds: f64 = windows.iter().map(|w| w.seconds).sum();
+    let mut rates: Vec<f64> = windows.iter().flat_map(|w| w.rates).collect();
     rates.sort_by(f64::total_cmp);
     SalesRate {
-        per_second: sales as f64 / (length as f64 / 1e6),
+        per_second: sales as f64 / seconds.max(1e-6),
         q1: quantile(&rates, 0.25),
         q3: quantile(&rates, 0.75),
         sales,
         from_s: from as f64 / 1e6,
         to_s: to as f64 / 1e6,
+        rounds: windows.len().max(1) as u32,
+        pooled_s: (windows.len() > 1).then_some(seconds),
     }
+}
+
+/// The rate of the events at `times` (microseconds) inside `[from, to)`, with the
+/// spread of its [`SLICES`] slices.
+pub fn rate_in(times: impl Iterator<Item = u64>, from: u64, to: u64) -> SalesRate {
+    rate_of(&[slices_in(times, from, to)], from, to)
+}
+
+/// Sales per second of one setup measured in several rounds, each round's answers
+/// with the concurrency it kept: every round's steady window, their sales over their
+/// summed length, the spread over all their slices. `shown` is the round whose window
+/// the figure names (the one whose row is shown).
+pub fn pooled(rounds: &[(&[Answer], usize)], shown: usize) -> SalesRate {
+    let windows: Vec<(Slices, (u64, u64))> = (rounds.iter())
+        .map(|(answers, concurrency)| {
+            let (from, to) = steady_window(answers, *concurrency);
+            let sold = (answers.iter())
+                .filter(|a| a.outcome == Outcome::Sold)
+                .map(|a| a.done_us);
+            (slices_in(sold, from, to), (from, to))
+        })
+        .collect();
+    let (from, to) = windows.get(shown).map_or((0, 0), |(_, w)| *w);
+    let slices: Vec<Slices> = windows.into_iter().map(|(s, _)| s).collect();
+    rate_of(&slices, from, to)
 }
 
 /// The `q` quantile of sorted values, interpolated between neighbours.
@@ -155,6 +237,38 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 pub fn decisively_larger(a: &SalesRate, b: &SalesRate) -> bool {
     let gap = a.per_second - b.per_second;
     gap > a.spread() && gap > b.spread() && a.per_second > b.per_second * (1.0 + MARGIN)
+}
+
+/// How many times `reference` a figure is, with the range its spread allows: from its
+/// q1 over the reference's q3 to its q3 over the reference's q1. Two runs' ratios
+/// agree when their ranges overlap.
+pub fn ratio(a: &SalesRate, reference: &SalesRate) -> Ratio {
+    let over = |x: f64, y: f64| x / y.max(1e-9);
+    Ratio {
+        times: over(a.per_second, reference.per_second),
+        low: over(a.q1, reference.q3),
+        high: over(a.q3, reference.q1),
+    }
+}
+
+/// A ratio of two figures and its range ([`ratio`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    pub times: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Ratio {
+    /// `7.8× (7.0–8.4)`.
+    pub fn text(&self) -> String {
+        format!(
+            "{}× ({}–{})",
+            round(self.times),
+            round(self.low),
+            round(self.high)
+        )
+    }
 }
 
 /// `Some(true)` when `a` is decisively larger, `Some(false)` when `b` is, `None` when
@@ -268,6 +382,45 @@ mod tests {
         assert_eq!(compare(&rate(1100.0, 1.0), &rate(1000.0, 1.0)), None);
         // Twice as fast, but one spread is wider than the gap.
         assert_eq!(compare(&rate(2000.0, 1500.0), &rate(1000.0, 100.0)), None);
+    }
+
+    #[test]
+    fn a_ratio_spans_what_both_spreads_allow() {
+        let rate = |per_second: f64, spread: f64| SalesRate {
+            per_second,
+            q1: per_second - spread / 2.0,
+            q3: per_second + spread / 2.0,
+            ..SalesRate::default()
+        };
+        let r = ratio(&rate(9000.0, 1000.0), &rate(1000.0, 100.0));
+        assert!((r.times - 9.0).abs() < 1e-9, "{r:?}");
+        // q1 8500 over q3 1050, q3 9500 over q1 950.
+        assert!((r.low - 8500.0 / 1050.0).abs() < 1e-9, "{r:?}");
+        assert!((r.high - 10.0).abs() < 1e-9, "{r:?}");
+        assert_eq!(r.text(), "9.0× (8.1–10.0)");
+    }
+
+    #[test]
+    fn rounds_pool_their_windows_and_their_spread_holds_what_moved_between_them() {
+        // The same load three times, the machine a third slower in the second round:
+        // each round's own spread is tight, and the second lands outside the others'.
+        let fast = closed_loop(10, 10, 1000, |_| Outcome::Sold);
+        let slow = closed_loop(10, 15, 1000, |_| Outcome::Sold);
+        let (a, b) = (sales_rate(&fast, 10), sales_rate(&slow, 10));
+        assert!(b.q3 < a.q1, "{a:?} {b:?}");
+        let rounds = [(&fast[..], 10), (&slow[..], 10), (&fast[..], 10)];
+        let pooled = pooled(&rounds, 1);
+        assert_eq!(pooled.rounds, 3);
+        assert_eq!(pooled.sales, 2 * a.sales + b.sales);
+        let seconds = 2.0 * a.seconds() + b.seconds();
+        assert!((pooled.seconds() - seconds).abs() < 1e-9, "{pooled:?}");
+        assert!((pooled.per_second - pooled.sales as f64 / seconds).abs() < 1e-6);
+        // The pooled spread reaches from the slow round to the fast ones.
+        assert!(pooled.q1 <= b.q3 && pooled.q3 >= a.q1, "{pooled:?}");
+        // The window named is the shown round's.
+        assert_eq!((pooled.from_s, pooled.to_s), (b.from_s, b.to_s));
+        // One round pooled is that round.
+        assert_eq!(super::pooled(&[(&fast[..], 10)], 0), a);
     }
 
     #[test]

@@ -328,7 +328,7 @@ pub enum Columns {
 }
 
 /// The line under a throughput table: what its figures count.
-pub const THROUGHPUT_COUNTS: &str = "sales/s = deductions answered 200 per second over the steady window (after the first wave's answers, until the last request was sent), stock never the limit; (q1–q3) = its spread, the interquartile range over ten slices of the window";
+pub const THROUGHPUT_COUNTS: &str = "sales/s = deductions answered 200 per second over the steady window (after the first wave's answers, until the last request was sent), stock never the limit; (q1–q3) = its spread, the interquartile range over ten slices of the window (of every round's window together, with --rounds)";
 
 /// The line under a verdict table.
 pub const VERDICT_COUNTS: &str = "sold = the ledger's sum; lost = ledger - (stock - left): sales the stock row never saw; beyond = sold past the stock; tries = transactions per sale";

@@ -283,6 +283,8 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         seconds: 0.5,
         concurrency: 32,
         rate: None,
+        // Two rounds of every throughput and buckets run, pooled.
+        rounds: 2,
         sell_out_stock: 40,
         sell_out_buyers: 300,
     };
@@ -338,6 +340,20 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         sale.buckets.iter().map(|b| b.0).collect::<Vec<_>>(),
         [1, 4, loadtest::BUCKETS]
     );
+    // One row per strategy and bucket count, its sales pooled over both rounds (the
+    // sell-outs are single runs); the costs shown are those of the round shown.
+    for row in sale.rows.iter().filter(|r| r.section != "sell-out") {
+        assert_eq!(row.sales.rounds, 2, "{row:?}");
+        let pooled = row.sales.pooled_s.expect("pooled seconds");
+        assert!(pooled > row.sales.to_s - row.sales.from_s, "{row:?}");
+        assert!(row.sales.sales > 0 && row.sales.per_second > 0.0, "{row:?}");
+    }
+    for limits in &sale.limits {
+        let row = (sale.rows.iter())
+            .find(|r| r.section == "flash-sale" && r.strategy == limits.strategy)
+            .unwrap();
+        assert_eq!(limits.sales, row.sales);
+    }
 
     let mut report = loadtest::report::Report::new(json!({}), sale.rows.clone());
     report.claims = claims;

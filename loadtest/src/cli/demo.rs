@@ -2,7 +2,8 @@
 //! one hot product, compare.
 //!
 //! One setup, one figure: every throughput section is timed with stock never the limit
-//! and measured once (sales per second over its steady window, [`loadtest::rate`]);
+//! and measured once (sales per second over its steady window, [`loadtest::rate`]; with
+//! `--rounds`, strategy after strategy, round after round, the rounds pooled);
 //! where another section needs the same setup (the far table's loopback column, the
 //! contention claim's 64 in flight, the capacity past which the overload runs), it
 //! reads that row. The sections whose stock runs out (what breaks, the sell-out) show
@@ -54,8 +55,9 @@ pub struct DemoArgs {
     /// time, in ms (e.g. 0.5 inside a data centre, 2 across zones).
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
-    /// Every section, the two slow ones too: as `--far-rtt-ms 2 --overload-factor 5`
-    /// (a few minutes more); the book's reference run uses it.
+    /// Every section, the two slow ones too, and rounds: as `--far-rtt-ms 2
+    /// --overload-factor 5 --rounds 3` (several minutes more); the book's reference
+    /// run uses it.
     #[arg(long)]
     pub full: bool,
     /// The throughput section again at this round-trip time to every server (two more
@@ -68,6 +70,12 @@ pub struct DemoArgs {
     /// 5 with --full].
     #[arg(long)]
     pub overload_factor: Option<f64>,
+    /// Measure each throughput setup (the throughput, one-instance, contention and
+    /// flash-sale sections) this many times, every strategy once per round, round
+    /// after round, and pool the rounds: the spread then holds what moved between
+    /// them [default: 1, 3 with --full].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub rounds: Option<u32>,
     /// How long each overload run offers its load, in seconds.
     #[arg(long, default_value_t = 4.0)]
     pub overload_seconds: f64,
@@ -97,6 +105,8 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     let overload_factor = *args
         .overload_factor
         .get_or_insert(if args.full { 5.0 } else { 0.0 });
+    let rounds = *args.rounds.get_or_insert(if args.full { 3 } else { 1 });
+    let round_text = |round: u32| loadtest::round_text(round, rounds);
     // The live page first, so a browser can watch from the start.
     let live = match &args.serve {
         Some(addr) => {
@@ -212,40 +222,51 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     announce(&format!(
         "throughput: sales per second on one hot product, {seconds} s each, stock never the limit"
     ));
-    for (k, strategy) in sellers.iter().enumerate() {
-        let plan = timed(plan(
-            "throughput",
-            strategy,
-            first_product(0, k),
-            &args.load,
-            Expect::Safe,
-        ));
-        say(&format!(
-            "({}/{}) {strategy}: {seconds} s at concurrency {} over 2 instances ...",
-            k + 1,
-            sellers.len(),
-            plan.concurrency
-        ));
-        rows.push(runner.run(&plan).await?);
-    }
     // The baseline: the reference's transaction (the conditional UPDATE) over sqlx, no
-    // HTTP, same concurrency, same time, as many connections as the two instances.
+    // HTTP, same concurrency, same time, as many connections as the two instances;
+    // measured last in each round.
     let reference = catalogue
         .first_with("conditional-update")
         .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
-    if wanted("baseline") {
-        say(&format!("baseline ({reference} over sqlx, no HTTP) ..."));
-        rows.push(
-            baseline_row(
-                &client,
-                &plain[0].base,
-                &env["DATABASE_URL"],
+    let mut runs: Vec<Vec<_>> = sellers.iter().map(|_| Vec::new()).collect();
+    let mut baseline_runs = Vec::new();
+    for round in 0..rounds {
+        for (k, strategy) in sellers.iter().enumerate() {
+            let plan = timed(plan(
+                "throughput",
+                strategy,
+                first_product(0, k),
                 &args.load,
-                seconds,
-            )
-            .await?,
-        );
+                Expect::Safe,
+            ));
+            say(&format!(
+                "{}({}/{}) {strategy}: {seconds} s at concurrency {} over 2 instances ...",
+                round_text(round),
+                k + 1,
+                sellers.len(),
+                plan.concurrency
+            ));
+            runs[k].push(runner.run_fired(&plan).await?);
+        }
+        if wanted("baseline") {
+            say(&format!(
+                "{}baseline ({reference} over sqlx, no HTTP) ...",
+                round_text(round)
+            ));
+            baseline_runs.push(
+                baseline_run(
+                    &client,
+                    &plain[0].base,
+                    &env["DATABASE_URL"],
+                    &args.load,
+                    seconds,
+                )
+                .await?,
+            );
+        }
     }
+    rows.extend(runs.into_iter().filter_map(loadtest::pooled_row));
+    rows.extend(loadtest::pooled_row(baseline_runs));
 
     // One instance: an in-process lock works there only; the claim that ranks it
     // against the database's locks is judged on that.
@@ -256,23 +277,31 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         .filter_map(|t| catalogue.first_with(t).map(|c| c.name.clone()))
         .filter(|n| wanted(n))
         .collect();
-    for (k, strategy) in one_instance.iter().enumerate() {
-        // Every one of them is safe on one instance: that is the point.
-        let plan = timed(plan(
-            loadtest::claims::ONE_INSTANCE,
-            strategy,
-            first_product(1, k),
-            &args.load,
-            Expect::Safe,
-        ));
-        say(&format!(
-            "({}/{}) {strategy}: {seconds} s at concurrency {} on 1 instance ...",
-            k + 1,
-            one_instance.len(),
-            plan.concurrency
-        ));
-        rows.push(one.run(&plan).await?);
-    }
+    // Every one of them is safe on one instance: that is the point.
+    let plans: Vec<loadtest::Plan> = (one_instance.iter().enumerate())
+        .map(|(k, strategy)| {
+            timed(plan(
+                loadtest::claims::ONE_INSTANCE,
+                strategy,
+                first_product(1, k),
+                &args.load,
+                Expect::Safe,
+            ))
+        })
+        .collect();
+    rows.extend(
+        one.run_in_rounds(&plans, rounds, |round, k| {
+            say(&format!(
+                "{}({}/{}) {}: {seconds} s at concurrency {} on 1 instance ...",
+                round_text(round),
+                k + 1,
+                plans.len(),
+                plans[k].strategy,
+                plans[k].concurrency
+            ))
+        })
+        .await?,
+    );
 
     // What breaks: every strategy, stock that runs out, every deduction held.
     announce("what breaks: every deduction held between read and write, stock that runs out");
@@ -377,11 +406,17 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         ));
         plan.concurrency = 4;
         plan.warmup = 4;
-        say(&format!(
-            "{cas}: {seconds} s at concurrency 4 (against {} in the throughput section) ...",
-            args.load.concurrency
-        ));
-        rows.push(runner.run(&plan).await?);
+        rows.extend(
+            runner
+                .run_in_rounds(&[plan], rounds, |round, _| {
+                    say(&format!(
+                        "{}{cas}: {seconds} s at concurrency 4 (against {} in the throughput section) ...",
+                        round_text(round),
+                        args.load.concurrency
+                    ))
+                })
+                .await?,
+        );
     }
     // The flash sale: one hot product at high concurrency.
     let mut flash = None;
@@ -410,6 +445,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         );
         let options = FlashOptions {
             seconds,
+            rounds,
             concurrency: args.flash_concurrency,
             rate: args.flash_rate,
             ..FlashOptions::default()
@@ -644,8 +680,8 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
                 "  {:<12} {} sales/s{}, {:.2} statements/sale, {:.1} sales/transaction; CPU: {}",
                 l.strategy,
                 l.sales.text(),
-                l.times_atomic_sql
-                    .map_or(String::new(), |x| format!(" ({x:.1}x {reference})")),
+                l.ratio()
+                    .map_or(String::new(), |r| format!(" ({} {reference})", r.text())),
                 l.statements_per_sale,
                 l.sales_per_transaction,
                 cpu.join(", ")
@@ -767,13 +803,13 @@ fn outcome(report: &Report, html_path: &std::path::Path, hold_ms: u64) -> anyhow
 
 /// The baseline row: the reference's transaction (the conditional UPDATE) over sqlx,
 /// no HTTP.
-pub async fn baseline_row(
+pub async fn baseline_run(
     client: &reqwest::Client,
     base: &str,
     database_url: &str,
     load: &LoadArgs,
     seconds: f64,
-) -> anyhow::Result<Row> {
+) -> anyhow::Result<(Row, loadtest::engine::Fired)> {
     let product = first_product(3, 1);
     loadtest::engine::restock(
         client,
@@ -806,7 +842,7 @@ pub async fn baseline_row(
     let mut plan = plan("throughput", "baseline", product, load, Expect::Safe);
     plan.products = vec![product];
     plan.stock = loadtest::NEVER_SOLD_OUT;
-    Ok(Row::new(&plan, 0, &fired, verdict))
+    Ok((Row::new(&plan, 0, &fired, verdict), fired))
 }
 
 /// The throughput table's distance columns: each strategy on loopback (or the demo's
