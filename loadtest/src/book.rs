@@ -189,19 +189,14 @@ fn times_reference(limits: &Value) -> String {
     }
 }
 
-/// What a figure was taken over: `a 2.3 s steady window`, or `3 rounds' steady
-/// windows, 6.9 s in all` ([`crate::rate::pooled`]).
-fn window_text(sales: &Value) -> String {
-    let rounds = sales["rounds"].as_u64().unwrap_or(1);
-    match sales["pooled_s"].as_f64() {
-        Some(seconds) if rounds > 1 => {
-            format!("{rounds} rounds' steady windows, {} s in all", num(seconds))
-        }
-        _ => format!(
-            "a {} s steady window",
-            num(f(&sales["to_s"]) - f(&sales["from_s"]))
-        ),
-    }
+/// What the rows' figures were taken over ([`crate::rate::windows_text`]): `a 2.3 s
+/// steady window`, `steady windows of 1.7–2.4 s`, `3 rounds' steady windows, 6.9 s in
+/// all`.
+fn window_text(rows: &[&Value]) -> String {
+    let rates: Vec<crate::rate::SalesRate> = (rows.iter())
+        .filter_map(|r| serde_json::from_value(r["sales"].clone()).ok())
+        .collect();
+    crate::rate::windows_text(&rates.iter().collect::<Vec<_>>())
 }
 
 /// Whether the stock never limited a row's run (`Row::stock_never_limited`): nobody
@@ -281,9 +276,13 @@ fn load_table(rows: &[&Value], strategies: &[String], throughput: bool) -> Strin
     table(&headers, &body)
 }
 
-/// The shape of a section's load, from its first row: timed with stock never the
-/// limit, or a number of requests at a stock that runs out.
-fn load_shape(row: &Value) -> String {
+/// The shape of a section's load, from its first row (the others share it): timed
+/// with stock never the limit (and every row's window), or a number of requests at a
+/// stock that runs out.
+fn load_shape(rows: &[&Value]) -> String {
+    let Some(row) = rows.first() else {
+        return String::new();
+    };
     let products = match row["products"].as_i64().unwrap_or(1) {
         1 => "one hot product".to_string(),
         n => format!("{n} products"),
@@ -296,7 +295,7 @@ fn load_shape(row: &Value) -> String {
         format!(
             "{products}, {} in flight {instances}, stock never the limit; sales/s over {}",
             int(&row["concurrency"]),
-            window_text(&row["sales"]),
+            window_text(rows),
         )
     } else {
         format!(
@@ -418,7 +417,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let _ = writeln!(
             page,
             "*{}; {title}{}.*\n",
-            load_shape(first),
+            load_shape(&rows),
             if hold > 0.0 {
                 format!(": {hold} ms")
             } else {
@@ -454,7 +453,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let _ = writeln!(
             page,
             "*{}; the throughput section's figure on loopback against the same load at {} (every server behind a proxy adding the round trip and counting round trips).*\n",
-            near.first().map(|r| load_shape(r)).unwrap_or_default(),
+            load_shape(&near),
             far_section.trim_start_matches("throughput, "),
         );
         let body: Vec<Vec<String>> = far
@@ -562,7 +561,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let _ = writeln!(
             page,
             "*{}; the row at {} in flight is the throughput section's.*\n",
-            load_shape(contention[0]).replace(
+            load_shape(&contention).replace(
                 &format!("{} in flight", int(&contention[0]["concurrency"])),
                 "the given number in flight"
             ),
@@ -678,7 +677,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         ));
         let _ = writeln!(
             page,
-            "\nRefusals are the subject here, not a throughput: the sold-out fast path answers most of them without running the strategy; answers/s counts every answer over the whole run."
+            "\nRefusals are the subject here, not a throughput: the sold-out fast path answers many of them without running the strategy (its column counts them); answers/s counts every answer over the whole run."
         );
         pages.insert("demo/sell-out.md".to_string(), page);
     }
@@ -697,7 +696,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*Open loop at {}× each strategy's capacity for {} s (at most {} in flight); the client retries a 429 after its Retry-After within a 20 % retry budget. Capacity = the best no-limit sales/s measured (closed loop at the concurrency named, or the no-limit open loop when it sold faster); reached = requests started per second, *ceiling* when the service held the open loop's in-flight ceiling unanswered and the loop had to wait; goodput = sales/s over the steady window.*\n",
+            "*Open loop at {}× each strategy's capacity for {} s (at most {} in flight); the client retries a 429 after its Retry-After within a 20 % retry budget. Capacity = the best no-limit sales/s measured (closed loop at the concurrency named, or the no-limit open loop when it sold faster); reached = requests started per second, *ceiling* when the service held the open loop's in-flight ceiling unanswered and the loop had to wait; goodput = sales/s over the steady window (from the first answer until the last request was started: the queue's drain left out); the p99's multiple is of the closed loop's p99 at capacity.*\n",
             num(f(&overload["factor"])),
             num(f(&overload["seconds"])),
             crate::overload::OPEN_LOOP_IN_FLIGHT,

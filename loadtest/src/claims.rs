@@ -66,15 +66,20 @@ pub fn claim(
     }
 }
 
-/// A row's load as a claim states it: `1 hot product, 64 in flight over 2 instances,
-/// stock never the limit, 2.3 s steady window`.
-pub fn load_of(row: &Row) -> String {
+/// The load of the rows a claim compares, as it states it: `1 hot product, 64 in
+/// flight over 2 instances, stock never the limit, steady windows of 1.7–2.3 s` (the
+/// first row's load, which the others share; every row's window).
+pub fn load_of(rows: &[&Row]) -> String {
+    let Some(row) = rows.first() else {
+        return String::new();
+    };
+    let windows: Vec<&SalesRate> = rows.iter().map(|r| &r.sales).collect();
     format!(
         "{} over {} instance{}, stock never the limit, {}",
         crate::report::load_text(row),
         row.instances,
         if row.instances == 1 { "" } else { "s" },
-        row.sales.window_text()
+        crate::rate::windows_text(&windows)
     )
 }
 
@@ -112,7 +117,7 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
         claims.push(claim(
             "A single conditional UPDATE beats SELECT ... FOR UPDATE, which beats an in-process lock",
             source::OVERSELL,
-            (ONE_INSTANCE, &load_of(sql)),
+            (ONE_INSTANCE, &load_of(&[sql, pess, mutex])),
             all(&[
                 compare(&sql.sales, &pess.sales),
                 compare(&pess.sales, &mutex.sales),
@@ -136,8 +141,13 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
             (
                 "contention, throughput",
                 &format!(
-                    "1 hot product, {} and {} in flight over {} instances, stock never the limit",
-                    low.concurrency, high.concurrency, high.instances
+                    "{} over {} instances, stock never the limit, {}",
+                    crate::report::load_text(high).replace(
+                        &format!("{} in flight", high.concurrency),
+                        &format!("{} and {} in flight", low.concurrency, high.concurrency)
+                    ),
+                    high.instances,
+                    crate::rate::windows_text(&[&low.sales, &high.sales])
                 ),
             ),
             all(&[compare(&low.sales, &high.sales)]),
@@ -160,7 +170,7 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
         claims.push(claim(
             "Redis locks are faster than ZooKeeper locks",
             source::INTERVIEW,
-            (THROUGHPUT, &load_of(redis)),
+            (THROUGHPUT, &load_of(&[redis, zk])),
             all(&[compare(&redis.sales, &zk.sales)]),
             format!(
                 "sales/s: {}, {}",
@@ -182,10 +192,11 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
             let listed: Vec<String> = (others.iter())
                 .map(|r| figure(&r.strategy, &r.sales))
                 .collect();
+            let compared: Vec<&Row> = std::iter::once(db).chain(others.iter().copied()).collect();
             claims.push(claim(
                 "A lock in the database is the slowest distributed lock",
                 source::MYSQL_LOCKS,
-                (THROUGHPUT, &load_of(db)),
+                (THROUGHPUT, &load_of(&compared)),
                 all(&verdicts),
                 format!(
                     "sales/s: {}; {}",

@@ -89,6 +89,8 @@ pub struct Fired {
     pub record: Vec<Answer>,
     /// Requests in flight at once (closed loop), or at most (open loop).
     pub concurrency: usize,
+    /// Started at a rate (open loop) rather than kept at `concurrency` in flight.
+    pub open_loop: bool,
     /// An open loop that had to wait for one of its `concurrency` slots: its rate fell
     /// below the one offered because the service held that many unanswered.
     pub ceiling_reached: bool,
@@ -132,6 +134,7 @@ impl Fired {
             retries: 0,
             record: Vec::new(),
             concurrency,
+            open_loop: false,
             ceiling_reached: false,
             transport_errors: BTreeMap::new(),
             last_sent_us: answers.iter().map(|a| a.sent_us).max().unwrap_or(0),
@@ -166,7 +169,16 @@ impl Fired {
 
     /// Sales per second over the steady window, with its spread ([`crate::rate`]).
     pub fn sales(&self) -> crate::rate::SalesRate {
-        crate::rate::sales_rate(&self.record, self.concurrency)
+        crate::rate::sales_rate(&self.record, self.pace())
+    }
+
+    /// How the run kept its load ([`crate::rate::Pace`]).
+    pub fn pace(&self) -> crate::rate::Pace {
+        if self.open_loop {
+            crate::rate::Pace::Open
+        } else {
+            crate::rate::Pace::Closed(self.concurrency)
+        }
     }
 
     pub fn count(&self, outcome: &Outcome) -> u64 {
@@ -528,6 +540,7 @@ async fn fire_quietly(
     let elapsed = started.elapsed();
     let mut fired = Fired::from_answers(answers, elapsed, load.concurrency);
     fired.ceiling_reached = ceiling_reached;
+    fired.open_loop = load.rate.is_some();
     fired
 }
 

@@ -266,8 +266,8 @@ pub fn distance_table(near: &[&Row], far: &[&Row]) -> String {
          more instances whose every server (MariaDB, Redis, ZooKeeper, etcd) sits behind a \
          proxy adding a {rtt} ms round trip, as across availability zones (the same time, \
          stock and concurrency; the loopback column is the throughput section's figure). On \
-         loopback a round trip costs about 50 µs and a strategy's cost is its CPU; here it is \
-         the round trips it waits for, counted by the proxies.</p><table><tr><th>strategy</th>\
+         loopback a round trip costs next to nothing and a strategy's cost is its CPU; here it \
+         is the round trips it waits for, counted by the proxies.</p><table><tr><th>strategy</th>\
          <th>sales/s (loopback)</th><th>p99 ms</th><th>sales/s at {rtt} ms</th><th>p99 ms</th><th>ratio</th>\
          <th>round trips per request</th><th>verdict</th></tr>",
     );

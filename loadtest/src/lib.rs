@@ -24,7 +24,7 @@
 //! - [`live`]: the live page (`demo --serve`): server-sent events of every run's
 //!   progress read from the database, the page embedded.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
-//! - [`claims`]: the seeds' claims checked against a run (with a noise margin).
+//! - [`claims`]: the source articles' claims checked against a run's sales per second (beyond both spreads and a margin).
 //! - [`timing`]: where the time goes, from the instances' `/metrics` before and
 //!   after a run (lock wait, transaction, release, the rest).
 //! - [`cost`]: what a sale costs: CPU time per process from `/proc`, Redis's own
@@ -366,24 +366,25 @@ impl Runner {
         Ok((row, fired))
     }
 
-    /// Runs `plans` in `rounds` rounds: every plan once per round, one after another,
-    /// then round after round, so that they all meet the same slow and fast moments
-    /// of the machine; one row per plan, its sales pooled over the rounds
-    /// ([`pooled_row`]). `progress(round, index)` is called before each run.
+    /// Runs `plans` in `rounds` rounds ([`in_rounds`]); one row per plan, its sales
+    /// pooled over the rounds ([`pooled_row`]). `progress(round, index)` is called
+    /// before each run.
     pub async fn run_in_rounds(
         &self,
         plans: &[Plan],
         rounds: u32,
         mut progress: impl FnMut(u32, usize),
     ) -> anyhow::Result<Vec<Row>> {
-        let mut runs: Vec<Vec<(Row, Fired)>> = plans.iter().map(|_| Vec::new()).collect();
-        for round in 0..rounds.max(1) {
-            for (k, plan) in plans.iter().enumerate() {
-                progress(round, k);
-                runs[k].push(self.run_fired(plan).await?);
-            }
-        }
-        Ok(runs.into_iter().filter_map(pooled_row).collect())
+        let runs = in_rounds(plans.len(), rounds, async |round, k| {
+            progress(round, k);
+            self.run_fired(&plans[k]).await
+        })
+        .await?;
+        Ok(runs
+            .into_iter()
+            .filter_map(pooled_row)
+            .map(|(_, row)| row)
+            .collect())
     }
 
     /// The strategies the first instance serves ([`catalogue::Catalogue`]), asked
@@ -403,9 +404,32 @@ pub fn round_text(round: u32, rounds: u32) -> String {
     }
 }
 
+/// Runs `count` measurements in `rounds` rounds: `run(round, index)` for every index,
+/// one after another, then round after round, so that they all meet the same slow
+/// and fast moments of the machine. Each index's runs, in round order.
+pub async fn in_rounds<T>(
+    count: usize,
+    rounds: u32,
+    mut run: impl AsyncFnMut(u32, usize) -> anyhow::Result<T>,
+) -> anyhow::Result<Vec<Vec<T>>> {
+    let mut runs: Vec<Vec<T>> = (0..count).map(|_| Vec::new()).collect();
+    for round in 0..rounds.max(1) {
+        for (k, runs) in runs.iter_mut().enumerate() {
+            runs.push(run(round, k).await?);
+        }
+    }
+    Ok(runs)
+}
+
 /// The round whose row stands for a setup measured in rounds: the first that did not
-/// behave as expected, or else the one whose rate is the median.
+/// behave as expected, else the first with an answer that is neither a sale, a
+/// refusal nor `busy` (an error, a lost lock, no answer at all), else the one whose
+/// rate is the median: a failure or an error is never averaged away.
 pub fn shown_round(rows: &[&Row]) -> Option<usize> {
+    let troubled = |row: &Row| {
+        !row.transport_errors.is_empty()
+            || (row.responses.keys()).any(|k| !matches!(k.as_str(), "200" | "409" | "503 busy"))
+    };
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {
         rows[a]
@@ -415,23 +439,23 @@ pub fn shown_round(rows: &[&Row]) -> Option<usize> {
     });
     (0..rows.len())
         .find(|&i| !rows[i].as_expected)
+        .or_else(|| (0..rows.len()).find(|&i| troubled(rows[i])))
         .or_else(|| order.get(order.len() / 2).copied())
 }
 
 /// One row for a setup measured in rounds ([`rate::pooled`]): the row of the round
-/// whose rate is the median one (its latencies, costs and verdict), or of the first
-/// round that did not behave as expected, so a failure is never averaged away; its
-/// sales per second over every round.
-pub fn pooled_row(rounds: Vec<(Row, Fired)>) -> Option<Row> {
+/// [`shown_round`] picks (its latencies, answers, costs and verdict), with its sales
+/// per second over every round; and that round's index.
+pub fn pooled_row(rounds: Vec<(Row, Fired)>) -> Option<(usize, Row)> {
     let rows: Vec<&Row> = rounds.iter().map(|(row, _)| row).collect();
     let shown = shown_round(&rows)?;
-    let records: Vec<(&[engine::Answer], usize)> = (rounds.iter())
-        .map(|(_, fired)| (&fired.record[..], fired.concurrency))
+    let records: Vec<(&[engine::Answer], rate::Pace)> = (rounds.iter())
+        .map(|(_, fired)| (&fired.record[..], fired.pace()))
         .collect();
     let sales = rate::pooled(&records, shown);
     let mut row = rounds.into_iter().nth(shown)?.0;
     row.sales = sales;
-    Some(row)
+    Some((shown, row))
 }
 
 impl Row {
@@ -477,6 +501,9 @@ impl Row {
             redis_commands_us_per_sale: Default::default(),
             transport_errors: fired.transport_errors.clone(),
             measured_in: None,
+            timed_s: plan.duration.map(|d| d.as_secs_f64()),
+            rate: plan.rate,
+            quantity: plan.quantity,
         }
     }
 }

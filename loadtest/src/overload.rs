@@ -70,7 +70,7 @@ pub struct OverloadRow {
     /// Goodput over capacity.
     pub goodput_share: f64,
     pub accepted_p99_ms: f64,
-    /// The accepted p99 over the p99 at capacity.
+    /// The accepted p99 over the p99 at capacity (always the closed loop's).
     pub p99_ratio: f64,
     /// The slowest `/health` answer during the run (ms), and how many failed.
     pub health_max_ms: f64,
@@ -214,16 +214,16 @@ pub async fn run(
         rows.push(row);
     }
     // The capacity is the best no-limit figure: the open loop without a limit holds
-    // the most in flight, and a strategy that batches sells faster with more.
+    // the most in flight, and a strategy that batches sells faster with more. Only
+    // the rate is raised: the p99 the goal compares with stays the closed loop's (the
+    // open loop's is that of a queue thousands deep, against which any p99 passes).
     if let Some(no_limit) = results.first()
         && no_limit.goodput_sales_per_second > capacity_sales
     {
-        let (best, p99) = (no_limit.goodput_sales_per_second, no_limit.accepted_p99_ms);
+        let best = no_limit.goodput_sales_per_second;
         for r in &mut results {
             r.capacity_sales_per_second = best;
-            r.capacity_p99_ms = p99;
             r.capacity_from = "the no-limit open loop".into();
-            r.p99_ratio = r.accepted_p99_ms / p99.max(1e-9);
         }
     }
     for result in &mut results {
@@ -321,7 +321,7 @@ impl OverloadRow {
 }
 
 /// The line under the table: what it counts.
-pub const COUNTS: &str = "capacity = the best no-limit sales/s measured (closed loop at the concurrency named, or the no-limit open loop when it sold faster); reached = requests started per second (ceiling: the service held the open loop's in-flight ceiling unanswered, so the loop waited); goodput = sales/s over the steady window, its spread the interquartile range over ten slices";
+pub const COUNTS: &str = "capacity = the best no-limit sales/s measured (closed loop at the concurrency named, or the no-limit open loop when it sold faster); reached = requests started per second (ceiling: the service held the open loop's in-flight ceiling unanswered, so the loop waited); goodput = sales/s over the steady window (from the first answer until the last request was started: the queue's drain left out), its spread the interquartile range over ten slices; x cap p99 = the accepted p99 over the closed loop's p99 at capacity";
 
 /// Prints the overload table.
 pub fn print_table(results: &[OverloadRow], factor: f64) {

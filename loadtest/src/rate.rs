@@ -79,18 +79,9 @@ impl SalesRate {
         self.pooled_s.unwrap_or(self.to_s - self.from_s)
     }
 
-    /// What the figure was taken over, for a load's description: `2.3 s steady
-    /// window`, or `3 rounds, 6.9 s of steady windows`.
+    /// What the figure was taken over ([`windows_text`]).
     pub fn window_text(&self) -> String {
-        if self.rounds > 1 {
-            format!(
-                "{} rounds, {:.1} s of steady windows",
-                self.rounds,
-                self.seconds()
-            )
-        } else {
-            format!("{:.1} s steady window", self.seconds())
-        }
+        windows_text(&[self])
     }
 
     /// `rate (q1–q3)`: the rate and its interquartile range, rounded as every
@@ -102,6 +93,28 @@ impl SalesRate {
             round(self.q1),
             round(self.q3)
         )
+    }
+}
+
+/// What figures compared side by side were taken over, for a load's description:
+/// `a 2.3 s steady window`, `steady windows of 1.7–2.4 s` when they differ, `3
+/// rounds' steady windows, 6.9 s in all` (or `4.9–7.2 s in all`) when pooled.
+pub fn windows_text(rates: &[&SalesRate]) -> String {
+    let seconds = |f: fn(f64, f64) -> f64, init: f64| {
+        let x = rates.iter().map(|r| r.seconds()).fold(init, f);
+        format!("{x:.1}")
+    };
+    let (shortest, longest) = (seconds(f64::min, f64::INFINITY), seconds(f64::max, 0.0));
+    let alike = shortest == longest;
+    let span = if alike {
+        longest
+    } else {
+        format!("{shortest}–{longest}")
+    };
+    match rates.iter().map(|r| r.rounds).max().unwrap_or(1) {
+        1 if alike => format!("a {span} s steady window"),
+        1 => format!("steady windows of {span} s"),
+        rounds => format!("{rounds} rounds' steady windows, {span} s in all"),
     }
 }
 
@@ -119,20 +132,37 @@ pub fn round(x: f64) -> String {
     }
 }
 
-/// The steady window of a run with `concurrency` requests in flight, from its answers:
-/// `(from, to)` in microseconds since the load started.
-pub fn steady_window(answers: &[Answer], concurrency: usize) -> (u64, u64) {
+/// How a run kept its load, which decides where its steady window starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// A closed loop keeping this many requests in flight: the window starts once the
+    /// first wave, all sent at once, has been answered.
+    Closed(usize),
+    /// An open loop starting requests at a rate: no first wave; the window starts at
+    /// the first answer.
+    Open,
+}
+
+/// The steady window of a run kept at `pace`, from its answers: `(from, to)` in
+/// microseconds since the load started. It ends when the last request was sent
+/// (after that, a closed loop has fewer in flight and an open loop only drains what
+/// queued) and starts at most a third of the way there.
+pub fn steady_window(answers: &[Answer], pace: Pace) -> (u64, u64) {
     let last_sent = answers.iter().map(|a| a.sent_us).max().unwrap_or(0);
     let mut done: Vec<u64> = answers.iter().map(|a| a.done_us).collect();
     done.sort_unstable();
     let last_done = done.last().copied().unwrap_or(0);
-    // The first wave answered: the concurrency-th answer.
-    let wave = done
-        .get(concurrency.max(1) - 1)
-        .copied()
-        .unwrap_or(last_done);
-    let from = wave.min(last_sent / 3);
-    if answers.len() > concurrency && last_sent > from {
+    let (start, sent_over_time) = match pace {
+        // The first wave answered: the concurrency-th answer; more requests than
+        // in flight, or everything was sent at once.
+        Pace::Closed(concurrency) => (
+            done.get(concurrency.max(1) - 1).copied(),
+            answers.len() > concurrency,
+        ),
+        Pace::Open => (done.first().copied(), true),
+    };
+    let from = start.unwrap_or(last_done).min(last_sent / 3);
+    if sent_over_time && last_sent > from {
         (from, last_sent)
     } else {
         // Everything was sent at once (no more requests than in flight): no steady
@@ -142,9 +172,9 @@ pub fn steady_window(answers: &[Answer], concurrency: usize) -> (u64, u64) {
     }
 }
 
-/// Sales per second over the steady window of a run with `concurrency` in flight.
-pub fn sales_rate(answers: &[Answer], concurrency: usize) -> SalesRate {
-    let (from, to) = steady_window(answers, concurrency);
+/// Sales per second over the steady window of a run kept at `pace`.
+pub fn sales_rate(answers: &[Answer], pace: Pace) -> SalesRate {
+    let (from, to) = steady_window(answers, pace);
     let sold = answers
         .iter()
         .filter(|a| a.outcome == Outcome::Sold)
@@ -183,10 +213,22 @@ fn rate_of(windows: &[Slices], from: u64, to: u64) -> SalesRate {
     let seconds: f64 = windows.iter().map(|w| w.seconds).sum();
     let mut rates: Vec<f64> = windows.iter().flat_map(|w| w.rates).collect();
     rates.sort_by(f64::total_cmp);
+    let (mut q1, mut q3) = (quantile(&rates, 0.25), quantile(&rates, 0.75));
+    // A slice's rate is known to one sale in it: with few sales per slice the
+    // quartiles can fall on the same count and the spread would read as none. It is
+    // never narrower than one sale per slice, around the quartiles' middle.
+    let resolution = (SLICES * windows.len()) as f64 / seconds.max(1e-6);
+    if q3 - q1 < resolution {
+        let middle = (q1 + q3) / 2.0;
+        (q1, q3) = (
+            (middle - resolution / 2.0).max(0.0),
+            middle + resolution / 2.0,
+        );
+    }
     SalesRate {
         per_second: sales as f64 / seconds.max(1e-6),
-        q1: quantile(&rates, 0.25),
-        q3: quantile(&rates, 0.75),
+        q1,
+        q3,
         sales,
         from_s: from as f64 / 1e6,
         to_s: to as f64 / 1e6,
@@ -202,13 +244,13 @@ pub fn rate_in(times: impl Iterator<Item = u64>, from: u64, to: u64) -> SalesRat
 }
 
 /// Sales per second of one setup measured in several rounds, each round's answers
-/// with the concurrency it kept: every round's steady window, their sales over their
+/// with the pace it kept: every round's steady window, their sales over their
 /// summed length, the spread over all their slices. `shown` is the round whose window
 /// the figure names (the one whose row is shown).
-pub fn pooled(rounds: &[(&[Answer], usize)], shown: usize) -> SalesRate {
+pub fn pooled(rounds: &[(&[Answer], Pace)], shown: usize) -> SalesRate {
     let windows: Vec<(Slices, (u64, u64))> = (rounds.iter())
-        .map(|(answers, concurrency)| {
-            let (from, to) = steady_window(answers, *concurrency);
+        .map(|(answers, pace)| {
+            let (from, to) = steady_window(answers, *pace);
             let sold = (answers.iter())
                 .filter(|a| a.outcome == Outcome::Sold)
                 .map(|a| a.done_us);
@@ -243,7 +285,8 @@ pub fn decisively_larger(a: &SalesRate, b: &SalesRate) -> bool {
 /// q1 over the reference's q3 to its q3 over the reference's q1. Two runs' ratios
 /// agree when their ranges overlap.
 pub fn ratio(a: &SalesRate, reference: &SalesRate) -> Ratio {
-    let over = |x: f64, y: f64| x / y.max(1e-9);
+    // Over a reference that sold nothing the ratio is no number (shown "–").
+    let over = |x: f64, y: f64| if y > 0.0 { x / y } else { f64::NAN };
     Ratio {
         times: over(a.per_second, reference.per_second),
         low: over(a.q1, reference.q3),
@@ -321,8 +364,8 @@ mod tests {
     fn the_window_leaves_out_the_first_wave_and_the_drain() {
         // 10 in flight, 10 ms each, 1000 requests: 100 waves, the last sent at 990 ms.
         let answers = closed_loop(10, 10, 1000, |_| Outcome::Sold);
-        assert_eq!(steady_window(&answers, 10), (10_000, 990_000));
-        let rate = sales_rate(&answers, 10);
+        assert_eq!(steady_window(&answers, Pace::Closed(10)), (10_000, 990_000));
+        let rate = sales_rate(&answers, Pace::Closed(10));
         // 98 waves answered at 10..=980 ms inside [10, 990): 980 sales in 0.98 s.
         assert_eq!(rate.sales, 980);
         assert!((rate.per_second - 1000.0).abs() < 1e-6, "{rate:?}");
@@ -339,7 +382,7 @@ mod tests {
                 Outcome::SoldOut
             }
         });
-        let rate = sales_rate(&answers, 10);
+        let rate = sales_rate(&answers, Pace::Closed(10));
         assert!((rate.per_second - 100.0).abs() < 1e-6, "{rate:?}");
     }
 
@@ -355,7 +398,10 @@ mod tests {
                 Outcome::Sold
             }
         });
-        let (a, b) = (sales_rate(&steady, 10), sales_rate(&stalled, 10));
+        let (a, b) = (
+            sales_rate(&steady, Pace::Closed(10)),
+            sales_rate(&stalled, Pace::Closed(10)),
+        );
         assert!(b.spread() > 0.9 * a.per_second, "{b:?}");
         assert!(b.per_second < 0.6 * a.per_second, "{b:?}");
         // Twice the rate, but the stalled run's spread covers the gap: no verdict.
@@ -401,14 +447,46 @@ mod tests {
     }
 
     #[test]
+    fn a_load_states_every_window_its_figures_were_taken_over() {
+        let window = |from_s: f64, to_s: f64, rounds: u32, pooled_s: Option<f64>| SalesRate {
+            from_s,
+            to_s,
+            rounds,
+            pooled_s,
+            ..SalesRate::default()
+        };
+        let (a, b) = (window(0.1, 2.4, 1, None), window(0.8, 2.5, 1, None));
+        assert_eq!(windows_text(&[&a]), "a 2.3 s steady window");
+        assert_eq!(windows_text(&[&a, &a]), "a 2.3 s steady window");
+        assert_eq!(windows_text(&[&a, &b]), "steady windows of 1.7–2.3 s");
+        let pooled = window(0.1, 2.4, 3, Some(6.9));
+        assert_eq!(
+            windows_text(&[&pooled]),
+            "3 rounds' steady windows, 6.9 s in all"
+        );
+        let shorter = window(0.8, 2.5, 3, Some(5.1));
+        assert_eq!(
+            windows_text(&[&pooled, &shorter]),
+            "3 rounds' steady windows, 5.1–6.9 s in all"
+        );
+    }
+
+    #[test]
     fn rounds_pool_their_windows_and_their_spread_holds_what_moved_between_them() {
         // The same load three times, the machine a third slower in the second round:
         // each round's own spread is tight, and the second lands outside the others'.
         let fast = closed_loop(10, 10, 1000, |_| Outcome::Sold);
         let slow = closed_loop(10, 15, 1000, |_| Outcome::Sold);
-        let (a, b) = (sales_rate(&fast, 10), sales_rate(&slow, 10));
+        let (a, b) = (
+            sales_rate(&fast, Pace::Closed(10)),
+            sales_rate(&slow, Pace::Closed(10)),
+        );
         assert!(b.q3 < a.q1, "{a:?} {b:?}");
-        let rounds = [(&fast[..], 10), (&slow[..], 10), (&fast[..], 10)];
+        let rounds = [
+            (&fast[..], Pace::Closed(10)),
+            (&slow[..], Pace::Closed(10)),
+            (&fast[..], Pace::Closed(10)),
+        ];
         let pooled = pooled(&rounds, 1);
         assert_eq!(pooled.rounds, 3);
         assert_eq!(pooled.sales, 2 * a.sales + b.sales);
@@ -420,7 +498,7 @@ mod tests {
         // The window named is the shown round's.
         assert_eq!((pooled.from_s, pooled.to_s), (b.from_s, b.to_s));
         // One round pooled is that round.
-        assert_eq!(super::pooled(&[(&fast[..], 10)], 0), a);
+        assert_eq!(super::pooled(&[(&fast[..], Pace::Closed(10))], 0), a);
     }
 
     #[test]
@@ -432,7 +510,40 @@ mod tests {
                 ..answer(Outcome::Sold, 0, 10 + i)
             })
             .collect();
-        assert_eq!(steady_window(&answers, 5), (0, 14_001));
-        assert_eq!(sales_rate(&answers, 5).sales, 5);
+        assert_eq!(steady_window(&answers, Pace::Closed(5)), (0, 14_001));
+        assert_eq!(sales_rate(&answers, Pace::Closed(5)).sales, 5);
+    }
+
+    #[test]
+    fn an_open_loop_is_measured_until_its_last_request_not_through_its_drain() {
+        // 100 requests started 10 ms apart (1 s), each queued longer than the last:
+        // the service falls behind and answers the last one 2 s after it was sent.
+        let answers: Vec<Answer> = (0..100)
+            .map(|i| answer(Outcome::Sold, i * 10, 50 + i * 30))
+            .collect();
+        // Fewer answers than an open loop's in-flight ceiling would allow: still a
+        // window from the first answer to the last request sent, the drain left out.
+        let (from, to) = steady_window(&answers, Pace::Open);
+        assert_eq!((from, to), (50_000, 990_000));
+        let rate = sales_rate(&answers, Pace::Open);
+        // Answered at 50, 80, ..., 980 ms: 32 of them inside [50, 990).
+        assert_eq!(rate.sales, 32);
+        // Taken as a closed loop of 8000 in flight, it would be the whole run, drain
+        // and all.
+        assert_eq!(steady_window(&answers, Pace::Closed(8000)), (0, 3_020_001));
+    }
+
+    #[test]
+    fn a_spread_is_never_narrower_than_one_sale_per_slice() {
+        // 10 in flight, 500 ms each: twenty sales in every 1 s slice of the 10 s
+        // window, every slice alike; the quartiles alone would say no spread at all.
+        let answers = closed_loop(10, 500, 220, |_| Outcome::Sold);
+        let rate = sales_rate(&answers, Pace::Closed(10));
+        let slice = rate.seconds() / SLICES as f64;
+        assert!(rate.spread() >= 1.0 / slice - 1e-9, "{rate:?}");
+        assert!(
+            rate.q1 <= rate.per_second && rate.per_second <= rate.q3,
+            "{rate:?}"
+        );
     }
 }

@@ -99,6 +99,20 @@ pub struct Row {
     /// setup, one figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_in: Option<String>,
+    /// How long the load was planned to send, in seconds (a timed run); absent when
+    /// it sent a number of requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_s: Option<f64>,
+    /// An open loop's rate, requests started per second; absent for a closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// Units per item.
+    #[serde(default = "one_unit")]
+    pub quantity: i64,
+}
+
+fn one_unit() -> i64 {
+    1
 }
 
 /// The rows of a report written earlier (its `results`).
@@ -194,7 +208,7 @@ pub struct Report {
     pub machine: Machine,
     pub parameters: serde_json::Value,
     pub results: Vec<Row>,
-    /// The seeds' claims checked against this run (the demo's; empty otherwise).
+    /// The source articles' claims checked against this run (the demo's; empty otherwise).
     pub claims: Vec<Claim>,
     /// The service instances the run started, with their peak memory.
     pub instances: Vec<InstanceInfo>,

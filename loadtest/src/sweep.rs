@@ -116,9 +116,14 @@ impl Sweep {
                     let first = first_product(cell);
                     cell += 1;
                     let section = section(products, self.rtt_ms);
-                    if self.rtt_ms.is_none()
-                        && let Some(row) = reuse(&self.reused, strategy, products, concurrency)
-                    {
+                    let setup = Cell {
+                        strategy,
+                        products,
+                        concurrency,
+                        seconds: self.seconds,
+                        rtt_ms: self.rtt_ms,
+                    };
+                    if let Some(row) = reuse(&self.reused, setup) {
                         eprintln!(
                             "sweep: [{cell}/{}] {strategy}, {products} product(s), concurrency {concurrency}: \
                              {} sales/s, measured in {}",
@@ -193,24 +198,47 @@ pub fn sales_per_second(row: &Row) -> f64 {
     row.sales.per_second
 }
 
-/// The sections of other runs whose rows are throughput cells (one hot product, stock
-/// never the limit, loopback, nothing held): the demo's throughput section and its
-/// flash sale.
-pub const REUSABLE_SECTIONS: [&str; 2] = ["throughput", "flash-sale"];
+/// Whether a section of another run holds throughput cells (one hot product, stock
+/// never the limit, nothing held): the demo's throughput section, its flash sale and
+/// its throughput section at a distance (`throughput, RTT 2 ms`).
+pub fn reusable_section(section: &str) -> bool {
+    matches!(section, "throughput" | "flash-sale") || section.starts_with("throughput, RTT ")
+}
 
-/// A row of another run measuring the sweep's cell (`strategy` on `products` products
-/// at `concurrency`, over 2 instances, loopback, nothing held), if `rows` has one.
-pub fn reuse(rows: &[Row], strategy: &str, products: usize, concurrency: usize) -> Option<Row> {
+/// The setup of one sweep cell, as another run's row must match it to be reused.
+#[derive(Debug, Clone, Copy)]
+pub struct Cell<'a> {
+    pub strategy: &'a str,
+    pub products: usize,
+    pub concurrency: usize,
+    /// Each cell sends this long (closed loop, one unit per deduction).
+    pub seconds: f64,
+    /// The servers' round-trip time through the proxies; `None`: loopback, no proxy.
+    pub rtt_ms: Option<f64>,
+}
+
+/// A row of another run measuring the sweep's `cell` (the same strategy, products,
+/// concurrency, time and distance; a closed loop of one unit per deduction over 2
+/// instances, stock never the limit, nothing held), if `rows` has one.
+pub fn reuse(rows: &[Row], cell: Cell) -> Option<Row> {
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
     (rows.iter())
         .find(|r| {
-            r.strategy == strategy
-                && r.products == products
-                && r.concurrency == concurrency
+            r.strategy == cell.strategy
+                && r.products == cell.products
+                && r.concurrency == cell.concurrency
                 && r.instances == 2
                 && r.hold_ms == 0
-                && r.rtt_ms.is_none()
-                && (REUSABLE_SECTIONS.contains(&r.section.as_str())
-                    || r.section == section(products, None))
+                && r.rate.is_none()
+                && r.quantity == 1
+                && r.timed_s.is_some_and(|s| close(s, cell.seconds))
+                && match (r.rtt_ms, cell.rtt_ms) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => close(a, b),
+                    _ => false,
+                }
+                && (reusable_section(&r.section)
+                    || r.section == section(cell.products, cell.rtt_ms))
         })
         .map(|r| Row {
             measured_in: Some(r.measured_in.clone().unwrap_or_else(|| r.section.clone())),

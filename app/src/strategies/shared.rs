@@ -67,7 +67,7 @@ pub struct Shared {
 
     /// Fenced writes for the lock strategies (claim the product with the lock's token,
     /// write only while it is the newest). `--fencing false` trusts the lock alone, as
-    /// the seeds' code does: the experiment that shows why fencing exists.
+    /// the source articles' code does: the experiment that shows why fencing exists.
     #[arg(long, env = "FENCING", default_value_t = true, action = clap::ArgAction::Set)]
     pub fencing: bool,
 }

@@ -228,45 +228,44 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     let reference = catalogue
         .first_with("conditional-update")
         .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
-    let mut runs: Vec<Vec<_>> = sellers.iter().map(|_| Vec::new()).collect();
-    let mut baseline_runs = Vec::new();
-    for round in 0..rounds {
-        for (k, strategy) in sellers.iter().enumerate() {
-            let plan = timed(plan(
-                "throughput",
-                strategy,
-                first_product(0, k),
-                &args.load,
-                Expect::Safe,
-            ));
-            say(&format!(
-                "{}({}/{}) {strategy}: {seconds} s at concurrency {} over 2 instances ...",
-                round_text(round),
-                k + 1,
-                sellers.len(),
-                plan.concurrency
-            ));
-            runs[k].push(runner.run_fired(&plan).await?);
-        }
-        if wanted("baseline") {
+    let baseline = usize::from(wanted("baseline"));
+    let runs = loadtest::in_rounds(sellers.len() + baseline, rounds, async |round, k| {
+        let Some(strategy) = sellers.get(k) else {
             say(&format!(
                 "{}baseline ({reference} over sqlx, no HTTP) ...",
                 round_text(round)
             ));
-            baseline_runs.push(
-                baseline_run(
-                    &client,
-                    &plain[0].base,
-                    &env["DATABASE_URL"],
-                    &args.load,
-                    seconds,
-                )
-                .await?,
-            );
-        }
-    }
-    rows.extend(runs.into_iter().filter_map(loadtest::pooled_row));
-    rows.extend(loadtest::pooled_row(baseline_runs));
+            return baseline_run(
+                &client,
+                &plain[0].base,
+                &env["DATABASE_URL"],
+                &args.load,
+                seconds,
+            )
+            .await;
+        };
+        let plan = timed(plan(
+            "throughput",
+            strategy,
+            first_product(0, k),
+            &args.load,
+            Expect::Safe,
+        ));
+        say(&format!(
+            "{}({}/{}) {strategy}: {seconds} s at concurrency {} over 2 instances ...",
+            round_text(round),
+            k + 1,
+            sellers.len(),
+            plan.concurrency
+        ));
+        runner.run_fired(&plan).await
+    })
+    .await?;
+    rows.extend(
+        (runs.into_iter())
+            .filter_map(loadtest::pooled_row)
+            .map(|(_, row)| row),
+    );
 
     // One instance: an in-process lock works there only; the claim that ranks it
     // against the database's locks is judged on that.

@@ -32,13 +32,14 @@ pub struct SweepArgs {
     /// the steady window inside it).
     #[arg(long, default_value_t = loadtest::THROUGHPUT_SECONDS)]
     pub seconds: f64,
-    /// Take the cells another report already measured (the same strategy, products,
-    /// concurrency, 2 instances, loopback: e.g. `reports/demo.json`'s throughput
-    /// section and flash sale) instead of measuring them again: one setup, one figure.
-    /// With --rtt-ms, its loopback cells at the same concurrency are shown beside the
-    /// proxied ones.
-    #[arg(long)]
-    pub reuse: Option<PathBuf>,
+    /// Take the cells other reports already measured (the same strategy, products,
+    /// concurrency, time and distance, 2 instances, a closed loop: e.g.
+    /// `reports/demo.json`'s throughput section, flash sale and its section at 2 ms)
+    /// instead of measuring them again: one setup, one figure. With --rtt-ms, their
+    /// loopback cells at the same concurrency are shown beside the proxied ones.
+    /// Repeat it, or separate files with commas.
+    #[arg(long, value_delimiter = ',')]
+    pub reuse: Vec<PathBuf>,
     /// The stock-app binary (default: next to this one).
     #[arg(long)]
     pub app_bin: Option<PathBuf>,
@@ -57,10 +58,10 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     {
         bail!("--seconds, --concurrency and --products must be positive");
     }
-    let reused = match &args.reuse {
-        Some(path) => loadtest::report::rows_of(path)?,
-        None => Vec::new(),
-    };
+    let mut reused = Vec::new();
+    for path in &args.reuse {
+        reused.extend(loadtest::report::rows_of(path)?);
+    }
     let at_a_distance = !args.rtt_ms.is_empty();
     let concurrencies = match (args.concurrency.is_empty(), at_a_distance) {
         (false, _) => args.concurrency.clone(),
@@ -152,8 +153,14 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         for &products in &sweep.products {
             for (strategy, _) in &sweep.strategies {
                 for &c in &sweep.concurrencies {
-                    if let Some(row) = loadtest::sweep::reuse(&sweep.reused, strategy, products, c)
-                    {
+                    let cell = loadtest::sweep::Cell {
+                        strategy,
+                        products,
+                        concurrency: c,
+                        seconds: sweep.seconds,
+                        rtt_ms: None,
+                    };
+                    if let Some(row) = loadtest::sweep::reuse(&sweep.reused, cell) {
                         rows.push(loadtest::report::Row {
                             section: loadtest::sweep::section(products, None),
                             ..row

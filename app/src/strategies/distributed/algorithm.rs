@@ -32,7 +32,7 @@
 //! # What fencing buys
 //! A lease lock alone cannot stop a holder that pauses past its lease: it wakes after
 //! another holder wrote and overwrites that write from its stale read. Unfenced
-//! (`--fencing false`) the service trusts the lock as the seeds' code does
+//! (`--fencing false`) the service trusts the lock as the source articles' code does
 //! (`locks::*_unfenced_loses_an_update`); fenced, the stale token is refused ([`fencing`]).
 //!
 //! # When to use it
