@@ -502,3 +502,77 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
     }
     html
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Fired;
+
+    /// A row of another run: `strategy` on one product at 64 in flight over 2
+    /// instances, timed for `seconds`.
+    fn row(section: &str, strategy: &str, seconds: f64) -> Row {
+        let fired = Fired::from_answers(Vec::new(), std::time::Duration::from_secs(2), 64);
+        let plan = Plan::throughput(section, strategy, vec![1], 64, seconds);
+        Row::new(&plan, 2, &fired, Default::default())
+    }
+
+    fn cell(rtt_ms: Option<f64>) -> Cell<'static> {
+        Cell {
+            strategy: "atomic-sql",
+            products: 1,
+            concurrency: 64,
+            seconds: 2.5,
+            rtt_ms,
+        }
+    }
+
+    #[test]
+    fn a_cell_is_reused_only_from_the_same_setup() {
+        let demo = row("throughput", "atomic-sql", 2.5);
+        let reused = reuse(std::slice::from_ref(&demo), cell(None)).expect("the same setup");
+        assert_eq!(reused.measured_in.as_deref(), Some("throughput"));
+        assert_eq!(reused.sales, demo.sales);
+        // Another strategy, concurrency, time, an open loop, two units, one instance:
+        // another setup.
+        let others = [
+            row("throughput", "batched", 2.5),
+            Row {
+                concurrency: 256,
+                ..demo.clone()
+            },
+            row("throughput", "atomic-sql", 5.0),
+            Row {
+                rate: Some(1000.0),
+                ..demo.clone()
+            },
+            Row {
+                quantity: 2,
+                ..demo.clone()
+            },
+            Row {
+                instances: 1,
+                ..demo.clone()
+            },
+            Row {
+                section: "held".into(),
+                ..demo.clone()
+            },
+        ];
+        for other in &others {
+            assert!(
+                reuse(std::slice::from_ref(other), cell(None)).is_none(),
+                "{other:?}"
+            );
+        }
+        // At a distance: the demo's section at 2 ms is the sweep's 2 ms cell, and
+        // neither is the loopback cell, nor one at another distance.
+        let far = Row {
+            rtt_ms: Some(2.0),
+            ..row("throughput, RTT 2 ms", "atomic-sql", 2.5)
+        };
+        assert!(reuse(std::slice::from_ref(&far), cell(Some(2.0))).is_some());
+        assert!(reuse(std::slice::from_ref(&far), cell(None)).is_none());
+        assert!(reuse(std::slice::from_ref(&far), cell(Some(0.5))).is_none());
+        assert!(reuse(std::slice::from_ref(&demo), cell(Some(2.0))).is_none());
+    }
+}

@@ -38,14 +38,47 @@ pub struct StockView {
 /// With `buckets` = K > 0 the units go into K rows of `stock_bucket` (sizes differ by
 /// at most one) and the `stock` row keeps 0: only a strategy that sells from split rows
 /// sells them. Without, the
-/// product's buckets are removed. One transaction.
+/// product's buckets are removed. One transaction, at READ COMMITTED: at InnoDB's
+/// default REPEATABLE READ, removing a product's buckets locks the gap around them,
+/// and two restocks of neighbouring products that then insert into each other's gap
+/// deadlock (a load test restocks its products several at a time). Restocks of one
+/// product still queue on its `stock` row, locked first. A deadlock's victim all the
+/// same is run again, after a jittered backoff.
 pub async fn restock(
     pool: &MySqlPool,
     product_id: i64,
     quantity: i32,
     buckets: u16,
 ) -> sqlx::Result<StockView> {
-    let mut tx = pool.begin().await?;
+    const ATTEMPTS: u32 = 5;
+    let mut attempt = 1;
+    loop {
+        match restock_once(pool, product_id, quantity, buckets).await {
+            Err(e)
+                if attempt < ATTEMPTS
+                    && crate::domain::error::mysql_error_number(&e) == Some(1213) =>
+            {
+                tokio::time::sleep(crate::strategies::retry::backoff(attempt)).await;
+                attempt += 1;
+            }
+            done => return done,
+        }
+    }
+}
+
+async fn restock_once(
+    pool: &MySqlPool,
+    product_id: i64,
+    quantity: i32,
+    buckets: u16,
+) -> sqlx::Result<StockView> {
+    use sqlx::Connection;
+    let mut conn = pool.acquire().await?;
+    // The next transaction on this connection only.
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .execute(&mut *conn)
+        .await?;
+    let mut tx = conn.begin().await?;
     let in_row = if buckets == 0 { quantity } else { 0 };
     sqlx::query(
         r#"

@@ -409,6 +409,44 @@ async fn bucketed_multi_unit_race_refuses_only_when_short() {
     app.stop().await;
 }
 
+/// Neighbouring products restocked at once, split and unsplit: each removal of a
+/// product's buckets locks the gap its neighbour inserts into, and InnoDB answers
+/// some of them with a deadlock; the service runs the restock again, so every one
+/// answers 200 with its own split.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neighbours_restocked_at_once_all_succeed() {
+    let app = spawn_app().await;
+    for round in 0..4u16 {
+        let buckets: u16 = if round % 2 == 0 { 4 } else { 0 };
+        let restocks = (1..=24i64).map(|product| {
+            let app = &app;
+            async move {
+                let response = app
+                    .client
+                    .put(app.url(&format!("/stock/{product}")))
+                    .bearer_auth(crate::helpers::ADMIN_TOKEN)
+                    .json(&json!({"quantity": 10 + product, "buckets": buckets}))
+                    .send()
+                    .await
+                    .unwrap();
+                (product, response.status(), response.text().await.unwrap())
+            }
+        });
+        for (product, status, body) in futures::future::join_all(restocks).await {
+            assert_eq!(
+                status,
+                StatusCode::OK,
+                "round {round}, product {product}: {body}"
+            );
+            let view: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(view["quantity"], json!(10 + product), "{view}");
+            let split = view.get("buckets").and_then(Value::as_array).map(Vec::len);
+            assert_eq!(split.unwrap_or(0), usize::from(buckets), "{view}");
+        }
+    }
+    app.stop().await;
+}
+
 /// A restock without `buckets` removes the split; an out-of-range `buckets` is a
 /// 400 that changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
