@@ -452,9 +452,10 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*{}; the throughput section's figure on loopback against the same load at {} (every server behind a proxy adding the round trip and counting round trips).*\n",
-            load_shape(&near),
+            "*{}; the throughput section's figure on loopback against the same load at {} (every server behind a proxy adding the round trip and counting round trips), measured over {}.*\n",
+            load_shape(&near).replace("sales/s over", "on loopback sales/s over"),
             far_section.trim_start_matches("throughput, "),
+            window_text(&far),
         );
         let body: Vec<Vec<String>> = far
             .iter()
