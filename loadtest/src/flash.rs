@@ -25,7 +25,7 @@ use crate::claims::{all, claim, figure, load_of, source};
 use crate::engine::Fired;
 use crate::html::{bar_chart, escape};
 use crate::rate::{MARGIN, SalesRate, compare};
-use crate::report::{Claim, Expect, Part, Row};
+use crate::report::{Claim, Part, Row};
 use crate::{BUCKETS, Plan, Runner};
 use serde::Serialize;
 use sqlx::MySqlPool;
@@ -192,28 +192,26 @@ fn flash_plan(
     sell_out: Option<(i64, usize)>,
     options: &FlashOptions,
 ) -> Plan {
-    let (stock, requests) =
-        sell_out.unwrap_or((crate::NEVER_SOLD_OUT, crate::NEVER_SOLD_OUT as usize));
-    Plan {
-        section: section.into(),
-        strategy: strategy.into(),
-        products: vec![product],
-        stock,
-        buckets: BUCKETS,
-        requests,
-        duration: sell_out
-            .is_none()
-            .then(|| std::time::Duration::from_secs_f64(options.seconds)),
-        concurrency: options.concurrency,
+    // Timed with the stock never the limit, one warm-up round on a product of its own
+    // (connections open, buckets known); or a sell-out of `buyers` at `stock`.
+    let timed = Plan {
         rate: options.rate,
-        quantity: 1,
-        multi_item_share: 0.0,
-        request_hold_ms: None,
-        server_hold_ms: 0,
-        // One round on a product of its own: connections open, buckets known.
-        warmup: options.concurrency,
-        retries: 0,
-        expect: Expect::Safe,
+        ..Plan::throughput(
+            section,
+            strategy,
+            vec![product],
+            options.concurrency,
+            options.seconds,
+        )
+    };
+    match sell_out {
+        None => timed,
+        Some((stock, buyers)) => Plan {
+            stock,
+            requests: buyers,
+            duration: None,
+            ..timed
+        },
     }
 }
 
@@ -532,7 +530,7 @@ impl FlashSale {
             .collect();
         let _ = write!(
             html,
-            "<table><tr><th>strategy</th><th>sales/s (q1-q3)</th><th>× {reference} (range)</th><th>p50 ms</th><th>p99 ms</th><th>refused</th>\
+            "<table><tr><th>strategy</th><th>sales/s (q1-q3)</th><th>× {reference} (range)</th><th>p50 ms</th><th>p99 ms</th><th>not sold (refused, busy, errors)</th>\
              <th>statements/sale</th><th>sales/transaction</th><th>pending at the end (recorded after)</th><th>CPU % (one core = 100)</th><th>verdict</th></tr>",
         );
         for (row, limits) in rows.iter().zip(&self.limits) {

@@ -408,14 +408,18 @@ mod tests {
         assert_eq!(compare(&a, &b), None);
     }
 
-    #[test]
-    fn a_difference_counts_only_beyond_the_spreads_and_the_margin() {
-        let rate = |per_second: f64, spread: f64| SalesRate {
+    /// A figure with a spread of `spread` around it.
+    fn rate(per_second: f64, spread: f64) -> SalesRate {
+        SalesRate {
             per_second,
             q1: per_second - spread / 2.0,
             q3: per_second + spread / 2.0,
             ..SalesRate::default()
-        };
+        }
+    }
+
+    #[test]
+    fn a_difference_counts_only_beyond_the_spreads_and_the_margin() {
         assert_eq!(
             compare(&rate(2000.0, 100.0), &rate(1000.0, 100.0)),
             Some(true)
@@ -432,12 +436,6 @@ mod tests {
 
     #[test]
     fn a_ratio_spans_what_both_spreads_allow() {
-        let rate = |per_second: f64, spread: f64| SalesRate {
-            per_second,
-            q1: per_second - spread / 2.0,
-            q3: per_second + spread / 2.0,
-            ..SalesRate::default()
-        };
         let r = ratio(&rate(9000.0, 1000.0), &rate(1000.0, 100.0));
         assert!((r.times - 9.0).abs() < 1e-9, "{r:?}");
         // q1 8500 over q3 1050, q3 9500 over q1 950.

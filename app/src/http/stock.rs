@@ -111,6 +111,8 @@ async fn restock_once(
         split.build().execute(&mut *tx).await?;
     }
     tx.commit().await?;
+    // The connection back to the pool before the read takes one (a pool of one).
+    drop(conn);
     Ok(find(pool, product_id)
         .await?
         .expect("the row was just written"))
