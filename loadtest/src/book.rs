@@ -1089,7 +1089,15 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
                 }
                 for pass in &passes {
                     let cell = pass.iter().find(|r| r["strategy"] == r0["strategy"]);
-                    row.push(cell.map_or(String::new(), |r| num(sales_per_second(r))));
+                    // † on a cell another run measured (the demo's far table).
+                    row.push(cell.map_or(String::new(), |r| {
+                        let mark = if r["measured_in"].is_string() {
+                            " †"
+                        } else {
+                            ""
+                        };
+                        format!("{}{mark}", num(sales_per_second(r)))
+                    }));
                 }
                 let r2 = last.iter().find(|r| r["strategy"] == r0["strategy"]);
                 row.push(r2.map_or(String::new(), |r| {
@@ -1108,7 +1116,7 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
             if loopback.is_empty() {
                 ""
             } else {
-                " († no proxy: the sweep's figure for that setup, not measured twice)"
+                " († no proxy: the sweep's figure for that setup, not measured twice; † on a cell: the demo's figure for that setup)"
             },
         );
         if !earlier_definition(distance).is_empty() {

@@ -100,6 +100,9 @@ impl SalesRate {
 /// `a 2.3 s steady window`, `steady windows of 1.7–2.4 s` when they differ, `3
 /// rounds' steady windows, 6.9 s in all` (or `4.9–7.2 s in all`) when pooled.
 pub fn windows_text(rates: &[&SalesRate]) -> String {
+    if rates.is_empty() {
+        return String::new();
+    }
     let seconds = |f: fn(f64, f64) -> f64, init: f64| {
         let x = rates.iter().map(|r| r.seconds()).fold(init, f);
         format!("{x:.1}")
@@ -216,9 +219,10 @@ fn rate_of(windows: &[Slices], from: u64, to: u64) -> SalesRate {
     let (mut q1, mut q3) = (quantile(&rates, 0.25), quantile(&rates, 0.75));
     // A slice's rate is known to one sale in it: with few sales per slice the
     // quartiles can fall on the same count and the spread would read as none. It is
-    // never narrower than one sale per slice, around the quartiles' middle.
+    // never narrower than one sale per slice, around the quartiles' middle (a run that
+    // sold nothing has none).
     let resolution = (SLICES * windows.len()) as f64 / seconds.max(1e-6);
-    if q3 - q1 < resolution {
+    if sales > 0 && q3 - q1 < resolution {
         let middle = (q1 + q3) / 2.0;
         (q1, q3) = (
             (middle - resolution / 2.0).max(0.0),

@@ -50,6 +50,25 @@ pub async fn restock(
     quantity: i32,
     buckets: u16,
 ) -> sqlx::Result<StockView> {
+    // Run to the end even when the caller goes away (actix drops a handler whose
+    // client left): cut between the isolation level and BEGIN, the connection would
+    // go back to the pool with READ COMMITTED waiting for its next user.
+    let pool = pool.clone();
+    let task =
+        tokio::spawn(async move { restock_retried(&pool, product_id, quantity, buckets).await });
+    match task.await {
+        Ok(done) => done,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(sqlx::Error::PoolClosed),
+    }
+}
+
+async fn restock_retried(
+    pool: &MySqlPool,
+    product_id: i64,
+    quantity: i32,
+    buckets: u16,
+) -> sqlx::Result<StockView> {
     const ATTEMPTS: u32 = 5;
     let mut attempt = 1;
     loop {
