@@ -603,9 +603,10 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*One hot product, {} s per strategy, {} in flight over 2 instances; the stock never the limit; the reference is the conditional UPDATE; × the reference (range) = sales/s over the reference's, from q1 over its q3 to q3 over its q1. {SALES_LEGEND}*\n",
+            "*One hot product, {} s per strategy and run, {} in flight over 2 instances; the stock never the limit; sales/s over {}; the reference is the conditional UPDATE; × the reference (range) = sales/s over the reference's, from q1 over its q3 to q3 over its q1. {SALES_LEGEND}*\n",
             num(f(&flash["seconds"])),
             int(&flash["concurrency"]),
+            window_text(&sale_rows),
         );
         let body: Vec<Vec<String>> = throughput
             .iter()
