@@ -179,13 +179,18 @@ fn rate(row: &Value) -> String {
 /// A flash-sale row's sales/s over the reference's, with its range when the data has
 /// it: `7.8× (7.0–8.4)` ([`crate::rate::ratio`]).
 fn times_reference(limits: &Value) -> String {
-    let times = format!("{}×", num(f(&limits["times_atomic_sql"])));
+    let times = f(&limits["times_atomic_sql"]);
     match limits["times_atomic_sql_range"]
         .as_array()
         .map(Vec::as_slice)
     {
-        Some([low, high]) => format!("{times} ({}–{})", num(f(low)), num(f(high))),
-        _ => times,
+        Some([low, high]) => crate::rate::Ratio {
+            times,
+            low: f(low),
+            high: f(high),
+        }
+        .text(),
+        _ => format!("{}×", num(times)),
     }
 }
 
