@@ -211,6 +211,13 @@ fn stock_never_limited(row: &Value) -> bool {
         && row["verdict"]["remaining"].as_i64().unwrap_or(0) > 0
 }
 
+/// Whether a row is a timed throughput run (its figure is sales/s): it says so
+/// (`timed_s`); a version 1 report's row (no `sales`) when the stock never limited it.
+/// A run of a fixed number of requests whose lost updates left stock over is not one.
+fn timed(row: &Value) -> bool {
+    row["timed_s"].is_number() || (row["sales"].is_null() && stock_never_limited(row))
+}
+
 /// A row's sales per second over its steady window ([`crate::rate`]); a row of a
 /// version 1 report (no `sales`) had only its 200 answers over the whole run.
 fn sales_per_second(row: &Value) -> f64 {
@@ -296,7 +303,7 @@ fn load_shape(rows: &[&Value]) -> String {
         1 => "on 1 instance".to_string(),
         n => format!("over {n} instances"),
     };
-    if stock_never_limited(row) {
+    if rows.iter().any(|r| timed(r)) {
         format!(
             "{products}, {} in flight {instances}, stock never the limit; sales/s over {}",
             int(&row["concurrency"]),
@@ -343,6 +350,9 @@ pub fn figures(data: &Data) -> BTreeMap<String, String> {
         bench_pages(bench, &mut pages, &mut facts);
     }
     strategy_pages(data, &mut pages);
+    if let Some(matrix) = matrix_page(data) {
+        pages.insert("matrix.md".to_string(), matrix);
+    }
     pages.insert("facts.md".to_string(), facts.render());
     pages
 }
@@ -359,7 +369,7 @@ fn run_page(m: &Value) -> String {
     format!(
         "{}Every measured figure in this book comes from one reference run: **{}**, commit \
          `{}`, on {} cores ({}), {} GiB, {}, kernel {}; rustc {}; {}. `./scripts/book-data` \
-         re-measures it (about 50 minutes); a part re-measured alone on the same machine \
+         re-measures it; a part re-measured alone on the same machine \
          (`./scripts/book-data distance`) says its own date under its table. Your machine \
          will give other numbers, the same shapes.\n",
         banner("book/data/machine.json"),
@@ -619,6 +629,10 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                 let name = text(&t["strategy"]);
                 let row = sale_rows.iter().find(|r| r["strategy"] == t["strategy"]);
                 facts.add(&format!("flash-{name}"), num(f(&t["sales"]["per_second"])));
+                facts.add(
+                    &format!("flash-statements-{name}"),
+                    num(f(&t["statements_per_sale"])),
+                );
                 vec![
                     linked(&name),
                     rate(t),
@@ -1249,6 +1263,112 @@ fn bench_pages(bench: &Value, pages: &mut BTreeMap<String, String>, facts: &mut 
     pages.insert("bench/contended.md".to_string(), page);
 }
 
+/// The strategies at a glance: each card's promises beside what the reference run saw
+/// of it (the flash sale's sales/s and p99; the faults under which it lost sales or
+/// stopped selling, with fencing as served, or off where the grid turned it off).
+fn matrix_page(data: &Data) -> Option<String> {
+    let demo = data.demo.as_ref()?;
+    let cards = demo["strategies"].as_array()?;
+    let flash = list(&demo["flash_sale"]["throughput"]);
+    let flash_rows = rows(demo, "flash-sale");
+    let held = rows(demo, "held");
+    let cells = data
+        .chaos
+        .as_ref()
+        .map_or(&[][..], |chaos| list(&chaos["faults"]["cells"]));
+    let scenarios = data
+        .chaos
+        .as_ref()
+        .map_or(&[][..], |chaos| list(&chaos["faults"]["scenarios"]));
+    // A scenario by its number, linked to its section of the faults chapter.
+    let fault = |c: &Value| -> String {
+        let number = scenarios
+            .iter()
+            .find(|s| s["id"] == c["scenario"])
+            .map_or(String::new(), |s| int(&s["number"]));
+        let unfenced = if c["fencing"] == false {
+            " unfenced"
+        } else {
+            ""
+        };
+        format!("[{number}](faults.md#{}){unfenced}", text(&c["scenario"]))
+    };
+    let body: Vec<Vec<String>> = cards
+        .iter()
+        .map(|card| {
+            let name = text(&card["name"]);
+            let t = flash.iter().find(|t| text(&t["strategy"]) == name);
+            let row = flash_rows.iter().find(|r| text(&r["strategy"]) == name);
+            let mut broke: Vec<String> = held
+                .iter()
+                .filter(|r| text(&r["strategy"]) == name)
+                .filter(|r| {
+                    r["verdict"]["lost_updates"].as_i64().unwrap_or(0) > 0
+                        || r["verdict"]["beyond_stock"].as_i64().unwrap_or(0) > 0
+                })
+                .map(|_| "[held](the-race.md#see-it)".to_string())
+                .collect();
+            // The strategy as served: the grid's deliberate mistakes are other code.
+            let mine = || {
+                cells.iter().filter(|c| {
+                    text(&c["strategy"]) == name && !text(&c["scenario"]).starts_with("mistake-")
+                })
+            };
+            let mut seen = std::collections::BTreeSet::new();
+            broke.extend(
+                mine()
+                    .filter(|c| c["verdict"] == "lost")
+                    .map(fault)
+                    .filter(|f| seen.insert(f.clone())),
+            );
+            let stopped: Vec<String> = mine()
+                .filter(|c| c["verdict"] == "unavailable")
+                .map(fault)
+                .filter(|f| seen.insert(f.clone()))
+                .collect();
+            let or_none = |v: Vec<String>| {
+                if v.is_empty() {
+                    "–".to_string()
+                } else {
+                    v.join(", ")
+                }
+            };
+            vec![
+                linked(&name),
+                text(&card["family"]),
+                yes_no(card["safe_across_instances"] == true),
+                text(&card["fencing"]),
+                text(&card["backend"]),
+                t.map_or("–".to_string(), rate),
+                row.map_or("–".to_string(), |r| num(f(&r["latency_ms"]["p99"]))),
+                or_none(broke),
+                or_none(stopped),
+            ]
+        })
+        .collect();
+    let mut page = banner("book/data/demo.json and chaos.json");
+    let _ = writeln!(
+        page,
+        "*Safe across instances, fencing and servers: each strategy's card (`GET /strategies`). Sales/s (q1–q3) and p99: the reference run's flash sale ({} in flight on one hot product, the stock never the limit; – where the strategy was not in it). Lost sales under: the faults (numbered as in [Faults and fencing](faults.md)) whose cell lost sales, fenced as served unless marked unfenced (the grid's deliberate mistakes left out: they are other code), and *held* when the demo's held section oversold it; stopped selling under: the cells that sold nothing for the fault's length.*\n",
+        int(&demo["flash_sale"]["concurrency"]),
+    );
+    page.push_str(&table(
+        &[
+            "strategy",
+            "family",
+            "safe across instances",
+            "fenced by",
+            "servers",
+            ">flash-sale sales/s (q1–q3)",
+            ">p99 ms",
+            "lost sales under",
+            "stopped selling under",
+        ],
+        &body,
+    ));
+    Some(page)
+}
+
 /// One page per strategy: its rows in every section of the demo and its chaos cells.
 fn strategy_pages(data: &Data, pages: &mut BTreeMap<String, String>) {
     let Some(demo) = &data.demo else { return };
@@ -1268,7 +1388,7 @@ fn strategy_pages(data: &Data, pages: &mut BTreeMap<String, String>) {
             let body: Vec<Vec<String>> = mine
                 .iter()
                 .map(|r| {
-                    let throughput = stock_never_limited(r);
+                    let throughput = timed(r);
                     vec![
                         text(&r["section"]),
                         if throughput {

@@ -18,9 +18,9 @@ pub mod source {
     pub const OVERSELL: &str = "解决 MySQL 库存超卖问题 (Solving stock oversell in MySQL: local lock, one SQL, FOR UPDATE, versions)";
     pub const ZOOKEEPER: &str = "ZooKeeper 分布式锁实现 (A ZooKeeper distributed lock)";
     pub const LOCKS: &str = "分布式锁 (Distributed locks: properties, Lua, the watchdog)";
-    pub const MYSQL_LOCKS: &str = "mysql分布式锁怎么用，mysql锁有几种方式 (MySQL distributed locks, Redis in front, RedLock's debate)";
+    pub const MYSQL_LOCKS: &str = "mysql分布式锁怎么用,mysql锁有几种方式 (MySQL distributed locks, Redis in front, RedLock's debate)";
     pub const INTERVIEW: &str =
-        "分布式锁，面试官问的都在这 (Distributed locks in interview questions: Redis vs ZooKeeper)";
+        "分布式锁 (转行程序员: distributed locks as interview questions, Redis vs ZooKeeper)";
     /// This project's own hot-product strategies (not a claim of the articles).
     pub const HOT_PRODUCT: &str =
         "this project's hot-product strategies (the chapter Hot products)";

@@ -155,6 +155,7 @@ const SELECT_ROW: &str = "SELECT CAST(holder_id AS CHAR) AS holder, \
         CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, NOW(6), expire_time), 0) AS SIGNED) AS ttl_us \
     FROM distributed_lock WHERE lock_key = ?";
 
+// ANCHOR: take
 /// Step 1: takes the row when it is free or expired, or re-enters it when it is ours
 /// and live, in one statement; the token when it did.
 async fn take(
@@ -188,6 +189,7 @@ async fn take(
     .map_err(backend)?;
     Ok((taken.rows_affected() == 1).then(|| taken.last_insert_id()))
 }
+// ANCHOR_END: take
 
 /// One attempt's outcome: the token, or busy with the holder's remaining lease.
 enum Attempt {
@@ -277,7 +279,6 @@ impl LockBackend for MysqlLock {
         "mysql"
     }
 
-    // ANCHOR: acquire
     /// Attempts until acquired or `wait` is over, pausing 1-20 ms (jittered, never
     /// longer than the holder's remaining lease) between attempts.
     ///
@@ -317,7 +318,6 @@ impl LockBackend for MysqlLock {
             tokio::time::sleep(pause.min(deadline - now)).await;
         }
     }
-    // ANCHOR_END: acquire
 
     async fn renew(
         &self,

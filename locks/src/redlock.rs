@@ -59,7 +59,7 @@
 //!   clocks on the holders do not help with the servers' clocks. The chaos scenario
 //!   `redlock-clock-jump` makes it happen against real `redis-server`s (node 3's wall
 //!   clock moved 30 s by an `LD_PRELOAD` shim): unfenced, an update lost; fenced by
-//!   owner tag, the stale holder refused.
+//!   owner tag, refused there only because it had claimed before B did (see above).
 //! - Every operation costs N round trips in parallel: latency is the slowest node of
 //!   the majority. `./scripts/chaos` shows these faults in the service under load.
 
@@ -227,6 +227,7 @@ impl RedLock {
             })
             .collect();
         drop(report);
+        // ANCHOR: majority
         // Decided once a majority said yes, or too many said no (or nothing) for a
         // majority to be possible; slower nodes still get the command.
         let (mut heard, mut answered, mut acquired) = (0, 0, 0);
@@ -246,6 +247,7 @@ impl RedLock {
             held.insert((key.to_string(), holder.to_string()), (value, sets));
             return Ok(Some(since));
         }
+        // ANCHOR_END: majority
         // Not ours: every node undoes its SET (the silent ones too: theirs may land
         // late). Wait for a majority of them only, so the retry's SETs come after most
         // of the undos without waiting for a frozen node.
@@ -276,7 +278,6 @@ impl LockBackend for RedLock {
         "redlock"
     }
 
-    // ANCHOR: acquire
     /// Attempts on all nodes until a majority grants it in time or `wait` is over,
     /// a random 1-20 ms apart (so competing clients do not retry in lock-step).
     ///
@@ -307,7 +308,6 @@ impl LockBackend for RedLock {
             tokio::time::sleep(pause.min(deadline - now)).await;
         }
     }
-    // ANCHOR_END: acquire
 
     async fn renew(
         &self,

@@ -291,7 +291,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             c.lost_updates
         ),
         (Scenario::RedisRestart, Refused) => format!(
-            "Redis came back empty, the lock and its last token too; B's next token came from Redis's clock (microseconds), already past every token handed out before, so B sold {blocked} after the restart while the woken holder's old token was refused ({} x lock_lost). (With a plain INCR counter B was refused until the counter caught up: 487 x lock_lost, 1349 ms, in an earlier run.)",
+            "Redis came back empty, the lock and its last token too; B's next token came from Redis's clock (microseconds), already past every token handed out before, so B sold {blocked} after the restart while the woken holder's old token was refused ({} x lock_lost).",
             c.refused
         ),
         (Scenario::RedlockMinorityPaused, _) => format!(

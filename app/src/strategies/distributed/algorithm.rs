@@ -20,7 +20,8 @@
 //!    `lock_lost_after_commit: true`.
 //!
 //! A lock is only as good as the read under it: read from a lagging replica and every
-//! fenced holder writes from old data (chaos `replica-lag`: 1604 sales lost, fenced).
+//! fenced holder writes from old data (chaos `replica-lag` loses sales, fenced: fencing
+//! orders the holders, not the age of what they read).
 //! Lock before BEGIN, release after COMMIT: the two orders people get wrong are the
 //! service's mistakes `lock-inside-transaction` and `release-before-commit`.
 //!
@@ -175,7 +176,6 @@ impl Strategy for LockStrategy {
         self.info
     }
 
-    // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let locker = self.locker.get_or_try_init(|| self.connect()).await?;
         let mut held = Held::new();
@@ -203,7 +203,6 @@ impl Strategy for LockStrategy {
             ..done
         })
     }
-    // ANCHOR_END: deduct
 
     /// Registers the backend's lock counters (`stock_locks_lock_renewals_total`,
     /// `stock_locks_locks_lost_total`, labelled with the backend).
@@ -329,6 +328,7 @@ impl LockStrategy {
         Ok(Locker::new(Counted { backend, renewals }))
     }
 
+    // ANCHOR: under_locks
     /// Steps 1-4; the locks taken are left in `held` for the caller to release.
     async fn under_locks(
         &self,
@@ -377,6 +377,7 @@ impl LockStrategy {
         let work = fencing::read_check_write(d, backend, claims, token, still_held);
         d.probe.time(Phase::Transaction, work).await
     }
+    // ANCHOR_END: under_locks
 }
 
 /// A lock that could not be taken, as an answer: 503 `busy` when the wait ran out,

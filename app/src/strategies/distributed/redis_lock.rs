@@ -68,7 +68,7 @@ static INFO: StrategyInfo = StrategyInfo {
     description: "Redisson-style reentrant hash lock in Redis (Lua, watchdog, pub/sub wake-up), plain read-check-write; fenced by default.",
     family: Family::DistributedLock,
     when_to_use: "The critical section spans more than the database and the final write can be fenced.",
-    explanation: "A Redisson-style hash lock in Lua (reentrant, watchdog, waiters woken by pub/sub), then a plain read-check-write fenced by an INCR token. Fast; safe only with the fence.",
+    explanation: "A Redisson-style hash lock in Lua (reentrant, watchdog, waiters woken by pub/sub), then a plain read-check-write fenced by its token (max(last + 1, Redis clock in µs)). Fast; safe only with the fence.",
     backend: "redis",
     safe_across_instances: true,
     fencing: "token",
