@@ -1280,18 +1280,13 @@ fn matrix_page(data: &Data) -> Option<String> {
         .chaos
         .as_ref()
         .map_or(&[][..], |chaos| list(&chaos["faults"]["scenarios"]));
-    // A scenario by its number, linked to its section of the faults chapter.
-    let fault = |c: &Value| -> String {
-        let number = scenarios
+    // A scenario by its title, linked to its section of the faults chapter.
+    let fault = |c: &&Value| -> String {
+        let title = scenarios
             .iter()
             .find(|s| s["id"] == c["scenario"])
-            .map_or(String::new(), |s| int(&s["number"]));
-        let unfenced = if c["fencing"] == false {
-            " unfenced"
-        } else {
-            ""
-        };
-        format!("[{number}](faults.md#{}){unfenced}", text(&c["scenario"]))
+            .map_or_else(|| text(&c["scenario"]), |s| text(&s["title"]));
+        format!("[{title}](faults.md#{})", text(&c["scenario"]))
     };
     let body: Vec<Vec<String>> = cards
         .iter()
@@ -1299,38 +1294,38 @@ fn matrix_page(data: &Data) -> Option<String> {
             let name = text(&card["name"]);
             let t = flash.iter().find(|t| text(&t["strategy"]) == name);
             let row = flash_rows.iter().find(|r| text(&r["strategy"]) == name);
-            let mut broke: Vec<String> = held
+            // The strategy as served: the grid's deliberate mistakes are other code.
+            let mine: Vec<&Value> = cells
+                .iter()
+                .filter(|c| {
+                    text(&c["strategy"]) == name && !text(&c["scenario"]).starts_with("mistake-")
+                })
+                .collect();
+            let listed = |keep: &dyn Fn(&Value) -> bool| -> Vec<String> {
+                let mut seen = std::collections::BTreeSet::new();
+                mine.iter()
+                    .filter(|c| keep(c))
+                    .map(fault)
+                    .filter(|f| seen.insert(f.clone()))
+                    .collect()
+            };
+            let mut fenced_lost: Vec<String> = held
                 .iter()
                 .filter(|r| text(&r["strategy"]) == name)
                 .filter(|r| {
                     r["verdict"]["lost_updates"].as_i64().unwrap_or(0) > 0
                         || r["verdict"]["beyond_stock"].as_i64().unwrap_or(0) > 0
                 })
-                .map(|_| "[held](the-race.md#see-it)".to_string())
+                .map(|_| "[held between read and write](the-race.md#see-it)".to_string())
                 .collect();
-            // The strategy as served: the grid's deliberate mistakes are other code.
-            let mine = || {
-                cells.iter().filter(|c| {
-                    text(&c["strategy"]) == name && !text(&c["scenario"]).starts_with("mistake-")
-                })
-            };
-            let mut seen = std::collections::BTreeSet::new();
-            broke.extend(
-                mine()
-                    .filter(|c| c["verdict"] == "lost")
-                    .map(fault)
-                    .filter(|f| seen.insert(f.clone())),
-            );
-            let stopped: Vec<String> = mine()
-                .filter(|c| c["verdict"] == "unavailable")
-                .map(fault)
-                .filter(|f| seen.insert(f.clone()))
-                .collect();
+            fenced_lost.extend(listed(&|c| c["verdict"] == "lost" && c["fencing"] != false));
+            let unfenced_lost = listed(&|c| c["verdict"] == "lost" && c["fencing"] == false);
+            let stopped = listed(&|c| c["verdict"] == "unavailable");
             let or_none = |v: Vec<String>| {
                 if v.is_empty() {
                     "–".to_string()
                 } else {
-                    v.join(", ")
+                    v.join("; ")
                 }
             };
             vec![
@@ -1341,7 +1336,8 @@ fn matrix_page(data: &Data) -> Option<String> {
                 text(&card["backend"]),
                 t.map_or("–".to_string(), rate),
                 row.map_or("–".to_string(), |r| num(f(&r["latency_ms"]["p99"]))),
-                or_none(broke),
+                or_none(fenced_lost),
+                or_none(unfenced_lost),
                 or_none(stopped),
             ]
         })
@@ -1349,7 +1345,7 @@ fn matrix_page(data: &Data) -> Option<String> {
     let mut page = banner("book/data/demo.json and chaos.json");
     let _ = writeln!(
         page,
-        "*Safe across instances, fencing and servers: each strategy's card (`GET /strategies`). Sales/s (q1–q3) and p99: the reference run's flash sale ({} in flight on one hot product, the stock never the limit; – where the strategy was not in it). Lost sales under: the faults (numbered as in [Faults and fencing](faults.md)) whose cell lost sales, fenced as served unless marked unfenced (the grid's deliberate mistakes left out: they are other code), and *held* when the demo's held section oversold it; stopped selling under: the cells that sold nothing for the fault's length.*\n",
+        "*Safe across instances, fencing and servers: each strategy's card (`GET /strategies`). Sales/s (q1–q3) and p99: the reference run's flash sale ({} in flight on one hot product, the stock never the limit; – where the strategy was not in it). Lost sales: the faults of [Faults and fencing](faults.md) whose cell lost sales, with the strategy as served (fenced where it fences; some scenarios set it up their own way, as their titles say), and *held between read and write* when the demo's held section oversold it; then the cells that lost sales only with fencing turned off; stopped selling: the cells that sold nothing for the fault's length. The grid's deliberate mistakes are left out: they are other code.*\n",
         int(&demo["flash_sale"]["concurrency"]),
     );
     page.push_str(&table(
@@ -1361,8 +1357,9 @@ fn matrix_page(data: &Data) -> Option<String> {
             "servers",
             ">flash-sale sales/s (q1–q3)",
             ">p99 ms",
-            "lost sales under",
-            "stopped selling under",
+            "lost sales",
+            "lost sales, fencing off",
+            "stopped selling",
         ],
         &body,
     ));

@@ -424,7 +424,7 @@ impl FlashSale {
                 format!(
                     "sales/s: {}, fastest other {}; acknowledged before durable: \
                      {} sales pending when the last buyer was answered, recorded {:.0} ms later \
-                     (what a Redis crash then loses: the chaos run measures it per persistence setting)",
+                     (what a killed Redis process then loses: the chaos run measures it per persistence setting; an operating system crash it does not make)",
                     figure(later, &counter.sales),
                     figure(&fastest.strategy, &fastest.sales),
                     limits.pending_at_end,

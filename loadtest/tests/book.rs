@@ -367,16 +367,22 @@ fn every_command_shown_exists() {
 
 /// Units that make a number a measured figure: time, rates, shares, ratios, sizes,
 /// "N things per sale", and sales lost.
-const UNIT: &str = r"(?:ns|µs|us|ms|s|secs?|seconds?|minutes?|mins?|hours?|%|percent|×|MB|MiB|GB|GiB|KiB|kB|bytes|[A-Za-z]+/s|(?:[a-z]+ )?per second|(?:a|per) second|[a-z]+(?: [a-z]+)? per (?:sale|request|transaction|answer|acquisition)|(?:sales?|updates?) (?:lost|erased|vanished|missing)|lost updates?)";
+const UNIT: &str = r"(?:ns|µs|us|ms|s|secs?|seconds?|milliseconds?|microseconds?|minutes?|mins?|hours?|%|percent|×|MB|MiB|GB|GiB|KiB|kB|bytes|[A-Za-z]+/s|(?:[a-z]+ )?per second|(?:a|per) second|[a-z]+(?: [a-z]+)? per (?:sale|request|transaction|answer|acquisition)|(?:sales?|updates?) (?:lost|erased|vanished|missing)|lost updates?)";
 
 /// Numbers spelled out, and the vague ones that stand for a figure ("a few thousand").
-const NUMBER_WORD: &str = r"(?:several|few|tens|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty|hundreds?|thousands?|millions?|dozens?|half)";
+const NUMBER_WORD: &str = r"(?:several|few|tens|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundreds?|thousands?|millions?|dozens?|half)";
 
 /// A number (or a range of two) or a number word, then a unit.
-fn figure_pattern() -> regex::Regex {
+fn figure_pattern() -> &'static regex::Regex {
+    static PATTERN: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(build_figure_pattern);
+    &PATTERN
+}
+
+fn build_figure_pattern() -> regex::Regex {
     let number = r"\d[\d,]*(?:\.\d+)?(?:\s*[–-]\s*\d[\d,]*(?:\.\d+)?)?";
     regex::Regex::new(&format!(
-        r"(?i)(?:^|[^\w.#/-])((?:{number}|{NUMBER_WORD}\b)(?:\s+{NUMBER_WORD}\b)?(?:\s*[%×]|\s+{UNIT}))(?:[^\w/]|$)"
+        r"(?i)(?:^|[^\w.#/-])((?:{number}|{NUMBER_WORD}\b)(?:\s+{NUMBER_WORD}\b)?(?:\s*[%×]|x\b|(?:ms|µs|ns)\b|\s+{UNIT}))(?:[^\w/]|$)"
     ))
     .unwrap()
 }
@@ -517,7 +523,9 @@ fn typed_figures() -> (Vec<String>, BTreeSet<(String, String)>) {
     let pattern = figure_pattern();
     let mut typed = Vec::new();
     let mut allowed_seen = BTreeSet::new();
-    for chapter in chapters() {
+    let mut pages = chapters();
+    pages.push(root().join("CONTRIBUTING.md"));
+    for chapter in pages {
         let name = chapter.file_name().unwrap().to_string_lossy().to_string();
         let text = std::fs::read_to_string(&chapter).unwrap();
         let mut lines: Vec<(String, String)> = prose(&text)
@@ -561,6 +569,8 @@ fn the_figure_pattern_finds_typed_figures() {
         "batched sold 8.71× the reference",
         "the first build takes several minutes",
         "1,062-1,849 sales/s",
+        "held for 5ms, then 8.7x faster",
+        "a few milliseconds between read and write",
     ] {
         assert!(
             !figures_in(&pattern, typed).is_empty(),
@@ -705,7 +715,15 @@ fn perturbed(v: &serde_json::Value, place: &str, seed: u64) -> serde_json::Value
                 .map(|(key, item)| {
                     let at = format!("{place}/{key}");
                     let item = match item {
-                        _ if SETTING_FIELDS.contains(&key.as_str()) => item.clone(),
+                        // A setting's numbers (an object under a setting's name is data).
+                        Value::Number(_) | Value::Array(_)
+                            if SETTING_FIELDS.contains(&key.as_str())
+                                && item
+                                    .as_array()
+                                    .is_none_or(|a| a.iter().all(Value::is_number)) =>
+                        {
+                            item.clone()
+                        }
                         Value::String(s) if TEXTS_WITH_FIGURES.contains(&key.as_str()) => {
                             let mut k = 0;
                             let s = DIGITS.replace_all(s, |c: &regex::Captures| {
@@ -729,29 +747,51 @@ fn perturbed(v: &serde_json::Value, place: &str, seed: u64) -> serde_json::Value
     }
 }
 
-/// Every value of the setting fields in `v`.
-fn settings_in(v: &serde_json::Value, out: &mut Vec<f64>) {
+/// A setting's value as the pages print it: `2`, `0.5`, and as the tables round it.
+fn setting_texts(x: f64) -> Vec<String> {
+    let plain = if x.fract() == 0.0 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x}")
+    };
+    vec![plain, loadtest::book::num(x)]
+}
+
+/// The figures of the run's settings in `v`: a `*_ms` setting field as "N ms", a
+/// seconds setting as "N s", and every figure in the setup texts.
+fn setting_figures(v: &serde_json::Value, out: &mut BTreeSet<String>) {
     use serde_json::Value;
+    let pattern = figure_pattern();
     match v {
-        Value::Array(items) => items.iter().for_each(|i| settings_in(i, out)),
+        Value::Array(items) => items.iter().for_each(|i| setting_figures(i, out)),
         Value::Object(fields) => {
             for (key, item) in fields {
                 if SETTING_FIELDS.contains(&key.as_str()) {
-                    let mut numbers = vec![item.clone()];
-                    if let Value::Array(items) = item {
-                        numbers = items.clone();
+                    let unit = if key.ends_with("_ms") {
+                        " ms"
+                    } else if key.ends_with("_s") || key.ends_with("seconds") {
+                        " s"
+                    } else if key == "memory_gib" {
+                        " GiB"
+                    } else if key == "factor" {
+                        "×"
+                    } else {
+                        setting_figures(item, out);
+                        continue;
+                    };
+                    let values: Vec<f64> = match item {
+                        Value::Array(items) => items.iter().filter_map(Value::as_f64).collect(),
+                        other => other.as_f64().into_iter().collect(),
+                    };
+                    for x in values {
+                        out.extend(setting_texts(x).into_iter().map(|t| format!("{t}{unit}")));
                     }
-                    out.extend(numbers.iter().filter_map(Value::as_f64));
                 } else if let (true, Some(text)) =
                     (SETUP_TEXTS.contains(&key.as_str()), item.as_str())
                 {
-                    out.extend(
-                        DIGITS
-                            .find_iter(text)
-                            .filter_map(|m| m.as_str().parse::<f64>().ok()),
-                    );
+                    out.extend(figures_in(&pattern, text));
                 } else {
-                    settings_in(item, out);
+                    setting_figures(item, out);
                 }
             }
         }
@@ -774,10 +814,50 @@ const CODE_SETTINGS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Table columns whose numbers are settings or counts of the data's own items (which
+/// moving the numbers does not change): a cell of any other column must move.
+const SETTING_COLUMNS: &[&str] = &[
+    "#",
+    "cells",
+    "as expected",
+    "buckets",
+    "in flight",
+    "stock",
+    "buyers",
+];
+
+/// A table cell that is only figures (a number, a range, a ratio, a mark).
+fn numeric_cell(cell: &str) -> bool {
+    let cell = cell.trim();
+    cell.chars().any(|c| c.is_ascii_digit())
+        && cell
+            .chars()
+            .all(|c| c.is_ascii_digit() || " .,–-()×%*†".contains(c))
+        && cell.chars().any(|c| c.is_ascii_digit() && c != '0')
+}
+
+/// Line `n` of a page, or nothing past its end.
+fn line_at<'a>(lines: &[&'a str], n: usize) -> &'a str {
+    lines.get(n).copied().unwrap_or("")
+}
+
+/// The data files a generated page says it comes from (its banner).
+fn sources_of(page: &str) -> Vec<&'static str> {
+    const ALL: [&str; 6] = ["machine", "demo", "chaos", "sweep", "distance", "bench"];
+    let banner = page.lines().next().unwrap_or("");
+    if banner.contains("*.json") {
+        return ALL.to_vec();
+    }
+    ALL.into_iter()
+        .filter(|name| banner.contains(&format!("{name}.json")))
+        .collect()
+}
+
 /// Every generated page rendered from the reference data and from three copies with
 /// every measured number moved (each by its own factor, so ratios move too): a number
-/// with a unit that comes out the same in all four was typed into the renderer, not
-/// taken from the data, unless it is one of the run's settings.
+/// with a unit, or a table cell of numbers, that comes out the same in all four was
+/// typed into the renderer, not taken from the data, unless it is one of the run's
+/// settings (a setting field or setup text of the page's own data file).
 #[test]
 fn every_figure_of_a_generated_page_moves_with_the_data() {
     let data = loadtest::book::Data::load(&root().join("book/data")).unwrap();
@@ -792,34 +872,23 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
             .map(|v| perturbed(v, "distance", seed)),
         bench: data.bench.as_ref().map(|v| perturbed(v, "bench", seed)),
     };
-    let mut settings = Vec::new();
-    for v in [
-        &data.machine,
-        &data.demo,
-        &data.chaos,
-        &data.sweep,
-        &data.distance,
-        &data.bench,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        settings_in(v, &mut settings);
+    let mut settings: std::collections::BTreeMap<&str, BTreeSet<String>> = Default::default();
+    for (name, v) in [
+        ("machine", &data.machine),
+        ("demo", &data.demo),
+        ("chaos", &data.chaos),
+        ("sweep", &data.sweep),
+        ("distance", &data.distance),
+        ("bench", &data.bench),
+    ] {
+        if let Some(v) = v {
+            setting_figures(v, settings.entry(name).or_default());
+        }
     }
-    let is_setting = |figure: &str| {
-        let number: String = figure
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
-            .filter(|c| *c != ',')
-            .collect();
-        number
-            .parse::<f64>()
-            .is_ok_and(|x| settings.iter().any(|s| (s - x).abs() < 1e-9))
-    };
     let before = loadtest::book::figures(&data);
     let afters = [1, 2, 3].map(|seed| loadtest::book::figures(&moved(seed)));
     let pattern = figure_pattern();
-    let (mut compared, mut constant) = (0, Vec::new());
+    let (mut compared, mut cells, mut constant) = (0, 0, Vec::new());
     for (page, text) in &before {
         let others: Vec<Vec<&str>> = afters
             .iter()
@@ -830,10 +899,20 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
             constant.push(format!("{page}: not rendered from the moved data"));
             continue;
         }
-        for (n, line) in text.lines().enumerate() {
+        let is_setting = |figure: &str| {
+            sources_of(text)
+                .iter()
+                .any(|name| settings.get(name).is_some_and(|s| s.contains(figure)))
+                || CODE_SETTINGS
+                    .iter()
+                    .any(|(p, f, _)| p == page && *f == figure)
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let mut header: Vec<String> = Vec::new();
+        for (n, line) in lines.iter().enumerate() {
             let mut theirs: Vec<Vec<String>> = others
                 .iter()
-                .map(|o| figures_in(&pattern, o.get(n).copied().unwrap_or("")))
+                .map(|o| figures_in(&pattern, line_at(o, n)))
                 .collect();
             for figure in figures_in(&pattern, line) {
                 compared += 1;
@@ -846,22 +925,211 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
                         None => everywhere = false,
                     }
                 }
-                let allowed = is_setting(&figure)
-                    || CODE_SETTINGS
-                        .iter()
-                        .any(|(p, f, _)| p == page && *f == figure);
-                if everywhere && !allowed {
+                if everywhere && !is_setting(&figure) {
                     let line: String = line.chars().take(160).collect();
                     constant.push(format!("{page}:{}: \"{figure}\" in: {line}", n + 1));
+                }
+            }
+            // A table: its header is the row above the rule; its numeric cells move.
+            if line.starts_with("|---") && n > 0 {
+                header = lines[n - 1]
+                    .split('|')
+                    .map(|h| h.trim().to_string())
+                    .collect();
+                continue;
+            }
+            if !line.starts_with('|') || header.is_empty() {
+                continue;
+            }
+            let mine: Vec<&str> = line.split('|').collect();
+            for (i, cell) in mine.iter().enumerate() {
+                let column = header.get(i).map_or("", String::as_str);
+                if !numeric_cell(cell) || SETTING_COLUMNS.contains(&column) {
+                    continue;
+                }
+                cells += 1;
+                let same = others
+                    .iter()
+                    .all(|o| line_at(o, n).split('|').nth(i).is_some_and(|c| c == *cell));
+                if same && !is_setting(cell.trim()) {
+                    let shown: String = line.chars().take(120).collect();
+                    constant.push(format!(
+                        "{page}:{}: cell \"{}\" of column \"{column}\" in: {shown}",
+                        n + 1,
+                        cell.trim()
+                    ));
                 }
             }
         }
     }
     assert!(compared > 100, "only {compared} figures compared");
+    assert!(cells > 500, "only {cells} table cells compared");
     assert!(
         constant.is_empty(),
         "figures that did not move with the data (typed into loadtest/src/book.rs, or a constant of the run that belongs in the data):\n{}",
         constant.join("\n")
+    );
+}
+
+/// Figures typed into the code that writes the data's texts (a chaos cell's reason, a
+/// claim's evidence, a strategy's card): settings of the experiment, each with why.
+const CODE_FIGURES: &[(&str, &str, &str)] = &[
+    (
+        "loadtest/src/overload.rs",
+        "20 %",
+        "the client's retry budget",
+    ),
+    (
+        "loadtest/src/overload.rs",
+        "90 %",
+        "the overload goal's goodput share",
+    ),
+    (
+        "loadtest/src/overload.rs",
+        "3×",
+        "the overload goal's p99 multiple",
+    ),
+    (
+        "loadtest/src/overload.rs",
+        "3x",
+        "the overload goal's p99 multiple",
+    ),
+    (
+        "loadtest/src/chaos/scenarios.rs",
+        "3x",
+        "a freeze of three leases",
+    ),
+    (
+        "loadtest/src/chaos/scenarios.rs",
+        "2x",
+        "a pause within lease + lock-delay",
+    ),
+    (
+        "app/src/strategies/redis_stock/persister.rs",
+        "500 ms",
+        "the persister's retry pause",
+    ),
+    ("loadtest/src/book.rs", "20 %", "the client's retry budget"),
+    (
+        "loadtest/src/book.rs",
+        "0 ms",
+        "the RTT sweep's loopback pass, named",
+    ),
+    (
+        "loadtest/src/chaos/judge.rs",
+        "30 s",
+        "the clock jump the scenario makes",
+    ),
+    (
+        "loadtest/src/chaos/scenarios.rs",
+        "300 ms",
+        "the mistakes' pause",
+    ),
+    (
+        "loadtest/src/chaos/scenarios.rs",
+        "200 ms",
+        "the scenario's pause and WAIT timeout",
+    ),
+    (
+        "loadtest/src/chaos/scenarios.rs",
+        "30 s",
+        "the clock jump the scenario makes",
+    ),
+    (
+        "loadtest/src/overload.rs",
+        "90%",
+        "the overload goal's goodput share",
+    ),
+    (
+        "loadtest/src/overload.rs",
+        "50 ms",
+        "the overload goal's /health bound",
+    ),
+    (
+        "loadtest/src/report.rs",
+        "200 per second",
+        "HTTP 200 answers, per second",
+    ),
+    (
+        "loadtest/src/sweep.rs",
+        "99%",
+        "the sweep's mark for rows mostly sales",
+    ),
+];
+
+/// No figure is typed into a string of the code that writes the data or the pages
+/// (`loadtest/src`, the strategies' cards and logs): a number with a unit in a string
+/// literal outside the tests is a setting on the list above, or comes from a `{}`.
+#[test]
+fn no_figure_is_typed_into_the_code_that_writes_the_data() {
+    let pattern = figure_pattern();
+    let literal = regex::Regex::new(r#"(?s)"((?:[^"\\]|\\.)*)""#).unwrap();
+    let mut files = Vec::new();
+    let mut dirs = vec![
+        root().join("loadtest/src"),
+        root().join("app/src/strategies"),
+    ];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    let (mut typed, mut seen) = (Vec::<String>::new(), BTreeSet::new());
+    for path in files {
+        let file = path.strip_prefix(root()).unwrap().display().to_string();
+        let code = std::fs::read_to_string(&path).unwrap();
+        // The code before its tests, comment lines blanked (line numbers kept) and the
+        // quote character as a char literal taken out, so that a string literal spread
+        // over several lines (`\` continuations) is matched whole.
+        let mut kept = String::new();
+        for line in code.lines() {
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                break;
+            }
+            if !line.trim_start().starts_with("//") {
+                kept.push_str(&line.replace("'\"'", "' '").replace("'\\\"'", "' '"));
+            }
+            kept.push('\n');
+        }
+        for text in literal.captures_iter(&kept) {
+            let n = kept[..text.get(0).unwrap().start()].matches('\n').count();
+            // Digits only: a number word in code ("one answer per sale") names a
+            // design, not a measurement.
+            let found = figures_in(&pattern, &text[1]);
+            for figure in found
+                .into_iter()
+                .filter(|f| f.starts_with(|c: char| c.is_ascii_digit()))
+            {
+                if CODE_FIGURES
+                    .iter()
+                    .any(|(f, fig, _)| *f == file && *fig == figure)
+                {
+                    seen.insert((file.clone(), figure));
+                } else {
+                    typed.push(format!("{file}:{}: \"{figure}\"", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        typed.is_empty(),
+        "figures typed into strings of the code (take them from the run, or list the setting with its reason):\n{}",
+        typed.join("\n")
+    );
+    let unused: Vec<String> = CODE_FIGURES
+        .iter()
+        .filter(|(f, fig, _)| !seen.contains(&(f.to_string(), fig.to_string())))
+        .map(|(f, fig, _)| format!("{f}: \"{fig}\""))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "settings no code types any more:\n{}",
+        unused.join("\n")
     );
 }
 
@@ -916,7 +1184,8 @@ fn the_race_by_hand_oversells_only_without_a_lock() {
 /// plain read, locking reads of the latest row, gap locks under REPEATABLE READ only.
 #[test]
 fn the_isolation_script_sees_what_innodb_documents() {
-    let out = script("isolation", &[], &[]);
+    let db = format!("isolation_test_{}", std::process::id());
+    let out = script("isolation", &[], &[("ISOLATION_DB", db)]);
     assert!(
         out.contains("every observation is what InnoDB documents") && !out.contains("  FAIL "),
         "{out}"

@@ -4,9 +4,10 @@
  *
  * Why not libfaketime (Debian's `libfaketime`): its initialisation allocates, and
  * redis-server's statically linked jemalloc calls clock_gettime() while it
- * initialises, so the two recurse and redis-server does not start (libfaketime
- * issues #130, #327, #478). This shim allocates nothing: the offset file is read
- * with raw system calls into a stack buffer, at most every 50 ms.
+ * initialises, so the two recurse and redis-server does not start
+ * (wolfcw/libfaketime#130, wolfcw/libfaketime#327, wolfcw/libfaketime#478:
+ * https://github.com/wolfcw/libfaketime/issues). This shim allocates nothing: the
+ * offset file is read with raw system calls into a stack buffer, at most every 50 ms.
  *
  * The file (CLOCKJUMP_FILE) holds a signed number of milliseconds, e.g. "30000".
  * Built by testbed at run time: cc -shared -fPIC -O2 -o libclockjump.so clockjump.c

@@ -58,7 +58,7 @@ static INFO: StrategyInfo = StrategyInfo {
     description: "No lock: a ticket from a database sequence, a claim on the product's fence row, a write guarded by the claim; overtaken requests are refused (lock_lost).",
     family: Family::Control,
     when_to_use: "To see that the fence alone is safe: a lock in front of it only makes it efficient.",
-    explanation: "No lock at all: a ticket from a database sequence, a claim on the product's fence row (only if newer than every claim before), a write guarded by the claim. Never loses an update; refuses every request a newer ticket overtook. The fence alone is safe; a lock in front of it only makes it efficient.",
+    explanation: "No lock at all: a ticket from a database sequence, a claim on the product's fence row (only if newer than every claim before), a write guarded by the claim. No update lost between writers (a read from a lagging replica is another matter); refuses every request a newer ticket overtook. The fence alone is safe; a lock in front of it only makes it efficient.",
     backend: "database",
     safe_across_instances: true,
     fencing: "token (ticket)",

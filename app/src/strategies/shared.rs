@@ -33,8 +33,8 @@ pub struct Shared {
     pub zk_connect: Option<String>,
 
     /// ZooKeeper session timeout, in milliseconds. A holder counts its lock as lost
-    /// after two thirds of it without reaching the ensemble, before the server would
-    /// expire the session.
+    /// after two thirds of it (or the lock lease, when shorter) without reaching the
+    /// ensemble, before the server would expire the session.
     #[arg(long, env = "ZK_SESSION_TIMEOUT_MS", default_value_t = 6_000)]
     pub zk_session_timeout_ms: u64,
 

@@ -101,12 +101,12 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
         "<div class=\"lesson\"><p><b>The fencing lesson.</b> A lease lock cannot stop a holder that stops: a GC pause, \
          a SIGSTOP, a partition. When it wakes it does not know its lease ran out, and a write computed from what it read \
          before erases the sales the next holder made (the red cells, fencing off). No lock fixes this by being a better \
-         lock: RedLock's majority and ZooKeeper's consensus lose updates here exactly like one Redis. What fixes it is a \
+         lock: against a paused or cut-off holder RedLock's majority and ZooKeeper's consensus lose updates here like one Redis. What fixes it is a \
          check made by the resource: the write carries the lock's token and the database refuses a token older than the \
          newest it has seen (the blue cells, fencing on). That check is a compare-and-set, so it is safe even with no lock \
          at all (<code>fence-only</code>); what the lock adds is efficiency: it queues buyers so that almost none are \
          refused. Strategies that let the database lock (<code>atomic-sql</code>, <code>pessimistic</code>) or compare \
-         (<code>optimistic</code>) never needed a fence: a frozen holder only makes the others wait. \
+         (<code>optimistic</code>) never needed a fence: a frozen holder makes the others wait on its row lock, or, holding none (<code>optimistic</code>), only fails its own compare-and-set. \
          The same goes for a lock lost in a Redis failover or to a clock jump on a RedLock node. What a fence cannot \
          fix is the read: it checks who holds the lock, not how old the data is, so a holder that reads from a lagging \
          replica loses updates fenced or not (replica lag), while <code>optimistic</code>'s compare-and-set refuses \

@@ -56,7 +56,7 @@ pub struct DemoArgs {
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
     /// Every section, the two slow ones too, and rounds: as `--far-rtt-ms 2
-    /// --overload-factor 5 --rounds 3` (several minutes more); the book's reference
+    /// --overload-factor 5 --rounds 3`; the book's reference
     /// run uses it.
     #[arg(long)]
     pub full: bool,
