@@ -540,7 +540,7 @@ fn typed_figures() -> (Vec<String>, BTreeSet<(String, String)>) {
                 .unwrap()
                 .0
                 .trim_start_matches("../../");
-            for figure in figures_in(&pattern, &line) {
+            for figure in figures_in(pattern, &line) {
                 let allowed = SETTINGS
                     .iter()
                     .any(|(f, setting, _)| *f == file && *setting == figure);
@@ -573,7 +573,7 @@ fn the_figure_pattern_finds_typed_figures() {
         "a few milliseconds between read and write",
     ] {
         assert!(
-            !figures_in(&pattern, typed).is_empty(),
+            !figures_in(pattern, typed).is_empty(),
             "not found in {typed:?}"
         );
     }
@@ -585,7 +585,7 @@ fn the_figure_pattern_finds_typed_figures() {
         "chaos scenario 1 and step 8",
     ] {
         assert_eq!(
-            figures_in(&pattern, not_a_figure),
+            figures_in(pattern, not_a_figure),
             Vec::<String>::new(),
             "{not_a_figure:?}"
         );
@@ -789,7 +789,7 @@ fn setting_figures(v: &serde_json::Value, out: &mut BTreeSet<String>) {
                 } else if let (true, Some(text)) =
                     (SETUP_TEXTS.contains(&key.as_str()), item.as_str())
                 {
-                    out.extend(figures_in(&pattern, text));
+                    out.extend(figures_in(pattern, text));
                 } else {
                     setting_figures(item, out);
                 }
@@ -912,9 +912,9 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
         for (n, line) in lines.iter().enumerate() {
             let mut theirs: Vec<Vec<String>> = others
                 .iter()
-                .map(|o| figures_in(&pattern, line_at(o, n)))
+                .map(|o| figures_in(pattern, line_at(o, n)))
                 .collect();
-            for figure in figures_in(&pattern, line) {
+            for figure in figures_in(pattern, line) {
                 compared += 1;
                 let mut everywhere = true;
                 for found in theirs.iter_mut() {
@@ -1100,7 +1100,7 @@ fn no_figure_is_typed_into_the_code_that_writes_the_data() {
             let n = kept[..text.get(0).unwrap().start()].matches('\n').count();
             // Digits only: a number word in code ("one answer per sale") names a
             // design, not a measurement.
-            let found = figures_in(&pattern, &text[1]);
+            let found = figures_in(pattern, &text[1]);
             for figure in found
                 .into_iter()
                 .filter(|f| f.starts_with(|c: char| c.is_ascii_digit()))
