@@ -1327,12 +1327,26 @@ fn matrix_page(data: &Data) -> Option<String> {
             .map(|_| "[held between read and write](the-race.md#see-it)".to_string())
             .collect();
         lost.extend(listed(&|c| c["verdict"] == "lost" && c["fencing"] != false));
-        let unfenced = listed(&|c| c["verdict"] == "lost" && c["fencing"] == false);
+        // Lost unfenced: "only with fencing off" when the same fault, fenced, did not
+        // lose; "not run fenced" when the grid has no fenced cell of it.
+        let fenced = |c: &Value, lost: bool| {
+            mine.iter().any(|o| {
+                o["scenario"] == c["scenario"]
+                    && o["fencing"] == true
+                    && (o["verdict"] == "lost") == lost
+            })
+        };
+        let unfenced =
+            listed(&|c| c["verdict"] == "lost" && c["fencing"] == false && fenced(c, false));
+        let never_fenced = listed(&|c| {
+            c["verdict"] == "lost" && c["fencing"] == false && !fenced(c, false) && !fenced(c, true)
+        });
         let stopped = listed(&|c| c["verdict"] == "unavailable");
         let mut parts = Vec::new();
         for (what, list) in [
             ("Lost sales", lost),
             ("Lost sales only with fencing off", unfenced),
+            ("Lost sales unfenced, not run fenced", never_fenced),
             ("Stopped selling", stopped),
         ] {
             if !list.is_empty() {
@@ -1355,7 +1369,7 @@ fn matrix_page(data: &Data) -> Option<String> {
     page.push_str(&table(
         &[
             "strategy",
-            "safe across instances",
+            "[safe across instances](glossary.md#safe-across-instances)",
             "fenced by",
             "servers",
             ">flash-sale sales/s (q1–q3)",
@@ -1365,7 +1379,7 @@ fn matrix_page(data: &Data) -> Option<String> {
     ));
     let _ = writeln!(
         page,
-        "\nWhat broke each in the reference run: the faults of [Faults and fencing](faults.md) whose cell lost sales with the strategy as served (fenced where it fences; some scenarios set it up their own way, as their titles say), and the demo's held section where it oversold; then the cells that lost sales only with fencing turned off; then those that sold nothing for the fault's length. The grid's deliberate mistakes are left out: they are other code."
+        "\nWhat broke each in the reference run: the faults of [Faults and fencing](faults.md) whose cell lost sales with the strategy as served (fenced where it fences; some scenarios set it up their own way, as their titles say), and the demo's held section where it oversold; then the faults whose cell lost sales with fencing turned off and not fenced, and those the grid ran unfenced only; then the cells that sold nothing for the fault's length. The grid's deliberate mistakes are left out: they are other code."
     );
     page.push_str(&broke);
     Some(page)

@@ -265,7 +265,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "Safe: the frozen request held the row lock, so every other buyer waited for it; no sale for {blocked}, as long as the freeze."
         ),
         (Scenario::PausePastLease, Safe) => format!(
-            "Nothing was held while frozen: B kept selling (first sale {blocked} after the freeze), and the frozen request's compare-and-set failed when it woke and was retried."
+            "Nothing was held while frozen: B kept selling (first sale {blocked} after the freeze), and nothing was lost. (The frozen request's own answer is not recorded; by the code, its compare-and-set finds the version moved when it wakes, and it goes again.)"
         ),
         (Scenario::FenceAlone, Refused) => format!(
             "No lock, still no loss: every write is guarded by the newest claim. The price: {} of {} requests were refused (lock_lost) because a newer ticket overtook them, with or without a fault. A lock strategy with fencing is this plus a queue in front.",

@@ -19,9 +19,8 @@
 //! 5. Release the locks, last first. A loss noticed only after COMMIT is reported as
 //!    `lock_lost_after_commit: true`.
 //!
-//! A lock is only as good as the read under it: read from a lagging replica and every
-//! fenced holder writes from old data (chaos `replica-lag` loses sales, fenced: fencing
-//! orders the holders, not the age of what they read).
+//! A lock is only as good as the read under it: from a lagging replica every fenced
+//! holder writes old data (chaos `replica-lag`: the fence orders holders, not reads).
 //! Lock before BEGIN, release after COMMIT: the two orders people get wrong are the
 //! service's mistakes `lock-inside-transaction` and `release-before-commit`.
 //!
