@@ -109,6 +109,7 @@ enum Limit {
 pub struct Admission {
     limit: Limit,
     in_flight: AtomicUsize,
+    reject_hold: std::time::Duration,
 }
 
 /// One admitted deduction; dropping it lets the next in (and, with the adaptive
@@ -139,7 +140,21 @@ impl Admission {
         Admission {
             limit,
             in_flight: AtomicUsize::new(0),
+            reject_hold: std::time::Duration::ZERO,
         }
+    }
+
+    /// Refusals wait this long before they are answered (`--reject-hold-ms`).
+    pub fn with_reject_hold(self, hold: std::time::Duration) -> Admission {
+        Admission {
+            reject_hold: hold,
+            ..self
+        }
+    }
+
+    /// How long a refusal waits before it is answered.
+    pub fn reject_hold(&self) -> std::time::Duration {
+        self.reject_hold
     }
 
     /// The current limit (`None`: unlimited).

@@ -52,6 +52,13 @@ pub struct Settings {
     #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
     pub adaptive_limit: bool,
 
+    /// How long a deduction refused by the admission limit waits before its 429 is
+    /// sent, in milliseconds. A client that does not back off then sends its next
+    /// request that much later: the flood of refusals costs a timer each, not the
+    /// CPU the admitted deductions need. 0: answered at once.
+    #[arg(long, env = "REJECT_HOLD_MS", default_value_t = 0)]
+    pub reject_hold_ms: u64,
+
     /// The sold-out fast path: a product a strategy found with nothing left is refused
     /// here without running the strategy for this long after (then the strategy looks
     /// again); a restock answers only after it, so no instance refuses a restocked

@@ -627,18 +627,27 @@ async fn deduct(
         state.metrics.deduction(served, e.code(), started.elapsed());
         ApiError::new(e, id.0.clone())
     })?;
-    // Past the admission limit: refused now, before any backend or lock is touched.
-    let _admitted = state.admission.try_enter().map_err(|refused| {
-        state
-            .metrics
-            .deduction(served, "overloaded", started.elapsed());
-        ApiError::new(
-            AppError::Overloaded {
-                limit: refused.limit,
-            },
-            order.request_id.clone(),
-        )
-    })?;
+    // Past the admission limit: refused before any backend or lock is touched, after
+    // the hold (`--reject-hold-ms`): a client that does not back off waits it out, so a
+    // flood of refusals costs timers, not the admitted deductions' CPU.
+    let _admitted = match state.admission.try_enter() {
+        Ok(permit) => permit,
+        Err(refused) => {
+            let hold = state.admission.reject_hold();
+            if !hold.is_zero() {
+                actix_web::rt::time::sleep(hold).await;
+            }
+            state
+                .metrics
+                .deduction(served, "overloaded", started.elapsed());
+            return Err(ApiError::new(
+                AppError::Overloaded {
+                    limit: refused.limit,
+                },
+                order.request_id.clone(),
+            ));
+        }
+    };
     // The request's span (the middleware's): this deduction's fields go on it.
     let span = tracing::Span::current();
     span.record("strategy", name.as_str());

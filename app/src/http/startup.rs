@@ -98,7 +98,8 @@ impl Application {
             admission: crate::http::admission::Admission::new(
                 settings.max_in_flight,
                 settings.adaptive_limit,
-            ),
+            )
+            .with_reject_hold(Duration::from_millis(settings.reject_hold_ms)),
             sold_out: crate::http::sold_out::SoldOut::new(Duration::from_millis(
                 settings.sold_out_cache_ms,
             )),

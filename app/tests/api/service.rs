@@ -467,3 +467,57 @@ async fn past_the_admission_limit_a_deduction_is_refused_at_once() {
     assert_eq!((state.remaining, state.ledger_sum), (8, 2));
     app.stop().await;
 }
+
+/// With `--reject-hold-ms`, a refused deduction waits out the hold before its 429 (a
+/// client that does not back off sends its next request that much later), while the
+/// instance keeps answering `/health` and the admitted deduction completes; the
+/// refusal still changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_held_on_a_timer_still_changes_nothing_and_blocks_nobody() {
+    let app = spawn_with(Settings {
+        max_in_flight: 1,
+        reject_hold_ms: 2_000,
+        ..test_settings(&fresh_database().await)
+    })
+    .await;
+    app.stock(1, 10).await;
+    app.set_failpoint("after_read", json!({"mode": "pause"}))
+        .await;
+    let held = deduct_in_background(
+        &app,
+        "pessimistic",
+        json!({"request_id": "held", "product_id": 1, "quantity": 1}),
+    );
+    app.wait_paused("after_read", 1).await;
+    let started = std::time::Instant::now();
+    let refused = deduct_in_background(
+        &app,
+        "atomic-sql",
+        json!({"request_id": "refused", "product_id": 1, "quantity": 1}),
+    );
+    // The refusal is on its timer: the instance answers meanwhile.
+    assert_eq!(app.get("/health").await.status(), StatusCode::OK);
+    assert!(
+        !refused.is_finished(),
+        "the refusal was answered before /health, {:?} after it was sent",
+        started.elapsed()
+    );
+    let (status, body) = refused.await.unwrap();
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"], "overloaded", "{body}");
+    eprintln!("refused after {:?} (hold 2 s)", started.elapsed());
+    app.set_failpoint("after_read", json!({"mode": "off"}))
+        .await;
+    app.release("after_read").await;
+    let (status, body) = held.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let state = app.db_state(1).await;
+    assert_eq!((state.remaining, state.ledger_sum), (9, 1));
+    let orders: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE request_id = 'refused'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(orders, 0, "a refused deduction leaves no order");
+    app.stop().await;
+}
