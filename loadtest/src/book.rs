@@ -139,11 +139,15 @@ fn rows<'a>(report: &'a Value, section: &str) -> Vec<&'a Value> {
 }
 
 /// What the ledger says of a row: `safe`, `oversold`, `oversold, as expected`.
+/// Whether the ledger says a row's run lost updates or sold beyond its stock.
+fn oversold(row: &Value) -> bool {
+    let v = &row["verdict"];
+    v["beyond_stock"].as_i64().unwrap_or(0) > 0 || v["lost_updates"].as_i64().unwrap_or(0) > 0
+}
+
 fn verdict(row: &Value) -> String {
     let v = &row["verdict"];
-    let oversold =
-        v["beyond_stock"].as_i64().unwrap_or(0) > 0 || v["lost_updates"].as_i64().unwrap_or(0) > 0;
-    let mut out = match (oversold, row["expect"].as_str()) {
+    let mut out = match (oversold(row), row["expect"].as_str()) {
         (true, Some("oversells")) => "oversold, as expected".to_string(),
         (true, _) => "oversold".to_string(),
         (false, _) => "safe".to_string(),
@@ -1319,11 +1323,7 @@ fn matrix_page(data: &Data) -> Option<String> {
         };
         let mut lost: Vec<String> = held
             .iter()
-            .filter(|r| text(&r["strategy"]) == name)
-            .filter(|r| {
-                r["verdict"]["lost_updates"].as_i64().unwrap_or(0) > 0
-                    || r["verdict"]["beyond_stock"].as_i64().unwrap_or(0) > 0
-            })
+            .filter(|r| text(&r["strategy"]) == name && oversold(r))
             .map(|_| "[held between read and write](the-race.md#see-it)".to_string())
             .collect();
         lost.extend(listed(&|c| c["verdict"] == "lost" && c["fencing"] != false));

@@ -598,19 +598,31 @@ fn the_figure_pattern_finds_typed_figures() {
 #[test]
 fn no_figure_is_typed_in_a_chapter() {
     let (typed, seen) = typed_figures();
-    assert!(
-        typed.is_empty(),
-        "figures typed by hand (include a generated fact, or say it without the figure; a setting goes on SETTINGS with its reason):\n{}",
-        typed.join("\n")
+    assert_no_typed_figure(
+        &typed,
+        SETTINGS,
+        &seen,
+        "figures typed by hand (include a generated fact, or say it without the figure; a setting goes on SETTINGS with its reason)",
     );
-    let unused: Vec<String> = SETTINGS
+}
+
+/// Fails naming every typed figure, then every entry of `allowed` (file, figure, why)
+/// that `seen` no longer met: an allow-list never outlives what it allows.
+fn assert_no_typed_figure(
+    typed: &[String],
+    allowed: &[(&str, &str, &str)],
+    seen: &BTreeSet<(String, String)>,
+    what: &str,
+) {
+    assert!(typed.is_empty(), "{what}:\n{}", typed.join("\n"));
+    let unused: Vec<String> = allowed
         .iter()
         .filter(|(file, figure, _)| !seen.contains(&(file.to_string(), figure.to_string())))
         .map(|(file, figure, why)| format!("{file}: \"{figure}\" ({why})"))
         .collect();
     assert!(
         unused.is_empty(),
-        "settings on the list no chapter uses any more:\n{}",
+        "on the allow-list, and no longer typed anywhere:\n{}",
         unused.join("\n")
     );
 }
@@ -1088,24 +1100,16 @@ fn no_figure_is_typed_into_the_code_that_writes_the_data() {
     let pattern = figure_pattern();
     let literal = regex::Regex::new(r#"(?s)"((?:[^"\\]|\\.)*)""#).unwrap();
     let mut files = Vec::new();
-    let mut dirs = vec![
-        root().join("loadtest/src"),
-        root().join("app/src/strategies"),
-    ];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
+    for dir in ["loadtest/src", "app/src/strategies"] {
+        let tree = loadtest::book::read_tree(&root().join(dir)).unwrap();
+        files.extend(
+            tree.into_iter()
+                .filter(|(rel, _)| rel.ends_with(".rs"))
+                .map(|(rel, code)| (format!("{dir}/{rel}"), code)),
+        );
     }
     let (mut typed, mut seen) = (Vec::<String>::new(), BTreeSet::new());
-    for path in files {
-        let file = path.strip_prefix(root()).unwrap().display().to_string();
-        let code = std::fs::read_to_string(&path).unwrap();
+    for (file, code) in files {
         // The code before its tests, comment lines blanked (line numbers kept) and the
         // quote character as a char literal taken out, so that a string literal spread
         // over several lines (`\` continuations) is matched whole.
@@ -1139,20 +1143,11 @@ fn no_figure_is_typed_into_the_code_that_writes_the_data() {
             }
         }
     }
-    assert!(
-        typed.is_empty(),
-        "figures typed into strings of the code (take them from the run, or list the setting with its reason):\n{}",
-        typed.join("\n")
-    );
-    let unused: Vec<String> = CODE_FIGURES
-        .iter()
-        .filter(|(f, fig, _)| !seen.contains(&(f.to_string(), fig.to_string())))
-        .map(|(f, fig, _)| format!("{f}: \"{fig}\""))
-        .collect();
-    assert!(
-        unused.is_empty(),
-        "settings no code types any more:\n{}",
-        unused.join("\n")
+    assert_no_typed_figure(
+        &typed,
+        CODE_FIGURES,
+        &seen,
+        "figures typed into strings of the code (take them from the run, or list the setting with its reason)",
     );
 }
 

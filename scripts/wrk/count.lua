@@ -1,27 +1,15 @@
--- wrk script for scripts/flood: POST /deduct/<strategy> for one product, each request
--- with a request_id of its own (<prefix>-<thread>-<n>), and the answers counted by
--- status. A client that never backs off: a 429 is followed at once by the next request.
--- Arguments after `--`: strategy, product id, id prefix. Prints "status CODE COUNT"
--- lines at the end, summed over the threads.
-local threads = {}
+-- wrk script for scripts/flood: scripts/wrk/deduct.lua's requests (one product, each
+-- request with a request_id of its own), and the answers counted by status. A client
+-- that never backs off: a 429 is followed at once by the next request. Arguments
+-- after `--`: strategy, product id, id prefix. Prints "status CODE COUNT" lines at
+-- the end, summed over the threads. Run from the repository's root.
+dofile("scripts/wrk/deduct.lua")
 
-function setup(thread)
-  thread:set("tid", #threads + 1)
-  table.insert(threads, thread)
-end
+local deduct_init = init
 
 function init(args)
-  strategy = args[1] or "atomic-sql"
-  product = args[2] or "1"
-  prefix = args[3] or "flood"
-  counter = 0
+  deduct_init(args)
   codes = {}
-end
-
-function request()
-  counter = counter + 1
-  local body = string.format('{"product_id": %s, "request_id": "%s-%d-%d"}', product, prefix, tid, counter)
-  return wrk.format("POST", "/deduct/" .. strategy, {["Content-Type"] = "application/json"}, body)
 end
 
 function response(status, headers, body)

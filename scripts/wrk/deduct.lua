@@ -1,7 +1,8 @@
 -- wrk script for scripts/flash-wrk: POST /deduct/<strategy> for one product, every
 -- request with a request_id of its own (<prefix>-<thread>-<n>), so no request is a
 -- retry of another. Arguments after `--`: strategy, product id, id prefix.
-local threads = {}
+-- The threads, for a script that builds on this one (scripts/wrk/count.lua).
+threads = {}
 
 function setup(thread)
   thread:set("tid", #threads + 1)
