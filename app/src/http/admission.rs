@@ -152,9 +152,15 @@ impl Admission {
         }
     }
 
-    /// How long a refusal waits before it is answered.
+    /// How long this refusal waits before it is answered: the hold, jittered to
+    /// between half and one and a half of it. Without the jitter a flood's refused
+    /// connections, all refused in the same instant, would all come back in the same
+    /// instant, a herd that arrives in step every hold.
     pub fn reject_hold(&self) -> std::time::Duration {
-        self.reject_hold
+        if self.reject_hold.is_zero() {
+            return self.reject_hold;
+        }
+        self.reject_hold.mul_f64(rand::random_range(0.5..1.5))
     }
 
     /// The current limit (`None`: unlimited).

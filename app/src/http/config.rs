@@ -41,7 +41,7 @@ pub struct Settings {
     pub workers: Option<usize>,
 
     /// Admission limit: at most this many deductions in flight on this instance; past
-    /// it a deduction is answered 429 `overloaded` with Retry-After at once, nothing
+    /// it a deduction is answered 429 `overloaded` (after --reject-hold-ms), nothing
     /// queued. 0: no limit. With --adaptive-limit, the adaptive limit's ceiling.
     #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = 0)]
     pub max_in_flight: usize,
@@ -52,10 +52,13 @@ pub struct Settings {
     #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
     pub adaptive_limit: bool,
 
-    /// How long a deduction refused by the admission limit waits before its 429 is
-    /// sent, in milliseconds. A client that does not back off then sends its next
-    /// request that much later: the flood of refusals costs a timer each, not the
-    /// CPU the admitted deductions need. 0: answered at once.
+    /// How long a deduction refused by the admission limit is held before its 429 is
+    /// sent, in milliseconds (each hold jittered to between half and one and a half of
+    /// it). A client that does not back off then sends its next request that much
+    /// later: a flood of refusals costs a timer each, not the CPU the admitted
+    /// deductions need. The hold counts towards the answer's Retry-After (a second).
+    /// Refusals of a product known sold out past its at-once pace are held so too.
+    /// 0: answered at once.
     #[arg(long, env = "REJECT_HOLD_MS", default_value_t = 0)]
     pub reject_hold_ms: u64,
 

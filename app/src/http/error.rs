@@ -52,7 +52,11 @@ pub enum AppError {
     #[error(
         "{limit} deductions in flight here, the admission limit; nothing was done, retry later"
     )]
-    Overloaded { limit: usize },
+    Overloaded {
+        limit: usize,
+        /// How long the refusal was held before it was answered (`--reject-hold-ms`).
+        held: std::time::Duration,
+    },
     /// 405 for a known path with another method.
     #[error("{method} is not allowed here; use {allowed}")]
     MethodNotAllowed {
@@ -225,6 +229,12 @@ impl ResponseError for ApiError {
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self.error, AppError::Unauthorized) {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
+        }
+        // A refusal asks for one second; what it was held on its timer counts towards
+        // it (a held 429 after a second or more says retry now: the wait was served).
+        if let AppError::Overloaded { held, .. } = &self.error {
+            let left = std::time::Duration::from_secs(1).saturating_sub(*held);
+            response.insert_header((header::RETRY_AFTER, left.as_millis().div_ceil(1000) as u64));
         }
         let mut response = response.json(ErrorBody {
             error: self.error.code(),

@@ -33,6 +33,8 @@
 //! - `stock_locks_db_pool_connections{state}` (`in_use`, `idle`) and
 //!   `stock_locks_db_pool_max_connections`: the database pool at the scrape; a pool
 //!   whose connections are all in use makes requests wait for one.
+//! - `stock_locks_admission{value}` (`limit`, `in_flight`): the admission limit at the
+//!   scrape (the adaptive one moves; absent with no limit) and the deductions in flight.
 //!
 //! A strategy may register metrics of its own at start (`Strategy::start`: a lock's
 //! renewals and losses, a backlog of sales not yet in the database) and update them
@@ -48,6 +50,8 @@ use std::time::Duration;
 pub struct Scrape {
     /// The pool's size, idle connections and maximum.
     pub pool: (u32, usize, u32),
+    /// The admission limit (`None`: no limit) and the deductions in flight.
+    pub admission: (Option<usize>, usize),
 }
 
 /// The service's metrics and the registry they are exposed from.
@@ -62,6 +66,7 @@ pub struct Metrics {
     batch_size: HistogramVec,
     pool: prometheus::IntGaugeVec,
     pool_max: prometheus::IntGauge,
+    admission: prometheus::IntGaugeVec,
 }
 
 /// Upper bounds of the duration histogram, in seconds: from a cache-hot 0.5 ms sale to
@@ -152,8 +157,17 @@ impl Metrics {
             "The most connections the database pool opens (--db-pool-size).",
         )
         .expect("a valid metric");
+        let admission = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "stock_locks_admission",
+                "The admission limit at the scrape (`limit`, absent without one) and the deductions in flight (`in_flight`).",
+            ),
+            &["value"],
+        )
+        .expect("a valid metric");
         for metric in [
             Box::new(pool.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(admission.clone()),
             Box::new(pool_max.clone()),
             Box::new(phases.clone()),
             Box::new(pool_wait.clone()),
@@ -173,6 +187,7 @@ impl Metrics {
             registry,
             deductions,
             sold_out_fast,
+            admission,
             duration,
             phases,
             pool_wait,
@@ -250,6 +265,15 @@ impl Metrics {
             .set(i64::from(size) - idle as i64);
         self.pool.with_label_values(&["idle"]).set(idle as i64);
         self.pool_max.set(i64::from(max));
+        let (limit, in_flight) = now.admission;
+        if let Some(limit) = limit {
+            self.admission
+                .with_label_values(&["limit"])
+                .set(limit as i64);
+        }
+        self.admission
+            .with_label_values(&["in_flight"])
+            .set(in_flight as i64);
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)

@@ -7,7 +7,7 @@ use crate::http::hooks::{self, Setting};
 use crate::http::phases::RequestProbe;
 use crate::http::state::AppState;
 use crate::http::strict_json::{DUPLICATE_KEY, StrictValue, clip, clip_to};
-use crate::http::{ready, stock};
+use crate::http::{ready, sold_out, stock};
 use crate::strategies::{Deduction, idempotency};
 use actix_web::body::MessageBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
@@ -182,11 +182,14 @@ pub async fn request_context(
     if let Ok(value) = HeaderValue::from_str(&answered) {
         res.headers_mut().insert(X_REQUEST_ID, value);
     }
+    // One second, unless the answer says otherwise (a refusal held on a timer has
+    // served part of that wait already).
     if matches!(
         res.status(),
         actix_web::http::StatusCode::SERVICE_UNAVAILABLE
             | actix_web::http::StatusCode::TOO_MANY_REQUESTS
-    ) {
+    ) && !res.headers().contains_key(header::RETRY_AFTER)
+    {
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
@@ -627,26 +630,60 @@ async fn deduct(
         state.metrics.deduction(served, e.code(), started.elapsed());
         ApiError::new(e, id.0.clone())
     })?;
+    let products = order.items.iter().map(|item| item.product_id);
+    // A product known sold out here is refused without the strategy; after its mark
+    // expired one request looks again while the others wait for what it finds.
+    let mut _looking = None;
+    let known_sold_out = match knobs.mistake {
+        Some(_) => None,
+        None => match state.sold_out.lookup(served, products.clone()) {
+            sold_out::Lookup::Unknown => None,
+            sold_out::Lookup::Known(known) => Some(known),
+            sold_out::Lookup::LookAgain(looking) => {
+                _looking = Some(looking);
+                None
+            }
+            // No timeout of its own: the request looking again ends within the
+            // service's own timeouts (the pool's, the lock's), and a waiter that gave
+            // up would run the strategy with the rest of the flood behind it.
+            sold_out::Lookup::Wait(mut looking) => {
+                let _ = looking.changed().await;
+                state.sold_out.after_wait(served, products)
+            }
+        },
+    };
     // Past the admission limit: refused before any backend or lock is touched, after
     // the hold (`--reject-hold-ms`): a client that does not back off waits it out, so a
-    // flood of refusals costs timers, not the admitted deductions' CPU.
-    let _admitted = match state.admission.try_enter() {
-        Ok(permit) => permit,
-        Err(refused) => {
-            let hold = state.admission.reject_hold();
-            if !hold.is_zero() {
-                actix_web::rt::time::sleep(hold).await;
+    // flood of refusals costs timers, not the admitted deductions' CPU. A product known
+    // sold out is answered without the strategy, so it takes no place in the limit.
+    let _admitted = match known_sold_out {
+        // Past the product's at-once pace: the refusal waits out the hold first.
+        Some(known) => {
+            let held = state.admission.reject_hold();
+            if known.hold && !held.is_zero() {
+                actix_web::rt::time::sleep(held).await;
             }
-            state
-                .metrics
-                .deduction(served, "overloaded", started.elapsed());
-            return Err(ApiError::new(
-                AppError::Overloaded {
-                    limit: refused.limit,
-                },
-                order.request_id.clone(),
-            ));
+            None
         }
+        None => match state.admission.try_enter() {
+            Ok(permit) => Some(permit),
+            Err(refused) => {
+                let held = state.admission.reject_hold();
+                if !held.is_zero() {
+                    actix_web::rt::time::sleep(held).await;
+                }
+                state
+                    .metrics
+                    .deduction(served, "overloaded", started.elapsed());
+                return Err(ApiError::new(
+                    AppError::Overloaded {
+                        limit: refused.limit,
+                        held,
+                    },
+                    order.request_id.clone(),
+                ));
+            }
+        },
     };
     // The request's span (the middleware's): this deduction's fields go on it.
     let span = tracing::Span::current();
@@ -669,17 +706,12 @@ async fn deduct(
     };
     // A twin of this request id in flight here: wait for it (then `orders` answers).
     let _entered = state.in_flight.enter(&order.request_id).await;
-    let products = order.items.iter().map(|item| item.product_id);
-    let known_sold_out = match knobs.mistake {
-        None => state.sold_out.known(served, products),
-        Some(_) => None,
-    };
     // When the evidence of a refusal was read: a sold-out mark lasts from there.
     let mut evidence_at = started;
     let result = match knobs.mistake.as_deref() {
         // Known sold out here: refused without running the strategy (one read of
-        // `orders`, for a retry of an earlier success).
-        None if let Some(product_id) = known_sold_out => {
+        // `orders`, for a retry of an earlier success, on the fast path's own pool).
+        None if let Some(sold_out::Known { product_id, .. }) = known_sold_out => {
             let requested = order
                 .items
                 .iter()
@@ -691,7 +723,7 @@ async fn deduct(
                 requested: requested.into(),
                 available: Some(0),
             };
-            idempotency::after_refusal(&d, sold_out).await
+            idempotency::after_refusal_on(&state.sold_out_reads, &d, sold_out).await
         }
         // The strategy runs; a refusal asks `orders` once (`idempotency::once`, in two
         // steps here to note when its evidence was read, for the sold-out mark).
@@ -781,6 +813,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
             state.pool.num_idle(),
             state.settings.db_pool_size,
         ),
+        admission: (state.admission.limit(), state.admission.in_flight()),
     };
     HttpResponse::Ok()
         .content_type(prometheus::TEXT_FORMAT)

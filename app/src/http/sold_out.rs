@@ -5,9 +5,12 @@
 //!
 //! # What it still reads
 //! The refusal still asks `orders` once, by primary key, as every refusal does
-//! ([`crate::strategies::idempotency::after_refusal`]): a retry of a request that
+//! ([`crate::strategies::idempotency::after_refusal_on`]): a retry of a request that
 //! succeeded before the stock ran out must get its stored answer, not "sold out" (a
-//! buyer whose answer was lost in the rush would be told they bought nothing).
+//! buyer whose answer was lost in the rush would be told they bought nothing). It asks
+//! on a small pool of its own ([`crate::http::state::SOLD_OUT_POOL_SIZE`]), so a flood
+//! of such refusals waits there, not for the connections other products' sales need.
+//! A known sold-out product takes no place in the admission limit.
 //!
 //! # Why it never refuses a unit that is there
 //! A mark is evidence with an expiry: a strategy's own refusal that saw **0 left**
@@ -23,18 +26,99 @@
 //! shared store: the cost is a restock that takes `T` longer, and one real refusal per
 //! product, strategy and instance every `T` (which renews the mark).
 //!
+//! # When a mark expires
+//! The first request to find it expired runs the strategy again; the others wait for
+//! it ([`Lookup::Wait`]) and then look at the mark once more. Without that, a flood's
+//! requests would all run the strategy at once, queue behind each other for the
+//! product's row, and by the time their refusals came back their evidence would be
+//! older than a mark lasts: every mark expired on arrival, nothing ever answered from
+//! the fast path. A waiter is answered from a mark valid when it looks, as any request
+//! is, so the argument above holds.
+//!
+//! # What a flood of it costs
+//! A buyer who is told "sold out" and sends again at once gets the next answer as fast
+//! as the last: a flood of them would take the CPU the other products' sales need.
+//! Up to [`AT_ONCE_PER_SECOND`] refusals of one product are answered at once; past
+//! that pace they are held on the admission's reject timer first (`--reject-hold-ms`),
+//! and the refusal's read runs on a small pool of its own.
+//!
 //! Marks are per strategy and product: each strategy's view of the stock is its own
 //! (a row, split buckets, a counter in Redis).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
-/// This instance's marks: (strategy, product) → valid until.
+/// Fast-path refusals of one product (per strategy) answered at once, per second; past
+/// that rate they are held on the admission's reject timer first (`--reject-hold-ms`),
+/// so a flood of buyers of a sold-out product, who send again the moment they are
+/// refused, pays in its own time instead of the CPU the other products' sales need.
+/// Alibaba Sentinel's hot-parameter limiting, with the product as the parameter.
+pub const AT_ONCE_PER_SECOND: f64 = 200.0;
+
+/// How many at-once answers may come in one burst (a tenth of a second's worth).
+const AT_ONCE_BURST: f64 = AT_ONCE_PER_SECOND / 10.0;
+
+/// One product's mark, its pace of at-once answers (a token bucket), and the request
+/// that is running the strategy again after the mark expired, if one is.
+#[derive(Debug)]
+struct Mark {
+    until: Instant,
+    tokens: f64,
+    refilled: Instant,
+    /// Closed when that request is done (its refusal renews the mark).
+    looking: Option<watch::Receiver<()>>,
+}
+
+/// What this instance knows of an order's products.
+#[derive(Debug)]
+pub enum Lookup<'a> {
+    /// Nothing marked: run the strategy.
+    Unknown,
+    /// Known sold out now.
+    Known(Known),
+    /// A mark expired and no request is looking again: this one runs the strategy
+    /// (its refusal renews the mark); the others wait for it, see [`Looking`].
+    LookAgain(Looking<'a>),
+    /// A mark expired and another request is running the strategy again: wait for it
+    /// ([`SoldOut::after_wait`]).
+    Wait(watch::Receiver<()>),
+}
+
+/// The one request that runs the strategy again for an expired mark. Dropping it
+/// (after its refusal has renewed the mark, or its sale) lets the waiters look.
+#[derive(Debug)]
+pub struct Looking<'a> {
+    sold_out: &'a SoldOut,
+    key: (&'static str, i64),
+    _done: watch::Sender<()>,
+}
+
+impl Drop for Looking<'_> {
+    fn drop(&mut self) {
+        let mut marks = self.sold_out.marks.lock().expect("sold-out marks poisoned");
+        if let Some(mark) = marks.get_mut(&self.key) {
+            mark.looking = None;
+        }
+        // `_done` drops after this: every waiter's `changed()` returns.
+    }
+}
+
+/// A product this instance knows sold out, and whether its refusal is answered at once
+/// or held first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known {
+    pub product_id: i64,
+    /// Past [`AT_ONCE_PER_SECOND`] for this product: hold the refusal first.
+    pub hold: bool,
+}
+
+/// This instance's marks: (strategy, product) → valid until, and their pace.
 #[derive(Debug)]
 pub struct SoldOut {
     ttl: Duration,
-    marks: Mutex<HashMap<(&'static str, i64), Instant>>,
+    marks: Mutex<HashMap<(&'static str, i64), Mark>>,
 }
 
 impl SoldOut {
@@ -55,27 +139,81 @@ impl SoldOut {
         self.ttl
     }
 
-    /// The first of `products` known sold out for `strategy` now, if any.
-    pub fn known(
+    /// What is known of `products` for `strategy` now: the first one known sold out
+    /// (and whether its refusal is past the product's at-once pace); else the first
+    /// whose mark expired, to look at again (one request at a time: a flood's requests
+    /// do not all run the strategy at once, queueing behind each other until the
+    /// evidence of every refusal is older than a mark lasts); else nothing.
+    pub fn lookup(
+        &self,
+        strategy: &'static str,
+        products: impl IntoIterator<Item = i64> + Clone,
+    ) -> Lookup<'_> {
+        if let Some(known) = self.known(strategy, products.clone()) {
+            return Lookup::Known(known);
+        }
+        if !self.enabled() {
+            return Lookup::Unknown;
+        }
+        let mut marks = self.marks.lock().expect("sold-out marks poisoned");
+        for product_id in products {
+            let key = (strategy, product_id);
+            let Some(mark) = marks.get_mut(&key) else {
+                continue;
+            };
+            return match &mark.looking {
+                Some(looking) => Lookup::Wait(looking.clone()),
+                None => {
+                    let (done, looking) = watch::channel(());
+                    mark.looking = Some(looking);
+                    Lookup::LookAgain(Looking {
+                        sold_out: self,
+                        key,
+                        _done: done,
+                    })
+                }
+            };
+        }
+        Lookup::Unknown
+    }
+
+    /// After waiting for the request that looked again: known sold out now, or not.
+    pub fn after_wait(
         &self,
         strategy: &'static str,
         products: impl IntoIterator<Item = i64>,
-    ) -> Option<i64> {
+    ) -> Option<Known> {
+        self.known(strategy, products)
+    }
+
+    /// The first of `products` known sold out for `strategy` now, if any, and whether
+    /// its refusal is past the product's at-once pace.
+    fn known(
+        &self,
+        strategy: &'static str,
+        products: impl IntoIterator<Item = i64>,
+    ) -> Option<Known> {
         if !self.enabled() {
             return None;
         }
         let now = Instant::now();
         let mut marks = self.marks.lock().expect("sold-out marks poisoned");
-        products
-            .into_iter()
-            .find(|product| match marks.get(&(strategy, *product)) {
-                Some(until) if *until > now => true,
-                Some(_) => {
-                    marks.remove(&(strategy, *product));
-                    false
-                }
-                None => false,
-            })
+        products.into_iter().find_map(|product_id| {
+            // An expired mark is kept (with its pace) until a restock: the strategy
+            // runs again, and its refusal renews it.
+            let mark = marks.get_mut(&(strategy, product_id))?;
+            if mark.until <= now {
+                return None;
+            }
+            let refill = now.duration_since(mark.refilled).as_secs_f64() * AT_ONCE_PER_SECOND;
+            mark.tokens = (mark.tokens + refill).min(AT_ONCE_BURST);
+            mark.refilled = now;
+            let hold = mark.tokens < 1.0;
+            if !hold {
+                mark.tokens -= 1.0;
+            }
+            Some(Known { product_id, hold })
+        })
     }
 
     /// `strategy` refused `product` with 0 left, read no earlier than `read`: marked
@@ -84,8 +222,13 @@ impl SoldOut {
         if self.enabled() {
             let until = read + self.ttl;
             let mut marks = self.marks.lock().expect("sold-out marks poisoned");
-            let entry = marks.entry((strategy, product)).or_insert(until);
-            *entry = (*entry).max(until);
+            let mark = marks.entry((strategy, product)).or_insert(Mark {
+                until,
+                tokens: AT_ONCE_BURST,
+                refilled: Instant::now(),
+                looking: None,
+            });
+            mark.until = mark.until.max(until);
         }
     }
 
@@ -106,13 +249,67 @@ mod tests {
         let sold_out = SoldOut::new(Duration::from_millis(50));
         let started = Instant::now();
         sold_out.mark("atomic-sql", 7, started);
-        assert_eq!(sold_out.known("atomic-sql", [3, 7]), Some(7));
+        assert_eq!(
+            sold_out.known("atomic-sql", [3, 7]).map(|k| k.product_id),
+            Some(7)
+        );
         assert_eq!(sold_out.known("pessimistic", [7]), None, "per strategy");
         sold_out.restocked(7);
         assert_eq!(sold_out.known("atomic-sql", [7]), None);
         sold_out.mark("atomic-sql", 7, started);
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(sold_out.known("atomic-sql", [7]), None, "expired");
+    }
+
+    /// Past its at-once burst, a product's refusals are held, and the pace refills.
+    #[test]
+    fn past_the_pace_a_refusal_is_held() {
+        let sold_out = SoldOut::new(Duration::from_secs(10));
+        sold_out.mark("atomic-sql", 7, Instant::now());
+        let holds: Vec<bool> = (0..AT_ONCE_BURST as usize + 5)
+            .map(|_| sold_out.known("atomic-sql", [7]).unwrap().hold)
+            .collect();
+        assert_eq!(
+            holds.iter().filter(|h| !**h).count(),
+            AT_ONCE_BURST as usize
+        );
+        assert!(holds.last().unwrap());
+        sold_out.mark("atomic-sql", 8, Instant::now());
+        assert!(
+            !sold_out.known("atomic-sql", [8]).unwrap().hold,
+            "per product"
+        );
+        std::thread::sleep(Duration::from_secs_f64(2.0 / AT_ONCE_PER_SECOND));
+        assert!(!sold_out.known("atomic-sql", [7]).unwrap().hold, "refilled");
+    }
+
+    /// An expired mark is looked at again by one request at a time: the next waits,
+    /// and is let go when the first is done.
+    #[test]
+    fn one_request_at_a_time_looks_again_at_an_expired_mark() {
+        let sold_out = SoldOut::new(Duration::from_millis(20));
+        sold_out.mark("atomic-sql", 7, Instant::now());
+        assert!(matches!(
+            sold_out.lookup("atomic-sql", [7]),
+            Lookup::Known(_)
+        ));
+        std::thread::sleep(Duration::from_millis(30));
+        let Lookup::LookAgain(looking) = sold_out.lookup("atomic-sql", [7]) else {
+            panic!("the first request after expiry looks again");
+        };
+        let Lookup::Wait(waiting) = sold_out.lookup("atomic-sql", [7]) else {
+            panic!("the next one waits");
+        };
+        assert!(matches!(
+            sold_out.lookup("atomic-sql", [8]),
+            Lookup::Unknown
+        ));
+        assert!(matches!(waiting.has_changed(), Ok(false)), "still looking");
+        // The one looking found it sold out again: the mark is renewed, then it is done.
+        sold_out.mark("atomic-sql", 7, Instant::now());
+        drop(looking);
+        assert!(waiting.has_changed().is_err(), "the waiter is let go");
+        assert!(sold_out.after_wait("atomic-sql", [7]).is_some());
     }
 
     #[test]

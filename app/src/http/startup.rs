@@ -80,6 +80,10 @@ impl Application {
                 .context("READ_REPLICA_URL")?,
             None => pool.clone(),
         };
+        let sold_out_reads = MySqlPoolOptions::new()
+            .max_connections(crate::http::state::SOLD_OUT_POOL_SIZE)
+            .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+            .connect_lazy_with((*pool.connect_options()).clone());
         let listener = TcpListener::bind(&settings.bind)
             .with_context(|| format!("binding {}", settings.bind))?;
         let port = listener.local_addr()?.port();
@@ -94,6 +98,7 @@ impl Application {
             ),
             pool,
             reads,
+            sold_out_reads,
             in_flight: InFlight::default(),
             admission: crate::http::admission::Admission::new(
                 settings.max_in_flight,
@@ -165,6 +170,7 @@ impl Application {
         }
         self.state.pool.close().await;
         self.state.reads.close().await;
+        self.state.sold_out_reads.close().await;
         result
     }
 }

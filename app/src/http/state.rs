@@ -8,6 +8,10 @@ use crate::strategies::Strategies;
 use sqlx::MySqlPool;
 use std::sync::Arc;
 
+/// Connections of [`AppState::sold_out_reads`]: each read is one primary-key lookup,
+/// so two keep up with a flood's refusals while the rest of the pool sells.
+pub const SOLD_OUT_POOL_SIZE: u32 = 2;
+
 /// What every handler shares. Built once, **outside** `HttpServer::new`'s factory:
 /// the factory runs once per worker thread, and anything created inside it (a mutex
 /// map, a cache) would exist once per worker instead of once per process.
@@ -15,6 +19,10 @@ pub struct AppState {
     pub pool: MySqlPool,
     /// Where plain reads go: the read replica (`--read-replica-url`), else `pool`.
     pub reads: MySqlPool,
+    /// The sold-out fast path's own small pool ([`SOLD_OUT_POOL_SIZE`] connections) for
+    /// its one read of `orders`: a flood of buyers of a sold-out product waits here,
+    /// never for the connections the deductions of other products need.
+    pub sold_out_reads: MySqlPool,
     pub settings: Settings,
     pub strategies: Strategies,
     pub in_flight: InFlight,

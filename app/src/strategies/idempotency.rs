@@ -38,25 +38,59 @@ pub async fn after_refusal(
     d: &Deduction<'_>,
     refusal: DeductError,
 ) -> Result<Deducted, DeductError> {
+    after_refusal_on(d.pool, d, refusal).await
+}
+
+/// [`after_refusal`] on `pool`: the sold-out fast path reads on a small pool of its
+/// own, so that a flood of buyers of a sold-out product cannot take the connections
+/// the other products' deductions need. A refusal that already says what is left
+/// (`available: Some(_)`) reads `orders` only.
+pub async fn after_refusal_on(
+    pool: &sqlx::MySqlPool,
+    d: &Deduction<'_>,
+    refusal: DeductError,
+) -> Result<Deducted, DeductError> {
+    // What is left is read only when the refusal does not say it already.
     let product_id = match &refusal {
-        DeductError::InsufficientStock { product_id, .. } => *product_id,
-        _ => 0, // no product: the stock column stays NULL
+        DeductError::InsufficientStock {
+            product_id,
+            available: None,
+            ..
+        } => Some(*product_id),
+        _ => None,
     };
     // `ascii_bin` columns and MariaDB's JSON come back flagged as binary, which sqlx
     // will not decode into a String: CAST(... AS CHAR) makes them text again.
     let (available, request_hash, response): (Option<i32>, Option<String>, Option<String>) =
-        sqlx::query_as(
-            r#"
-            SELECT (SELECT quantity FROM stock WHERE product_id = ?),
-                   (SELECT CAST(request_hash AS CHAR) FROM orders WHERE request_id = ?),
-                   (SELECT CAST(response AS CHAR) FROM orders WHERE request_id = ?)
-            "#,
-        )
-        .bind(product_id)
-        .bind(&d.order.request_id)
-        .bind(&d.order.request_id)
-        .fetch_one(d.pool)
-        .await?;
+        match product_id {
+            Some(product_id) => {
+                sqlx::query_as(
+                    r#"
+                    SELECT (SELECT quantity FROM stock WHERE product_id = ?),
+                           (SELECT CAST(request_hash AS CHAR) FROM orders WHERE request_id = ?),
+                           (SELECT CAST(response AS CHAR) FROM orders WHERE request_id = ?)
+                    "#,
+                )
+                .bind(product_id)
+                .bind(&d.order.request_id)
+                .bind(&d.order.request_id)
+                .fetch_one(pool)
+                .await?
+            }
+            None => {
+                let stored: Option<(String, String)> = sqlx::query_as(
+                    r#"
+                    SELECT CAST(request_hash AS CHAR), CAST(response AS CHAR)
+                      FROM orders WHERE request_id = ?
+                    "#,
+                )
+                .bind(&d.order.request_id)
+                .fetch_optional(pool)
+                .await?;
+                let (hash, response) = stored.unzip();
+                (None, hash, response)
+            }
+        };
     if let (Some(request_hash), Some(response)) = (request_hash, response) {
         if request_hash != d.fingerprint {
             return Err(DeductError::RequestIdReused(d.order.request_id.clone()));
