@@ -1,8 +1,9 @@
 //! Admission control: how many deductions an instance works on at once. Past the
-//! limit a deduction is answered `429 overloaded` with `Retry-After` at once, before it
+//! limit a deduction is answered `429 overloaded` with `Retry-After`, before it
 //! touches the database, Redis or a lock, instead of waiting in a queue that only
 //! grows: under a flash sale past capacity the instance keeps answering the buyers it
-//! admitted at the latency of its capacity, and tells the others to come back.
+//! admitted at the latency of its capacity, and tells the others to come back. It is
+//! answered at once, or after a hold spent in a bounded line (below).
 //!
 //! Two limits (`--max-in-flight`, `--adaptive-limit`):
 //! - **fixed**: at most N deductions in flight;
@@ -14,11 +15,26 @@
 //!   the limit is in use (an idle service does not learn a huge limit), and it stays
 //!   within `[min, max]`. With the fixed limit it also caps the adaptive one.
 //!
+//! # A flood that does not back off
+//! A refusal answered at once is the cheapest thing the instance does, but a client
+//! that does not back off (a buyer pressing "buy" again, a bot, `wrk`) sends its next
+//! request the moment the 429 arrives: tens of thousands of refusals a second, and the
+//! admitted deductions starve for CPU. With `--reject-hold-ms` a deduction past the
+//! limit waits in line for up to its hold ([`Admission::enter`]) before it is refused,
+//! so such a client waits in its own time; the hold grows while many are held, so the
+//! refusals answered per second stay under [`REFUSALS_PER_SECOND`] however many
+//! connections flood. A place that frees goes to the oldest in line: without the line,
+//! the connection that freed it would send again at once and take it back before any
+//! held request returned, and the first connections admitted would keep the places.
+//! `./scripts/flood` measures it.
+//!
 //! `/health`, `/ready`, `/metrics` and the admin routes are never limited.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// The adaptive limit's parameters: Gradient2's defaults (initial 20, min 20,
 /// smoothing 0.2, tolerance 1.5, long window 600 samples, queue allowance 4), with the
@@ -109,7 +125,40 @@ enum Limit {
 pub struct Admission {
     limit: Limit,
     in_flight: AtomicUsize,
-    reject_hold: std::time::Duration,
+    reject_hold: Duration,
+    /// Refusals on their timer now.
+    held: AtomicUsize,
+    /// With a hold: the refused deductions waiting for a place, oldest first. A place
+    /// that frees goes to the oldest, not to whoever asks next.
+    waiting: Mutex<VecDeque<oneshot::Sender<()>>>,
+}
+
+/// Refusals answered per second, at most, while many are held at once
+/// ([`Admission::hold_refusal`]).
+pub const REFUSALS_PER_SECOND: f64 = 500.0;
+
+/// The longest a paced hold gets, in multiples of `--reject-hold-ms`: a client's own
+/// timeout (`wrk`'s, a browser's) must stay above it.
+pub const LONGEST_HOLD: f64 = 4.0;
+
+/// One refusal counted as held while it lives.
+struct Held<'a> {
+    count: &'a AtomicUsize,
+    /// Held at once, this one included, when it began.
+    now: usize,
+}
+
+impl<'a> Held<'a> {
+    fn enter(count: &'a AtomicUsize) -> Held<'a> {
+        let now = count.fetch_add(1, Ordering::AcqRel) + 1;
+        Held { count, now }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One admitted deduction; dropping it lets the next in (and, with the adaptive
@@ -119,10 +168,11 @@ pub struct Permit<'a> {
     started: Instant,
 }
 
-/// A deduction turned away: the limit at that moment.
+/// A deduction turned away: the limit at that moment, and how long it was held.
 #[derive(Debug, Clone, Copy)]
 pub struct Refused {
     pub limit: usize,
+    pub held: Duration,
 }
 
 impl Admission {
@@ -140,27 +190,100 @@ impl Admission {
         Admission {
             limit,
             in_flight: AtomicUsize::new(0),
-            reject_hold: std::time::Duration::ZERO,
+            reject_hold: Duration::ZERO,
+            held: AtomicUsize::new(0),
+            waiting: Mutex::new(VecDeque::new()),
         }
     }
 
-    /// Refusals wait this long before they are answered (`--reject-hold-ms`).
-    pub fn with_reject_hold(self, hold: std::time::Duration) -> Admission {
+    /// Deductions past the limit wait in line this long (jittered, paced) before they
+    /// are refused (`--reject-hold-ms`).
+    pub fn with_reject_hold(self, hold: Duration) -> Admission {
         Admission {
             reject_hold: hold,
             ..self
         }
     }
 
-    /// How long this refusal waits before it is answered: the hold, jittered to
-    /// between half and one and a half of it. Without the jitter a flood's refused
-    /// connections, all refused in the same instant, would all come back in the same
-    /// instant, a herd that arrives in step every hold.
-    pub fn reject_hold(&self) -> std::time::Duration {
+    /// How long to hold a refusal, `held_now` being held at once (this one included):
+    /// `--reject-hold-ms`, or longer while many are held: as long as it takes to
+    /// answer those at [`REFUSALS_PER_SECOND`] (at most [`LONGEST_HOLD`] times the
+    /// hold). A client that does not back off resends the moment it is answered, so
+    /// the refusals a flood costs per second are what the instance answers per second:
+    /// with the rate capped, a flood of ten times the connections costs no more CPU,
+    /// its clients only wait longer. Jittered to between half and one and a half of
+    /// it: without that, a flood's connections, refused in the same instant, would all
+    /// come back in the same instant, a herd arriving in step.
+    fn hold_for(&self, held_now: usize) -> Duration {
+        let base = self.reject_hold.as_secs_f64();
+        let paced = (held_now as f64 / REFUSALS_PER_SECOND).clamp(base, base * LONGEST_HOLD);
+        Duration::from_secs_f64(paced * rand::random_range(0.5..1.5))
+    }
+
+    /// Holds one refusal on its timer ([`Admission::hold_for`]) and says how long it
+    /// held it; zero without a hold. For a refusal that no place can turn into a sale
+    /// (a product known sold out); a deduction past the limit waits in
+    /// [`Admission::enter`] instead.
+    ///
+    /// Cancellation safe: a refusal whose client went away stops counting as held.
+    pub async fn hold_refusal(&self) -> Duration {
         if self.reject_hold.is_zero() {
-            return self.reject_hold;
+            return Duration::ZERO;
         }
-        self.reject_hold.mul_f64(rand::random_range(0.5..1.5))
+        let held = Held::enter(&self.held);
+        let hold = self.hold_for(held.now);
+        tokio::time::sleep(hold).await;
+        hold
+    }
+
+    /// Admits one deduction. Past the limit: refused at once without a hold; with
+    /// one, it waits its hold in line for a place: a place that frees meanwhile goes to
+    /// the oldest in line (so a client that sends again the moment it is answered does
+    /// not keep the place it just freed ahead of those already waiting), and one still
+    /// waiting when its hold ends is refused.
+    ///
+    /// Cancellation safe: a deduction whose client went away leaves the line, and a
+    /// place handed to it as it left is passed on or given back.
+    pub async fn enter(&self) -> Result<Permit<'_>, Refused> {
+        let refused = match self.try_enter() {
+            Ok(permit) => return Ok(permit),
+            Err(refused) if self.reject_hold.is_zero() => return Err(refused),
+            Err(refused) => refused,
+        };
+        let held = Held::enter(&self.held);
+        let hold = self.hold_for(held.now);
+        let (place, mut handed) = oneshot::channel();
+        {
+            let mut waiting = self.waiting.lock().expect("line poisoned");
+            // A place freed since, with nobody in line: take it. (Under the lock: a
+            // place that frees is either seen here or handed to this one.)
+            if waiting.is_empty()
+                && let Ok(permit) = self.try_enter()
+            {
+                return Ok(permit);
+            }
+            waiting.push_back(place);
+        }
+        let handed = Handed(&mut handed, self);
+        match tokio::time::timeout(hold, &mut *handed.0).await {
+            Ok(Ok(())) => Ok(handed.admitted()),
+            _ => {
+                // Handed a place just as the hold ended: it is this one's.
+                handed.0.close();
+                match handed.0.try_recv() {
+                    Ok(()) => Ok(handed.admitted()),
+                    Err(_) => Err(Refused {
+                        limit: refused.limit,
+                        held: hold,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Refusals on their timer now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
     }
 
     /// The current limit (`None`: unlimited).
@@ -178,14 +301,17 @@ impl Admission {
     }
 
     /// Admits one deduction, or refuses it at once when the limit is reached.
-    pub fn try_enter(&self) -> Result<Permit<'_>, Refused> {
+    fn try_enter(&self) -> Result<Permit<'_>, Refused> {
         let limit = self.limit();
         let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
         if let Some(limit) = limit
             && before >= limit
         {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return Err(Refused { limit });
+            return Err(Refused {
+                limit,
+                held: Duration::ZERO,
+            });
         }
         Ok(Permit {
             admission: self,
@@ -194,10 +320,61 @@ impl Admission {
     }
 }
 
+/// A place in line ([`Admission::enter`]): dropped before it was admitted (its client
+/// went away), a place handed to it goes to the next in line.
+struct Handed<'r, 'a>(&'r mut oneshot::Receiver<()>, &'a Admission);
+
+impl<'a> Handed<'_, 'a> {
+    /// The place handed over: a permit of this one's (the count in flight did not
+    /// change when it was handed).
+    fn admitted(self) -> Permit<'a> {
+        let admission = self.1;
+        std::mem::forget(self);
+        Permit {
+            admission,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Drop for Handed<'_, '_> {
+    fn drop(&mut self) {
+        self.0.close();
+        if self.0.try_recv().is_ok() {
+            // A place was handed to this one as it left: pass it on.
+            drop(Permit {
+                admission: self.1,
+                started: Instant::now(),
+            });
+        }
+    }
+}
+
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        let in_flight = self.admission.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if let Limit::Adaptive(g) = &self.admission.limit {
+        let admission = self.admission;
+        let in_flight = if admission.reject_hold.is_zero() {
+            admission.in_flight.fetch_sub(1, Ordering::AcqRel)
+        } else {
+            // The place goes to the oldest still in line, unless the (adaptive) limit
+            // fell below what is in flight; else it is given back. Under the lock, so
+            // that a deduction about to join the line sees it either way.
+            let mut waiting = admission.waiting.lock().expect("line poisoned");
+            let in_flight = admission.in_flight.load(Ordering::Acquire);
+            let over = admission.limit().is_some_and(|limit| in_flight > limit);
+            let mut handed = false;
+            while !over && let Some(next) = waiting.pop_front() {
+                if next.send(()).is_ok() {
+                    handed = true;
+                    break;
+                }
+            }
+            if !handed {
+                admission.in_flight.fetch_sub(1, Ordering::AcqRel);
+            }
+            in_flight
+        };
+        if let Limit::Adaptive(g) = &admission.limit {
             g.lock()
                 .expect("limit poisoned")
                 .sample(self.started.elapsed(), in_flight);
@@ -218,6 +395,64 @@ mod tests {
         assert_eq!(admission.in_flight(), 2);
         drop(a);
         assert!(admission.try_enter().is_ok());
+    }
+
+    /// A lone refusal is held its jittered hold; while many are held at once, longer
+    /// (paced to [`REFUSALS_PER_SECOND`], at most [`LONGEST_HOLD`] times the hold).
+    #[tokio::test]
+    async fn a_hold_grows_while_many_refusals_are_held() {
+        let admission = Admission::new(1, false).with_reject_hold(Duration::from_millis(10));
+        let lone = admission.hold_refusal().await;
+        assert!((5..=15).contains(&lone.as_millis()), "{lone:?}");
+        assert_eq!(admission.held(), 0, "no longer held once answered");
+        let many: Vec<_> = (0..2000).map(|_| Held::enter(&admission.held)).collect();
+        let paced = admission.hold_refusal().await;
+        assert!((20..=60).contains(&paced.as_millis()), "{paced:?}");
+        drop(many);
+        let off = Admission::new(1, false);
+        assert_eq!(off.hold_refusal().await, Duration::ZERO);
+    }
+
+    /// Polls `f` once (a zero timeout polls the future before its timer).
+    async fn poll_once<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
+        tokio::time::timeout(Duration::ZERO, f).await.ok()
+    }
+
+    /// With a hold, a deduction past the limit waits in line: a place that frees goes
+    /// to the oldest waiting, one that leaves the line passes its turn on, and one still
+    /// waiting when its hold ends is refused, saying how long it was held.
+    #[tokio::test]
+    async fn past_the_limit_the_oldest_in_line_gets_the_next_place() {
+        let admission = Admission::new(1, false).with_reject_hold(Duration::from_secs(60));
+        let first = admission.try_enter().unwrap();
+        let mut second = Box::pin(admission.enter());
+        let mut third = Box::pin(admission.enter());
+        let mut fourth = Box::pin(admission.enter());
+        assert!(poll_once(&mut second).await.is_none(), "in line");
+        assert!(poll_once(&mut third).await.is_none(), "in line");
+        assert!(poll_once(&mut fourth).await.is_none(), "in line");
+        assert_eq!(admission.held(), 3);
+        drop(first);
+        let permit = poll_once(&mut second).await.expect("the oldest gets it");
+        assert!(permit.is_ok());
+        assert!(poll_once(&mut fourth).await.is_none(), "not the youngest");
+        assert_eq!(admission.in_flight(), 1, "the place was handed over");
+        // The third leaves the line: the place freed next goes on to the fourth.
+        drop(third);
+        drop(permit);
+        assert!(poll_once(&mut fourth).await.expect("passed on").is_ok());
+        drop(fourth);
+        assert_eq!(admission.in_flight(), 0);
+        assert_eq!(admission.held(), 0);
+        // Nobody frees a place: refused when the hold ends.
+        let short = Admission::new(1, false).with_reject_hold(Duration::from_millis(10));
+        let _taken = short.try_enter().unwrap();
+        let refused = short.enter().await.err().expect("refused");
+        assert!(
+            refused.held >= Duration::from_millis(5),
+            "{:?}",
+            refused.held
+        );
     }
 
     #[test]

@@ -41,8 +41,10 @@ pub struct Settings {
     pub workers: Option<usize>,
 
     /// Admission limit: at most this many deductions in flight on this instance; past
-    /// it a deduction is answered 429 `overloaded` (after --reject-hold-ms), nothing
-    /// queued. 0: no limit. With --adaptive-limit, the adaptive limit's ceiling.
+    /// it a deduction is answered 429 `overloaded` at once (or waits in line with
+    /// --reject-hold-ms). 0: no limit. With --adaptive-limit, the adaptive limit's
+    /// ceiling. To choose one: the smallest count at which the strategy reaches its
+    /// capacity (`loadtest sweep`), with room for latency to vary, or --adaptive-limit.
     #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = 0)]
     pub max_in_flight: usize,
 
@@ -52,13 +54,14 @@ pub struct Settings {
     #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
     pub adaptive_limit: bool,
 
-    /// How long a deduction refused by the admission limit is held before its 429 is
-    /// sent, in milliseconds (each hold jittered to between half and one and a half of
-    /// it). A client that does not back off then sends its next request that much
+    /// With an admission limit: how long a deduction past it waits in line for a place
+    /// before it is answered 429, in milliseconds (jittered to between half and one and
+    /// a half of it; longer, up to four times it, while so many wait that answering
+    /// them would pass 500 refusals a second). A place that frees goes to the oldest in
+    /// line. A client that does not back off then sends its next request that much
     /// later: a flood of refusals costs a timer each, not the CPU the admitted
-    /// deductions need. The hold counts towards the answer's Retry-After (a second).
-    /// Refusals of a product known sold out past its at-once pace are held so too.
-    /// 0: answered at once.
+    /// deductions need; the 429 says Retry-After: 0. Refusals of a product known sold
+    /// out past its at-once pace are held so too. 0: answered at once.
     #[arg(long, env = "REJECT_HOLD_MS", default_value_t = 0)]
     pub reject_hold_ms: u64,
 

@@ -652,33 +652,29 @@ async fn deduct(
             }
         },
     };
-    // Past the admission limit: refused before any backend or lock is touched, after
-    // the hold (`--reject-hold-ms`): a client that does not back off waits it out, so a
-    // flood of refusals costs timers, not the admitted deductions' CPU. A product known
-    // sold out is answered without the strategy, so it takes no place in the limit.
+    // Past the admission limit: refused before any backend or lock is touched, or,
+    // with a hold (`--reject-hold-ms`), admitted if a place frees while it waits in
+    // line and refused when the hold ends: a client that does not back off waits it
+    // out, so a flood of refusals costs timers, not the admitted deductions' CPU. A
+    // product known sold out is answered without the strategy, so it takes no place.
     let _admitted = match known_sold_out {
         // Past the product's at-once pace: the refusal waits out the hold first.
         Some(known) => {
-            let held = state.admission.reject_hold();
-            if known.hold && !held.is_zero() {
-                actix_web::rt::time::sleep(held).await;
+            if known.hold {
+                state.admission.hold_refusal().await;
             }
             None
         }
-        None => match state.admission.try_enter() {
+        None => match state.admission.enter().await {
             Ok(permit) => Some(permit),
             Err(refused) => {
-                let held = state.admission.reject_hold();
-                if !held.is_zero() {
-                    actix_web::rt::time::sleep(held).await;
-                }
                 state
                     .metrics
                     .deduction(served, "overloaded", started.elapsed());
                 return Err(ApiError::new(
                     AppError::Overloaded {
                         limit: refused.limit,
-                        held,
+                        held: refused.held,
                     },
                     order.request_id.clone(),
                 ));

@@ -13,9 +13,14 @@ use actix_web::{App, HttpServer, web};
 use anyhow::Context;
 use sqlx::MySqlPool;
 use sqlx::mysql::MySqlPoolOptions;
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Connections the kernel queues for the service before it accepts them (capped by
+/// `net.core.somaxconn`). A flood connects thousands at once: with the standard
+/// library's 128, the rest are dropped and their clients, `/health`'s prober among
+/// them, retry the connection a second later.
+const LISTEN_BACKLOG: u32 = 4096;
 
 /// Applies the migrations under a lock of our own. sqlx takes `GET_LOCK(name, -1)` and
 /// ignores the answer; MariaDB answers NULL to a negative timeout (no lock at all), so
@@ -84,9 +89,6 @@ impl Application {
             .max_connections(crate::http::state::SOLD_OUT_POOL_SIZE)
             .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
             .connect_lazy_with((*pool.connect_options()).clone());
-        let listener = TcpListener::bind(&settings.bind)
-            .with_context(|| format!("binding {}", settings.bind))?;
-        let port = listener.local_addr()?.port();
         let hooks = Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms));
         let state = web::Data::new(AppState {
             strategies: strategies::all(
@@ -124,10 +126,14 @@ impl Application {
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
         })
-        .listen(listener)?;
+        .backlog(LISTEN_BACKLOG);
         if let Some(workers) = state.settings.workers {
             server = server.workers(workers);
         }
+        let server = server
+            .bind(&state.settings.bind)
+            .with_context(|| format!("binding {}", state.settings.bind))?;
+        let port = server.addrs().first().context("no address bound")?.port();
         let started = strategies::Started {
             pool: &state.pool,
             probe: &(state.hooks.clone() as Arc<dyn crate::domain::probe::Probe>),
