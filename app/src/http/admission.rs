@@ -22,8 +22,9 @@
 //! admitted deductions starve for CPU. With `--reject-hold-ms` a deduction past the
 //! limit waits in line for up to its hold ([`Admission::enter`]) before it is refused,
 //! so such a client waits in its own time; the hold grows while many are held, so the
-//! refusals answered per second stay under [`REFUSALS_PER_SECOND`] however many
-//! connections flood. A place that frees goes to the oldest in line: without the line,
+//! refusals answered per second stay under [`REFUSALS_PER_SECOND`] up to that rate
+//! times the longest hold of connections flooding (past that, each waits the longest
+//! hold). A place that frees goes to the oldest in line: without the line,
 //! the connection that freed it would send again at once and take it back before any
 //! held request returned, and the first connections admitted would keep the places.
 //! `./scripts/flood` measures it.
@@ -137,8 +138,9 @@ pub struct Admission {
 /// ([`Admission::hold_refusal`]).
 pub const REFUSALS_PER_SECOND: f64 = 500.0;
 
-/// The longest a paced hold gets, in multiples of `--reject-hold-ms`: a client's own
-/// timeout (`wrk`'s, a browser's) must stay above it.
+/// The longest a paced hold gets, in multiples of `--reject-hold-ms`, before its jitter
+/// (which adds up to half again: six times the hold at the most). A client's own
+/// timeout (`wrk`'s, a browser's) must stay above that.
 pub const LONGEST_HOLD: f64 = 4.0;
 
 /// One refusal counted as held while it lives.
@@ -210,8 +212,8 @@ impl Admission {
     /// answer those at [`REFUSALS_PER_SECOND`] (at most [`LONGEST_HOLD`] times the
     /// hold). A client that does not back off resends the moment it is answered, so
     /// the refusals a flood costs per second are what the instance answers per second:
-    /// with the rate capped, a flood of ten times the connections costs no more CPU,
-    /// its clients only wait longer. Jittered to between half and one and a half of
+    /// with the rate capped, a flood of more connections costs no more CPU (up to the
+    /// rate times the longest hold of them), its clients only wait longer. Jittered to between half and one and a half of
     /// it: without that, a flood's connections, refused in the same instant, would all
     /// come back in the same instant, a herd arriving in step.
     fn hold_for(&self, held_now: usize) -> Duration {
@@ -262,6 +264,10 @@ impl Admission {
             {
                 return Ok(permit);
             }
+            // Those at the front who left (timed out, went away) leave now.
+            while waiting.front().is_some_and(oneshot::Sender::is_closed) {
+                waiting.pop_front();
+            }
             waiting.push_back(place);
         }
         let handed = Handed(&mut handed, self);
@@ -302,12 +308,15 @@ impl Admission {
 
     /// Admits one deduction, or refuses it at once when the limit is reached.
     fn try_enter(&self) -> Result<Permit<'_>, Refused> {
+        // Counted only when under the limit (a compare-and-set, not an add taken back):
+        // a place that frees is never read as "over the limit" by a passing refusal.
         let limit = self.limit();
-        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
-        if let Some(limit) = limit
-            && before >= limit
-        {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let admitted = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                limit.is_none_or(|limit| n < limit).then_some(n + 1)
+            });
+        if let (Err(_), Some(limit)) = (admitted, limit) {
             return Err(Refused {
                 limit,
                 held: Duration::ZERO,
@@ -444,6 +453,19 @@ mod tests {
         drop(fourth);
         assert_eq!(admission.in_flight(), 0);
         assert_eq!(admission.held(), 0);
+        // A place handed to one in line that then goes away passes on to the next.
+        let first = admission.try_enter().unwrap();
+        let mut second = Box::pin(admission.enter());
+        let mut third = Box::pin(admission.enter());
+        assert!(poll_once(&mut second).await.is_none(), "in line");
+        assert!(poll_once(&mut third).await.is_none(), "in line");
+        drop(first); // handed to the second, which has not looked yet
+        drop(second); // and goes away
+        let permit = poll_once(&mut third).await.expect("passed on");
+        assert!(permit.is_ok());
+        assert_eq!(admission.in_flight(), 1);
+        drop(permit);
+        assert_eq!(admission.in_flight(), 0);
         // Nobody frees a place: refused when the hold ends.
         let short = Admission::new(1, false).with_reject_hold(Duration::from_millis(10));
         let _taken = short.try_enter().unwrap();

@@ -60,8 +60,9 @@ pub struct Settings {
     /// them would pass 500 refusals a second). A place that frees goes to the oldest in
     /// line. A client that does not back off then sends its next request that much
     /// later: a flood of refusals costs a timer each, not the CPU the admitted
-    /// deductions need; the 429 says Retry-After: 0. Refusals of a product known sold
-    /// out past its at-once pace are held so too. 0: answered at once.
+    /// deductions need; the 429's Retry-After (a second) counts the wait. Refusals of a
+    /// product known sold out past its at-once pace are held so too (they take no place
+    /// in the limit: without a hold nothing paces them). 0: answered at once.
     #[arg(long, env = "REJECT_HOLD_MS", default_value_t = 0)]
     pub reject_hold_ms: u64,
 

@@ -230,13 +230,13 @@ impl ResponseError for ApiError {
         if matches!(self.error, AppError::Unauthorized) {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
-        // A refusal held on its timer has made its client wait as long as the service
-        // asks (`--reject-hold-ms`): retry now. One answered at once asks for a second
-        // (the middleware's default).
+        // A refusal asks for one second; what it was held counts towards it (after a
+        // second or more: retry now). Answered at once: the middleware's default.
         if let AppError::Overloaded { held, .. } = &self.error
             && !held.is_zero()
         {
-            response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("0")));
+            let left = std::time::Duration::from_secs(1).saturating_sub(*held);
+            response.insert_header((header::RETRY_AFTER, left.as_millis().div_ceil(1000) as u64));
         }
         let mut response = response.json(ErrorBody {
             error: self.error.code(),

@@ -645,10 +645,23 @@ async fn deduct(
             }
             // No timeout of its own: the request looking again ends within the
             // service's own timeouts (the pool's, the lock's), and a waiter that gave
-            // up would run the strategy with the rest of the flood behind it.
+            // up would run the strategy with the rest of the flood behind it. Should
+            // it end without renewing the mark (a 503, its client gone), the waiters
+            // look once more, one of them looking again, before any runs the strategy.
             sold_out::Lookup::Wait(mut looking) => {
                 let _ = looking.changed().await;
-                state.sold_out.after_wait(served, products)
+                match state.sold_out.lookup(served, products) {
+                    sold_out::Lookup::Known(known) => Some(known),
+                    sold_out::Lookup::LookAgain(again) => {
+                        _looking = Some(again);
+                        None
+                    }
+                    sold_out::Lookup::Wait(mut looking) => {
+                        let _ = looking.changed().await;
+                        None
+                    }
+                    sold_out::Lookup::Unknown => None,
+                }
             }
         },
     };
@@ -657,6 +670,9 @@ async fn deduct(
     // line and refused when the hold ends: a client that does not back off waits it
     // out, so a flood of refusals costs timers, not the admitted deductions' CPU. A
     // product known sold out is answered without the strategy, so it takes no place.
+    // The one request looking again at an expired mark (one per strategy and product
+    // at a time) does not wait in the admission line: the waiters behind it would wait
+    // out its hold too.
     let _admitted = match known_sold_out {
         // Past the product's at-once pace: the refusal waits out the hold first.
         Some(known) => {
@@ -665,6 +681,7 @@ async fn deduct(
             }
             None
         }
+        None if _looking.is_some() => None,
         None => match state.admission.enter().await {
             Ok(permit) => Some(permit),
             Err(refused) => {

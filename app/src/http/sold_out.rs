@@ -82,7 +82,7 @@ pub enum Lookup<'a> {
     /// (its refusal renews the mark); the others wait for it, see [`Looking`].
     LookAgain(Looking<'a>),
     /// A mark expired and another request is running the strategy again: wait for it
-    /// ([`SoldOut::after_wait`]).
+    /// and look again ([`SoldOut::lookup`]).
     Wait(watch::Receiver<()>),
 }
 
@@ -93,12 +93,20 @@ pub struct Looking<'a> {
     sold_out: &'a SoldOut,
     key: (&'static str, i64),
     _done: watch::Sender<()>,
+    /// Its own channel, to tell it from a later looker's.
+    own: watch::Receiver<()>,
 }
 
 impl Drop for Looking<'_> {
     fn drop(&mut self) {
         let mut marks = self.sold_out.marks.lock().expect("sold-out marks poisoned");
-        if let Some(mark) = marks.get_mut(&self.key) {
+        // Only its own: after a restock and a new mark, another may be looking.
+        if let Some(mark) = marks.get_mut(&self.key)
+            && mark
+                .looking
+                .as_ref()
+                .is_some_and(|looking| self.own.same_channel(looking))
+        {
             mark.looking = None;
         }
         // `_done` drops after this: every waiter's `changed()` returns.
@@ -165,25 +173,17 @@ impl SoldOut {
                 Some(looking) => Lookup::Wait(looking.clone()),
                 None => {
                     let (done, looking) = watch::channel(());
-                    mark.looking = Some(looking);
+                    mark.looking = Some(looking.clone());
                     Lookup::LookAgain(Looking {
                         sold_out: self,
                         key,
                         _done: done,
+                        own: looking,
                     })
                 }
             };
         }
         Lookup::Unknown
-    }
-
-    /// After waiting for the request that looked again: known sold out now, or not.
-    pub fn after_wait(
-        &self,
-        strategy: &'static str,
-        products: impl IntoIterator<Item = i64>,
-    ) -> Option<Known> {
-        self.known(strategy, products)
     }
 
     /// The first of `products` known sold out for `strategy` now, if any, and whether
@@ -309,7 +309,10 @@ mod tests {
         sold_out.mark("atomic-sql", 7, Instant::now());
         drop(looking);
         assert!(waiting.has_changed().is_err(), "the waiter is let go");
-        assert!(sold_out.after_wait("atomic-sql", [7]).is_some());
+        assert!(matches!(
+            sold_out.lookup("atomic-sql", [7]),
+            Lookup::Known(_)
+        ));
     }
 
     #[test]
