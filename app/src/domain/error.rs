@@ -66,6 +66,18 @@ impl DeductError {
         )
     }
 
+    /// The product of a stock refusal that did not say what is left of it.
+    pub fn stock_unsaid(&self) -> Option<i64> {
+        match self {
+            DeductError::InsufficientStock {
+                product_id,
+                available: None,
+                ..
+            } => Some(*product_id),
+            _ => None,
+        }
+    }
+
     /// The database is down or every pooled connection is busy.
     pub fn database(detail: impl std::fmt::Display) -> DeductError {
         DeductError::BackendUnavailable {

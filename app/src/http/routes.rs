@@ -736,7 +736,7 @@ async fn deduct(
                 requested: requested.into(),
                 available: Some(0),
             };
-            idempotency::after_refusal_on(&state.sold_out_reads, &d, sold_out).await
+            idempotency::after_refusal(&state.sold_out_reads, &d, sold_out).await
         }
         // The strategy runs; a refusal asks `orders` once (`idempotency::once`, in two
         // steps here to note when its evidence was read, for the sold-out mark).
@@ -757,7 +757,7 @@ async fn deduct(
                     } else {
                         std::time::Instant::now()
                     };
-                    idempotency::after_refusal(&d, refusal).await
+                    idempotency::after_refusal(d.pool, &d, refusal).await
                 }
                 done => done,
             }

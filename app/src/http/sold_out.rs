@@ -5,7 +5,7 @@
 //!
 //! # What it still reads
 //! The refusal still asks `orders` once, by primary key, as every refusal does
-//! ([`crate::strategies::idempotency::after_refusal_on`]): a retry of a request that
+//! ([`crate::strategies::idempotency::after_refusal`]): a retry of a request that
 //! succeeded before the stock ran out must get its stored answer, not "sold out" (a
 //! buyer whose answer was lost in the rush would be told they bought nothing). It asks
 //! on a small pool of its own ([`crate::http::state::SOLD_OUT_POOL_SIZE`]), so a flood

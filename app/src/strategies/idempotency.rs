@@ -26,71 +26,36 @@ pub async fn once(
     run: impl Future<Output = Result<Deducted, DeductError>>,
 ) -> Result<Deducted, DeductError> {
     match run.await {
-        Err(refusal) if refusal.is_refusal() => after_refusal(d, refusal).await,
+        Err(refusal) if refusal.is_refusal() => after_refusal(d.pool, d, refusal).await,
         done => done,
     }
 }
 
-/// One read after a refusal: this request id's stored answer, if it succeeded before
-/// (marked `duplicate`; 422 when it was for another request), and what is left of the
-/// product that refused.
+/// One read after a refusal, on `pool` (the sold-out fast path has its own): this
+/// request id's stored answer, if it succeeded before (marked `duplicate`; 422 when it
+/// was for another request), and what is left of the product, unless the refusal says.
 pub async fn after_refusal(
-    d: &Deduction<'_>,
-    refusal: DeductError,
-) -> Result<Deducted, DeductError> {
-    after_refusal_on(d.pool, d, refusal).await
-}
-
-/// [`after_refusal`] on `pool`: the sold-out fast path reads on a small pool of its
-/// own, so that a flood of buyers of a sold-out product cannot take the connections
-/// the other products' deductions need. A refusal that already says what is left
-/// (`available: Some(_)`) reads `orders` only.
-pub async fn after_refusal_on(
     pool: &sqlx::MySqlPool,
     d: &Deduction<'_>,
     refusal: DeductError,
 ) -> Result<Deducted, DeductError> {
-    // What is left is read only when the refusal does not say it already.
-    let product_id = match &refusal {
-        DeductError::InsufficientStock {
-            product_id,
-            available: None,
-            ..
-        } => Some(*product_id),
-        _ => None,
-    };
+    // What is left is read only when the refusal did not say (0: no row, NULL).
+    let product_id = refusal.stock_unsaid().unwrap_or(0);
     // `ascii_bin` columns and MariaDB's JSON come back flagged as binary, which sqlx
     // will not decode into a String: CAST(... AS CHAR) makes them text again.
     let (available, request_hash, response): (Option<i32>, Option<String>, Option<String>) =
-        match product_id {
-            Some(product_id) => {
-                sqlx::query_as(
-                    r#"
-                    SELECT (SELECT quantity FROM stock WHERE product_id = ?),
-                           (SELECT CAST(request_hash AS CHAR) FROM orders WHERE request_id = ?),
-                           (SELECT CAST(response AS CHAR) FROM orders WHERE request_id = ?)
-                    "#,
-                )
-                .bind(product_id)
-                .bind(&d.order.request_id)
-                .bind(&d.order.request_id)
-                .fetch_one(pool)
-                .await?
-            }
-            None => {
-                let stored: Option<(String, String)> = sqlx::query_as(
-                    r#"
-                    SELECT CAST(request_hash AS CHAR), CAST(response AS CHAR)
-                      FROM orders WHERE request_id = ?
-                    "#,
-                )
-                .bind(&d.order.request_id)
-                .fetch_optional(pool)
-                .await?;
-                let (hash, response) = stored.unzip();
-                (None, hash, response)
-            }
-        };
+        sqlx::query_as(
+            r#"
+            SELECT (SELECT quantity FROM stock WHERE product_id = ?),
+                   (SELECT CAST(request_hash AS CHAR) FROM orders WHERE request_id = ?),
+                   (SELECT CAST(response AS CHAR) FROM orders WHERE request_id = ?)
+            "#,
+        )
+        .bind(product_id)
+        .bind(&d.order.request_id)
+        .bind(&d.order.request_id)
+        .fetch_one(pool)
+        .await?;
     if let (Some(request_hash), Some(response)) = (request_hash, response) {
         if request_hash != d.fingerprint {
             return Err(DeductError::RequestIdReused(d.order.request_id.clone()));
