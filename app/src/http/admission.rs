@@ -270,25 +270,21 @@ impl Admission {
             }
             waiting.push_back(place);
         }
-        let handed = Handed(&mut handed, self);
+        let mut handed = Handed(&mut handed, self);
         match tokio::time::timeout(hold, &mut *handed.0).await {
             Ok(Ok(())) => Ok(handed.admitted()),
-            _ => {
-                // Handed a place just as the hold ended: it is this one's.
-                handed.0.close();
-                match handed.0.try_recv() {
-                    Ok(()) => Ok(handed.admitted()),
-                    Err(_) => Err(Refused {
-                        limit: refused.limit,
-                        held: hold,
-                    }),
-                }
-            }
+            // Handed a place just as the hold ended: it is this one's.
+            _ if handed.take() => Ok(handed.admitted()),
+            _ => Err(Refused {
+                limit: refused.limit,
+                held: hold,
+            }),
         }
     }
 
     /// Refusals on their timer now.
-    pub fn held(&self) -> usize {
+    #[cfg(test)]
+    fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
     }
 
@@ -334,6 +330,12 @@ impl Admission {
 struct Handed<'r, 'a>(&'r mut oneshot::Receiver<()>, &'a Admission);
 
 impl<'a> Handed<'_, 'a> {
+    /// Closes the line's end of this place: was a place handed over before that?
+    fn take(&mut self) -> bool {
+        self.0.close();
+        self.0.try_recv().is_ok()
+    }
+
     /// The place handed over: a permit of this one's (the count in flight did not
     /// change when it was handed).
     fn admitted(self) -> Permit<'a> {
@@ -348,8 +350,7 @@ impl<'a> Handed<'_, 'a> {
 
 impl Drop for Handed<'_, '_> {
     fn drop(&mut self) {
-        self.0.close();
-        if self.0.try_recv().is_ok() {
+        if self.take() {
             // A place was handed to this one as it left: pass it on.
             drop(Permit {
                 admission: self.1,

@@ -184,6 +184,11 @@ impl utoipa::PartialSchema for ErrorCode {
 
 impl utoipa::ToSchema for ErrorCode {}
 
+/// How long a refusal already made its client wait (a reject hold), left in the
+/// response's extensions for the middleware that sets `Retry-After`.
+#[derive(Debug, Clone, Copy)]
+pub struct Waited(pub std::time::Duration);
+
 /// The request id a response answers, left in the response's extensions for the
 /// middleware that sets `X-Request-Id` (a deduction answers with its body's
 /// `request_id`, which may differ from the request's header).
@@ -230,14 +235,6 @@ impl ResponseError for ApiError {
         if matches!(self.error, AppError::Unauthorized) {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
-        // A refusal asks for one second; what it was held counts towards it (after a
-        // second or more: retry now). Answered at once: the middleware's default.
-        if let AppError::Overloaded { held, .. } = &self.error
-            && !held.is_zero()
-        {
-            let left = std::time::Duration::from_secs(1).saturating_sub(*held);
-            response.insert_header((header::RETRY_AFTER, left.as_millis().div_ceil(1000) as u64));
-        }
         let mut response = response.json(ErrorBody {
             error: self.error.code(),
             detail,
@@ -247,6 +244,9 @@ impl ResponseError for ApiError {
         response
             .extensions_mut()
             .insert(AnsweredId(self.request_id.clone()));
+        if let AppError::Overloaded { held, .. } = &self.error {
+            response.extensions_mut().insert(Waited(*held));
+        }
         response
     }
 }

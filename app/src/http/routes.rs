@@ -2,7 +2,7 @@
 
 use crate::domain::error::DeductError;
 use crate::domain::probe::{Failpoint, Probe};
-use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody};
+use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody, Waited};
 use crate::http::hooks::{self, Setting};
 use crate::http::phases::RequestProbe;
 use crate::http::state::AppState;
@@ -182,16 +182,18 @@ pub async fn request_context(
     if let Ok(value) = HeaderValue::from_str(&answered) {
         res.headers_mut().insert(X_REQUEST_ID, value);
     }
-    // One second, unless the answer says otherwise (a refusal held on a timer has
-    // served part of that wait already).
+    // One second, less what a refusal held on its timer already made the client wait
+    // (none left after a second or more: retry now).
     if matches!(
         res.status(),
         actix_web::http::StatusCode::SERVICE_UNAVAILABLE
             | actix_web::http::StatusCode::TOO_MANY_REQUESTS
-    ) && !res.headers().contains_key(header::RETRY_AFTER)
-    {
+    ) {
+        let waited = res.response().extensions().get::<Waited>().map(|w| w.0);
+        let left = std::time::Duration::from_secs(1).saturating_sub(waited.unwrap_or_default());
+        let seconds = left.as_millis().div_ceil(1000) as u64;
         res.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     span.record("status", res.status().as_u16());
     tracing::debug!(parent: &span, "done");
@@ -632,37 +634,13 @@ async fn deduct(
     })?;
     let products = order.items.iter().map(|item| item.product_id);
     // A product known sold out here is refused without the strategy; after its mark
-    // expired one request looks again while the others wait for what it finds.
-    let mut _looking = None;
-    let known_sold_out = match knobs.mistake {
-        Some(_) => None,
-        None => match state.sold_out.lookup(served, products.clone()) {
-            sold_out::Lookup::Unknown => None,
-            sold_out::Lookup::Known(known) => Some(known),
-            sold_out::Lookup::LookAgain(looking) => {
-                _looking = Some(looking);
-                None
-            }
-            // No timeout of its own: the request looking again ends within the
-            // service's own timeouts (the pool's, the lock's), and a waiter that gave
-            // up would run the strategy with the rest of the flood behind it. Should
-            // it end without renewing the mark (a 503, its client gone), the waiters
-            // look once more, one of them looking again, before any runs the strategy.
-            sold_out::Lookup::Wait(mut looking) => {
-                let _ = looking.changed().await;
-                match state.sold_out.lookup(served, products) {
-                    sold_out::Lookup::Known(known) => Some(known),
-                    sold_out::Lookup::LookAgain(again) => {
-                        _looking = Some(again);
-                        None
-                    }
-                    sold_out::Lookup::Wait(mut looking) => {
-                        let _ = looking.changed().await;
-                        None
-                    }
-                    sold_out::Lookup::Unknown => None,
-                }
-            }
+    // expired one request looks again (`looking`) while the others wait for it.
+    let (known_sold_out, looking) = match knobs.mistake {
+        Some(_) => (None, None),
+        None => match state.sold_out.find(served, products).await {
+            sold_out::Lookup::Known(known) => (Some(known), None),
+            sold_out::Lookup::LookAgain(looking) => (None, Some(looking)),
+            sold_out::Lookup::Unknown | sold_out::Lookup::Wait(_) => (None, None),
         },
     };
     // Past the admission limit: refused before any backend or lock is touched, or,
@@ -681,7 +659,7 @@ async fn deduct(
             }
             None
         }
-        None if _looking.is_some() => None,
+        None if looking.is_some() => None,
         None => match state.admission.enter().await {
             Ok(permit) => Some(permit),
             Err(refused) => {

@@ -82,7 +82,7 @@ pub enum Lookup<'a> {
     /// (its refusal renews the mark); the others wait for it, see [`Looking`].
     LookAgain(Looking<'a>),
     /// A mark expired and another request is running the strategy again: wait for it
-    /// and look again ([`SoldOut::lookup`]).
+    /// and look again ([`SoldOut::find`] does).
     Wait(watch::Receiver<()>),
 }
 
@@ -110,6 +110,21 @@ impl Drop for Looking<'_> {
             mark.looking = None;
         }
         // `_done` drops after this: every waiter's `changed()` returns.
+    }
+}
+
+impl Mark {
+    /// One refusal from this valid mark: at once while the product's pace allows
+    /// (a token bucket), held past it.
+    fn pace(&mut self, product_id: i64, now: Instant) -> Known {
+        let refill = now.duration_since(self.refilled).as_secs_f64() * AT_ONCE_PER_SECOND;
+        self.tokens = (self.tokens + refill).min(AT_ONCE_BURST);
+        self.refilled = now;
+        let hold = self.tokens < 1.0;
+        if !hold {
+            self.tokens -= 1.0;
+        }
+        Known { product_id, hold }
     }
 }
 
@@ -147,6 +162,29 @@ impl SoldOut {
         self.ttl
     }
 
+    /// What is known of `products` for `strategy`, waiting for the request that looks
+    /// again at an expired mark instead of answering [`Lookup::Wait`]. No timeout of
+    /// its own: that request ends within the service's own timeouts (the pool's, the
+    /// lock's), and a waiter that gave up would run the strategy with the rest of the
+    /// flood behind it. Should it end without renewing the mark (a 503, its client
+    /// gone), the waiters look once more, one of them looking again, before any runs
+    /// the strategy.
+    pub async fn find(
+        &self,
+        strategy: &'static str,
+        products: impl IntoIterator<Item = i64> + Clone,
+    ) -> Lookup<'_> {
+        for _ in 0..2 {
+            match self.lookup(strategy, products.clone()) {
+                Lookup::Wait(mut looking) => {
+                    let _ = looking.changed().await;
+                }
+                found => return found,
+            }
+        }
+        Lookup::Unknown
+    }
+
     /// What is known of `products` for `strategy` now: the first one known sold out
     /// (and whether its refusal is past the product's at-once pace); else the first
     /// whose mark expired, to look at again (one request at a time: a flood's requests
@@ -155,65 +193,58 @@ impl SoldOut {
     pub fn lookup(
         &self,
         strategy: &'static str,
-        products: impl IntoIterator<Item = i64> + Clone,
+        products: impl IntoIterator<Item = i64>,
     ) -> Lookup<'_> {
-        if let Some(known) = self.known(strategy, products.clone()) {
-            return Lookup::Known(known);
-        }
         if !self.enabled() {
             return Lookup::Unknown;
         }
+        let now = Instant::now();
         let mut marks = self.marks.lock().expect("sold-out marks poisoned");
+        let mut expired = None;
         for product_id in products {
-            let key = (strategy, product_id);
-            let Some(mark) = marks.get_mut(&key) else {
+            // An expired mark is kept (with its pace) until a restock: the strategy
+            // runs again, and its refusal renews it.
+            let Some(mark) = marks.get_mut(&(strategy, product_id)) else {
                 continue;
             };
-            return match &mark.looking {
-                Some(looking) => Lookup::Wait(looking.clone()),
-                None => {
-                    let (done, looking) = watch::channel(());
-                    mark.looking = Some(looking.clone());
-                    Lookup::LookAgain(Looking {
-                        sold_out: self,
-                        key,
-                        _done: done,
-                        own: looking,
-                    })
-                }
-            };
+            if mark.until > now {
+                return Lookup::Known(mark.pace(product_id, now));
+            }
+            expired.get_or_insert(product_id);
         }
-        Lookup::Unknown
+        let Some(product_id) = expired else {
+            return Lookup::Unknown;
+        };
+        let key = (strategy, product_id);
+        let mark = marks
+            .get_mut(&key)
+            .expect("found above, under the same lock");
+        match &mark.looking {
+            Some(looking) => Lookup::Wait(looking.clone()),
+            None => {
+                let (done, looking) = watch::channel(());
+                mark.looking = Some(looking.clone());
+                Lookup::LookAgain(Looking {
+                    sold_out: self,
+                    key,
+                    _done: done,
+                    own: looking,
+                })
+            }
+        }
     }
 
-    /// The first of `products` known sold out for `strategy` now, if any, and whether
-    /// its refusal is past the product's at-once pace.
+    /// The first of `products` known sold out for `strategy` now, if any.
+    #[cfg(test)]
     fn known(
         &self,
         strategy: &'static str,
         products: impl IntoIterator<Item = i64>,
     ) -> Option<Known> {
-        if !self.enabled() {
-            return None;
+        match self.lookup(strategy, products) {
+            Lookup::Known(known) => Some(known),
+            _ => None,
         }
-        let now = Instant::now();
-        let mut marks = self.marks.lock().expect("sold-out marks poisoned");
-        products.into_iter().find_map(|product_id| {
-            // An expired mark is kept (with its pace) until a restock: the strategy
-            // runs again, and its refusal renews it.
-            let mark = marks.get_mut(&(strategy, product_id))?;
-            if mark.until <= now {
-                return None;
-            }
-            let refill = now.duration_since(mark.refilled).as_secs_f64() * AT_ONCE_PER_SECOND;
-            mark.tokens = (mark.tokens + refill).min(AT_ONCE_BURST);
-            mark.refilled = now;
-            let hold = mark.tokens < 1.0;
-            if !hold {
-                mark.tokens -= 1.0;
-            }
-            Some(Known { product_id, hold })
-        })
     }
 
     /// `strategy` refused `product` with 0 left, read no earlier than `read`: marked

@@ -270,6 +270,15 @@ impl TestApp {
         (orders, ledger)
     }
 
+    /// How many orders have a request id `LIKE` the pattern.
+    pub async fn orders_like(&self, pattern: &str) -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE request_id LIKE ?")
+            .bind(pattern)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
     /// `PUT /hooks/{failpoint}` with a setting such as `{"mode": "pause", "count": 1}`.
     pub async fn set_failpoint(&self, failpoint: &str, setting: Value) {
         let response = self
@@ -335,6 +344,24 @@ impl DbState {
     pub fn lost_updates(&self) -> i64 {
         self.ledger_sum - (self.initial - self.remaining)
     }
+}
+
+/// The value of one sample line `name{labels} value` in a `/metrics` scrape (0 when
+/// absent).
+pub fn sample(scrape: &str, name_and_labels: &str) -> f64 {
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(name_and_labels)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The sum of a metric's samples over all its labels in a `/metrics` scrape.
+pub fn sample_sum(scrape: &str, name: &str) -> f64 {
+    scrape
+        .lines()
+        .filter_map(|line| line.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|rest| rest.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 pub async fn db_state(db: &MySqlPool, product_id: i64) -> DbState {

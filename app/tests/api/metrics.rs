@@ -1,17 +1,9 @@
 //! `GET /metrics`: the Prometheus text format, counters that agree with the ledger,
 //! and output that Prometheus' own `promtool` accepts.
 
-use crate::helpers::{deduct_in_background, fresh_database, spawn_app_on};
+use crate::helpers::{deduct_in_background, fresh_database, sample, spawn_app_on};
 use reqwest::StatusCode;
 use serde_json::json;
-
-/// The value of one sample line `name{labels} value` in a scrape (0 when absent).
-fn sample(scrape: &str, name_and_labels: &str) -> f64 {
-    scrape
-        .lines()
-        .find_map(|line| line.strip_prefix(name_and_labels)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
 
 async fn scrape(app: &crate::helpers::TestApp) -> String {
     let response = app.get("/metrics").await;

@@ -2,7 +2,8 @@
 //! admin, and the binary itself.
 
 use crate::helpers::{
-    assert_error, deduct_in_background, fresh_database, spawn_app, spawn_with, test_settings,
+    assert_error, deduct_in_background, fresh_database, sample, sample_sum, spawn_app, spawn_with,
+    test_settings,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -437,11 +438,11 @@ async fn past_the_admission_limit_a_deduction_is_refused_at_once() {
     );
     eprintln!("refused in {:?}", started.elapsed());
     assert_eq!(app.get("/health").await.status(), StatusCode::OK);
-    let orders: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE request_id = 'third'")
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
-    assert_eq!(orders, 0, "a refused deduction leaves no order");
+    assert_eq!(
+        app.orders_like("third").await,
+        0,
+        "a refused deduction leaves no order"
+    );
     app.set_failpoint("after_read", json!({"mode": "off"}))
         .await;
     app.release("after_read").await;
@@ -525,12 +526,11 @@ async fn a_refusal_held_on_a_timer_still_changes_nothing_and_blocks_nobody() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let state = app.db_state(1).await;
     assert_eq!((state.remaining, state.ledger_sum), (9, 1));
-    let orders: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE request_id = 'refused'")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
-    assert_eq!(orders, 0, "a refused deduction leaves no order");
+    assert_eq!(
+        app.orders_like("refused").await,
+        0,
+        "a refused deduction leaves no order"
+    );
     app.stop().await;
 }
 
@@ -560,18 +560,9 @@ async fn a_refusal_needs_no_connection_no_statement_and_no_lock() {
         json!({"request_id": "held", "product_id": 1, "quantity": 1}),
     );
     app.wait_paused("after_read", 1).await;
-    let pool_in_use = |metrics: &str| {
-        metrics
-            .lines()
-            .find(|l| l.starts_with("stock_locks_db_pool_connections{state=\"in_use\"}"))
-            .map(|l| l.rsplit(' ').next().unwrap().to_string())
-    };
+    let in_use = r#"stock_locks_db_pool_connections{state="in_use"}"#;
     let before = app.get("/metrics").await.text().await.unwrap();
-    assert_eq!(
-        pool_in_use(&before).as_deref(),
-        Some("1"),
-        "the paused one holds it"
-    );
+    assert_eq!(sample(&before, in_use), 1.0, "the paused one holds it");
     for strategy in ["mysql-lock", "pessimistic", "atomic-sql"] {
         let refused = app
             .deduct(
@@ -582,27 +573,20 @@ async fn a_refusal_needs_no_connection_no_statement_and_no_lock() {
         assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "overloaded").await;
     }
     let after = app.get("/metrics").await.text().await.unwrap();
-    assert_eq!(pool_in_use(&after).as_deref(), Some("1"));
+    assert_eq!(sample(&after, in_use), 1.0);
     // No pool wait was timed for the refusals: only deductions that ran ask the pool.
-    let pool_waits = |metrics: &str| -> u64 {
-        metrics
-            .lines()
-            .filter(|l| l.starts_with("stock_locks_db_pool_wait_seconds_count"))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-            .sum()
-    };
-    assert_eq!(pool_waits(&after), pool_waits(&before));
+    let waits = "stock_locks_db_pool_wait_seconds_count";
+    assert_eq!(sample_sum(&after, waits), sample_sum(&before, waits));
     app.release("after_read").await;
     let (status, body) = held.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
     let state = app.db_state(1).await;
     assert_eq!((state.remaining, state.ledger_sum), (9, 1));
-    let orders: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE request_id LIKE 'refused-%'")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
-    assert_eq!(orders, 0, "a refused deduction leaves no order");
+    assert_eq!(
+        app.orders_like("refused-%").await,
+        0,
+        "a refused deduction leaves no order"
+    );
     app.stop().await;
 }
 

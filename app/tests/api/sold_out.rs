@@ -2,7 +2,7 @@
 //! found with nothing left is refused on that instance without running the strategy,
 //! and a restock reopens it on every instance before it answers.
 
-use crate::helpers::{TestApp, assert_error, each_strategy, fresh_database, spawn_app_on};
+use crate::helpers::{TestApp, assert_error, each_strategy, fresh_database, sample, spawn_app_on};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::sync::Arc;
@@ -11,10 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// `stock_locks_sold_out_fast_total` for `strategy` on `app`.
 async fn fast_refusals(app: &TestApp, strategy: &str) -> u64 {
     let text = app.get("/metrics").await.text().await.unwrap();
-    let prefix = format!("stock_locks_sold_out_fast_total{{strategy=\"{strategy}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map_or(0, |n| n.trim().parse().unwrap())
+    let name = format!("stock_locks_sold_out_fast_total{{strategy=\"{strategy}\"}}");
+    sample(&text, &name) as u64
 }
 
 each_strategy! {
