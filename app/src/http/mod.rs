@@ -17,6 +17,7 @@
 //!   deduction is answered 429 at once.
 //! - [`sold_out`]: the sold-out fast path (a product known sold out here is refused
 //!   without running the strategy; a restock waits out the marks).
+//! - [`sold_out_reads`]: its reads of `orders`, a flood's refusals gathered into one.
 //! - [`strict_json`]: JSON bodies that refuse a repeated key; cutting echoed input.
 //! - [`stock`]: the admin's SQL (restock, read a product).
 //! - [`phases`]: where a request's time goes (its probe adds it up).
@@ -38,6 +39,7 @@ pub mod phases;
 pub mod ready;
 pub mod routes;
 pub mod sold_out;
+pub mod sold_out_reads;
 pub mod startup;
 pub mod state;
 pub mod stock;

@@ -651,11 +651,12 @@ async fn deduct(
     // The one request looking again at an expired mark (one per strategy and product
     // at a time) does not wait in the admission line: the waiters behind it would wait
     // out its hold too.
+    let mut held_sold_out = false;
     let _admitted = match known_sold_out {
         // Past the product's at-once pace: the refusal waits out the hold first.
         Some(known) => {
             if known.hold {
-                state.admission.hold_refusal().await;
+                held_sold_out = !state.admission.hold_refusal().await.is_zero();
             }
             None
         }
@@ -714,7 +715,19 @@ async fn deduct(
                 requested: requested.into(),
                 available: Some(0),
             };
-            idempotency::after_refusal(&state.sold_out_reads, &d, sold_out).await
+            // Held (past the product's pace): read with the other held refusals, in one
+            // statement; read alone when that batch could not answer. Without a hold
+            // each is read alone: gathered, a flood that does not wait would only come
+            // back faster.
+            let stored = if held_sold_out {
+                state.sold_out_reads.stored(&order.request_id).await
+            } else {
+                None
+            };
+            match stored {
+                Some(stored) => idempotency::answer(&d, sold_out, None, stored),
+                None => idempotency::after_refusal(state.sold_out_reads.pool(), &d, sold_out).await,
+            }
         }
         // The strategy runs; a refusal asks `orders` once (`idempotency::once`, in two
         // steps here to note when its evidence was read, for the sold-out mark).

@@ -9,7 +9,9 @@
 //! succeeded before the stock ran out must get its stored answer, not "sold out" (a
 //! buyer whose answer was lost in the rush would be told they bought nothing). It asks
 //! on a small pool of its own ([`crate::http::state::SOLD_OUT_POOL_SIZE`]), so a flood
-//! of such refusals waits there, not for the connections other products' sales need.
+//! of such refusals waits there, not for the connections other products' sales need;
+//! refusals held past the product's pace read together, many ids to one statement
+//! ([`crate::http::sold_out_reads`]).
 //! A known sold-out product takes no place in the admission limit.
 //!
 //! # Why it never refuses a unit that is there
@@ -40,7 +42,7 @@
 //! as the last: a flood of them would take the CPU the other products' sales need.
 //! Up to [`AT_ONCE_PER_SECOND`] refusals of one product are answered at once; past
 //! that pace they are held on the admission's reject timer first (`--reject-hold-ms`),
-//! and the refusal's read runs on a small pool of its own.
+//! and read `orders` together after it, on a small pool of their own.
 //!
 //! Marks are per strategy and product: each strategy's view of the stock is its own
 //! (a row, split buckets, a counter in Redis).
@@ -55,7 +57,7 @@ use tokio::sync::watch;
 /// so a flood of buyers of a sold-out product, who send again the moment they are
 /// refused, pays in its own time instead of the CPU the other products' sales need.
 /// Alibaba Sentinel's hot-parameter limiting, with the product as the parameter.
-pub const AT_ONCE_PER_SECOND: f64 = 200.0;
+pub const AT_ONCE_PER_SECOND: f64 = 50.0;
 
 /// How many at-once answers may come in one burst (a tenth of a second's worth).
 const AT_ONCE_BURST: f64 = AT_ONCE_PER_SECOND / 10.0;

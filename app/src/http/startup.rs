@@ -85,10 +85,12 @@ impl Application {
                 .context("READ_REPLICA_URL")?,
             None => pool.clone(),
         };
-        let sold_out_reads = MySqlPoolOptions::new()
-            .max_connections(crate::http::state::SOLD_OUT_POOL_SIZE)
-            .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
-            .connect_lazy_with((*pool.connect_options()).clone());
+        let sold_out_reads = crate::http::sold_out_reads::SoldOutReads::new(
+            MySqlPoolOptions::new()
+                .max_connections(crate::http::state::SOLD_OUT_POOL_SIZE)
+                .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+                .connect_lazy_with((*pool.connect_options()).clone()),
+        );
         let hooks = Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms));
         let state = web::Data::new(AppState {
             strategies: strategies::all(
@@ -176,7 +178,7 @@ impl Application {
         }
         self.state.pool.close().await;
         self.state.reads.close().await;
-        self.state.sold_out_reads.close().await;
+        self.state.sold_out_reads.pool().close().await;
         result
     }
 }

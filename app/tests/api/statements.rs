@@ -7,9 +7,11 @@
 //! after a warm-up (`mysql-lock` inserts its lock row once per key). A connection the
 //! pool opens runs a `SET SESSION` once; those (`Com_set_option`) are not counted.
 
-use crate::helpers::{TestApp, spawn_with, test_settings};
+use crate::helpers::{TestApp, assert_error, spawn_with, test_settings};
+use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::json;
+use stock_app::Settings;
 
 /// Requests counted per strategy and outcome.
 const COUNTED: usize = 100;
@@ -107,3 +109,81 @@ async fn statements_per_deduction_within_budget() {
     );
     app.stop().await;
 }
+
+/// A flood's refusals of a sold-out product past its pace, each held (`--reject-hold-ms`),
+/// are read from `orders` together: far fewer statements than refusals. Among them a
+/// retry of a request that succeeded still gets its stored answer, and another request
+/// under that id its 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_sold_out_refusals_are_read_together() {
+    let db = testbed::MariaDb::start().expect("a private MariaDB");
+    let url = db.create_database("held_reads").unwrap();
+    let app = spawn_with(Settings {
+        reject_hold_ms: 50,
+        sold_out_cache_ms: 60_000,
+        ..test_settings(&url)
+    })
+    .await;
+    app.stock(1, 1).await;
+    let early = json!({"product_id": 1, "request_id": "early"});
+    let first = app.deduct("atomic-sql", &early).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let first: serde_json::Value = first.json().await.unwrap();
+    let late = app
+        .deduct(
+            "atomic-sql",
+            &json!({"product_id": 1, "request_id": "late"}),
+        )
+        .await;
+    assert_eq!(late.status(), StatusCode::CONFLICT, "the product is marked");
+
+    let before = questions(&app).await;
+    let flood = (0..FLOODED).map(|i| {
+        let body = json!({"product_id": 1, "request_id": format!("flood-{i}")});
+        let app = &app;
+        async move { app.deduct("atomic-sql", &body).await.status() }
+    });
+    // Sent just after the flood took the product's at-once answers: held with it.
+    let retries = async {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let reused = json!({"product_id": 1, "quantity": 2, "request_id": "early"});
+        tokio::join!(
+            app.deduct("atomic-sql", &early),
+            app.deduct("atomic-sql", &reused)
+        )
+    };
+    let (statuses, (again, reused)) = tokio::join!(join_all(flood), retries);
+    let after = questions(&app).await;
+
+    assert!(
+        statuses.iter().all(|s| *s == StatusCode::CONFLICT),
+        "{statuses:?}"
+    );
+    assert_eq!(again.status(), StatusCode::OK);
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["items"], first["items"], "the stored answer");
+    assert_error(
+        reused,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "request_id_reused",
+    )
+    .await;
+    // The second SHOW counts itself; the restock-free flood runs no strategy.
+    let statements = after - before - 1;
+    let refusals = FLOODED as i64 + 2;
+    println!("{refusals} refusals of a sold-out product read in {statements} statements");
+    assert!(
+        statements * 2 <= refusals,
+        "{statements} statements for {refusals} refusals"
+    );
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.remaining, state.ledger_sum, state.ledger_rows),
+        (0, 1, 1)
+    );
+    app.stop().await;
+}
+
+/// Concurrent buyers of the sold-out product in [`held_sold_out_refusals_are_read_together`].
+const FLOODED: usize = 40;
