@@ -27,6 +27,9 @@
 //! hold). A place that frees goes to the oldest in line: without the line,
 //! the connection that freed it would send again at once and take it back before any
 //! held request returned, and the first connections admitted would keep the places.
+//! So does every place the adaptive limit grows by, and a newcomer joins the line's
+//! end whenever anyone waits: a free place is never taken ahead of those waiting (a
+//! client that waits its turn is never worse off than one that keeps sending).
 //! `./scripts/flood` measures it.
 //!
 //! `/health`, `/ready`, `/metrics` and the admin routes are never limited.
@@ -247,29 +250,36 @@ impl Admission {
     /// Cancellation safe: a deduction whose client went away leaves the line, and a
     /// place handed to it as it left is passed on or given back.
     pub async fn enter(&self) -> Result<Permit<'_>, Refused> {
-        let refused = match self.try_enter() {
-            Ok(permit) => return Ok(permit),
-            Err(refused) if self.reject_hold.is_zero() => return Err(refused),
-            Err(refused) => refused,
-        };
-        let held = Held::enter(&self.held);
-        let hold = self.hold_for(held.now);
+        if self.reject_hold.is_zero() {
+            return self.try_enter();
+        }
         let (place, mut handed) = oneshot::channel();
-        {
+        let refused = {
             let mut waiting = self.waiting.lock().expect("line poisoned");
-            // A place freed since, with nobody in line: take it. (Under the lock: a
-            // place that frees is either seen here or handed to this one.)
-            if waiting.is_empty()
-                && let Ok(permit) = self.try_enter()
-            {
-                return Ok(permit);
-            }
             // Those at the front who left (timed out, went away) leave now.
             while waiting.front().is_some_and(oneshot::Sender::is_closed) {
                 waiting.pop_front();
             }
+            // A free place is this one's only when nobody waits: those in line go
+            // first (`Permit::drop` hands them every place that frees, and the ones the
+            // adaptive limit grows by). Under the lock: a place that frees is either
+            // seen here or handed to this one.
+            let refused = if waiting.is_empty() {
+                match self.try_enter() {
+                    Ok(permit) => return Ok(permit),
+                    Err(refused) => refused,
+                }
+            } else {
+                Refused {
+                    limit: self.limit().unwrap_or_default(),
+                    held: Duration::ZERO,
+                }
+            };
             waiting.push_back(place);
-        }
+            refused
+        };
+        let held = Held::enter(&self.held);
+        let hold = self.hold_for(held.now);
         let mut handed = Handed(&mut handed, self);
         match tokio::time::timeout(hold, &mut *handed.0).await {
             Ok(Ok(())) => Ok(handed.admitted()),
@@ -304,24 +314,30 @@ impl Admission {
 
     /// Admits one deduction, or refuses it at once when the limit is reached.
     fn try_enter(&self) -> Result<Permit<'_>, Refused> {
-        // Counted only when under the limit (a compare-and-set, not an add taken back):
-        // a place that frees is never read as "over the limit" by a passing refusal.
-        let limit = self.limit();
-        let admitted = self
-            .in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                limit.is_none_or(|limit| n < limit).then_some(n + 1)
-            });
-        if let (Err(_), Some(limit)) = (admitted, limit) {
-            return Err(Refused {
-                limit,
-                held: Duration::ZERO,
-            });
-        }
+        self.count_one().map_err(|limit| Refused {
+            limit,
+            held: Duration::ZERO,
+        })?;
         Ok(Permit {
             admission: self,
             started: Instant::now(),
         })
+    }
+
+    /// Counts one more in flight if that stays within the limit; else the limit.
+    /// Counted only when under it (a compare-and-set, not an add taken back): a place
+    /// that frees is never read as "over the limit" by a passing refusal.
+    fn count_one(&self) -> Result<(), usize> {
+        let limit = self.limit();
+        let counted = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                limit.is_none_or(|limit| n < limit).then_some(n + 1)
+            });
+        match (counted, limit) {
+            (Err(_), Some(limit)) => Err(limit),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -363,31 +379,32 @@ impl Drop for Handed<'_, '_> {
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         let admission = self.admission;
-        let in_flight = if admission.reject_hold.is_zero() {
-            admission.in_flight.fetch_sub(1, Ordering::AcqRel)
-        } else {
-            // The place goes to the oldest still in line, unless the (adaptive) limit
-            // fell below what is in flight; else it is given back. Under the lock, so
-            // that a deduction about to join the line sees it either way.
-            let mut waiting = admission.waiting.lock().expect("line poisoned");
-            let in_flight = admission.in_flight.load(Ordering::Acquire);
-            let over = admission.limit().is_some_and(|limit| in_flight > limit);
-            let mut handed = false;
-            while !over && let Some(next) = waiting.pop_front() {
-                if next.send(()).is_ok() {
-                    handed = true;
-                    break;
-                }
-            }
-            if !handed {
-                admission.in_flight.fetch_sub(1, Ordering::AcqRel);
-            }
-            in_flight
-        };
+        // Without a hold there is no line: the place is given back.
+        let line = (!admission.reject_hold.is_zero())
+            .then(|| admission.waiting.lock().expect("line poisoned"));
+        let in_flight = admission.in_flight.fetch_sub(1, Ordering::AcqRel);
         if let Limit::Adaptive(g) = &admission.limit {
             g.lock()
                 .expect("limit poisoned")
                 .sample(self.started.elapsed(), in_flight);
+        }
+        // Every free place (this one, unless the adaptive limit fell below what is in
+        // flight; and any it grew by) goes to the oldest still in line. Under the line's
+        // lock, taken before this place was given back: a deduction about to join the
+        // line sees the place or is handed it, and none overtakes those waiting.
+        let Some(mut waiting) = line else { return };
+        while let Some(next) = waiting.pop_front() {
+            if next.is_closed() {
+                continue;
+            }
+            if admission.count_one().is_err() {
+                waiting.push_front(next);
+                break;
+            }
+            if next.send(()).is_err() {
+                // It left just now: the place is free again for the next.
+                admission.in_flight.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 }
@@ -486,6 +503,40 @@ mod tests {
             .collect();
         assert_eq!(admission.in_flight(), permits.len());
         assert_eq!(admission.limit(), None);
+    }
+
+    /// An arrival waits behind those in line, and every free place goes to them: the
+    /// one that frees and the ones the adaptive limit grows by.
+    #[tokio::test]
+    async fn places_the_adaptive_limit_grows_by_go_to_the_line_first() {
+        let admission = Admission::new(0, true).with_reject_hold(Duration::from_secs(60));
+        let limit = admission.limit().unwrap();
+        let mut permits: Vec<_> = (0..limit).map(|_| admission.try_enter().unwrap()).collect();
+        let mut line: Vec<_> = (0..3).map(|_| Box::pin(admission.enter())).collect();
+        for waiting in &mut line {
+            assert!(poll_once(waiting).await.is_none(), "in line");
+        }
+        // The limit grows by two while three wait: a newcomer does not take those
+        // places ahead of them.
+        if let Limit::Adaptive(g) = &admission.limit {
+            g.lock().unwrap().limit += 2.0;
+        }
+        let mut newcomer = Box::pin(admission.enter());
+        assert!(poll_once(&mut newcomer).await.is_none(), "behind the line");
+        // A place frees: it and the two new ones go to the three in line.
+        drop(permits.pop());
+        for waiting in &mut line {
+            let admitted = poll_once(waiting).await.expect("admitted");
+            permits.push(admitted.expect("a place"));
+        }
+        // The freed place's sample may grow the limit again: then the newcomer, next
+        // in line, is let in too.
+        if let Some(admitted) = poll_once(&mut newcomer).await {
+            permits.push(admitted.expect("a place"));
+        }
+        assert!(permits.len() >= limit + 2);
+        assert_eq!(admission.in_flight(), permits.len());
+        assert!(admission.in_flight() <= admission.limit().unwrap());
     }
 
     /// Gradient2 shrinks when latency climbs above its long average (a queue forms)
