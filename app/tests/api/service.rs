@@ -534,6 +534,53 @@ async fn a_refusal_held_on_a_timer_still_changes_nothing_and_blocks_nobody() {
     app.stop().await;
 }
 
+/// A refusal held shorter than a second says to retry after the second's rest: its
+/// Retry-After is 1, not 0 (whole seconds, rounded up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_held_under_a_second_says_retry_after_one() {
+    let app = spawn_with(Settings {
+        max_in_flight: 1,
+        reject_hold_ms: 100,
+        ..test_settings(&fresh_database().await)
+    })
+    .await;
+    app.stock(1, 10).await;
+    app.set_failpoint("after_read", json!({"mode": "pause"}))
+        .await;
+    let held = deduct_in_background(
+        &app,
+        "pessimistic",
+        json!({"request_id": "held", "product_id": 1, "quantity": 1}),
+    );
+    app.wait_paused("after_read", 1).await;
+    let started = std::time::Instant::now();
+    let refused = app
+        .deduct(
+            "atomic-sql",
+            &json!({"request_id": "refused", "product_id": 1}),
+        )
+        .await;
+    let waited = started.elapsed();
+    // Held its jittered hold (50-150 ms), well under a second.
+    assert!(waited >= std::time::Duration::from_millis(50), "{waited:?}");
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("1"),
+        "after {waited:?}"
+    );
+    assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "overloaded").await;
+    app.set_failpoint("after_read", json!({"mode": "off"}))
+        .await;
+    app.release("after_read").await;
+    let (status, body) = held.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(app.orders_like("refused").await, 0);
+    app.stop().await;
+}
+
 /// A refusal costs no backend work: with the pool's only connection held by a paused
 /// deduction that also holds the product's row lock, a deduction past the admission
 /// limit, of that product with a lock strategy, is still answered 429. Had it asked
