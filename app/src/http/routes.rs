@@ -715,15 +715,11 @@ async fn deduct(
                 requested: requested.into(),
                 available: Some(0),
             };
-            // Held (past the product's pace): read with the other held refusals, in one
-            // statement; read alone when that batch could not answer. Without a hold
-            // each is read alone: gathered, a flood that does not wait would only come
-            // back faster.
-            let stored = if held_sold_out {
-                state.sold_out_reads.stored(&order.request_id).await
-            } else {
-                None
-            };
+            // Read with the other refusals asking now, in one statement (held ones
+            // gathered a little longer); read alone when that batch could not answer.
+            let stored = (state.sold_out_reads)
+                .stored(&order.request_id, held_sold_out)
+                .await;
             match stored {
                 Some(stored) => idempotency::answer(&d, sold_out, None, stored),
                 None => idempotency::after_refusal(state.sold_out_reads.pool(), &d, sold_out).await,

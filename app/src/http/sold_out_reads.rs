@@ -5,17 +5,20 @@
 //! buyers of a sold-out product, each sending again the moment it is answered, turns
 //! that into hundreds of reads a second: each one a round trip, a wake-up of a
 //! database thread and of a worker here, time the sales of the other products wait
-//! behind. A refusal past the product's pace has already waited out its hold
-//! ([`crate::http::sold_out::AT_ONCE_PER_SECOND`]); a few milliseconds more, spent
-//! gathering it with the others into one `WHERE request_id IN (...)`, cost it nothing
-//! and the instance most of the reads. (Refusals answered at once are read alone: they
-//! are few, and promised at once.)
+//! behind; on a pool of its own, a queue for its few connections. So the reads are
+//! gathered: many ids to one `WHERE request_id IN (...)`.
 //!
 //! # How a batch forms
-//! The first refusal to ask opens a batch and leads it: it waits [`GATHER`], closes
-//! the batch, reads every id in it (in statements of at most [`IDS_PER_STATEMENT`]) and
-//! hands each its answer. The others join the open batch and wait for theirs. No task
-//! of its own: the batch lives in its leader's request.
+//! The first refusal to ask opens a batch and leads it: it waits for one of the
+//! pool's connections ([`SoldOutReads::new`]'s `readers`), closes the batch, reads
+//! every id in it (in statements of at most [`IDS_PER_STATEMENT`]) and hands each its
+//! answer. The others join the open batch meanwhile and wait for theirs: while the
+//! connections are busy, a batch grows by whatever arrives, and an idle instance
+//! reads one id at once, as before. A refusal held past the product's pace
+//! ([`crate::http::sold_out::AT_ONCE_PER_SECOND`]) has waited out its hold already:
+//! as a leader it gathers [`GATHER`] longer first, so a flood's held refusals come to
+//! a statement every few milliseconds, not one each. No task of its own: the batch
+//! lives in its leader's request.
 //!
 //! # When a batch cannot answer
 //! If the read fails, or the leader's client goes away (its request is dropped, and
@@ -27,9 +30,9 @@ use sqlx::{MySqlPool, QueryBuilder};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 
-/// How long a batch's leader gathers the others before it reads.
+/// How long a held refusal leading a batch gathers the others before it reads.
 pub const GATHER: Duration = Duration::from_millis(10);
 
 /// Request ids per statement: a batch larger than that is read in several.
@@ -49,6 +52,8 @@ struct Member {
 #[derive(Debug)]
 pub struct SoldOutReads {
     pool: MySqlPool,
+    /// One permit per connection: a batch is closed when it gets one.
+    readers: Semaphore,
     open: Mutex<Option<Vec<Member>>>,
 }
 
@@ -82,9 +87,11 @@ impl Drop for Lead<'_> {
 }
 
 impl SoldOutReads {
-    pub fn new(pool: MySqlPool) -> SoldOutReads {
+    /// Reads on `pool`, at most `readers` batches at once (its connections).
+    pub fn new(pool: MySqlPool, readers: usize) -> SoldOutReads {
         SoldOutReads {
             pool,
+            readers: Semaphore::new(readers),
             open: Mutex::new(None),
         }
     }
@@ -96,8 +103,9 @@ impl SoldOutReads {
 
     /// `request_id`'s stored answer, read in a batch with the other refusals asking
     /// now: `Some(None)` when it has none, `None` when the batch could not answer
-    /// (read alone then, see the module).
-    pub async fn stored(&self, request_id: &str) -> Option<Option<Stored>> {
+    /// (read alone then, see the module). `held`: this refusal waited out a hold (as a
+    /// leader, it gathers [`GATHER`] first).
+    pub async fn stored(&self, request_id: &str, held: bool) -> Option<Option<Stored>> {
         let (answer, answered) = oneshot::channel();
         let member = Member {
             request_id: request_id.to_owned(),
@@ -121,7 +129,11 @@ impl SoldOutReads {
                 reads: self,
                 closed: false,
             };
-            tokio::time::sleep(GATHER).await;
+            if held {
+                tokio::time::sleep(GATHER).await;
+            }
+            // Others join while the connections are busy.
+            let _reader = (self.readers.acquire().await).expect("never closed");
             let batch = lead.close();
             self.answer(batch).await;
         }
