@@ -819,6 +819,55 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         }
         pages.insert("demo/overload.md".to_string(), page);
     }
+    if let Some(floods) = overload["flood"].as_array().filter(|f| !f.is_empty()) {
+        let mut page = banner(source);
+        let _ = writeln!(
+            page,
+            "*`wrk`, closed loop, never backing off (each answer, a 429 included, followed at once by the next request), {} connections shared over each setting's two instances, {} s per setting, on a hot product of its own. Capacity = the open loop's above; goodput = sales/s in the ledger from a third of the run to its end; p99 admitted = the sales' p99 from the instances' `stock_locks_sale_duration_seconds` histogram (inside its bucket, as Prometheus' `histogram_quantile`); /health = its slowest answer, polled every {} ms on a new connection to each flooded instance; CPU = percent of one core over the run; lost = lost updates and units beyond stock, from the ledger.*\n",
+            int(&floods[0]["connections"]),
+            num(f(&floods[0]["seconds"])),
+            crate::flood::HEALTH_EVERY.as_millis(),
+        );
+        let body: Vec<Vec<String>> = floods
+            .iter()
+            .map(|r| {
+                vec![
+                    linked(&text(&r["strategy"])),
+                    text(&r["mode"]),
+                    num(f(&r["capacity_sales_per_second"])),
+                    num(f(&r["goodput_sales_per_second"])),
+                    format!("{} %", num(100.0 * f(&r["goodput_share"]))),
+                    r["admitted_p99_ms"].as_f64().map_or("–".to_string(), num),
+                    num(f(&r["refused_per_second"])),
+                    num(f(&r["health_max_ms"])),
+                    num(f(&r["cpu_app_percent"])),
+                    num(f(&r["cpu_db_percent"])),
+                    num(f(&r["cpu_wrk_percent"])),
+                    (r["lost_updates"].as_i64().unwrap_or(0)
+                        + r["beyond_stock"].as_i64().unwrap_or(0))
+                    .to_string(),
+                ]
+            })
+            .collect();
+        page.push_str(&table(
+            &[
+                "strategy",
+                "instances",
+                ">capacity sales/s",
+                ">goodput sales/s",
+                ">goodput / capacity",
+                ">p99 admitted ms",
+                ">429/s",
+                ">slowest /health ms",
+                ">CPU instances %",
+                ">CPU database %",
+                ">CPU wrk %",
+                ">lost",
+            ],
+            &body,
+        ));
+        pages.insert("demo/flood.md".to_string(), page);
+    }
     if let Some(claims) = demo["claims"].as_array() {
         let mut page = banner(source);
         let body: Vec<Vec<String>> = claims

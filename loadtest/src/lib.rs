@@ -21,6 +21,8 @@
 //!   the split stock by number of buckets), with what limits each strategy.
 //! - [`overload`]: past capacity: each strategy's capacity, then an open loop at a
 //!   multiple of it, with and without an admission limit (goodput, p99, `/health`).
+//! - [`flood`]: past capacity against a client that does not back off (`wrk`): each
+//!   setting's goodput, admitted p99, 429/s, `/health` and the CPU split.
 //! - [`live`]: the live page (`demo --serve`): server-sent events of every run's
 //!   progress read from the database, the page embedded.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
@@ -48,6 +50,7 @@ pub mod cost;
 pub mod distance;
 pub mod engine;
 pub mod flash;
+pub mod flood;
 pub mod html;
 pub mod lab;
 pub mod live;

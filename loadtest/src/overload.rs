@@ -338,7 +338,13 @@ pub fn print_table(results: &[OverloadRow], factor: f64) {
 
 /// The overload part of the report: the table, with the goal per row. Its rows'
 /// sections (`overload: ...`) are shown here, not as tables of their own.
-pub fn part(results: &[OverloadRow], sell_outs: &[SellOutRow], factor: f64, seconds: f64) -> Part {
+pub fn part(
+    results: &[OverloadRow],
+    sell_outs: &[SellOutRow],
+    floods: &[crate::flood::FloodRow],
+    factor: f64,
+    seconds: f64,
+) -> Part {
     let mut html = format!(
         "<h2>Past capacity: {factor}× the capacity, open loop</h2><p>Each strategy's capacity \
          is the best it sold without a limit (closed loop on one hot product, stock never the \
@@ -362,13 +368,16 @@ pub fn part(results: &[OverloadRow], sell_outs: &[SellOutRow], factor: f64, seco
     if !sell_outs.is_empty() {
         html.push_str(&sell_out_html(sell_outs));
     }
+    html.push_str(&crate::flood::html(floods));
     let oversold = results
         .iter()
         .any(|r| r.oversold || r.missing_acknowledged > 0);
+    let oversold = oversold || floods.iter().any(|r| !r.clean());
     Part {
         key: "overload",
         json: serde_json::json!({
             "factor": factor, "seconds": seconds, "rows": results, "sell_out": sell_outs,
+            "flood": floods,
         }),
         html,
         title: None,
@@ -540,7 +549,7 @@ pub fn sell_out_html(results: &[SellOutRow]) -> String {
 }
 
 /// A text table: the first two columns left-aligned (names), the rest right.
-fn print_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = Vec<String>>) {
+pub(crate) fn print_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = Vec<String>>) {
     let line = |cells: &[String]| {
         let padded: Vec<String> = (cells.iter().zip(columns))
             .enumerate()
@@ -564,7 +573,10 @@ fn print_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = Vec<String>>
 
 /// An HTML table: the mode column kept on one line, the last cell green when the row's
 /// flag holds, red otherwise.
-fn html_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = (Vec<String>, bool)>) -> String {
+pub(crate) fn html_rows(
+    columns: &[(&str, usize)],
+    rows: impl Iterator<Item = (Vec<String>, bool)>,
+) -> String {
     let mut html = String::from("<table><tr>");
     for (heading, _) in columns {
         let _ = write!(html, "<th>{}</th>", escape(heading));
@@ -592,9 +604,9 @@ fn html_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = (Vec<String>,
 mod tests {
     use super::*;
 
-    /// Both tables render every column of every row, the verdict cell coloured.
+    /// The three tables render every column of every row, the verdict cell coloured.
     #[test]
-    fn the_part_shows_both_tables() {
+    fn the_part_shows_every_table() {
         let row = OverloadRow {
             strategy: "s".into(),
             mode: "--max-in-flight 32".into(),
@@ -638,12 +650,34 @@ mod tests {
             cpu_us_per_answer: [("mariadb".to_string(), 80.0)].into(),
             exact: false,
         };
-        let part = part(&[row], &[sell_out], 5.0, 4.0);
-        assert_eq!(part.html.matches("<table>").count(), 2);
+        let flood = crate::flood::FloodRow {
+            strategy: "s".into(),
+            mode: "--max-in-flight 32 --reject-hold-ms 1000".into(),
+            connections: 2000,
+            seconds: 6.0,
+            capacity_sales_per_second: 100.0,
+            goodput_sales_per_second: 98.0,
+            goodput_share: 0.98,
+            answers_per_second: 99.0,
+            refused_per_second: 1.0,
+            admitted_p99_ms: Some(1200.0),
+            health_max_ms: 4.0,
+            health_failures: 0,
+            cpu_app_percent: 50.0,
+            cpu_db_percent: 60.0,
+            cpu_wrk_percent: 9.0,
+            transport_errors: 0,
+            lost_updates: 0,
+            beyond_stock: 0,
+        };
+        let part = part(&[row], &[sell_out], &[flood], 5.0, 4.0);
+        assert_eq!(part.html.matches("<table>").count(), 3);
         assert_eq!(
             part.html.matches("<th>").count(),
-            COLUMNS.len() + SELL_OUT_COLUMNS.len()
+            COLUMNS.len() + SELL_OUT_COLUMNS.len() + crate::flood::COLUMNS.len()
         );
+        assert!(part.html.contains("--reject-hold-ms 1000"));
+        assert_eq!(part.json["flood"][0]["connections"], 2000);
         assert!(
             part.html.contains("<td class=\"ok\">met</td>"),
             "{}",

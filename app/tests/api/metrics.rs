@@ -131,6 +131,14 @@ async fn counters_equal_the_ledger() {
         ),
         4.0
     );
+    // The sales alone: the duplicate is timed above, not here.
+    assert_eq!(
+        sample(
+            &metrics,
+            "stock_locks_sale_duration_seconds_count{strategy=\"atomic-sql\"}"
+        ),
+        3.0
+    );
     app.stop().await;
 }
 
@@ -164,6 +172,7 @@ async fn promtool_accepts_the_scrape() {
     for family in [
         "stock_locks_deductions_total",
         "stock_locks_deduction_duration_seconds",
+        "stock_locks_sale_duration_seconds",
         "stock_locks_phase_seconds",
         "stock_locks_db_pool_wait_seconds",
         "stock_locks_transactions_total",

@@ -88,6 +88,14 @@ pub struct DemoArgs {
     /// instance.
     #[arg(long, default_value_t = 32)]
     pub overload_max_in_flight: usize,
+    /// The reject hold (`stock-app --reject-hold-ms`) of that section's held
+    /// settings, beside the same limits without one.
+    #[arg(long, default_value_t = 1000)]
+    pub overload_reject_hold_ms: u64,
+    /// That section's flood: `wrk` (closed loop, never backing off) with this many
+    /// connections on each setting, the reference strategy; 0 skips it.
+    #[arg(long, default_value_t = loadtest::flood::DEFAULT_CONNECTIONS)]
+    pub flood_connections: usize,
     #[command(flatten)]
     pub load: LoadArgs,
 }
@@ -218,6 +226,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         .collect();
     let mut instances_extra: Vec<InstanceInfo> = Vec::new();
     let mut sell_outs = Vec::new();
+    let mut floods = Vec::new();
 
     announce(&format!(
         "throughput: sales per second on one hot product, {seconds} s each, stock never the limit"
@@ -472,32 +481,49 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             "past capacity: {overload_factor}x each strategy's capacity"
         ));
         let limit = args.overload_max_in_flight.to_string();
+        let hold = args.overload_reject_hold_ms.to_string();
+        // Each limit as it answers a refusal at once (a hold of 0, said outright) and
+        // with the reject hold.
+        let fixed = |hold| vec!["--max-in-flight", &limit, "--reject-hold-ms", hold];
+        let adaptive_with = |hold| {
+            vec![
+                "--adaptive-limit",
+                "--max-in-flight",
+                "256",
+                "--reject-hold-ms",
+                hold,
+            ]
+        };
+        let (limited_flags, adaptive_flags) = (fixed("0"), adaptive_with("0"));
+        let (held_flags, adaptive_held_flags) = (fixed(&hold), adaptive_with(&hold));
         let mut limited = Vec::new();
         let mut adaptive = Vec::new();
+        let mut held = Vec::new();
+        let mut adaptive_held = Vec::new();
         for i in 1..=2 {
-            limited.push(
-                start_instance_with(
-                    &client,
-                    &app_bin,
-                    &env,
-                    &format!("stock-app-limited-{i}"),
-                    &["--max-in-flight", &limit],
-                )
-                .await?,
-            );
-            adaptive.push(
-                start_instance_with(
-                    &client,
-                    &app_bin,
-                    &env,
-                    &format!("stock-app-adaptive-{i}"),
-                    &["--adaptive-limit", "--max-in-flight", "256"],
-                )
-                .await?,
-            );
+            for (group, name, flags) in [
+                (&mut limited, "limited", &limited_flags),
+                (&mut adaptive, "adaptive", &adaptive_flags),
+                (&mut held, "limited-held", &held_flags),
+                (&mut adaptive_held, "adaptive-held", &adaptive_held_flags),
+            ] {
+                group.push(
+                    start_instance_with(
+                        &client,
+                        &app_bin,
+                        &env,
+                        &format!("stock-app-{name}-{i}"),
+                        flags,
+                    )
+                    .await?,
+                );
+            }
         }
         let (plain_runner, limited_runner, adaptive_runner) =
             (runner_on(&plain), runner_on(&limited), runner_on(&adaptive));
+        let (held_runner, adaptive_held_runner) = (runner_on(&held), runner_on(&adaptive_held));
+        let held_name = format!("--max-in-flight {limit} --reject-hold-ms {hold}");
+        let adaptive_held_name = format!("--adaptive-limit --reject-hold-ms {hold}");
         let mut unfast = Vec::new();
         for i in 1..=2 {
             unfast.push(
@@ -531,6 +557,20 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
                 &adaptive_runner,
                 loadtest::overload::Mode {
                     name: "--adaptive-limit".into(),
+                    retries: 3,
+                },
+            ),
+            (
+                &held_runner,
+                loadtest::overload::Mode {
+                    name: held_name.clone(),
+                    retries: 3,
+                },
+            ),
+            (
+                &adaptive_held_runner,
+                loadtest::overload::Mode {
+                    name: adaptive_held_name.clone(),
                     retries: 3,
                 },
             ),
@@ -605,12 +645,47 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
                 .await?;
                 sell_outs.extend(sold_out);
                 rows.extend(sell_out_rows);
+                // The flood on every setting (the reference strategy only).
+                if args.flood_connections > 0 {
+                    let capacity = results.first().map_or(0.0, |r| r.capacity_sales_per_second);
+                    say(&format!(
+                        "{strategy} flooded: wrk at {} connections on each setting ...",
+                        args.flood_connections
+                    ));
+                    let target = |mode: &str, runner| loadtest::flood::Target {
+                        mode: mode.into(),
+                        runner,
+                    };
+                    let targets = [
+                        target("no limit", &plain_runner),
+                        target(&format!("--max-in-flight {limit}"), &limited_runner),
+                        target("--adaptive-limit", &adaptive_runner),
+                        target(&held_name, &held_runner),
+                        target(&adaptive_held_name, &adaptive_held_runner),
+                    ];
+                    floods = loadtest::flood::run(
+                        strategy,
+                        capacity,
+                        &targets,
+                        args.flood_connections,
+                        args.overload_seconds.max(6.0),
+                        &|n| first_product(9, n + 1),
+                    )
+                    .await?;
+                }
             }
             overload.extend(results);
             rows.extend(overload_rows);
         }
         instances_extra.extend(unfast.iter().map(Instance::info));
-        instances_extra.extend(limited.iter().chain(adaptive.iter()).map(Instance::info));
+        instances_extra.extend(
+            (limited
+                .iter()
+                .chain(&adaptive)
+                .chain(&held)
+                .chain(&adaptive_held))
+            .map(Instance::info),
+        );
     }
     let servers = server_versions(&db, &env).await;
     db.close().await;
@@ -718,6 +793,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     if !overload.is_empty() {
         loadtest::overload::print_table(&overload, overload_factor);
         loadtest::overload::print_sell_out(&sell_outs);
+        loadtest::flood::print_table(&floods);
     }
     let mut instances: Vec<InstanceInfo> = plain.iter().map(Instance::info).collect();
     instances.extend(instances_extra);
@@ -737,6 +813,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         report.parts.push(loadtest::overload::part(
             &overload,
             &sell_outs,
+            &floods,
             overload_factor,
             args.overload_seconds,
         ));
