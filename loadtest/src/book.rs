@@ -823,7 +823,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
         let mut page = banner(source);
         let _ = writeln!(
             page,
-            "*`wrk`, closed loop, never backing off (each answer, a 429 included, followed at once by the next request), {} connections shared over each setting's two instances, {} s per setting, on a hot product of its own. Capacity = the open loop's above; goodput = sales/s in the ledger from a third of the run to its end; p99 admitted = the sales' p99 from the instances' `stock_locks_sale_duration_seconds` histogram (inside its bucket, as Prometheus' `histogram_quantile`); /health = its slowest answer, polled every {} ms on a new connection to each flooded instance; CPU = percent of one core over the run; lost = lost updates and units beyond stock, from the ledger.*\n",
+            "*`wrk`, closed loop, never backing off (each answer, a 429 included, followed at once by the next request), {} connections shared over each setting's instances, {} s per setting, on a hot product of its own (the reference strategy). Capacity = the best no-limit figure, as above; goodput = sales/s in the ledger over the steady window (from a third of the run until just before `wrk` stops); p99 admitted = the sales' p99 over that window, from the instances' `stock_locks_sale_duration_seconds` histogram (inside its bucket, as Prometheus' `histogram_quantile`); 429/s = `wrk`'s, over its whole run; /health = its slowest answer, polled every {} ms on a new connection to each flooded instance (*failed* when one did not answer); CPU = percent of one core over the window; transport errors = requests with no HTTP answer; lost = lost updates and units beyond stock, from the ledger.*\n",
             int(&floods[0]["connections"]),
             num(f(&floods[0]["seconds"])),
             crate::flood::HEALTH_EVERY.as_millis(),
@@ -839,10 +839,19 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                     format!("{} %", num(100.0 * f(&r["goodput_share"]))),
                     r["admitted_p99_ms"].as_f64().map_or("–".to_string(), num),
                     num(f(&r["refused_per_second"])),
-                    num(f(&r["health_max_ms"])),
+                    format!(
+                        "{}{}",
+                        num(f(&r["health_max_ms"])),
+                        if r["health_failures"].as_u64().unwrap_or(0) > 0 {
+                            " (*failed*)"
+                        } else {
+                            ""
+                        }
+                    ),
                     num(f(&r["cpu_app_percent"])),
                     num(f(&r["cpu_db_percent"])),
                     num(f(&r["cpu_wrk_percent"])),
+                    int(&r["transport_errors"]),
                     (r["lost_updates"].as_i64().unwrap_or(0)
                         + r["beyond_stock"].as_i64().unwrap_or(0))
                     .to_string(),
@@ -862,6 +871,7 @@ fn demo_pages(demo: &Value, pages: &mut BTreeMap<String, String>, facts: &mut Fa
                 ">CPU instances %",
                 ">CPU database %",
                 ">CPU wrk %",
+                ">transport errors",
                 ">lost",
             ],
             &body,

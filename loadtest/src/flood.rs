@@ -8,17 +8,19 @@
 //! and without a reject hold), one run of `wrk` per instance for `seconds`, together
 //! `connections` connections, on a hot product of its own, stock never the limit:
 //! - **goodput**: sales per second in the ledger over the run's steady window (from a
-//!   third of the run to its end, the database's clock), against the strategy's
-//!   capacity (the same figure the polite rows are judged against);
+//!   third of the run until just before `wrk` stops, the database's clock), against
+//!   the strategy's capacity (the same figure the polite rows are judged against);
 //! - **p99 of the admitted**: from the instances' `stock_locks_sale_duration_seconds`
-//!   histogram (the sales alone; `wrk`'s own latency mixes in the refusals), read
-//!   before and after, interpolated inside its bucket as Prometheus'
+//!   histogram (the sales alone; `wrk`'s own latency mixes in the refusals), read at
+//!   the steady window's ends, interpolated inside its bucket as Prometheus'
 //!   `histogram_quantile` does;
-//! - **429/s** and every other answer, counted by `wrk`'s script;
+//! - **429/s** and every other answer, counted by `wrk`'s script over its whole run,
+//!   and the requests that got no HTTP answer at all (transport errors);
 //! - **`/health`**: polled every [`HEALTH_EVERY`] on a new connection to each flooded instance
 //!   (the slowest answer, and failures);
 //! - **the CPU split**: the instances', the database's and `wrk`'s own, in percent of
-//!   one core over the run (`/proc/<pid>/stat`), so a row shows where the machine went;
+//!   one core over the steady window (`/proc/<pid>/stat`), so a row shows where the
+//!   machine went;
 //! - **the ledger's verdict** for the product (lost updates, units beyond stock).
 
 use crate::Runner;
@@ -90,7 +92,10 @@ impl FloodRow {
 #[derive(Debug, Default)]
 struct WrkOut {
     codes: BTreeMap<u16, u64>,
+    /// Requests with no HTTP answer.
     errors: u64,
+    /// How long it ran, as it reports it.
+    seconds: f64,
 }
 
 fn parse_wrk(text: &str) -> WrkOut {
@@ -104,6 +109,7 @@ fn parse_wrk(text: &str) -> WrkOut {
                 }
             }
             ["errors", n] => out.errors += n.parse::<u64>().unwrap_or(0),
+            ["seconds", s] => out.seconds = s.parse().unwrap_or(0.0),
             _ => {}
         }
     }
@@ -181,7 +187,8 @@ async fn probe_health(bases: Vec<String>, stop: tokio::sync::watch::Receiver<boo
         return (f64::INFINITY, 1);
     };
     let (mut slowest, mut failures) = (0f64, 0u64);
-    while !*stop.borrow() {
+    // Until told to stop, or the run it watches ended without saying so (an error).
+    while !*stop.borrow() && stop.has_changed().is_ok() {
         for base in &bases {
             let started = Instant::now();
             let answer = client.get(format!("{base}/health")).send().await;
@@ -207,19 +214,6 @@ fn cpu(pids: &[u32]) -> f64 {
     pids.iter()
         .filter_map(|p| crate::cost::cpu_seconds(*p))
         .sum()
-}
-
-/// CPU seconds of this process's children that have ended and been waited for (the
-/// `wrk`s of a run, once reaped: their `/proc` entry is gone by then).
-fn ended_children_cpu() -> f64 {
-    // SAFETY: getrusage writes one rusage into the zeroed struct it is given.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
-        usage
-    };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// Floods each target in turn: `connections` over its instances for `seconds`, on the
@@ -300,19 +294,17 @@ async fn one(
         .partition(|(name, _)| name.starts_with("stock-app"));
     let apps: Vec<u32> = apps.iter().map(|(_, pid)| *pid).collect();
     let dbs: Vec<u32> = dbs.iter().map(|(_, pid)| *pid).collect();
-    let before = sale_buckets(runner, strategy).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let health = tokio::spawn(probe_health(runner.bases.clone(), stopped));
-    let (app0, db0, wrk0) = (cpu(&apps), cpu(&dbs), ended_children_cpu());
-    let started = Instant::now();
     // One wrk per instance, the connections shared out, all at once.
     let per_instance = connections.div_ceil(runner.bases.len()).max(1);
+    let run_for = seconds.ceil();
     let mut wrks = Vec::new();
     for (n, base) in runner.bases.iter().enumerate() {
         let child = tokio::process::Command::new("wrk")
             .current_dir(scripts)
             .args(["-t1", &format!("-c{per_instance}")])
-            .arg(format!("-d{}s", seconds.ceil()))
+            .arg(format!("-d{run_for}s"))
             .args([
                 "--timeout",
                 "10s",
@@ -333,15 +325,22 @@ async fn one(
             .context("starting wrk (Debian's `wrk`: ./scripts/install-deps demo)")?;
         wrks.push(child);
     }
-    // The steady window: from a third of the run to its end.
-    tokio::time::sleep(Duration::from_secs_f64(seconds.ceil() / 3.0)).await;
-    let from = db_now(runner).await?;
+    let wrk_pids: Vec<u32> = wrks.iter().filter_map(|c| c.id()).collect();
+    // The steady window, every figure of the row but the answer counts over the same
+    // one: from a third of the run until just before wrk stops (all still sending).
+    let started = Instant::now();
+    let window = |at: f64| started + Duration::from_secs_f64(at);
+    tokio::time::sleep_until(window(run_for / 3.0).into()).await;
+    let (from, before) = (db_now(runner).await?, sale_buckets(runner, strategy).await?);
+    let (app0, db0, wrk0) = (cpu(&apps), cpu(&dbs), cpu(&wrk_pids));
+    let opened = Instant::now();
+    tokio::time::sleep_until(window(run_for - 0.5).into()).await;
+    let (to, after) = (db_now(runner).await?, sale_buckets(runner, strategy).await?);
+    let (app1, db1, wrk1) = (cpu(&apps), cpu(&dbs), cpu(&wrk_pids));
+    let span = opened.elapsed().as_secs_f64();
     let mut outs = Vec::new();
-    let mut to = None;
     for child in wrks {
         let out = child.wait_with_output().await?;
-        // The window ends when the first wrk stops sending.
-        to.get_or_insert(db_now(runner).await?);
         anyhow::ensure!(
             out.status.success(),
             "wrk failed: {}",
@@ -349,14 +348,9 @@ async fn one(
         );
         outs.push(parse_wrk(&String::from_utf8_lossy(&out.stdout)));
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let to = to.expect("at least one instance");
-    let (app1, db1) = (cpu(&apps), cpu(&dbs));
     let _ = stop.send(true);
     let (health_max_ms, health_failures) = health.await.unwrap_or((f64::INFINITY, 1));
-    let after = sale_buckets(runner, strategy).await?;
-    let wrk_cpu = ended_children_cpu() - wrk0;
-    let (sold, window): (i64, f64) = sqlx::query_as(
+    let (sold, window_s): (i64, f64) = sqlx::query_as(
         "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED),
                 TIMESTAMPDIFF(MICROSECOND, ?, ?) / 1e6
          FROM ledger WHERE product_id = ? AND created_at >= ? AND created_at < ?",
@@ -369,25 +363,30 @@ async fn one(
     .fetch_one(&runner.db)
     .await?;
     let verdict = crate::verify::stock(&runner.db, &[product]).await?;
-    let answers: u64 = outs.iter().flat_map(|o| o.codes.values()).sum();
-    let refused: u64 = outs.iter().filter_map(|o| o.codes.get(&429)).sum();
-    let goodput = sold as f64 / window.max(1e-3);
+    // The answers over each wrk's own run (its duration as it reports it).
+    let per_second = |count: &dyn Fn(&WrkOut) -> u64| -> f64 {
+        outs.iter()
+            .map(|o| count(o) as f64 / o.seconds.max(1e-3))
+            .sum()
+    };
+    let goodput = sold as f64 / window_s.max(1e-3);
+    let percent = |used: f64| 100.0 * used / span.max(1e-3);
     Ok(FloodRow {
         strategy: strategy.into(),
         mode: target.mode.clone(),
         connections: per_instance * runner.bases.len(),
-        seconds: seconds.ceil(),
+        seconds: run_for,
         capacity_sales_per_second: capacity,
         goodput_sales_per_second: goodput,
         goodput_share: goodput / capacity.max(1e-9),
-        answers_per_second: answers as f64 / seconds.ceil(),
-        refused_per_second: refused as f64 / seconds.ceil(),
+        answers_per_second: per_second(&|o| o.codes.values().sum()),
+        refused_per_second: per_second(&|o| o.codes.get(&429).copied().unwrap_or(0)),
         admitted_p99_ms: quantile(&before, &after, 0.99).map(|s| s * 1000.0),
         health_max_ms,
         health_failures,
-        cpu_app_percent: 100.0 * (app1 - app0) / elapsed,
-        cpu_db_percent: 100.0 * (db1 - db0) / elapsed,
-        cpu_wrk_percent: 100.0 * wrk_cpu / elapsed,
+        cpu_app_percent: percent(app1 - app0),
+        cpu_db_percent: percent(db1 - db0),
+        cpu_wrk_percent: percent(wrk1 - wrk0),
         transport_errors: outs.iter().map(|o| o.errors).sum(),
         lost_updates: verdict.lost_updates,
         beyond_stock: verdict.beyond_stock,
@@ -395,7 +394,7 @@ async fn one(
 }
 
 /// The table's columns: heading and width in the text table.
-pub(crate) const COLUMNS: [(&str, usize); 14] = [
+pub(crate) const COLUMNS: [(&str, usize); 15] = [
     ("strategy", 12),
     ("mode", 40),
     ("conns", 5),
@@ -409,6 +408,7 @@ pub(crate) const COLUMNS: [(&str, usize); 14] = [
     ("app %", 5),
     ("db %", 5),
     ("wrk %", 5),
+    ("transport", 9),
     ("lost", 5),
 ];
 
@@ -438,6 +438,7 @@ impl FloodRow {
             format!("{:.0}", self.cpu_app_percent),
             format!("{:.0}", self.cpu_db_percent),
             format!("{:.0}", self.cpu_wrk_percent),
+            self.transport_errors.to_string(),
             (self.lost_updates + self.beyond_stock).to_string(),
         ]
     }
@@ -446,7 +447,7 @@ impl FloodRow {
 /// The line under the table: what it counts.
 pub fn counts() -> String {
     format!(
-        "wrk, closed loop, never backing off (a 429 is followed at once by the next request), the connections shared over the setting's instances; capacity = the polite rows' capacity; goodput = sales/s in the ledger from a third of the run to its end; p99 adm = the sales' p99 from the instances' sale histogram (inside its bucket, as histogram_quantile); health ms = the slowest /health, polled every {} ms on a new connection to each flooded instance; app, db, wrk = CPU in percent of one core over the run (the instances together, the database, wrk); lost = lost updates + units beyond stock, from the ledger",
+        "wrk, closed loop, never backing off (a 429 is followed at once by the next request), the connections shared over the setting's instances; capacity = the polite rows' capacity; goodput = sales/s in the ledger over the steady window (from a third of the run until just before wrk stops); p99 adm = the sales' p99 over that window from the instances' sale histogram (inside its bucket, as histogram_quantile); 429/s, answers/s = wrk's, over its whole run; health ms = the slowest /health, polled every {} ms on a new connection to each flooded instance; app, db, wrk = CPU in percent of one core over the window (the instances together, the database, wrk); transport = requests with no HTTP answer; lost = lost updates + units beyond stock, from the ledger",
         HEALTH_EVERY.as_millis()
     )
 }
@@ -489,6 +490,7 @@ mod tests {
     #[test]
     fn wrk_output_is_read_by_status() {
         let out = parse_wrk("status 200 10\nstatus 429 5\nseconds 6.001\np50 1.0\nerrors 2\n");
+        assert_eq!(out.seconds, 6.001);
         assert_eq!(out.codes.get(&200), Some(&10));
         assert_eq!(out.codes.get(&429), Some(&5));
         assert_eq!(out.errors, 2);

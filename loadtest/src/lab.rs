@@ -124,6 +124,29 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Raises this process's open-file limit to its hard limit (the instances started
+/// after inherit it: a flood's connections are a file each, on both ends) and says
+/// what it is now.
+pub fn raise_open_files() -> u64 {
+    // SAFETY: getrlimit and setrlimit read and write the one struct they are given.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                ..limit
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+        limit.rlim_cur as u64
+    }
+}
+
 /// The processes a run's cost is measured on: these instances and the servers.
 pub fn processes(instances: &[Instance], servers: &[(String, u32)]) -> Vec<(String, u32)> {
     (instances.iter())

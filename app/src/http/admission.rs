@@ -242,9 +242,10 @@ impl Admission {
     }
 
     /// Admits one deduction. Past the limit: refused at once without a hold; with
-    /// one, it waits its hold in line for a place: a place that frees meanwhile goes to
-    /// the oldest in line (so a client that sends again the moment it is answered does
-    /// not keep the place it just freed ahead of those already waiting), and one still
+    /// one, it waits its hold in line for a place (and joins the line's end whenever
+    /// anyone waits, under the limit too): a place that frees meanwhile goes to the
+    /// oldest in line (so a client that sends again the moment it is answered does not
+    /// keep the place it just freed ahead of those already waiting), and one still
     /// waiting when its hold ends is refused.
     ///
     /// Cancellation safe: a deduction whose client went away leaves the line, and a

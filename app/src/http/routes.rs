@@ -715,15 +715,10 @@ async fn deduct(
                 requested: requested.into(),
                 available: Some(0),
             };
-            // Read with the other refusals asking now, in one statement (held ones
-            // gathered a little longer); read alone when that batch could not answer.
-            let stored = (state.sold_out_reads)
-                .stored(&order.request_id, held_sold_out)
-                .await;
-            match stored {
-                Some(stored) => idempotency::answer(&d, sold_out, None, stored),
-                None => idempotency::after_refusal(state.sold_out_reads.pool(), &d, sold_out).await,
-            }
+            // Read with the other refusals asking now, in one statement.
+            (state.sold_out_reads)
+                .after_refusal(&d, sold_out, held_sold_out)
+                .await
         }
         // The strategy runs; a refusal asks `orders` once (`idempotency::once`, in two
         // steps here to note when its evidence was read, for the sold-out mark).

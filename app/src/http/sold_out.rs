@@ -4,14 +4,14 @@
 //! nearly every request.
 //!
 //! # What it still reads
-//! The refusal still asks `orders` once, by primary key, as every refusal does
-//! ([`crate::strategies::idempotency::after_refusal`]): a retry of a request that
-//! succeeded before the stock ran out must get its stored answer, not "sold out" (a
-//! buyer whose answer was lost in the rush would be told they bought nothing). It asks
-//! on a small pool of its own ([`crate::http::state::SOLD_OUT_POOL_SIZE`]), so a flood
-//! of such refusals waits there, not for the connections other products' sales need;
-//! refusals held past the product's pace read together, many ids to one statement
-//! ([`crate::http::sold_out_reads`]).
+//! The refusal still asks `orders` for its request id, as every refusal does
+//! ([`crate::strategies::idempotency`]): a retry of a request that succeeded before
+//! the stock ran out must get its stored answer, not "sold out" (a buyer whose answer
+//! was lost in the rush would be told they bought nothing). It asks on a small pool of
+//! its own ([`crate::http::state::SOLD_OUT_POOL_SIZE`]), so a flood of such refusals
+//! waits there, not for the connections other products' sales need, and with the
+//! other refusals asking at the same time, many ids to one statement
+//! ([`crate::http::sold_out_reads`]; alone, should that batch fail).
 //! A known sold-out product takes no place in the admission limit.
 //!
 //! # Why it never refuses a unit that is there
@@ -40,9 +40,9 @@
 //! # What a flood of it costs
 //! A buyer who is told "sold out" and sends again at once gets the next answer as fast
 //! as the last: a flood of them would take the CPU the other products' sales need.
-//! Up to [`AT_ONCE_PER_SECOND`] refusals of one product are answered at once; past
-//! that pace they are held on the admission's reject timer first (`--reject-hold-ms`),
-//! and read `orders` together after it, on a small pool of their own.
+//! Up to [`AT_ONCE_PER_SECOND`] refusals of one product are answered without a hold
+//! (a shared read of `orders` apart); past that pace they are held on the admission's
+//! reject timer first (`--reject-hold-ms`), then read `orders` gathered a little longer.
 //!
 //! Marks are per strategy and product: each strategy's view of the stock is its own
 //! (a row, split buckets, a counter in Redis).

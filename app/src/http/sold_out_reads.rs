@@ -9,37 +9,46 @@
 //! gathered: many ids to one `WHERE request_id IN (...)`.
 //!
 //! # How a batch forms
-//! The first refusal to ask opens a batch and leads it: it waits for one of the
-//! pool's connections ([`SoldOutReads::new`]'s `readers`), closes the batch, reads
-//! every id in it (in statements of at most [`IDS_PER_STATEMENT`]) and hands each its
-//! answer. The others join the open batch meanwhile and wait for theirs: while the
-//! connections are busy, a batch grows by whatever arrives, and an idle instance
-//! reads one id at once, as before. A refusal held past the product's pace
-//! ([`crate::http::sold_out::AT_ONCE_PER_SECOND`]) has waited out its hold already:
-//! as a leader it gathers [`GATHER`] longer first, so a flood's held refusals come to
-//! a statement every few milliseconds, not one each. No task of its own: the batch
-//! lives in its leader's request.
+//! The first refusal to ask opens a batch, and a task of the batch's own reads it: the
+//! task takes one of the pool's connections, closes the batch, reads every id in it
+//! (in statements of at most [`IDS_PER_STATEMENT`]) and hands each member its answer.
+//! The others join the open batch meanwhile: while the connections are busy, a batch
+//! grows by whatever arrives, and an idle instance reads one id at once. A refusal
+//! held past the product's pace ([`crate::http::sold_out::AT_ONCE_PER_SECOND`]) has
+//! waited out its hold already: a batch it opens gathers [`GATHER`] longer first, so a
+//! flood's held refusals come to a statement every few milliseconds, not one each.
+//! Batches are shared by every product and strategy: a refusal answered at once may
+//! join a batch that is still gathering, and wait that long.
+//!
+//! The task, not the request that opened the batch, reads it: a client that goes away
+//! takes only its own answer with it.
 //!
 //! # When a batch cannot answer
-//! If the read fails, or the leader's client goes away (its request is dropped, and
-//! the batch with it), every member is told so ([`SoldOutReads::stored`] answers
-//! `None`) and reads alone, as any refusal does: errors stay each request's own
-//! (a pool timeout is a 503 for the request that met it, not a guess for the batch).
+//! If its read fails, every member reads alone ([`SoldOutReads::after_refusal`]), as
+//! any refusal does: errors stay each request's own (a pool timeout is a 503 for the
+//! request that met it, not a guess for the batch).
 
+use crate::domain::error::DeductError;
+use crate::strategies::contract::{Deducted, Deduction};
+use crate::strategies::idempotency;
 use sqlx::{MySqlPool, QueryBuilder};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 
-/// How long a held refusal leading a batch gathers the others before it reads.
+/// How long a batch opened by a held refusal gathers the others before it reads.
 pub const GATHER: Duration = Duration::from_millis(10);
 
 /// Request ids per statement: a batch larger than that is read in several.
 const IDS_PER_STATEMENT: usize = 1000;
 
-/// A stored answer: (request hash, response), as `orders` holds them.
-pub type Stored = (String, String);
+/// A stored answer as `orders` holds it.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub request_hash: String,
+    pub response: String,
+}
 
 /// One member of the open batch: its request id and where its answer goes.
 #[derive(Debug)]
@@ -48,70 +57,60 @@ struct Member {
     answer: oneshot::Sender<Option<Stored>>,
 }
 
-/// The fast path's own small pool, and the batch open now, if one is.
+/// The batch open now, if one is. A std mutex: its guard never crosses an `.await`.
+type Open = Arc<Mutex<Option<Vec<Member>>>>;
+
+/// The fast path's own small pool, and the batch open now.
 #[derive(Debug)]
 pub struct SoldOutReads {
     pool: MySqlPool,
-    /// One permit per connection: a batch is closed when it gets one.
-    readers: Semaphore,
-    open: Mutex<Option<Vec<Member>>>,
-}
-
-/// A leader's hold on the open batch (its own: only its leader closes a batch, and a
-/// new one opens only after). Dropped before it closed it (its client went away while
-/// it gathered), it closes it anyway, dropping the members' answers: they read alone
-/// instead of waiting in a batch no one will read.
-struct Lead<'a> {
-    reads: &'a SoldOutReads,
-    closed: bool,
-}
-
-impl Lead<'_> {
-    fn close(&mut self) -> Vec<Member> {
-        self.closed = true;
-        self.reads
-            .open
-            .lock()
-            .expect("sold-out reads poisoned")
-            .take()
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Lead<'_> {
-    fn drop(&mut self) {
-        if !self.closed {
-            drop(self.close());
-        }
-    }
+    open: Open,
 }
 
 impl SoldOutReads {
-    /// Reads on `pool`, at most `readers` batches at once (its connections).
-    pub fn new(pool: MySqlPool, readers: usize) -> SoldOutReads {
+    /// Reads on `pool` (its connections bound how many batches read at once).
+    pub fn new(pool: MySqlPool) -> SoldOutReads {
         SoldOutReads {
             pool,
-            readers: Semaphore::new(readers),
-            open: Mutex::new(None),
+            open: Arc::default(),
         }
     }
 
-    /// The pool, for the refusals read alone.
+    /// The pool, to close it.
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
     }
 
-    /// `request_id`'s stored answer, read in a batch with the other refusals asking
-    /// now: `Some(None)` when it has none, `None` when the batch could not answer
-    /// (read alone then, see the module). `held`: this refusal waited out a hold (as a
-    /// leader, it gathers [`GATHER`] first).
-    pub async fn stored(&self, request_id: &str, held: bool) -> Option<Option<Stored>> {
+    /// The fast path's refusal of `d` (`refusal`, the product sold out): its stored
+    /// answer if this request id succeeded before, read in a batch with the other
+    /// refusals asking now (`held`: this one waited out a hold), else the refusal; read
+    /// alone when the batch could not answer.
+    pub async fn after_refusal(
+        &self,
+        d: &Deduction<'_>,
+        refusal: DeductError,
+        held: bool,
+    ) -> Result<Deducted, DeductError> {
+        match self.stored(&d.order.request_id, held).await {
+            Some(stored) => idempotency::answer(
+                d,
+                refusal,
+                None,
+                stored.map(|s| (s.request_hash, s.response)),
+            ),
+            None => idempotency::after_refusal(&self.pool, d, refusal).await,
+        }
+    }
+
+    /// `request_id`'s stored answer, read in a batch: `Some(None)` when it has none,
+    /// `None` when the batch could not answer.
+    async fn stored(&self, request_id: &str, held: bool) -> Option<Option<Stored>> {
         let (answer, answered) = oneshot::channel();
         let member = Member {
             request_id: request_id.to_owned(),
             answer,
         };
-        let leads = {
+        let opened = {
             let mut open = self.open.lock().expect("sold-out reads poisoned");
             match open.as_mut() {
                 Some(batch) => {
@@ -124,57 +123,67 @@ impl SoldOutReads {
                 }
             }
         };
-        if leads {
-            let mut lead = Lead {
-                reads: self,
-                closed: false,
-            };
-            if held {
-                tokio::time::sleep(GATHER).await;
-            }
-            // Others join while the connections are busy.
-            let _reader = (self.readers.acquire().await).expect("never closed");
-            let batch = lead.close();
-            self.answer(batch).await;
+        if opened {
+            let (pool, open) = (self.pool.clone(), self.open.clone());
+            tokio::spawn(async move {
+                if held {
+                    tokio::time::sleep(GATHER).await;
+                }
+                // Others join while the connections are busy.
+                let connection = pool.acquire().await;
+                let batch = (open.lock().expect("sold-out reads poisoned"))
+                    .take()
+                    .unwrap_or_default();
+                match connection {
+                    Ok(mut connection) => read(&mut connection, batch).await,
+                    // Dropping the batch: each reads alone, and meets the error itself.
+                    Err(e) => tracing::warn!(error = %e, "sold-out reads: no connection"),
+                }
+            });
         }
         answered.await.ok()
     }
+}
 
-    /// Reads the stored answers of `batch`'s ids and hands each member its own; on an
-    /// error, none (each reads alone).
-    async fn answer(&self, batch: Vec<Member>) {
-        let mut found = HashMap::new();
-        for chunk in batch.chunks(IDS_PER_STATEMENT) {
-            // CAST: `ascii_bin` and JSON columns come back as binary, not text, to sqlx.
-            let mut query = QueryBuilder::new(
-                "SELECT CAST(request_id AS CHAR), CAST(request_hash AS CHAR), \
-                 CAST(response AS CHAR) FROM orders WHERE request_id IN (",
-            );
-            let mut ids = query.separated(", ");
-            for member in chunk {
-                ids.push_bind(&member.request_id);
+/// Reads the stored answers of `batch`'s ids on `connection` and hands each member its
+/// own; on an error, none (each reads alone).
+async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
+    let mut found = HashMap::new();
+    for chunk in batch.chunks(IDS_PER_STATEMENT) {
+        // CAST: `ascii_bin` and JSON columns come back as binary, not text, to sqlx.
+        let mut query = QueryBuilder::new(
+            "SELECT CAST(request_id AS CHAR), CAST(request_hash AS CHAR), \
+             CAST(response AS CHAR) FROM orders WHERE request_id IN (",
+        );
+        let mut ids = query.separated(", ");
+        for member in chunk {
+            ids.push_bind(&member.request_id);
+        }
+        query.push(")");
+        // Not prepared and kept: every batch size is a statement text of its own.
+        let rows: Result<Vec<(String, String, String)>, _> = query
+            .build_query_as()
+            .persistent(false)
+            .fetch_all(&mut *connection)
+            .await;
+        match rows {
+            Ok(rows) => found.extend(rows.into_iter().map(|(id, request_hash, response)| {
+                (
+                    id,
+                    Stored {
+                        request_hash,
+                        response,
+                    },
+                )
+            })),
+            Err(e) => {
+                tracing::warn!(error = %e, "sold-out reads: a batch failed, each reads alone");
+                return;
             }
-            query.push(")");
-            let rows: Vec<(String, String, String)> = match query
-                .build_query_as()
-                .fetch_all(&self.pool)
-                .await
-            {
-                Ok(rows) => rows,
-                Err(e) => {
-                    tracing::warn!(error = %e, "a batch of sold-out reads failed: each reads alone");
-                    return;
-                }
-            };
-            found.extend(
-                rows.into_iter()
-                    .map(|(id, hash, response)| (id, (hash, response))),
-            );
         }
-        for member in batch {
-            let stored = found.get(&member.request_id).cloned();
-            // A member whose client went away is not waiting: nothing to do.
-            let _ = member.answer.send(stored);
-        }
+    }
+    for member in batch {
+        // A member whose client went away is not waiting: nothing to do.
+        let _ = member.answer.send(found.get(&member.request_id).cloned());
     }
 }

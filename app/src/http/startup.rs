@@ -90,7 +90,6 @@ impl Application {
                 .max_connections(crate::http::state::SOLD_OUT_POOL_SIZE)
                 .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
                 .connect_lazy_with((*pool.connect_options()).clone()),
-            crate::http::state::SOLD_OUT_POOL_SIZE as usize,
         );
         let hooks = Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms));
         let state = web::Data::new(AppState {

@@ -8,9 +8,8 @@ use crate::strategies::Strategies;
 use sqlx::MySqlPool;
 use std::sync::Arc;
 
-/// Connections of [`AppState::sold_out_reads`]: each read is primary-key lookups (a
-/// flood's held refusals gathered into one), so two keep up while the rest of the
-/// pool sells.
+/// Connections of [`AppState::sold_out_reads`]: each reads a batch of refusals'
+/// request ids by primary key in one statement, while the main pool sells.
 pub const SOLD_OUT_POOL_SIZE: u32 = 2;
 
 /// What every handler shares. Built once, **outside** `HttpServer::new`'s factory:
@@ -21,8 +20,8 @@ pub struct AppState {
     /// Where plain reads go: the read replica (`--read-replica-url`), else `pool`.
     pub reads: MySqlPool,
     /// The sold-out fast path's own small pool ([`SOLD_OUT_POOL_SIZE`] connections) for
-    /// its one read of `orders`, batched past the product's pace: a flood of buyers of
-    /// a sold-out product waits here, never for the connections other products need.
+    /// its one read of `orders`, many refusals to a statement: a flood of buyers of a
+    /// sold-out product waits here, never for the connections other products need.
     pub sold_out_reads: crate::http::sold_out_reads::SoldOutReads,
     pub settings: Settings,
     pub strategies: Strategies,
