@@ -824,6 +824,11 @@ const CODE_SETTINGS: &[(&str, &str, &str)] = &[
         "20 %",
         "the client's retry budget, as Finagle's RetryBudget",
     ),
+    (
+        "demo/flood.md",
+        "200 ms",
+        "how often the flood's /health prober asks, loadtest::flood::HEALTH_EVERY",
+    ),
 ];
 
 /// Table columns whose numbers are settings or counts of the data's own items (which
