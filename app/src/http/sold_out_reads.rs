@@ -187,3 +187,28 @@ async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
         let _ = member.answer.send(found.get(&member.request_id).cloned());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch whose read cannot run (no database listens) tells every member so,
+    /// held or not, and none waits for ever: each then reads alone and meets the
+    /// error itself.
+    #[tokio::test]
+    async fn a_batch_that_cannot_read_tells_every_member() {
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .acquire_timeout(Duration::from_millis(200))
+            .connect_lazy("mysql://root@127.0.0.1:1/nothing")
+            .unwrap();
+        let reads = SoldOutReads::new(pool);
+        let asked = (0..6).map(|i| {
+            let reads = &reads;
+            async move { reads.stored(&format!("r{i}"), i % 2 == 0).await }
+        });
+        let answers = futures::future::join_all(asked).await;
+        assert_eq!(answers.len(), 6);
+        assert!(answers.iter().all(Option::is_none), "{answers:?}");
+        assert!(reads.open.lock().unwrap().is_none(), "no batch left open");
+    }
+}
