@@ -368,26 +368,29 @@ impl<'a> Handed<'_, 'a> {
 impl Drop for Handed<'_, '_> {
     fn drop(&mut self) {
         if self.take() {
-            // A place was handed to this one as it left: pass it on.
-            drop(Permit {
-                admission: self.1,
-                started: Instant::now(),
-            });
+            // A place was handed to this one as it left: pass it on (no deduction ran
+            // in it, so the adaptive limit learns nothing from it).
+            self.1.release(None);
         }
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        let admission = self.admission;
+        self.admission.release(Some(self.started.elapsed()));
+    }
+}
+
+impl Admission {
+    /// Gives one place back; `took`: how long the deduction in it took (a sample for
+    /// the adaptive limit), none when no deduction ran in it.
+    fn release(&self, took: Option<Duration>) {
         // Without a hold there is no line: the place is given back.
-        let line = (!admission.reject_hold.is_zero())
-            .then(|| admission.waiting.lock().expect("line poisoned"));
-        let in_flight = admission.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if let Limit::Adaptive(g) = &admission.limit {
-            g.lock()
-                .expect("limit poisoned")
-                .sample(self.started.elapsed(), in_flight);
+        let line =
+            (!self.reject_hold.is_zero()).then(|| self.waiting.lock().expect("line poisoned"));
+        let in_flight = self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if let (Limit::Adaptive(g), Some(took)) = (&self.limit, took) {
+            g.lock().expect("limit poisoned").sample(took, in_flight);
         }
         // Every free place (this one, unless the adaptive limit fell below what is in
         // flight; and any it grew by) goes to the oldest still in line. Under the line's
@@ -398,13 +401,13 @@ impl Drop for Permit<'_> {
             if next.is_closed() {
                 continue;
             }
-            if admission.count_one().is_err() {
+            if self.count_one().is_err() {
                 waiting.push_front(next);
                 break;
             }
             if next.send(()).is_err() {
                 // It left just now: the place is free again for the next.
-                admission.in_flight.fetch_sub(1, Ordering::AcqRel);
+                self.in_flight.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
