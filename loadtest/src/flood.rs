@@ -120,10 +120,14 @@ fn parse_wrk(text: &str) -> WrkOut {
 /// instances: (upper bound in seconds, cumulative count).
 async fn sale_buckets(runner: &Runner, strategy: &str) -> anyhow::Result<Vec<(f64, f64)>> {
     let mut summed: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
-    for base in &runner.bases {
-        let text = (runner.client.get(format!("{base}/metrics")).send().await?)
+    // Every instance at once: the scrapes are one moment, as far as they can be.
+    let scrapes = futures::future::try_join_all(runner.bases.iter().map(|base| async move {
+        (runner.client.get(format!("{base}/metrics")).send().await?)
             .text()
-            .await?;
+            .await
+    }))
+    .await?;
+    for text in scrapes {
         let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))?;
         for sample in scrape.samples {
             if sample.metric != "stock_locks_sale_duration_seconds"
@@ -330,14 +334,22 @@ async fn one(
     // one: from a third of the run until just before wrk stops (all still sending).
     let started = Instant::now();
     let window = |at: f64| started + Duration::from_secs_f64(at);
+    // At each end: the CPU (instant), the database's clock, the histograms (together).
     tokio::time::sleep_until(window(run_for / 3.0).into()).await;
-    let (from, before) = (db_now(runner).await?, sale_buckets(runner, strategy).await?);
     let (app0, db0, wrk0) = (cpu(&apps), cpu(&dbs), cpu(&wrk_pids));
     let opened = Instant::now();
+    let (from, before) = tokio::try_join!(db_now(runner), sale_buckets(runner, strategy))?;
     tokio::time::sleep_until(window(run_for - 0.5).into()).await;
-    let (to, after) = (db_now(runner).await?, sale_buckets(runner, strategy).await?);
     let (app1, db1, wrk1) = (cpu(&apps), cpu(&dbs), cpu(&wrk_pids));
     let span = opened.elapsed().as_secs_f64();
+    let (to, after) = tokio::try_join!(db_now(runner), sale_buckets(runner, strategy))?;
+    // The window closed while every wrk still sent.
+    for child in &mut wrks {
+        anyhow::ensure!(
+            child.try_wait()?.is_none(),
+            "a wrk stopped before the flood's window closed: its figures would include the drain"
+        );
+    }
     let mut outs = Vec::new();
     for child in wrks {
         let out = child.wait_with_output().await?;

@@ -29,8 +29,9 @@ function done(summary, latency, requests)
   io.write(string.format("seconds %.3f\n", summary.duration / 1e6))
   -- Every answer's latency (ms): the admitted ones' when there are few refusals.
   io.write(string.format("p50 %.1f\np99 %.1f\n", latency:percentile(50) / 1000, latency:percentile(99) / 1000))
-  -- Requests with no HTTP answer (wrk's errors.status counts answers of 400 and up:
-  -- counted above by status, not here).
+  -- Requests with no HTTP answer: connect, read and write errors (wrk's errors.status
+  -- counts answers of 400 and up, and errors.timeout answers slower than --timeout:
+  -- both are counted above by status, not here).
   io.write(string.format("errors %d\n", summary.errors.connect + summary.errors.read
-    + summary.errors.write + summary.errors.timeout))
+    + summary.errors.write))
 end

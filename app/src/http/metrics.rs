@@ -81,9 +81,9 @@ const DURATION_BUCKETS: [f64; 14] = [
 
 /// Upper bounds of the sale duration histogram, in seconds: the duration's, with finer
 /// steps where a queue's waits fall (a p99 read from it is interpolated inside one).
-const SALE_BUCKETS: [f64; 22] = [
-    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0,
-    2.5, 3.0, 4.0, 5.0, 7.5, 10.0,
+const SALE_BUCKETS: [f64; 30] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9,
+    1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0,
 ];
 
 /// Upper bounds of the pool wait histogram, in seconds: an idle connection is taken in

@@ -60,6 +60,32 @@ struct Member {
 /// The batch open now, if one is. A std mutex: its guard never crosses an `.await`.
 type Open = Arc<Mutex<Option<Vec<Member>>>>;
 
+/// The open batch's task's hold on it: the task closes the batch when it reads it, and
+/// a task dropped before that (its worker stopped) closes it anyway, dropping the
+/// members' answers: they read alone instead of waiting in a batch no task will read,
+/// and the next refusal opens a new one. Only the open batch's own task closes it.
+struct Closing(Open);
+
+impl Closing {
+    fn close(mut self) -> Vec<Member> {
+        let batch = self.take();
+        std::mem::forget(self);
+        batch
+    }
+
+    fn take(&mut self) -> Vec<Member> {
+        (self.0.lock().expect("sold-out reads poisoned"))
+            .take()
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
+}
+
 /// The fast path's own small pool, and the batch open now.
 #[derive(Debug)]
 pub struct SoldOutReads {
@@ -126,14 +152,13 @@ impl SoldOutReads {
         if opened {
             let (pool, open) = (self.pool.clone(), self.open.clone());
             tokio::spawn(async move {
+                let closing = Closing(open);
                 if held {
                     tokio::time::sleep(GATHER).await;
                 }
                 // Others join while the connections are busy.
                 let connection = pool.acquire().await;
-                let batch = (open.lock().expect("sold-out reads poisoned"))
-                    .take()
-                    .unwrap_or_default();
+                let batch = closing.close();
                 match connection {
                     Ok(mut connection) => read(&mut connection, batch).await,
                     // Dropping the batch: each reads alone, and meets the error itself.

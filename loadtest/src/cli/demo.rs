@@ -120,7 +120,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         let needed = args.flood_connections.div_ceil(2) as u64 + 100;
         anyhow::ensure!(
             open_files >= needed,
-            "--flood-connections {} needs {needed} open files per process, and the limit is {open_files} (raise it: ulimit -n, or a smaller --flood-connections)",
+            "--flood-connections {} needs {needed} open files per process, and the hard limit is {open_files} (raise it as root: ulimit -Hn, limits.conf, docker --ulimit nofile=; or a smaller --flood-connections)",
             args.flood_connections
         );
     }
