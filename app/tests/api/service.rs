@@ -470,15 +470,18 @@ async fn past_the_admission_limit_a_deduction_is_refused_at_once() {
     app.stop().await;
 }
 
-/// With `--reject-hold-ms`, a refused deduction waits out the hold before its 429 (a
-/// client that does not back off sends its next request that much later), while the
-/// instance keeps answering `/health` and the admitted deduction completes; the
-/// refusal still changes nothing, and its Retry-After counts the hold as waited.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refusal_held_on_a_timer_still_changes_nothing_and_blocks_nobody() {
+/// An instance with an admission limit of one and a reject hold of `reject_hold_ms`,
+/// its one place taken by a `pessimistic` deduction of product 1 (10 in stock) paused
+/// at `after_read`: the next deduction is past the limit.
+async fn limit_one_taken(
+    reject_hold_ms: u64,
+) -> (
+    crate::helpers::TestApp,
+    tokio::task::JoinHandle<(StatusCode, Value)>,
+) {
     let app = spawn_with(Settings {
         max_in_flight: 1,
-        reject_hold_ms: 2_000,
+        reject_hold_ms,
         ..test_settings(&fresh_database().await)
     })
     .await;
@@ -491,6 +494,16 @@ async fn a_refusal_held_on_a_timer_still_changes_nothing_and_blocks_nobody() {
         json!({"request_id": "held", "product_id": 1, "quantity": 1}),
     );
     app.wait_paused("after_read", 1).await;
+    (app, held)
+}
+
+/// With `--reject-hold-ms`, a refused deduction waits out the hold before its 429 (a
+/// client that does not back off sends its next request that much later), while the
+/// instance keeps answering `/health` and the admitted deduction completes; the
+/// refusal still changes nothing, and its Retry-After counts the hold as waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_held_on_a_timer_still_changes_nothing_and_blocks_nobody() {
+    let (app, held) = limit_one_taken(2_000).await;
     let started = std::time::Instant::now();
     let refused = tokio::spawn(
         app.client
@@ -538,21 +551,7 @@ async fn a_refusal_held_on_a_timer_still_changes_nothing_and_blocks_nobody() {
 /// Retry-After is 1, not 0 (whole seconds, rounded up).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_held_under_a_second_says_retry_after_one() {
-    let app = spawn_with(Settings {
-        max_in_flight: 1,
-        reject_hold_ms: 100,
-        ..test_settings(&fresh_database().await)
-    })
-    .await;
-    app.stock(1, 10).await;
-    app.set_failpoint("after_read", json!({"mode": "pause"}))
-        .await;
-    let held = deduct_in_background(
-        &app,
-        "pessimistic",
-        json!({"request_id": "held", "product_id": 1, "quantity": 1}),
-    );
-    app.wait_paused("after_read", 1).await;
+    let (app, held) = limit_one_taken(100).await;
     let started = std::time::Instant::now();
     let refused = app
         .deduct(
