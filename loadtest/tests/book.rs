@@ -501,6 +501,11 @@ const SETTINGS: &[(&str, &str, &str)] = &[
         "the round-trip time the far table adds (--far-rtt-ms)",
     ),
     (
+        "glossary.md",
+        "half a second",
+        "where a held refusal's Retry-After rounds to 0 (to the nearest second, routes.rs)",
+    ),
+    (
         "isolation.md",
         "1 s",
         "innodb_lock_wait_timeout as the script sets it",

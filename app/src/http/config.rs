@@ -41,10 +41,12 @@ pub struct Settings {
     pub workers: Option<usize>,
 
     /// Admission limit: at most this many deductions in flight on this instance; past
-    /// it a deduction is answered 429 `overloaded` at once (or waits in line with
-    /// --reject-hold-ms). 0: no limit. With --adaptive-limit, the adaptive limit's
-    /// ceiling. To choose one: the smallest count at which the strategy reaches its
-    /// capacity (`loadtest sweep`), with room for latency to vary, or --adaptive-limit.
+    /// it a deduction waits in line for its reject hold (--reject-hold-ms, a second by
+    /// default with a limit), then is answered 429 `overloaded`. 0 (the default): no
+    /// limit; a flood then queues (latency grows, sales hold). With --adaptive-limit,
+    /// the adaptive limit's ceiling. To choose one: the smallest count at which the
+    /// strategy reaches its capacity (`loadtest sweep`), with room for latency to vary,
+    /// or --adaptive-limit.
     #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = 0)]
     pub max_in_flight: usize,
 
@@ -54,17 +56,19 @@ pub struct Settings {
     #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
     pub adaptive_limit: bool,
 
-    /// With an admission limit: how long a deduction past it waits in line for a place
-    /// before it is answered 429, in milliseconds (jittered to between half and one and
-    /// a half of it; longer, up to four times it, while so many wait that answering
-    /// them would pass 500 refusals a second). A place that frees goes to the oldest in
-    /// line. A client that does not back off then sends its next request that much
-    /// later: a flood of refusals costs a timer each, not the CPU the admitted
-    /// deductions need; the 429's Retry-After (a second) counts the wait. Refusals of a
-    /// product known sold out past its at-once pace are held so too (they take no place
-    /// in the limit: without a hold nothing paces them). 0: answered at once.
-    #[arg(long, env = "REJECT_HOLD_MS", default_value_t = 0)]
-    pub reject_hold_ms: u64,
+    /// How long a deduction past the admission limit waits in line for a place before
+    /// it is answered 429, in milliseconds (jittered to between half and one and a half
+    /// of it; longer, up to four times it, while so many wait that answering them would
+    /// pass 500 refusals a second). A place that frees goes to the oldest in line. A
+    /// client that does not back off then sends its next request that much later: a
+    /// flood of refusals costs a timer each, not the CPU the admitted deductions need;
+    /// the 429's Retry-After (a second) counts the wait. Refusals of a product known
+    /// sold out past its at-once pace are held so too (they take no place in the
+    /// limit: without a hold nothing paces them). Unset: 1000 with a limit (a limit
+    /// that refuses at once collapses under clients that resend at once), 0 without
+    /// one. 0: answered at once.
+    #[arg(long, env = "REJECT_HOLD_MS")]
+    pub reject_hold_ms: Option<u64>,
 
     /// The sold-out fast path: a product a strategy found with nothing left is refused
     /// here without running the strategy for this long after (then the strategy looks
@@ -99,7 +103,18 @@ pub struct Settings {
     pub strategies: crate::strategies::Settings,
 }
 
+/// The reject hold with an admission limit and no `--reject-hold-ms`.
+pub const DEFAULT_REJECT_HOLD_MS: u64 = 1000;
+
 impl Settings {
+    /// The reject hold in force: `--reject-hold-ms` when given, else
+    /// [`DEFAULT_REJECT_HOLD_MS`] with an admission limit and none without.
+    pub fn reject_hold(&self) -> std::time::Duration {
+        let limited = self.max_in_flight > 0 || self.adaptive_limit;
+        let ms = (self.reject_hold_ms).unwrap_or(if limited { DEFAULT_REJECT_HOLD_MS } else { 0 });
+        std::time::Duration::from_millis(ms)
+    }
+
     /// These settings, changed by `change` (for a nested setting in an expression:
     /// `Settings { .. }.with(|s| s.shared.lock_lease_ms = 500)`).
     pub fn with(mut self, change: impl FnOnce(&mut Settings)) -> Settings {
@@ -135,5 +150,29 @@ impl Settings {
             ])
             .expect("the defaults parse");
         Settings::from_arg_matches(&matches).expect("the defaults parse")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A limit brings a hold unless one is given: a limit that refuses at once
+    /// collapses under clients that resend at once. No limit, no hold.
+    #[test]
+    fn a_limit_brings_a_reject_hold_unless_told_otherwise() {
+        let plain = Settings::for_database("mysql://unused");
+        assert_eq!(plain.reject_hold_ms, None);
+        assert_eq!(plain.reject_hold(), Duration::ZERO);
+        let second = Duration::from_millis(DEFAULT_REJECT_HOLD_MS);
+        let fixed = plain.clone().with(|s| s.max_in_flight = 32);
+        assert_eq!(fixed.reject_hold(), second);
+        let adaptive = plain.clone().with(|s| s.adaptive_limit = true);
+        assert_eq!(adaptive.reject_hold(), second);
+        let at_once = fixed.clone().with(|s| s.reject_hold_ms = Some(0));
+        assert_eq!(at_once.reject_hold(), Duration::ZERO);
+        let paced_alone = plain.with(|s| s.reject_hold_ms = Some(250));
+        assert_eq!(paced_alone.reject_hold(), Duration::from_millis(250));
     }
 }

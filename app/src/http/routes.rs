@@ -182,8 +182,11 @@ pub async fn request_context(
     if let Ok(value) = HeaderValue::from_str(&answered) {
         res.headers_mut().insert(X_REQUEST_ID, value);
     }
-    // One second, less what a refusal held on its timer already made the client wait
-    // (none left after a second or more: retry now).
+    // One second, less what a refusal held on its timer already made the client wait,
+    // in whole seconds to the nearest: a refusal held half a second or more says 0
+    // (retry now), for the hold was its backoff. Rounded up, a polite client would wait
+    // a hold and then a second, while a client that does not back off waits the hold
+    // alone, and the polite would sell less than the flood.
     if matches!(
         res.status(),
         actix_web::http::StatusCode::SERVICE_UNAVAILABLE
@@ -191,7 +194,7 @@ pub async fn request_context(
     ) {
         let waited = res.response().extensions().get::<Waited>().map(|w| w.0);
         let left = std::time::Duration::from_secs(1).saturating_sub(waited.unwrap_or_default());
-        let seconds = left.as_millis().div_ceil(1000) as u64;
+        let seconds = (left.as_millis() + 499) as u64 / 1000;
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }

@@ -108,7 +108,7 @@ impl Application {
                 settings.max_in_flight,
                 settings.adaptive_limit,
             )
-            .with_reject_hold(Duration::from_millis(settings.reject_hold_ms)),
+            .with_reject_hold(settings.reject_hold()),
             sold_out: crate::http::sold_out::SoldOut::new(Duration::from_millis(
                 settings.sold_out_cache_ms,
             )),

@@ -366,7 +366,7 @@ async fn every_answer_matches_the_contract() {
         db_pool_size: 1,
         db_acquire_timeout_ms: 300,
         max_in_flight: 1,
-        reject_hold_ms: 0,
+        reject_hold_ms: Some(0),
         ..test_settings(&database)
     })
     .await;

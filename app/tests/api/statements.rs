@@ -119,7 +119,7 @@ async fn held_sold_out_refusals_are_read_together() {
     let db = testbed::MariaDb::start().expect("a private MariaDB");
     let url = db.create_database("held_reads").unwrap();
     let app = spawn_with(Settings {
-        reject_hold_ms: 50,
+        reject_hold_ms: Some(50),
         // Marks outlast the test's refusals; a restock waits this long to answer.
         sold_out_cache_ms: 2_000,
         ..test_settings(&url)

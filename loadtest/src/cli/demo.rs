@@ -533,6 +533,9 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         let (plain_runner, limited_runner, adaptive_runner) =
             (runner_on(&plain), runner_on(&limited), runner_on(&adaptive));
         let (held_runner, adaptive_held_runner) = (runner_on(&held), runner_on(&adaptive_held));
+        // Every name says its hold: with a limit, the service holds a second unless told.
+        let limited_name = format!("--max-in-flight {limit} --reject-hold-ms 0");
+        let adaptive_name = "--adaptive-limit --reject-hold-ms 0".to_string();
         let held_name = format!("--max-in-flight {limit} --reject-hold-ms {hold}");
         let adaptive_held_name = format!("--adaptive-limit --reject-hold-ms {hold}");
         let mut unfast = Vec::new();
@@ -543,7 +546,14 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
                     &app_bin,
                     &env,
                     &format!("stock-app-no-fast-path-{i}"),
-                    &["--sold-out-cache-ms", "0", "--max-in-flight", &limit],
+                    &[
+                        "--sold-out-cache-ms",
+                        "0",
+                        "--max-in-flight",
+                        &limit,
+                        "--reject-hold-ms",
+                        "0",
+                    ],
                 )
                 .await?,
             );
@@ -560,14 +570,14 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             (
                 &limited_runner,
                 loadtest::overload::Mode {
-                    name: format!("--max-in-flight {limit}"),
+                    name: limited_name.clone(),
                     retries: 3,
                 },
             ),
             (
                 &adaptive_runner,
                 loadtest::overload::Mode {
-                    name: "--adaptive-limit".into(),
+                    name: adaptive_name.clone(),
                     retries: 3,
                 },
             ),
@@ -589,7 +599,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             (
                 &limited_runner,
                 loadtest::overload::Mode {
-                    name: format!("--max-in-flight {limit}, no retries"),
+                    name: format!("{limited_name}, no retries"),
                     retries: 0,
                 },
             ),
@@ -642,12 +652,11 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             // transaction on the hot row).
             if i == 0 {
                 let offered = results.first().map_or(1000.0, |r| r.offered_per_second);
+                let fast = format!("{limited_name}, fast path on (default)");
+                let unfast_name = format!("{limited_name} --sold-out-cache-ms 0");
                 let (sold_out, sell_out_rows) = loadtest::overload::sell_out(
                     strategy,
-                    &[
-                        (&limited_runner, "limited, fast path on (default)"),
-                        (&unfast_runner, "limited, --sold-out-cache-ms 0"),
-                    ],
+                    &[(&limited_runner, &fast), (&unfast_runner, &unfast_name)],
                     offered,
                     args.overload_seconds,
                     100,
@@ -678,8 +687,8 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             };
             let targets = [
                 target("no limit", &plain_runner),
-                target(&format!("--max-in-flight {limit}"), &limited_runner),
-                target("--adaptive-limit", &adaptive_runner),
+                target(&limited_name, &limited_runner),
+                target(&adaptive_name, &adaptive_runner),
                 target(&held_name, &held_runner),
                 target(&adaptive_held_name, &adaptive_held_runner),
             ];
