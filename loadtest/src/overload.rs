@@ -38,7 +38,8 @@ pub const OPEN_LOOP_IN_FLIGHT: usize = 8000;
 /// One way of serving the overload.
 #[derive(Debug, Clone, Serialize)]
 pub struct Mode {
-    /// `no limit`, `--max-in-flight 32`, `--adaptive-limit`.
+    /// `no limit`, `--max-in-flight 32 --reject-hold-ms 0`, ...: the flags, hold
+    /// included.
     pub name: String,
     /// Retries the client makes after a 429.
     pub retries: u32,
@@ -354,7 +355,8 @@ pub fn part(
          unanswered, the loop waits and reaches less than it offers, and the row says \
          <i>ceiling</i>), against instances as they run by default (no \
          limit: everything queues) and against instances with an admission limit, whose \
-         excess answers 429 with Retry-After at once; the client sends a 429 again after its \
+         excess answers 429 with Retry-After, at once or after a reject hold (each row names \
+         its <code>--reject-hold-ms</code>); the client sends a 429 again after its \
          Retry-After (jittered), at most 3 times, and retries add at most 20 % to the \
          requests (a retry budget, as Finagle's). <code>/health</code> is polled every 50 ms on every \
          instance throughout. Goal: goodput ≥ 90 % of capacity, p99 of the accepted ≤ 3× the \

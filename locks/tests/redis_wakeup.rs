@@ -71,8 +71,24 @@ async fn waiters_sleep_until_a_release_wakes_one() {
             })
         })
         .collect();
-    // Let every waiter make its first (failed) attempt and go to sleep.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every waiter has made its first (failed) attempt, counted by Redis, before the
+    // first holder releases.
+    let waited = tokio::time::Instant::now();
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        if calls(&info, "evalsha") + calls(&info, "eval") >= WAITERS as u64 {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "every waiter tries once"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     first.release().await.unwrap();
     for task in tasks {
         task.await.unwrap();

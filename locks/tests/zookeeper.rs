@@ -96,6 +96,26 @@ async fn four_letter(command: &str) -> String {
     answer
 }
 
+/// The watched paths under `parent` and their watching sessions, from the server's
+/// `wchp` (each watched path, then one indented line per watching session).
+async fn watches_under(parent: &str) -> HashMap<String, usize> {
+    let report = four_letter("wchp").await;
+    let mut watchers: HashMap<String, usize> = HashMap::new();
+    let mut current = None;
+    for line in report.lines() {
+        if line.starts_with('/') {
+            current = Some(line.trim().to_string());
+            watchers.entry(line.trim().to_string()).or_default();
+        } else if !line.trim().is_empty()
+            && let Some(path) = &current
+        {
+            *watchers.get_mut(path).unwrap() += 1;
+        }
+    }
+    watchers.retain(|path, _| path.starts_with(parent));
+    watchers
+}
+
 /// Ten waiters, enqueued one at a time behind a holder, get the lock in the order
 /// they arrived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,26 +179,16 @@ async fn each_waiter_watches_only_its_predecessor() {
         }));
     }
     wait_for_children(&parent, 21).await;
-    tokio::time::sleep(Duration::from_millis(200)).await; // every waiter has set its watch
-
-    // wchp: each watched path, then one indented line per watching session.
-    let report = four_letter("wchp").await;
-    let mut watchers: HashMap<String, usize> = HashMap::new();
-    let mut current = None;
-    for line in report.lines() {
-        if line.starts_with('/') {
-            current = Some(line.trim().to_string());
-            watchers.entry(line.trim().to_string()).or_default();
-        } else if !line.trim().is_empty()
-            && let Some(path) = &current
-        {
-            *watchers.get_mut(path).unwrap() += 1;
+    // Every waiter has set its watch: 20 watched paths under the parent (or more, which
+    // the assertions below name).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ours = loop {
+        let ours = watches_under(&parent).await;
+        if ours.len() >= 20 || Instant::now() >= deadline {
+            break ours;
         }
-    }
-    let ours: HashMap<_, _> = watchers
-        .iter()
-        .filter(|(p, _)| p.starts_with(&parent))
-        .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     println!(
         "wchp under {parent}: {} watched paths, max watchers per path {:?}",
         ours.len(),
@@ -194,7 +204,7 @@ async fn each_waiter_watches_only_its_predecessor() {
         "each of the 20 waiters watches one node: {ours:?}"
     );
     assert!(
-        ours.values().all(|n| **n == 1),
+        ours.values().all(|n| *n == 1),
         "at most one watcher per node: {ours:?}"
     );
 

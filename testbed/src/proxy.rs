@@ -44,7 +44,7 @@
 use crate::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -117,6 +117,23 @@ struct Shared {
     mode: watch::Receiver<ProxyMode>,
     latency: watch::Receiver<Latency>,
     round_trips: Arc<AtomicU64>,
+    open: Arc<AtomicUsize>,
+}
+
+/// One connection counted open while it lives.
+struct Open(Arc<AtomicUsize>);
+
+impl Open {
+    fn count(open: &Arc<AtomicUsize>) -> Open {
+        open.fetch_add(1, Ordering::AcqRel);
+        Open(open.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A running proxy; dropping it stops it.
@@ -125,6 +142,7 @@ pub struct Proxy {
     mode: watch::Sender<ProxyMode>,
     latency: watch::Sender<Latency>,
     round_trips: Arc<AtomicU64>,
+    open: Arc<AtomicUsize>,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -145,10 +163,12 @@ impl Proxy {
         let (mode, mode_rx) = watch::channel(ProxyMode::Pass);
         let (latency, latency_rx) = watch::channel(Latency::default());
         let round_trips = Arc::new(AtomicU64::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
         let shared = Arc::new(Shared {
             mode: mode_rx,
             latency: latency_rx,
             round_trips: round_trips.clone(),
+            open: open.clone(),
         });
         let (shutdown, shutdown_rx) = oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -174,6 +194,7 @@ impl Proxy {
             mode,
             latency,
             round_trips,
+            open,
             shutdown: Some(shutdown),
             thread: Some(thread),
         })
@@ -207,6 +228,13 @@ impl Proxy {
     /// something the client had sent.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Client connections the proxy holds open now. After [`ProxyMode::Reset`], 0 once
+    /// every connection open before it has been reset: a test waits for that instead
+    /// of a while.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Acquire)
     }
 
     /// A handle that reads [`Proxy::round_trips`] without holding the proxy.
@@ -274,6 +302,7 @@ impl Turns {
 }
 
 async fn connection(mut client: TcpStream, upstream: SocketAddr, shared: Arc<Shared>) {
+    let _open = Open::count(&shared.open);
     if *shared.mode.borrow() == ProxyMode::Reset {
         return reset(client);
     }

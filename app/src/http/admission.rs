@@ -19,8 +19,8 @@
 //! A refusal answered at once is the cheapest thing the instance does, but a client
 //! that does not back off (a buyer pressing "buy" again, a bot, `wrk`) sends its next
 //! request the moment the 429 arrives: tens of thousands of refusals a second, and the
-//! admitted deductions starve for CPU. With `--reject-hold-ms` a deduction past the
-//! limit waits in line for up to its hold ([`Admission::enter`]) before it is refused,
+//! admitted deductions starve for CPU. With a reject hold (what a limit brings unless
+//! `--reject-hold-ms` says otherwise) a deduction past the limit waits in line for up to its hold ([`Admission::enter`]) before it is refused,
 //! so such a client waits in its own time; the hold grows while many are held, so the
 //! refusals answered per second stay under [`REFUSALS_PER_SECOND`] up to that rate
 //! times the longest hold of connections flooding (past that, each waits the longest
@@ -42,7 +42,7 @@ use tokio::sync::oneshot;
 
 /// The adaptive limit's parameters: Gradient2's defaults (initial 20, min 20,
 /// smoothing 0.2, tolerance 1.5, long window 600 samples, queue allowance 4), with the
-/// maximum from `--max-in-flight` (default 1000).
+/// maximum from `--max-in-flight` (1000 when that is 0).
 #[derive(Debug, Clone, Copy)]
 pub struct Gradient2Params {
     pub initial: f64,

@@ -41,9 +41,10 @@ pub struct Settings {
     pub workers: Option<usize>,
 
     /// Admission limit: at most this many deductions in flight on this instance; past
-    /// it a deduction waits in line for its reject hold (--reject-hold-ms, a second by
-    /// default with a limit), then is answered 429 `overloaded`. 0 (the default): no
-    /// limit; a flood then queues (latency grows, sales hold). With --adaptive-limit,
+    /// it a deduction waits in line up to its reject hold (a second unless
+    /// --reject-hold-ms says otherwise) for a place, and is answered 429 `overloaded` if
+    /// none frees; --reject-hold-ms 0 answers at once. 0 (the default): no limit; a
+    /// flood then queues (latency grows, goodput holds). With --adaptive-limit,
     /// the adaptive limit's ceiling. To choose one: the smallest count at which the
     /// strategy reaches its capacity (`loadtest sweep`), with room for latency to vary,
     /// or --adaptive-limit.

@@ -14,7 +14,8 @@
 //!   default): the service's [`crate::domain::probe::Probe`].
 //! - [`in_flight`]: a request waits for its in-flight twin in this process.
 //! - [`admission`]: the admission limit (fixed or adaptive, Gradient2): past it a
-//!   deduction is answered 429 at once.
+//!   deduction waits in line up to its reject hold (a second unless told otherwise)
+//!   and is answered 429 if no place frees; with `--reject-hold-ms 0`, at once.
 //! - [`sold_out`]: the sold-out fast path (a product known sold out here is refused
 //!   without running the strategy; a restock waits out the marks).
 //! - [`sold_out_reads`]: its reads of `orders`, a flood's refusals gathered into one.

@@ -10,15 +10,14 @@
 //! | `atomic-sql`, `pessimistic` | 1 or 2 | waits for the row lock | 1 sells, 2 is sold out |
 //! | `optimistic` | 1 or 2 | completes; 1's compare-and-set fails, it retries | 2 sells, 1 is sold out |
 
-use crate::helpers::{TestApp, fresh_database, spawn_app_on};
+use crate::helpers::{TestApp, fresh_database, sample, spawn_app_on};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
 
-/// How long request 2 is given to finish on its own while request 1 is paused. A
-/// request that is not blocked finishes in milliseconds; one that is blocked never
-/// does, so this only needs to be generous.
-const GRACE: Duration = Duration::from_millis(500);
+/// A bound on waiting for a condition that should hold in milliseconds: reached only
+/// when something is broken, never what decides a test.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 fn send(app: &TestApp, strategy: &str, request_id: &str) -> tokio::task::JoinHandle<StatusCode> {
     let request = app
@@ -34,6 +33,49 @@ enum Second {
     FinishedFirst,
     /// Request 2 was still waiting when request 1 was released.
     Waited,
+}
+
+/// The deductions in flight on `app` (its `stock_locks_admission{value="in_flight"}`).
+async fn in_flight(app: &TestApp) -> f64 {
+    let scrape = app.get("/metrics").await.text().await.unwrap();
+    sample(&scrape, "stock_locks_admission{value=\"in_flight\"}")
+}
+
+/// Waits until request 2 is seen held up where request 1 holds the product: for a row
+/// lock, InnoDB lists a lock on a table of this database (its lock table lists only
+/// locks waited for and the locks they wait for); for a lock strategy (a mutex, a
+/// distributed lock), request 2 is in flight on its instance (`in_flight_before` was
+/// the count before it was sent) and has not passed `after_lock` (`after_lock` hits
+/// before it was sent). Panics after [`PATIENCE`]. Whether it was safe is decided by
+/// the outcome, not by this.
+async fn held_up(strategy: &str, app: &TestApp, in_flight_before: f64, after_lock: u64) {
+    let started = std::time::Instant::now();
+    let row_lock = matches!(strategy, "atomic-sql" | "pessimistic");
+    loop {
+        let seen = if row_lock {
+            let waits: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.INNODB_LOCKS \
+                 WHERE lock_table LIKE CONCAT('`', DATABASE(), '`.%')",
+            )
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+            waits > 0
+        } else {
+            in_flight(app).await > in_flight_before && app.hits("after_lock").await == after_lock
+        };
+        if seen {
+            return;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{strategy}: request 2 never seen held up"
+        );
+        // InnoDB refreshes its lock tables only after a tenth of a second with no read
+        // of them: asked more often, they never change.
+        let pause = if row_lock { 150 } else { 5 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
 }
 
 /// Runs the choreography with stock 1 on one or two instances and checks the outcome.
@@ -53,11 +95,25 @@ async fn choreography(strategy: &str, instances: usize, second: Second, oversell
         .await;
     let request_1 = send(&first, strategy, "request-1");
     first.wait_paused("after_read", 1).await;
+    let after_lock = second_app.hits("after_lock").await;
+    let in_flight = in_flight(second_app).await;
     let mut request_2 = send(second_app, strategy, "request-2");
-    let early = tokio::time::timeout(GRACE, &mut request_2)
-        .await
-        .ok()
-        .map(Result::unwrap);
+    // Request 2 either finishes while request 1 is paused, or is seen held up at the
+    // lock request 1 holds: each is waited for as a condition, not decided by a delay.
+    let early = match second {
+        Second::FinishedFirst => tokio::time::timeout(PATIENCE, &mut request_2)
+            .await
+            .ok()
+            .map(Result::unwrap),
+        Second::Waited => {
+            held_up(strategy, second_app, in_flight, after_lock).await;
+            if request_2.is_finished() {
+                Some((&mut request_2).await.unwrap())
+            } else {
+                None
+            }
+        }
+    };
     let seen = if early.is_some() {
         Second::FinishedFirst
     } else {

@@ -555,7 +555,7 @@ async fn a_refusal_held_on_a_timer_still_changes_nothing_and_blocks_nobody() {
 /// A refusal held shorter than half a second says to retry after the second's rest: its
 /// Retry-After is 1, not 0 (whole seconds, to the nearest).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refusal_held_under_a_second_says_retry_after_one() {
+async fn a_refusal_held_under_half_a_second_says_retry_after_one() {
     let (app, held) = limit_one_taken(100).await;
     let started = std::time::Instant::now();
     let refused = app

@@ -535,9 +535,10 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         let (held_runner, adaptive_held_runner) = (runner_on(&held), runner_on(&adaptive_held));
         // Every name says its hold: with a limit, the service holds a second unless told.
         let limited_name = format!("--max-in-flight {limit} --reject-hold-ms 0");
-        let adaptive_name = "--adaptive-limit --reject-hold-ms 0".to_string();
+        let adaptive_name = "--adaptive-limit --max-in-flight 256 --reject-hold-ms 0".to_string();
         let held_name = format!("--max-in-flight {limit} --reject-hold-ms {hold}");
-        let adaptive_held_name = format!("--adaptive-limit --reject-hold-ms {hold}");
+        let adaptive_held_name =
+            format!("--adaptive-limit --max-in-flight 256 --reject-hold-ms {hold}");
         let mut unfast = Vec::new();
         for i in 1..=2 {
             unfast.push(
@@ -652,7 +653,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             // transaction on the hot row).
             if i == 0 {
                 let offered = results.first().map_or(1000.0, |r| r.offered_per_second);
-                let fast = format!("{limited_name}, fast path on (default)");
+                let fast = format!("{limited_name}, fast path on");
                 let unfast_name = format!("{limited_name} --sold-out-cache-ms 0");
                 let (sold_out, sell_out_rows) = loadtest::overload::sell_out(
                     strategy,
