@@ -7,8 +7,8 @@
 //! concurrency control.
 //!
 //! # Layers
-//! Three, and imports run downwards only (the test `app/tests/layers.rs` fails on an
-//! import circle or an upward import):
+//! Three, and imports run downwards only (the `layers` crate's test fails on an
+//! import circle or an upward import, in this crate and every other):
 //! - [`http`], the edge: routes, the one error-to-status map, OpenAPI, metrics,
 //!   `/ready`, startup, configuration, and the test hooks' implementation.
 //! - [`strategies`]: the registry, one file or folder per strategy, and the helpers

@@ -1221,7 +1221,7 @@ fn distance_pages(distance: &Value, pages: &mut BTreeMap<String, String>) {
                 .as_object()
                 .map(|m| m.iter().map(|(k, n)| (k.clone(), f(n))).collect())
                 .unwrap_or_default();
-            crate::distance::by_kind(&map)
+            crate::report::by_kind(&map)
         };
         let body: Vec<Vec<String>> = counts
             .iter()

@@ -17,59 +17,15 @@
 
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
-use crate::report::{Claim, ClaimVerdict, Expect, Row};
-use crate::sweep::{SweepInfo, cell, ms, sales_per_second, section, strategies};
+use crate::report::Part;
+use crate::report::{Claim, ClaimVerdict, Expect, Row, by_kind};
+use crate::sweep::{RoundTripCount, SweepInfo, cell, ms, sales_per_second, section, strategies};
 use crate::{BUCKETS, Plan, Runner};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Requests per path and RTT in the round-trip count (concurrency 1).
 pub const COUNT_REQUESTS: usize = 40;
-
-/// One strategy's round trips per request, on the success path and on a refusal.
-#[derive(Debug, Clone, Serialize)]
-pub struct RoundTripCount {
-    pub strategy: String,
-    /// Counted by the proxies: turns per request by kind of server, every request a sale.
-    pub sale: BTreeMap<String, f64>,
-    /// The same, every request refused (sold out).
-    pub refusal: BTreeMap<String, f64>,
-    /// Round trips waited for one after the other on a sale: the p50 latency at the
-    /// largest RTT minus the p50 at 0, over that RTT.
-    pub sequential_sale: f64,
-    /// The same on a refusal.
-    pub sequential_refusal: f64,
-}
-
-impl RoundTripCount {
-    /// Turns per sale over every kind of server.
-    pub fn total_sale(&self) -> f64 {
-        self.sale.values().sum()
-    }
-
-    pub fn total_refusal(&self) -> f64 {
-        self.refusal.values().sum()
-    }
-}
-
-/// `database 5, redis 1` (whole numbers shown without decimals).
-pub fn by_kind(counts: &BTreeMap<String, f64>) -> String {
-    let parts: Vec<String> = (counts.iter().filter(|(_, n)| **n >= 0.05))
-        .map(|(kind, n)| {
-            if (n - n.round()).abs() < 0.05 {
-                format!("{kind} {n:.0}")
-            } else {
-                format!("{kind} {n:.1}")
-            }
-        })
-        .collect();
-    if parts.is_empty() {
-        "none".into()
-    } else {
-        parts.join(", ")
-    }
-}
 
 /// Counts each strategy's round trips at concurrency 1, at RTT 0 and at `rtt_ms`
 /// (`set_rtt` moves the servers; `runner.network` must count them). Each path runs
@@ -184,6 +140,19 @@ pub fn spearman(xs: &[f64], ys: &[f64]) -> f64 {
     } else {
         cov / (var_x * var_y).sqrt()
     }
+}
+
+/// The sweep's part of the report ([`SweepInfo::part`]) and, when it ran at several
+/// RTTs, the distance's section after it: the charts against RTT, the round trips, the
+/// claim.
+pub fn part(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> Part {
+    let mut part = info.part(rows, catalogue);
+    if !info.rtts_ms.is_empty() {
+        let claim = claim(info, rows);
+        part.html
+            .push_str(&html(info, rows, catalogue, claim.as_ref()));
+    }
+    part
 }
 
 /// "At production delays, strategies rank by round trips per sale": at the largest

@@ -167,20 +167,6 @@ impl Fired {
         fired
     }
 
-    /// Sales per second over the steady window, with its spread ([`crate::rate`]).
-    pub fn sales(&self) -> crate::rate::SalesRate {
-        crate::rate::sales_rate(&self.record, self.pace())
-    }
-
-    /// How the run kept its load ([`crate::rate::Pace`]).
-    pub fn pace(&self) -> crate::rate::Pace {
-        if self.open_loop {
-            crate::rate::Pace::Open
-        } else {
-            crate::rate::Pace::Closed(self.concurrency)
-        }
-    }
-
     pub fn count(&self, outcome: &Outcome) -> u64 {
         self.outcomes.get(&outcome.key()).copied().unwrap_or(0)
     }

@@ -471,7 +471,7 @@ pub fn print_table(rows: &[FloodRow]) {
     }
     println!();
     println!("Past capacity, a client that does not back off: wrk's flood on each setting");
-    crate::overload::print_rows(&COLUMNS, rows.iter().map(FloodRow::cells));
+    crate::report::print_rows(&COLUMNS, rows.iter().map(FloodRow::cells));
     println!("{}", counts());
 }
 
@@ -488,7 +488,7 @@ pub fn html(rows: &[FloodRow]) -> String {
          hold.</p>",
     );
     let _ = write!(html, "<p><small>{}</small></p>", escape(&counts()));
-    html.push_str(&crate::overload::html_rows(
+    html.push_str(&crate::html::html_rows(
         &COLUMNS,
         rows.iter().map(|r| (r.cells(), r.clean())),
     ));

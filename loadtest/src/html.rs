@@ -287,7 +287,7 @@ pub fn distance_table(near: &[&Row], far: &[&Row]) -> String {
                 "{:.2}",
                 f.sales.per_second / n.sales.per_second.max(1e-9)
             )),
-            escape(&crate::distance::by_kind(&f.round_trips_per_request())),
+            escape(&crate::report::by_kind(&f.round_trips_per_request())),
             escape(f.verdict_text()),
         );
     }
@@ -561,4 +561,33 @@ pub fn line_chart(
         let _ = root.present();
     }
     svg
+}
+
+/// An HTML table: the mode column kept on one line, the last cell green when the row's
+/// flag holds, red otherwise.
+pub(crate) fn html_rows(
+    columns: &[(&str, usize)],
+    rows: impl Iterator<Item = (Vec<String>, bool)>,
+) -> String {
+    let mut html = String::from("<table><tr>");
+    for (heading, _) in columns {
+        let _ = write!(html, "<th>{}</th>", escape(heading));
+    }
+    html.push_str("</tr>");
+    for (cells, good) in rows {
+        html.push_str("<tr>");
+        for (i, cell) in cells.iter().enumerate() {
+            let attr = match i {
+                1 => " style=\"white-space:nowrap\"".to_string(),
+                last if last + 1 == cells.len() => {
+                    format!(" class=\"{}\"", if good { "ok" } else { "bad" })
+                }
+                _ => String::new(),
+            };
+            let _ = write!(html, "<td{attr}>{}</td>", escape(cell));
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</table>");
+    html
 }

@@ -22,8 +22,8 @@
 //! accepted ≤ 3× the p99 at capacity, `/health` < 50 ms, nothing oversold, no
 //! acknowledged sale missing.
 
-use crate::html::escape;
-use crate::report::{Part, Row};
+use crate::html::{escape, html_rows};
+use crate::report::{Part, Row, print_rows};
 use crate::{Plan, Runner};
 use serde::Serialize;
 use std::fmt::Write;
@@ -547,58 +547,6 @@ pub fn sell_out_html(results: &[SellOutRow]) -> String {
         results.iter().map(|r| (r.cells().to_vec(), r.exact)),
     ));
     let _ = write!(html, "<p><small>{}</small></p>", escape(SELL_OUT_COUNTS));
-    html
-}
-
-/// A text table: the first two columns left-aligned (names), the rest right.
-pub(crate) fn print_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = Vec<String>>) {
-    let line = |cells: &[String]| {
-        let padded: Vec<String> = (cells.iter().zip(columns))
-            .enumerate()
-            .map(|(i, (cell, (_, width)))| match i {
-                0 | 1 => format!("{cell:<width$}"),
-                _ => format!("{cell:>width$}"),
-            })
-            .collect();
-        println!("{}", padded.join(" "));
-    };
-    line(
-        &columns
-            .iter()
-            .map(|(h, _)| h.to_string())
-            .collect::<Vec<_>>(),
-    );
-    for cells in rows {
-        line(&cells);
-    }
-}
-
-/// An HTML table: the mode column kept on one line, the last cell green when the row's
-/// flag holds, red otherwise.
-pub(crate) fn html_rows(
-    columns: &[(&str, usize)],
-    rows: impl Iterator<Item = (Vec<String>, bool)>,
-) -> String {
-    let mut html = String::from("<table><tr>");
-    for (heading, _) in columns {
-        let _ = write!(html, "<th>{}</th>", escape(heading));
-    }
-    html.push_str("</tr>");
-    for (cells, good) in rows {
-        html.push_str("<tr>");
-        for (i, cell) in cells.iter().enumerate() {
-            let attr = match i {
-                1 => " style=\"white-space:nowrap\"".to_string(),
-                last if last + 1 == cells.len() => {
-                    format!(" class=\"{}\"", if good { "ok" } else { "bad" })
-                }
-                _ => String::new(),
-            };
-            let _ = write!(html, "<td{attr}>{}</td>", escape(cell));
-        }
-        html.push_str("</tr>");
-    }
-    html.push_str("</table>");
     html
 }
 

@@ -28,7 +28,7 @@
 //! total over the run's wall time, so refusals (a sold-out answer, `busy`, a 429)
 //! never count as throughput.
 
-use crate::engine::{Answer, Outcome};
+use crate::engine::{Answer, Fired, Outcome};
 use serde::{Deserialize, Serialize};
 
 /// Equal slices of the steady window whose rates give the spread.
@@ -327,6 +327,23 @@ pub fn compare(a: &SalesRate, b: &SalesRate) -> Option<bool> {
         Some(false)
     } else {
         None
+    }
+}
+
+/// A run's rates, kept here (the engine records; this module reads what it recorded).
+impl Fired {
+    /// Sales per second over the steady window, with its spread.
+    pub fn sales(&self) -> SalesRate {
+        sales_rate(&self.record, self.pace())
+    }
+
+    /// How the run kept its load.
+    pub fn pace(&self) -> Pace {
+        if self.open_loop {
+            Pace::Open
+        } else {
+            Pace::Closed(self.concurrency)
+        }
     }
 }
 

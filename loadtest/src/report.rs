@@ -407,3 +407,44 @@ pub fn print_table(title: &str, rows: &[&Row], columns: Columns) {
         ),
     }
 }
+
+/// `database 5, redis 1` (whole numbers shown without decimals).
+pub fn by_kind(counts: &BTreeMap<String, f64>) -> String {
+    let parts: Vec<String> = (counts.iter().filter(|(_, n)| **n >= 0.05))
+        .map(|(kind, n)| {
+            if (n - n.round()).abs() < 0.05 {
+                format!("{kind} {n:.0}")
+            } else {
+                format!("{kind} {n:.1}")
+            }
+        })
+        .collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// A text table: the first two columns left-aligned (names), the rest right.
+pub(crate) fn print_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = Vec<String>>) {
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = (cells.iter().zip(columns))
+            .enumerate()
+            .map(|(i, (cell, (_, width)))| match i {
+                0 | 1 => format!("{cell:<width$}"),
+                _ => format!("{cell:>width$}"),
+            })
+            .collect();
+        println!("{}", padded.join(" "));
+    };
+    line(
+        &columns
+            .iter()
+            .map(|(h, _)| h.to_string())
+            .collect::<Vec<_>>(),
+    );
+    for cells in rows {
+        line(&cells);
+    }
+}

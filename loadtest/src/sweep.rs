@@ -19,12 +19,12 @@
 //! where it was measured ([`reuse`]).
 
 use crate::catalogue::Catalogue;
-pub use crate::distance::RoundTripCount;
 use crate::html::{escape, line_chart};
 use crate::report::{Expect, Part, Row};
 use crate::{Plan, Runner};
 use plotters::style::RGBColor;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// The concurrencies of the sweep (requests in flight, closed loop).
@@ -48,6 +48,32 @@ pub fn ms(rtt: f64) -> String {
 }
 
 /// The sweep's shape, stored in the report (`Report.sweep`) next to its rows.
+/// One strategy's round trips per request, on the success path and on a refusal.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundTripCount {
+    pub strategy: String,
+    /// Counted by the proxies: turns per request by kind of server, every request a sale.
+    pub sale: BTreeMap<String, f64>,
+    /// The same, every request refused (sold out).
+    pub refusal: BTreeMap<String, f64>,
+    /// Round trips waited for one after the other on a sale: the p50 latency at the
+    /// largest RTT minus the p50 at 0, over that RTT.
+    pub sequential_sale: f64,
+    /// The same on a refusal.
+    pub sequential_refusal: f64,
+}
+
+impl RoundTripCount {
+    /// Turns per sale over every kind of server.
+    pub fn total_sale(&self) -> f64 {
+        self.sale.values().sum()
+    }
+
+    pub fn total_refusal(&self) -> f64 {
+        self.refusal.values().sum()
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepInfo {
     pub concurrencies: Vec<usize>,
@@ -306,19 +332,8 @@ impl SweepInfo {
         Part {
             key: "sweep",
             json: serde_json::to_value(self).expect("plain data"),
-            html: {
-                let mut html = html(self, rows, catalogue);
-                if !self.rtts_ms.is_empty() {
-                    let claim = crate::distance::claim(self, rows);
-                    html.push_str(&crate::distance::html(
-                        self,
-                        rows,
-                        catalogue,
-                        claim.as_ref(),
-                    ));
-                }
-                html
-            },
+            // At several RTTs, `crate::distance::part` adds the distance's section.
+            html: html(self, rows, catalogue),
             title: Some((
                 "stock-locks: how cost grows with load",
                 "One run of <code>loadtest sweep</code>",

@@ -227,9 +227,11 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         round_trips: Vec::new(),
     };
     report.strategies = runner.strategies().await.unwrap();
-    report
-        .parts
-        .push(info.part(&report.results, &report.strategies));
+    report.parts.push(loadtest::distance::part(
+        &info,
+        &report.results,
+        &report.strategies,
+    ));
     let html = loadtest::html::render(&report);
     assert!(html.contains("Scaling sweep"));
     // Each strategy is drawn in the colour the service gave it, and no two alike.
@@ -464,9 +466,11 @@ async fn a_sweep_at_a_distance_counts_round_trips() {
     report
         .claims
         .extend(loadtest::distance::claim(&info, &report.results));
-    report
-        .parts
-        .push(info.part(&report.results, &report.strategies));
+    report.parts.push(loadtest::distance::part(
+        &info,
+        &report.results,
+        &report.strategies,
+    ));
     let html = loadtest::html::render(&report);
     assert!(html.contains("At a distance: round-trip time"));
     assert!(html.contains("Round trips per request"));

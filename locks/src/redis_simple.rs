@@ -33,10 +33,15 @@ use std::sync::LazyLock;
 use std::time::Duration;
 use tokio::time::Instant;
 
-static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/simple_unlock.lua")));
-static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/simple_renew.lua")));
+/// The compare-and-delete unlock (`lua/simple_unlock.lua`): deletes the key only if it
+/// still holds the caller's value. Exported for whoever runs it elsewhere (the
+/// service's lock mistakes run it as the correct unlock next to the wrong ones).
+pub const SIMPLE_UNLOCK_LUA: &str = include_str!("../lua/simple_unlock.lua");
+/// The compare-and-extend renewal (`lua/simple_renew.lua`).
+pub const SIMPLE_RENEW_LUA: &str = include_str!("../lua/simple_renew.lua");
+
+static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(SIMPLE_UNLOCK_LUA));
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(SIMPLE_RENEW_LUA));
 
 fn backend(e: impl std::fmt::Display) -> LockError {
     LockError::Backend(format!("redis: {e}"))

@@ -18,6 +18,7 @@ use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
 use serde_json::Value;
 use std::future::{Ready, ready as ready_future};
 use std::sync::Arc;
+use subtle::ConstantTimeEq;
 use tracing::Instrument;
 
 /// The response header that names the request (the body's `request_id` for a deduction).
@@ -225,19 +226,15 @@ impl FromRequest for Admin {
         ready_future(match (expected, given) {
             (None, _) => Err(ApiError::new(AppError::AdminDisabled, id)),
             (Some(expected), Some(given))
-                if constant_time_eq(expected.as_bytes(), given.as_bytes()) =>
+                // Without returning early on the first differing byte, so the answer's
+                // time does not tell how much of the token was guessed.
+                if bool::from(expected.as_bytes().ct_eq(given.as_bytes())) =>
             {
                 Ok(Admin)
             }
             _ => Err(ApiError::new(AppError::Unauthorized, id)),
         })
     }
-}
-
-/// Compares without returning early on the first differing byte, so response time
-/// does not tell an attacker how much of the token they guessed.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn not_allowed(

@@ -45,7 +45,7 @@
 //! - [`bucketed`]: `bucketed`, the hot row split into K bucket rows at restock.
 //! - [`redis_stock`]: `redis-stock`, a Redis counter sells; a persister writes the
 //!   sales into the database in batches (a folder).
-//! - [`distributed`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`: one lock
+//! - [`distributed`]: `mysql-lock`, `redis-lock`, `redlock`, `zookeeper`, `etcd-lock`: one lock
 //!   algorithm around `unsafe`'s read-check-write, with fenced writes, one file per
 //!   lock, and the classic mistakes (a folder).
 //! - [`shared`]: the settings several strategies share (Redis, ZooKeeper, the lock

@@ -971,7 +971,7 @@ fn print_distance_table(near: &[&Row], far: &[&Row], rtt_ms: f64) {
                 "{:.2}",
                 f.sales.per_second / n.sales.per_second.max(1e-9)
             )),
-            loadtest::distance::by_kind(&f.round_trips_per_request())
+            loadtest::report::by_kind(&f.round_trips_per_request())
         );
     }
     println!(

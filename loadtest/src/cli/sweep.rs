@@ -242,7 +242,9 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             claim.claim, claim.verdict, claim.evidence
         );
     }
-    report.parts.push(info.part(&report.results, &catalogue));
+    report
+        .parts
+        .push(loadtest::distance::part(&info, &report.results, &catalogue));
     report.strategies = catalogue;
     let html_path = write_reports(&report, args.json.as_deref(), "sweep")?;
     println!("report: {}", html_path.display());

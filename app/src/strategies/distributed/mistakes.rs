@@ -148,6 +148,14 @@ impl Strategy for WithMistakes {
         self.strategy.start(started)
     }
 
+    async fn restocked(&self, product_id: i64) {
+        self.strategy.restocked(product_id).await
+    }
+
+    async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
+        self.strategy.stock_view(product_id).await
+    }
+
     async fn ready(&self, limit: std::time::Duration) -> Option<Reached> {
         self.strategy.ready(limit).await
     }
@@ -478,7 +486,7 @@ impl Mistakes {
 
 /// The correct unlock: the minimal lock's compare-and-delete script.
 static COMPARE_AND_DELETE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../../../locks/lua/simple_unlock.lua")));
+    LazyLock::new(|| redis::Script::new(locks::redis_simple::SIMPLE_UNLOCK_LUA));
 
 async fn read_quantity(
     tx: &mut sqlx::MySqlConnection,

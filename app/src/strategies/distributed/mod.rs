@@ -3,7 +3,7 @@
 //! exactly what to take).
 //!
 //! # Layout
-//! - [`algorithm`]: lock, claim, read-check-write, release (one for all four), what a
+//! - [`algorithm`]: lock, claim, read-check-write, release (one for all five), what a
 //!   lock strategy needs of the shared settings ([`algorithm::LockShared`]), the fault
 //!   cells every lock goes through, and the lock counters each registers;
 //! - [`mysql_lock`], [`redis_lock`], [`redlock`], [`zookeeper`], [`etcd_lock`]: each one's card,

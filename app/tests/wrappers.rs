@@ -1,0 +1,74 @@
+//! A strategy that wraps another forwards every hook of the `Strategy` trait: a hook
+//! it left to the trait's default would silently do nothing for the wrapped strategy
+//! (a restock it did not hear of, a stock view it did not show). Read from the source
+//! with `syn`, so a hook added to the trait fails here until every wrapper forwards it.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn parse(relative: &str) -> syn::File {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    syn::parse_file(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
+/// The methods of `trait Strategy`.
+fn trait_methods() -> BTreeSet<String> {
+    let file = parse("src/strategies/contract.rs");
+    let strategy = file
+        .items
+        .iter()
+        .find_map(|item| match item {
+            syn::Item::Trait(t) if t.ident == "Strategy" => Some(t),
+            _ => None,
+        })
+        .expect("trait Strategy in contract.rs");
+    (strategy.items.iter())
+        .filter_map(|item| match item {
+            syn::TraitItem::Fn(f) => Some(f.sig.ident.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The methods of `impl Strategy for <wrapper>` in `file`.
+fn implemented(file: &str, wrapper: &str) -> BTreeSet<String> {
+    let file = parse(file);
+    let implementation = file
+        .items
+        .iter()
+        .find_map(|item| match item {
+            syn::Item::Impl(i)
+                if i.trait_.as_ref().is_some_and(|(_, path, _)| {
+                    path.segments.last().is_some_and(|s| s.ident == "Strategy")
+                }) && matches!(&*i.self_ty, syn::Type::Path(p)
+                        if p.path.segments.last().is_some_and(|s| s.ident == wrapper)) =>
+            {
+                Some(i)
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("impl Strategy for {wrapper}"));
+    (implementation.items.iter())
+        .filter_map(|item| match item {
+            syn::ImplItem::Fn(f) => Some(f.sig.ident.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_mistakes_wrapper_forwards_every_hook() {
+    let hooks = trait_methods();
+    assert!(
+        hooks.len() >= 8,
+        "too few methods read from the trait: {hooks:?}"
+    );
+    let forwarded = implemented("src/strategies/distributed/mistakes.rs", "WithMistakes");
+    let missing: Vec<&String> = hooks.difference(&forwarded).collect();
+    assert!(
+        missing.is_empty(),
+        "WithMistakes leaves these hooks to the trait's default, so the strategy it wraps \
+         never hears of them: {missing:?}"
+    );
+}
