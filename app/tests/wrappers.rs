@@ -3,7 +3,8 @@
 //! (a restock it did not hear of, a stock view it did not show). Read from the source
 //! with `syn`, so a hook added to the trait fails here until every wrapper forwards it.
 
-use std::collections::BTreeSet;
+use quote::ToTokens;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 fn parse(relative: &str) -> syn::File {
@@ -31,8 +32,8 @@ fn trait_methods() -> BTreeSet<String> {
         .collect()
 }
 
-/// The methods of `impl Strategy for <wrapper>` in `file`.
-fn implemented(file: &str, wrapper: &str) -> BTreeSet<String> {
+/// The methods of `impl Strategy for <wrapper>` in `file`, each with its body's tokens.
+fn implemented(file: &str, wrapper: &str) -> BTreeMap<String, String> {
     let file = parse(file);
     let implementation = file
         .items
@@ -51,7 +52,10 @@ fn implemented(file: &str, wrapper: &str) -> BTreeSet<String> {
         .unwrap_or_else(|| panic!("impl Strategy for {wrapper}"));
     (implementation.items.iter())
         .filter_map(|item| match item {
-            syn::ImplItem::Fn(f) => Some(f.sig.ident.to_string()),
+            syn::ImplItem::Fn(f) => Some((
+                f.sig.ident.to_string(),
+                f.block.to_token_stream().to_string(),
+            )),
             _ => None,
         })
         .collect()
@@ -65,10 +69,25 @@ fn the_mistakes_wrapper_forwards_every_hook() {
         "too few methods read from the trait: {hooks:?}"
     );
     let forwarded = implemented("src/strategies/distributed/mistakes.rs", "WithMistakes");
-    let missing: Vec<&String> = hooks.difference(&forwarded).collect();
+    let missing: Vec<&String> = (hooks.iter())
+        .filter(|h| !forwarded.contains_key(*h))
+        .collect();
     assert!(
         missing.is_empty(),
         "WithMistakes leaves these hooks to the trait's default, so the strategy it wraps \
          never hears of them: {missing:?}"
+    );
+    // Each passes the call on to the wrapped strategy, but the two the wrapper exists
+    // for (its own mistakes).
+    let own = ["mistakes", "deduct_mistaken"];
+    let dropped: Vec<&String> = (forwarded.iter())
+        .filter(|(name, body)| {
+            !own.contains(&name.as_str()) && !body.contains(&format!("self . strategy . {name}"))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        dropped.is_empty(),
+        "WithMistakes defines these hooks without calling the wrapped strategy's: {dropped:?}"
     );
 }

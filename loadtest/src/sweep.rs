@@ -47,7 +47,6 @@ pub fn ms(rtt: f64) -> String {
     format!("{rtt}")
 }
 
-/// The sweep's shape, stored in the report (`Report.sweep`) next to its rows.
 /// One strategy's round trips per request, on the success path and on a refusal.
 #[derive(Debug, Clone, Serialize)]
 pub struct RoundTripCount {
@@ -74,6 +73,7 @@ impl RoundTripCount {
     }
 }
 
+/// The sweep's shape, stored in the report (`Report.sweep`) next to its rows.
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepInfo {
     pub concurrencies: Vec<usize>,
@@ -327,8 +327,9 @@ pub fn print_tables(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) {
 }
 
 impl SweepInfo {
-    /// The sweep's part of the report: its shape under `sweep`, its charts.
-    pub fn part(&self, rows: &[Row], catalogue: &Catalogue) -> Part {
+    /// The sweep's part of the report: its shape under `sweep`, its charts; callers
+    /// take [`crate::distance::part`], which adds the distance's section.
+    pub(crate) fn part(&self, rows: &[Row], catalogue: &Catalogue) -> Part {
         Part {
             key: "sweep",
             json: serde_json::to_value(self).expect("plain data"),

@@ -256,7 +256,9 @@ impl Drop for Proxy {
 
 async fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
     while let Ok((client, _)) = listener.accept().await {
-        tokio::spawn(connection(client, upstream, shared.clone()));
+        // Counted as accepted, before its task starts.
+        let open = Open::count(&shared.open);
+        tokio::spawn(connection(client, upstream, shared.clone(), open));
     }
 }
 
@@ -301,8 +303,7 @@ impl Turns {
     }
 }
 
-async fn connection(mut client: TcpStream, upstream: SocketAddr, shared: Arc<Shared>) {
-    let _open = Open::count(&shared.open);
+async fn connection(mut client: TcpStream, upstream: SocketAddr, shared: Arc<Shared>, _open: Open) {
     if *shared.mode.borrow() == ProxyMode::Reset {
         return reset(client);
     }
