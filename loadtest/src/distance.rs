@@ -17,8 +17,7 @@
 
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
-use crate::report::Part;
-use crate::report::{Claim, ClaimVerdict, Expect, Row, by_kind};
+use crate::report::{Claim, ClaimVerdict, Expect, Part, Row, by_kind};
 use crate::sweep::{RoundTripCount, SweepInfo, cell, ms, sales_per_second, section, strategies};
 use crate::{BUCKETS, Plan, Runner};
 use std::collections::BTreeMap;

@@ -20,8 +20,9 @@
 //! that does not back off (a buyer pressing "buy" again, a bot, `wrk`) sends its next
 //! request the moment the 429 arrives: tens of thousands of refusals a second, and the
 //! admitted deductions starve for CPU. With a reject hold (what a limit brings unless
-//! `--reject-hold-ms` says otherwise) a deduction past the limit waits in line for up to its hold ([`Admission::enter`]) before it is refused,
-//! so such a client waits in its own time; the hold grows while many are held, so the
+//! `--reject-hold-ms` says otherwise) a deduction past the limit waits in line for up
+//! to its hold ([`Admission::enter`]) before it is refused, so such a client waits in
+//! its own time; the hold grows while many are held, so the
 //! refusals answered per second stay under [`REFUSALS_PER_SECOND`] up to that rate
 //! times the longest hold of connections flooding (past that, each waits the longest
 //! hold). A place that frees goes to the oldest in line: without the line,

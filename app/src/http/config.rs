@@ -112,7 +112,8 @@ impl Settings {
     /// [`DEFAULT_REJECT_HOLD_MS`] with an admission limit and none without.
     pub fn reject_hold(&self) -> std::time::Duration {
         let limited = self.max_in_flight > 0 || self.adaptive_limit;
-        let ms = (self.reject_hold_ms).unwrap_or(if limited { DEFAULT_REJECT_HOLD_MS } else { 0 });
+        let default = if limited { DEFAULT_REJECT_HOLD_MS } else { 0 };
+        let ms = self.reject_hold_ms.unwrap_or(default);
         std::time::Duration::from_millis(ms)
     }
 

@@ -533,12 +533,16 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         let (plain_runner, limited_runner, adaptive_runner) =
             (runner_on(&plain), runner_on(&limited), runner_on(&adaptive));
         let (held_runner, adaptive_held_runner) = (runner_on(&held), runner_on(&adaptive_held));
-        // Every name says its hold: with a limit, the service holds a second unless told.
-        let limited_name = format!("--max-in-flight {limit} --reject-hold-ms 0");
-        let adaptive_name = "--adaptive-limit --max-in-flight 256 --reject-hold-ms 0".to_string();
-        let held_name = format!("--max-in-flight {limit} --reject-hold-ms {hold}");
-        let adaptive_held_name =
-            format!("--adaptive-limit --max-in-flight 256 --reject-hold-ms {hold}");
+        // Each setting is named by its flags, the hold included: with a limit, the
+        // service holds a second unless told.
+        let [limited_name, adaptive_name, held_name, adaptive_held_name] = [
+            &limited_flags,
+            &adaptive_flags,
+            &held_flags,
+            &adaptive_held_flags,
+        ]
+        .map(|flags| flags.join(" "));
+        let unfast_flags = [limited_flags.as_slice(), &["--sold-out-cache-ms", "0"]].concat();
         let mut unfast = Vec::new();
         for i in 1..=2 {
             unfast.push(
@@ -547,14 +551,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
                     &app_bin,
                     &env,
                     &format!("stock-app-no-fast-path-{i}"),
-                    &[
-                        "--sold-out-cache-ms",
-                        "0",
-                        "--max-in-flight",
-                        &limit,
-                        "--reject-hold-ms",
-                        "0",
-                    ],
+                    &unfast_flags,
                 )
                 .await?,
             );
@@ -654,7 +651,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             if i == 0 {
                 let offered = results.first().map_or(1000.0, |r| r.offered_per_second);
                 let fast = format!("{limited_name}, fast path on");
-                let unfast_name = format!("{limited_name} --sold-out-cache-ms 0");
+                let unfast_name = unfast_flags.join(" ");
                 let (sold_out, sell_out_rows) = loadtest::overload::sell_out(
                     strategy,
                     &[(&limited_runner, &fast), (&unfast_runner, &unfast_name)],
