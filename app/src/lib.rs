@@ -7,10 +7,12 @@
 //! concurrency control.
 //!
 //! # Layers
-//! Three, and imports run downwards only (the `layers` crate's test fails on an
+//! Four, and imports run downwards only (the `layers` crate's test fails on an
 //! import circle or an upward import, in this crate and every other):
 //! - [`http`], the edge: routes, the one error-to-status map, OpenAPI, metrics,
 //!   `/ready`, startup, configuration, and the test hooks' implementation.
+//! - [`service`]: the deduction below HTTP ([`service::Service::deduct`]: the sold-out
+//!   fast path, the admission limit, the strategy, idempotency, timing, metrics).
 //! - [`strategies`]: the registry, one file or folder per strategy, and the helpers
 //!   they call (transaction, idempotency, fencing, the lock algorithm).
 //! - [`domain`]: the order and its parsing, the domain errors (no actix in them), and
@@ -18,6 +20,7 @@
 
 pub mod domain;
 pub mod http;
+pub mod service;
 pub mod strategies;
 
 pub use http::config::{self, Settings};

@@ -13,11 +13,12 @@ struct Tree {
 
 const TREES: &[Tree] = &[
     // domain: the order and its parsing, domain errors, the probe (no actix);
-    // strategies: the registry, each strategy and its helpers; http: the edge (routes,
-    // the error-to-status map, OpenAPI, metrics, startup, the test hooks).
+    // strategies: the registry, each strategy and its helpers; service: the deduction
+    // below HTTP (fast path, admission, idempotency, metrics); http: the edge (routes,
+    // the error-to-status map, OpenAPI, startup, the test hooks).
     Tree {
         root: "app/src/lib.rs",
-        layers: &[&["domain"], &["strategies"], &["http"]],
+        layers: &[&["domain"], &["strategies"], &["service"], &["http"]],
     },
     Tree {
         root: "app/src/main.rs",

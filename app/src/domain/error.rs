@@ -1,6 +1,6 @@
-//! What can go wrong in a deduction, in the domain's words. No HTTP here: the edge
-//! (`http::error`) holds the one table that maps each of these to a status and a
-//! stable code.
+//! What can go wrong in a deduction, in the domain's words, each with its stable code
+//! ([`DeductError::code`]). No HTTP here: the edge (`http::error`) holds the one table
+//! that maps each of these to a status.
 
 /// Why a deduction did not happen (or, for [`DeductError::OutcomeUnknown`], may not
 /// have).
@@ -52,6 +52,23 @@ pub enum DeductError {
 }
 
 impl DeductError {
+    /// The stable code of this outcome: the error body's `error` and the metrics'
+    /// `outcome` (`http::error` maps each to its status).
+    pub fn code(&self) -> &'static str {
+        use DeductError::*;
+        match self {
+            InvalidRequest(_) => "invalid_request",
+            UnknownProduct(_) => "unknown_product",
+            InsufficientStock { .. } | StockConstraint(_) => "insufficient_stock",
+            RequestIdReused(_) => "request_id_reused",
+            Busy(_) => "busy",
+            LockLost(_) => "lock_lost",
+            OutcomeUnknown(_) => "outcome_unknown",
+            BackendUnavailable { .. } => "backend_unavailable",
+            AlreadyDone(_) | Unexpected(_) => "internal",
+        }
+    }
+
     /// An answer that a request which already succeeded could also get (its retry
     /// after the stock ran out, while another holds the lock, or racing its twin to
     /// the `orders` key): answered from `orders` when this request id has a stored

@@ -2,7 +2,6 @@
 //! made safe. It uses no other module of the crate and knows no HTTP (no actix).
 //!
 //! - [`order`]: the deduction request, fingerprinted.
-//! - [`parse`]: the request from JSON, validated field by field.
 //! - [`error`]: what can go wrong in a deduction (not enough stock, the lock lost, a
 //!   backend down, ...); the edge maps each to a status.
 //! - [`probe`]: the named failpoints a strategy passes and the per-request test
@@ -11,5 +10,4 @@
 
 pub mod error;
 pub mod order;
-pub mod parse;
 pub mod probe;

@@ -1,10 +1,14 @@
-//! The deduction request: what a client buys, and its fingerprint. Parsing it from
-//! JSON is [`super::parse`].
+//! The deduction request: what a client buys, and its fingerprint. Reading it from
+//! JSON is the edge's (`http::bodies`).
 
 use sha2::{Digest, Sha256};
 
 /// Longest request_id.
 pub const MAX_REQUEST_ID: usize = 64;
+/// Largest quantity one item may ask for.
+pub const MAX_QUANTITY: i64 = 1_000_000;
+/// Most items one order may hold.
+pub const MAX_ITEMS: usize = 100;
 
 /// One line of an order: how many units of which product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,13 +1,16 @@
 //! The edge's errors, and the one table that maps every error (the domain's
 //! [`DeductError`] included) to an HTTP status and a stable code.
 //!
-//! Every error body is `{"error": CODE, "detail": TEXT, "request_id": ID}`. The headers
-//! every answer carries (`X-Request-Id`, and `Retry-After` on a 503 or 429) are set in one
-//! place, the request-context middleware in `routes`; an error only says which request
-//! id it answers. Database and other internal details are logged, never sent.
+//! Every error body is `{"error": CODE, "detail": TEXT, "request_id": ID}`. The request
+//! id (in the body and in `X-Request-Id`) and `Retry-After` on a 503 or 429 are set in
+//! one place, the request-context middleware in `routes`: an error says what went
+//! wrong, not which request it answers. Database and other internal details are
+//! logged, never sent.
 
 use crate::domain::error::DeductError;
 use crate::http::ready::BackendStatus;
+use crate::http::strict_json::{clip, clip_to};
+use crate::service::ServiceError;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
@@ -65,6 +68,20 @@ pub enum AppError {
     },
 }
 
+impl From<ServiceError> for AppError {
+    fn from(e: ServiceError) -> AppError {
+        match e {
+            ServiceError::Deduct(e) => AppError::Deduct(e),
+            // The name is the client's: echo no more of it than needed.
+            ServiceError::UnknownStrategy { name, known } => AppError::UnknownStrategy {
+                name: clip(&name).into_owned(),
+                known,
+            },
+            ServiceError::Overloaded { limit, held } => AppError::Overloaded { limit, held },
+        }
+    }
+}
+
 impl From<sqlx::Error> for AppError {
     fn from(e: sqlx::Error) -> AppError {
         AppError::Deduct(e.into())
@@ -109,19 +126,19 @@ impl AppError {
         use DeductError as D;
         use StatusCode as S;
         match self {
-            Deduct(e) => match e {
-                D::InvalidRequest(_) => (S::BAD_REQUEST, "invalid_request"),
-                D::UnknownProduct(_) => (S::NOT_FOUND, "unknown_product"),
-                D::InsufficientStock { .. } | D::StockConstraint(_) => {
-                    (S::CONFLICT, "insufficient_stock")
-                }
-                D::RequestIdReused(_) => (S::UNPROCESSABLE_ENTITY, "request_id_reused"),
-                D::Busy(_) => (S::SERVICE_UNAVAILABLE, "busy"),
-                D::LockLost(_) => (S::SERVICE_UNAVAILABLE, "lock_lost"),
-                D::OutcomeUnknown(_) => (S::SERVICE_UNAVAILABLE, "outcome_unknown"),
-                D::BackendUnavailable { .. } => (S::SERVICE_UNAVAILABLE, "backend_unavailable"),
-                D::AlreadyDone(_) | D::Unexpected(_) => (S::INTERNAL_SERVER_ERROR, "internal"),
-            },
+            // The domain names its outcomes (`DeductError::code`); here, their status.
+            Deduct(e) => (
+                match e {
+                    D::InvalidRequest(_) => S::BAD_REQUEST,
+                    D::UnknownProduct(_) => S::NOT_FOUND,
+                    D::InsufficientStock { .. } | D::StockConstraint(_) => S::CONFLICT,
+                    D::RequestIdReused(_) => S::UNPROCESSABLE_ENTITY,
+                    D::Busy(_) | D::LockLost(_) | D::OutcomeUnknown(_) => S::SERVICE_UNAVAILABLE,
+                    D::BackendUnavailable { .. } => S::SERVICE_UNAVAILABLE,
+                    D::AlreadyDone(_) | D::Unexpected(_) => S::INTERNAL_SERVER_ERROR,
+                },
+                e.code(),
+            ),
             InvalidRequest(_) => (S::BAD_REQUEST, "invalid_request"),
             PayloadTooLarge(_) => (S::PAYLOAD_TOO_LARGE, "invalid_request"),
             Unauthorized => (S::UNAUTHORIZED, "unauthorized"),
@@ -144,13 +161,26 @@ impl AppError {
     }
 }
 
-/// An [`AppError`] and the request id it answers: what handlers return.
+/// An [`AppError`] as handlers return it (any error converts with `?`); the request
+/// id its body names is filled in by the request-context middleware, the one place
+/// that knows which id a request answers under.
 #[derive(Debug)]
 pub struct ApiError {
     pub error: AppError,
-    pub request_id: String,
     /// `/ready`'s backends, listed in its 503.
     pub backends: Option<Vec<BackendStatus>>,
+}
+
+impl<E> From<E> for ApiError
+where
+    AppError: From<E>,
+{
+    fn from(error: E) -> ApiError {
+        ApiError {
+            error: error.into(),
+            backends: None,
+        }
+    }
 }
 
 /// Every error's body.
@@ -189,21 +219,23 @@ impl utoipa::ToSchema for ErrorCode {}
 #[derive(Debug, Clone, Copy)]
 pub struct Waited(pub std::time::Duration);
 
-/// The request id a response answers, left in the response's extensions for the
-/// middleware that sets `X-Request-Id` (a deduction answers with its body's
-/// `request_id`, which may differ from the request's header).
+/// The request id a request answers under when it is not the request's own (a
+/// deduction answers with its body's `request_id`): the handler leaves it in the
+/// request's extensions, the middleware names it in `X-Request-Id` and the error body.
 #[derive(Debug, Clone)]
 pub struct AnsweredId(pub String);
 
-impl ApiError {
-    pub fn new(error: AppError, request_id: impl Into<String>) -> ApiError {
-        ApiError {
-            error,
-            request_id: request_id.into(),
-            backends: None,
-        }
-    }
+/// An error answer waiting for its request id: [`ApiError`] leaves its body here (and
+/// the cause of an internal error, to log), the middleware fills in the id and writes
+/// the body.
+#[derive(Debug)]
+pub struct Failure {
+    pub body: ErrorBody,
+    /// Logged with the request id, never sent (a 500 `internal`).
+    pub cause: Option<String>,
+}
 
+impl ApiError {
     /// Lists `/ready`'s backends in the body.
     pub fn with_backends(mut self, backends: Vec<BackendStatus>) -> ApiError {
         self.backends = Some(backends);
@@ -223,27 +255,28 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let detail = match &self.error {
-            internal if internal.is_internal() => {
-                tracing::error!(request_id = %self.request_id, error = ?self.error, "internal error");
-                "internal error; the request id is in the server log".to_string()
-            }
+        let (detail, cause) = match &self.error {
+            internal if internal.is_internal() => (
+                "internal error; the request id is in the server log".to_string(),
+                Some(format!("{internal:?}")),
+            ),
             // A bound on every detail, whatever quoted what: an error answer stays small.
-            other => crate::http::strict_json::clip_to(&other.to_string(), 512).into_owned(),
+            other => (clip_to(&other.to_string(), 512).into_owned(), None),
         };
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self.error, AppError::Unauthorized) {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
-        let mut response = response.json(ErrorBody {
-            error: self.error.code(),
-            detail,
-            request_id: self.request_id.clone(),
-            backends: self.backends.clone(),
+        let mut response = response.content_type("application/json").finish();
+        response.extensions_mut().insert(Failure {
+            body: ErrorBody {
+                error: self.error.code(),
+                detail,
+                request_id: String::new(),
+                backends: self.backends.clone(),
+            },
+            cause,
         });
-        response
-            .extensions_mut()
-            .insert(AnsweredId(self.request_id.clone()));
         if let AppError::Overloaded { held, .. } = &self.error {
             response.extensions_mut().insert(Waited(*held));
         }

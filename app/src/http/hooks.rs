@@ -43,12 +43,9 @@
 //! controls fail visibly).
 
 use crate::domain::error::DeductError;
-use crate::domain::order::Order;
 use crate::domain::probe::{Failpoint, Knobs, Passed, Probe};
-use crate::http::error::AppError;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -71,8 +68,6 @@ pub fn failpoint(name: &str) -> Option<Failpoint> {
 /// The longest a request stays paused at a failpoint before it goes on by itself, so a
 /// forgotten pause cannot wedge a service forever.
 pub const MAX_PAUSE: Duration = Duration::from_secs(120);
-/// The longest per-request `hold_ms`.
-pub const MAX_HOLD_MS: u64 = 60_000;
 /// The longest a request waits at a barrier for the other parties.
 pub const BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -128,105 +123,6 @@ impl Default for PointState {
             released: 0,
         }
     }
-}
-
-/// A deduct body: the order, and the test knobs that travel beside it (all default
-/// unless the service runs with `--enable-test-hooks`). `mistakes`: the names of the
-/// classic mistakes the strategies can make.
-pub fn deduct_body(
-    body: &Value,
-    generated_id: &str,
-    hooks_enabled: bool,
-    mistakes: &[&str],
-) -> Result<(Order, Knobs), AppError> {
-    let Value::Object(fields) = body else {
-        return Err(invalid("the body must be a JSON object"));
-    };
-    let knobs = knobs(fields, hooks_enabled, mistakes)?;
-    let order = Order::parse(fields, generated_id, &KNOB_FIELDS)?;
-    Ok((order, knobs))
-}
-
-/// The deduct-body fields that are test knobs ([`Knobs`]).
-pub const KNOB_FIELDS: [&str; 5] = ["hold_ms", "unsorted", "barrier", "fencing", "mistake"];
-
-/// Reads the knobs of a deduct body. With hooks off, any of them is a 400 naming the
-/// flag that turns them on. `mistakes`: the names the strategies can make.
-pub fn knobs(
-    fields: &Map<String, Value>,
-    enabled: bool,
-    mistakes: &[&str],
-) -> Result<Knobs, AppError> {
-    if !enabled && let Some(hook) = fields.keys().find(|k| KNOB_FIELDS.contains(&k.as_str())) {
-        return Err(invalid(format!(
-            "`{hook}` is a test hook: start the service with --enable-test-hooks to use it"
-        )));
-    }
-    let hold_ms = match fields.get("hold_ms") {
-        None => None,
-        Some(v) => match v.as_u64() {
-            Some(ms) if ms <= MAX_HOLD_MS => Some(ms),
-            _ => {
-                return Err(invalid(format!(
-                    "hold_ms must be an integer from 0 to {MAX_HOLD_MS}"
-                )));
-            }
-        },
-    };
-    let unsorted = match fields.get("unsorted") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(invalid("unsorted must be true or false")),
-    };
-    let barrier = match fields.get("barrier") {
-        None => None,
-        Some(v) => {
-            let name = v
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty() && n.len() <= 64);
-            let parties = v
-                .get("parties")
-                .and_then(Value::as_u64)
-                .filter(|p| (2..=64).contains(p));
-            match (name, parties, v.as_object().map(|o| o.len())) {
-                (Some(name), Some(parties), Some(2)) => Some((name.to_string(), parties as usize)),
-                _ => {
-                    return Err(invalid(
-                        "barrier must be {\"name\": 1-64 characters, \"parties\": 2 to 64}",
-                    ));
-                }
-            }
-        }
-    };
-    let fencing = match fields.get("fencing") {
-        None => None,
-        Some(Value::Bool(b)) => Some(*b),
-        Some(_) => return Err(invalid("fencing must be true or false")),
-    };
-    let mistake = match fields.get("mistake") {
-        None => None,
-        Some(v) => match v.as_str().filter(|m| mistakes.contains(m)) {
-            Some(m) => Some(m.to_string()),
-            None => {
-                return Err(invalid(format!(
-                    "mistake must be one of: {}",
-                    mistakes.join(", ")
-                )));
-            }
-        },
-    };
-    Ok(Knobs {
-        hold_ms,
-        unsorted,
-        barrier,
-        fencing,
-        mistake,
-    })
-}
-
-fn invalid(detail: impl Into<String>) -> AppError {
-    AppError::InvalidRequest(detail.into())
 }
 
 /// The hooks of one service instance.
@@ -433,61 +329,5 @@ impl Drop for PausedHere<'_> {
             let state = points.entry(self.point).or_default();
             state.paused = state.paused.saturating_sub(1);
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// Without `--enable-test-hooks` a knob is refused, naming the flag; the body must
-    /// be an object.
-    #[test]
-    fn knobs_need_the_flag() {
-        for knob in [
-            json!({"product_id": 1, "hold_ms": 5}),
-            json!({"product_id": 1, "unsorted": true}),
-        ] {
-            let err = deduct_body(&knob, "g", false, &[]).unwrap_err().to_string();
-            assert!(err.contains("--enable-test-hooks"), "{knob}: {err}");
-        }
-        let err = deduct_body(&json!([1]), "g", false, &[])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("JSON object"), "{err}");
-        let err = deduct_body(
-            &json!({"product_id": 1, "mistake": "x"}),
-            "g",
-            true,
-            &["no-guard"],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("one of: no-guard"), "{err}");
-    }
-
-    /// With hooks enabled the hook fields are parsed and checked.
-    #[test]
-    fn hook_fields_with_hooks_enabled() {
-        let (_, knobs) = deduct_body(
-            &json!({"product_id": 1, "hold_ms": 5, "unsorted": true, "barrier": {"name": "b", "parties": 2}}),
-            "g",
-            true,
-            &[],
-        )
-        .unwrap();
-        assert_eq!(knobs.hold_ms, Some(5));
-        assert!(knobs.unsorted);
-        assert_eq!(knobs.barrier, Some(("b".to_string(), 2)));
-        for bad in [
-            json!({"product_id": 1, "hold_ms": -1}),
-            json!({"product_id": 1, "hold_ms": 60001}),
-            json!({"product_id": 1, "unsorted": 1}),
-            json!({"product_id": 1, "barrier": {"name": "b", "parties": 1}}),
-            json!({"product_id": 1, "barrier": {"name": "b"}}),
-        ] {
-            assert!(deduct_body(&bad, "g", true, &[]).is_err(), "{bad}");
-        }
     }
 }

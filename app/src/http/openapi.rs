@@ -3,21 +3,17 @@
 //!
 //! The paths come from the `#[utoipa::path]` attribute on each handler in
 //! [`crate::http::routes`], the response bodies from the types the handlers serialize
-//! ([`Deducted`](crate::strategies::Deducted), [`StockView`](crate::http::stock::StockView),
-//! [`ErrorBody`](crate::http::error::ErrorBody), ...). The two request bodies the service
-//! reads by hand, so that a refusal names the field and the rule it broke
-//! ([`crate::domain::order::Order::parse`], the restock), are described by the types of
-//! [`crate::http::bodies`], which nothing parses with: `app/tests/api/openapi.rs` holds them, and every answer
-//! the API gives, to the document.
+//! ([`Deducted`](crate::strategies::Deducted), [`StockView`](crate::service::stock::StockView),
+//! [`ErrorBody`](crate::http::error::ErrorBody), ...), the request bodies from the
+//! types that parse them ([`crate::http::bodies`], [`Setting`]): the schema is the
+//! parser. `app/tests/api/openapi.rs` holds every answer the API gives to the document.
 
-use crate::http::bodies::{
-    Barrier, DeductRequest, ItemRequest, OneProduct, Restock, SeveralProducts, TestHooks,
-};
+use crate::http::bodies::{Barrier, DeductRequest, ItemRequest, Restock};
 use crate::http::error::{ErrorBody, ErrorCode};
 use crate::http::hooks::{Mode, PointState, Setting};
 use crate::http::ready::{BackendStatus, Readiness};
 use crate::http::routes::{Health, HooksState, Paused, Released};
-use crate::http::stock::StockView;
+use crate::service::stock::StockView;
 use crate::strategies::contract::{ChaosCell, Trait};
 use crate::strategies::{Deducted, Family, ItemResult, StrategyCard, StrategyInfo};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -45,7 +41,7 @@ use utoipa::{Modify, OpenApi};
         crate::http::routes::hooks_paused,
     ),
     components(schemas(
-        DeductRequest, OneProduct, SeveralProducts, ItemRequest, TestHooks, Barrier, Restock,
+        DeductRequest, ItemRequest, Barrier, Restock,
         Deducted, ItemResult, StockView, StrategyInfo, StrategyCard, Family, Trait, ChaosCell, Health, Readiness,
         BackendStatus, ErrorBody, ErrorCode, Setting, Mode, PointState, HooksState, Released,
         Paused,
@@ -73,15 +69,16 @@ impl Modify for AdminToken {
     }
 }
 
-/// The document as JSON (startup builds it once into the shared state).
-///
-/// One touch utoipa has no attribute for: the deduct bodies refuse unknown fields,
-/// like the parser (`deny_unknown_fields` is lost when the test hooks are flattened
-/// in as an `allOf`); OpenAPI 3.1's JSON Schema says so with `unevaluatedProperties`.
+/// The document as JSON (startup builds it once into the shared state), with the
+/// deduct body's rule across its fields, which utoipa has no attribute for
+/// ([`DeductRequest::one_form`]).
 pub fn json() -> String {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serializes");
-    for closed in ["OneProduct", "SeveralProducts"] {
-        doc["components"]["schemas"][closed]["unevaluatedProperties"] = false.into();
+    let body = &mut doc["components"]["schemas"]["DeductRequest"];
+    if let (Some(body), serde_json::Value::Object(rule)) =
+        (body.as_object_mut(), DeductRequest::one_form())
+    {
+        body.extend(rule);
     }
     doc.to_string()
 }

@@ -1,23 +1,20 @@
 //! HTTP handlers, the request-context middleware and the extractor configuration.
 
 use crate::domain::error::DeductError;
-use crate::domain::probe::{Failpoint, Probe};
-use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody, Waited};
+use crate::domain::probe::Failpoint;
+use crate::http::bodies::{self, DeductRequest, Restock};
+use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody, Failure, Waited};
 use crate::http::hooks::{self, Setting};
-use crate::http::phases::RequestProbe;
+use crate::http::ready;
 use crate::http::state::AppState;
 use crate::http::strict_json::{DUPLICATE_KEY, StrictValue, clip, clip_to};
-use crate::http::{ready, sold_out, stock};
-use crate::strategies::{Deduction, idempotency};
-use actix_web::body::MessageBody;
+use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::{JsonPayloadError, PathError};
 use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
-use serde_json::Value;
 use std::future::{Ready, ready as ready_future};
-use std::sync::Arc;
 use subtle::ConstantTimeEq;
 use tracing::Instrument;
 
@@ -93,35 +90,31 @@ pub fn json_config() -> web::JsonConfig {
             if let (Some(state), Some(name)) = (
                 req.app_data::<web::Data<AppState>>(),
                 req.match_info().get("strategy"),
-            ) && let Some(strategy) = state.strategies.get(name)
+            ) && let Some(strategy) = state.service.strategies.get(name)
             {
                 let served = strategy.info().name;
-                state.metrics.refused_unread(served, error.code());
+                state.service.metrics.refused_unread(served, error.code());
             }
-            ApiError::new(error, RequestId::of(req).0).into()
+            ApiError::from(error).into()
         })
 }
 
 /// Query strings we cannot parse come back in our error shape too.
 pub fn query_config() -> web::QueryConfig {
-    web::QueryConfig::default().error_handler(|err, req| {
-        ApiError::new(
-            AppError::InvalidRequest(
-                clip_to(&format!("bad query string: {err}"), 200).into_owned(),
-            ),
-            RequestId::of(req).0,
-        )
+    web::QueryConfig::default().error_handler(|err, _| {
+        ApiError::from(AppError::InvalidRequest(
+            clip_to(&format!("bad query string: {err}"), 200).into_owned(),
+        ))
         .into()
     })
 }
 
 /// Path segments we cannot parse come back in our error shape too.
 pub fn path_config() -> web::PathConfig {
-    web::PathConfig::default().error_handler(|err: PathError, req| {
-        ApiError::new(
-            AppError::InvalidRequest(clip_to(&format!("bad path: {err}"), 200).into_owned()),
-            RequestId::of(req).0,
-        )
+    web::PathConfig::default().error_handler(|err: PathError, _| {
+        ApiError::from(AppError::InvalidRequest(
+            clip_to(&format!("bad path: {err}"), 200).into_owned(),
+        ))
         .into()
     })
 }
@@ -155,7 +148,7 @@ impl FromRequest for RequestId {
 /// it named one, else the request's) and, on a 503 or a 429, `Retry-After`.
 pub async fn request_context(
     req: ServiceRequest,
-    next: Next<impl MessageBody>,
+    next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let id = req
         .headers()
@@ -165,20 +158,17 @@ pub async fn request_context(
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     req.extensions_mut().insert(RequestId(id.clone()));
-    // One span per request (a deduction records its strategy, its order's id and
-    // its outcome on it): at ten thousand requests a second, every span costs.
+    // One span per request (a deduction's own, `deduct`, records its strategy, its
+    // order's id and its outcome): at ten thousand requests a second, every span costs.
     let span = tracing::info_span!(
         "request",
         method = %req.method(),
         path = %clip(req.path()),
         request_id = %id,
-        strategy = tracing::field::Empty,
-        order_id = tracing::field::Empty,
-        outcome = tracing::field::Empty,
         status = tracing::field::Empty,
     );
     let mut res = next.call(req).instrument(span.clone()).await?;
-    let answered = res.response().extensions().get::<AnsweredId>().cloned();
+    let answered = res.request().extensions().get::<AnsweredId>().cloned();
     let answered = answered.map_or(id, |AnsweredId(id)| id);
     if let Ok(value) = HeaderValue::from_str(&answered) {
         res.headers_mut().insert(X_REQUEST_ID, value);
@@ -200,6 +190,19 @@ pub async fn request_context(
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     span.record("status", res.status().as_u16());
+    // An error answer: its body, with the id it answers, written here.
+    let failure = res.response_mut().extensions_mut().remove::<Failure>();
+    let res = match failure {
+        None => res.map_into_left_body(),
+        Some(Failure { mut body, cause }) => {
+            if let Some(cause) = cause {
+                tracing::error!(parent: &span, request_id = %answered, error = %cause, "internal error");
+            }
+            body.request_id = answered;
+            let json = serde_json::to_vec(&body).expect("an error body serializes");
+            res.map_body(|_, _| EitherBody::right(json))
+        }
+    };
     tracing::debug!(parent: &span, "done");
     Ok(res)
 }
@@ -214,7 +217,6 @@ impl FromRequest for Admin {
     type Future = Ready<Result<Admin, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let id = RequestId::of(req).0;
         let expected = req
             .app_data::<web::Data<AppState>>()
             .and_then(|state| state.settings.admin_token.clone());
@@ -224,7 +226,7 @@ impl FromRequest for Admin {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         ready_future(match (expected, given) {
-            (None, _) => Err(ApiError::new(AppError::AdminDisabled, id)),
+            (None, _) => Err(ApiError::from(AppError::AdminDisabled)),
             (Some(expected), Some(given))
                 // Without returning early on the first differing byte, so the answer's
                 // time does not tell how much of the token was guessed.
@@ -232,31 +234,27 @@ impl FromRequest for Admin {
             {
                 Ok(Admin)
             }
-            _ => Err(ApiError::new(AppError::Unauthorized, id)),
+            _ => Err(ApiError::from(AppError::Unauthorized)),
         })
     }
 }
 
 fn not_allowed(
     allowed: &'static str,
-) -> impl Fn(HttpRequest, RequestId) -> Ready<Result<HttpResponse, ApiError>> + Clone {
-    move |req: HttpRequest, id: RequestId| {
-        ready_future(Err(ApiError::new(
-            AppError::MethodNotAllowed {
-                method: clip(req.method().as_str()).into_owned(),
-                allowed,
-            },
-            id.0,
-        )))
+) -> impl Fn(HttpRequest) -> Ready<Result<HttpResponse, ApiError>> + Clone {
+    move |req: HttpRequest| {
+        ready_future(Err(ApiError::from(AppError::MethodNotAllowed {
+            method: clip(req.method().as_str()).into_owned(),
+            allowed,
+        })))
     }
 }
 
 /// Any unknown path.
-pub async fn not_found(req: HttpRequest, id: RequestId) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(
-        AppError::NotFound(clip(req.path()).into_owned()),
-        id.0,
-    ))
+pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::from(AppError::NotFound(
+        clip(req.path()).into_owned(),
+    )))
 }
 
 /// `GET /health`'s body.
@@ -294,20 +292,14 @@ async fn openapi_json(state: web::Data<AppState>) -> HttpResponse {
 
 /// The failpoint named in the path, when hooks are enabled; 404 otherwise (the hooks
 /// endpoint does not exist without `--enable-test-hooks`).
-fn failpoint(
-    state: &AppState,
-    req: &HttpRequest,
-    name: &str,
-    id: &str,
-) -> Result<Failpoint, ApiError> {
+fn failpoint(state: &AppState, req: &HttpRequest, name: &str) -> Result<Failpoint, ApiError> {
     if !state.hooks.enabled() {
-        return Err(ApiError::new(
-            AppError::NotFound(clip(req.path()).into_owned()),
-            id,
-        ));
+        return Err(ApiError::from(AppError::NotFound(
+            clip(req.path()).into_owned(),
+        )));
     }
     hooks::failpoint(name)
-        .ok_or_else(|| ApiError::new(AppError::UnknownFailpoint(clip(name).into_owned()), id))
+        .ok_or_else(|| ApiError::from(AppError::UnknownFailpoint(clip(name).into_owned())))
 }
 
 /// `GET /hooks`'s body.
@@ -339,13 +331,11 @@ pub struct Paused {
 async fn hooks_state(
     state: web::Data<AppState>,
     req: HttpRequest,
-    id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
     if !state.hooks.enabled() {
-        return Err(ApiError::new(
-            AppError::NotFound(clip(req.path()).into_owned()),
-            id.0,
-        ));
+        return Err(ApiError::from(AppError::NotFound(
+            clip(req.path()).into_owned(),
+        )));
     }
     Ok(HttpResponse::Ok().json(HooksState {
         failpoints: state.hooks.states(),
@@ -363,17 +353,10 @@ async fn hooks_set(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
-    id: RequestId,
     body: web::Json<StrictValue>,
 ) -> Result<HttpResponse, ApiError> {
-    let point = failpoint(&state, &req, &path, &id.0)?;
-    let setting: Setting = serde_json::from_value(body.into_inner().0).map_err(|e| {
-        let detail = format!("not a failpoint setting: {e}");
-        ApiError::new(
-            AppError::InvalidRequest(clip_to(&detail, 200).into_owned()),
-            id.0.clone(),
-        )
-    })?;
+    let point = failpoint(&state, &req, &path)?;
+    let setting: Setting = bodies::read(body.into_inner().0)?;
     let now = state.hooks.set(point, setting);
     tracing::info!(failpoint = point.name(), ?now, "failpoint set");
     Ok(HttpResponse::Ok().json(now))
@@ -387,9 +370,8 @@ async fn hooks_release(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
-    id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
-    let point = failpoint(&state, &req, &path, &id.0)?;
+    let point = failpoint(&state, &req, &path)?;
     let released = state.hooks.release(point);
     Ok(HttpResponse::Ok().json(Released { released }))
 }
@@ -425,10 +407,9 @@ async fn hooks_paused(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
-    id: RequestId,
     query: web::Query<PausedQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let point = failpoint(&state, &req, &path, &id.0)?;
+    let point = failpoint(&state, &req, &path)?;
     let timeout = std::time::Duration::from_millis(query.timeout_ms.min(120_000));
     match state
         .hooks
@@ -436,14 +417,11 @@ async fn hooks_paused(
         .await
     {
         Ok(paused) => Ok(HttpResponse::Ok().json(Paused { paused })),
-        Err(paused) => Err(ApiError::new(
-            AppError::HookTimeout(format!(
-                "{paused} request(s) paused at {} after {timeout:?}, waited for {}",
-                point.name(),
-                query.at_least
-            )),
-            id.0,
-        )),
+        Err(paused) => Err(ApiError::from(AppError::HookTimeout(format!(
+            "{paused} request(s) paused at {} after {timeout:?}, waited for {}",
+            point.name(),
+            query.at_least
+        )))),
     }
 }
 
@@ -451,8 +429,13 @@ async fn hooks_paused(
 #[utoipa::path(get, path = "/ready", tag = "service", responses(
     (status = 200, description = "Every configured backend answers.", body = crate::http::ready::Readiness),
     (status = 503, description = "A configured backend does not: `backend_unavailable` naming it, with every backend's state in `backends`.", body = ErrorBody)))]
-async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpResponse, ApiError> {
-    let report = ready::check(&state.pool, &state.settings, &state.strategies).await;
+async fn ready_route(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let report = ready::check(
+        &state.service.pool,
+        &state.settings,
+        &state.service.strategies,
+    )
+    .await;
     if report.ready {
         Ok(HttpResponse::Ok().json(report))
     } else {
@@ -466,7 +449,7 @@ async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpRe
             backend: down.join(", "),
             detail: "not reachable".into(),
         };
-        Err(ApiError::new(error.into(), id.0).with_backends(report.backends))
+        Err(ApiError::from(error).with_backends(report.backends))
     }
 }
 
@@ -475,26 +458,23 @@ async fn ready_route(state: web::Data<AppState>, id: RequestId) -> Result<HttpRe
 #[utoipa::path(get, path = "/strategies", tag = "service", responses(
     (status = 200, description = "Every strategy served, in teaching order.", body = Vec<crate::strategies::StrategyCard>)))]
 async fn list_strategies(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().json(state.strategies.cards())
+    HttpResponse::Ok().json(state.service.strategies.cards())
 }
 
-fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {
+fn parse_product_id(raw: &str) -> Result<i64, ApiError> {
     match raw.parse::<i64>() {
         Ok(product_id) if product_id >= 1 => Ok(product_id),
-        _ => Err(ApiError::new(
-            AppError::InvalidRequest(format!(
-                "product_id in the path must be a positive integer, got `{}`",
-                clip(raw)
-            )),
-            id,
-        )),
+        _ => Err(ApiError::from(AppError::InvalidRequest(format!(
+            "product_id in the path must be a positive integer, got `{}`",
+            clip(raw)
+        )))),
     }
 }
 
 /// `GET /stock/{product_id}`: what is left, and what the ledger says was sold this
 /// epoch (a strategy may add its own view: buckets, a Redis counter).
 #[utoipa::path(get, path = "/stock/{product_id}", tag = "stock", params(("product_id" = i64, Path, minimum = 1)), responses(
-    (status = 200, description = "The product's stock and what its ledger says was sold this epoch.", body = crate::http::stock::StockView),
+    (status = 200, description = "The product's stock and what its ledger says was sold this epoch.", body = crate::service::stock::StockView),
     (status = 400, description = "A product id that is not a positive integer: `invalid_request`.", body = ErrorBody),
     (status = 404, description = "No such product: `unknown_product`.", body = ErrorBody),
     (status = 500, description = "Anything else: `internal` (details only in the server log).", body = ErrorBody),
@@ -502,22 +482,9 @@ fn parse_product_id(raw: &str, id: &str) -> Result<i64, ApiError> {
 async fn get_stock(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    id: RequestId,
 ) -> Result<HttpResponse, ApiError> {
-    let product_id = parse_product_id(&path, &id.0)?;
-    let mut view = match stock::find(&state.pool, product_id).await {
-        Ok(Some(view)) => view,
-        Ok(None) => {
-            return Err(ApiError::new(
-                DeductError::UnknownProduct(product_id).into(),
-                id.0,
-            ));
-        }
-        Err(e) => return Err(ApiError::new(e.into(), id.0)),
-    };
-    for strategy in state.strategies.iter() {
-        view.elsewhere.extend(strategy.stock_view(product_id).await);
-    }
+    let product_id = parse_product_id(&path)?;
+    let view = state.service.stock(product_id).await?;
     Ok(HttpResponse::Ok().json(view))
 }
 
@@ -526,7 +493,7 @@ async fn get_stock(
 /// strategy that sells from split rows).
 #[utoipa::path(put, path = "/stock/{product_id}", tag = "stock", params(("product_id" = i64, Path, minimum = 1)),
     request_body = crate::http::bodies::Restock, security(("admin_token" = [])), responses(
-    (status = 200, description = "The product as it is now (a new epoch).", body = crate::http::stock::StockView),
+    (status = 200, description = "The product as it is now (a new epoch).", body = crate::service::stock::StockView),
     (status = 400, description = "Bad input, naming the field: `invalid_request`.", body = ErrorBody),
     (status = 401, description = "Missing or wrong `Authorization: Bearer <ADMIN_TOKEN>`: `unauthorized`.", body = ErrorBody),
     (status = 403, description = "The service runs without ADMIN_TOKEN: `admin_disabled`.", body = ErrorBody),
@@ -537,56 +504,12 @@ async fn put_stock(
     _admin: Admin,
     state: web::Data<AppState>,
     path: web::Path<String>,
-    id: RequestId,
     body: web::Json<StrictValue>,
 ) -> Result<HttpResponse, ApiError> {
-    let product_id = parse_product_id(&path, &id.0)?;
-    let invalid =
-        |detail: &str| ApiError::new(AppError::InvalidRequest(detail.to_string()), id.0.clone());
-    let Value::Object(fields) = &body.0.0 else {
-        return Err(invalid(
-            "the body must be a JSON object: {\"quantity\": N} or {\"quantity\": N, \"buckets\": K}",
-        ));
-    };
-    if let Some(unknown) = fields.keys().find(|k| *k != "quantity" && *k != "buckets") {
-        return Err(invalid(&format!(
-            "unknown field `{}`; allowed: quantity, buckets",
-            clip(unknown)
-        )));
-    }
-    let quantity = match fields.get("quantity").and_then(Value::as_i64) {
-        Some(q) if (0..=i64::from(i32::MAX)).contains(&q) => q as i32,
-        _ => return Err(invalid("quantity must be an integer from 0 to 2147483647")),
-    };
-    let buckets = match fields.get("buckets") {
-        None => 0,
-        Some(v) => match v.as_u64() {
-            Some(k) if k <= u64::from(stock::MAX_BUCKETS) => k as u16,
-            _ => {
-                return Err(invalid(&format!(
-                    "buckets must be an integer from 0 (not split) to {}",
-                    stock::MAX_BUCKETS
-                )));
-            }
-        },
-    };
-    let view = stock::restock(&state.pool, product_id, quantity, buckets)
-        .await
-        .map_err(|e| ApiError::new(e.into(), id.0.clone()))?;
-    tracing::info!(
-        product_id,
-        quantity,
-        buckets,
-        epoch = view.epoch,
-        "restocked"
-    );
-    for strategy in state.strategies.iter() {
-        strategy.restocked(product_id).await;
-    }
-    // The sold-out fast path: this instance's marks go now; the others' expire before
-    // this answer (`sold_out`), so no deduction sent after it meets an old mark.
-    state.sold_out.restocked(product_id);
-    tokio::time::sleep(state.sold_out.ttl()).await;
+    let product_id = parse_product_id(&path)?;
+    let Restock { quantity, buckets } = bodies::read(body.into_inner().0)?;
+    let (quantity, buckets) = (quantity.0, buckets.map_or(0, |b| b.0));
+    let view = state.service.restock(product_id, quantity, buckets).await?;
     Ok(HttpResponse::Ok().json(view))
 }
 
@@ -606,211 +529,50 @@ async fn put_stock(
     (status = 503, description = "Nothing was deducted: `busy` (the lock or the retries ran out), `lock_lost`, `backend_unavailable` (naming it); or `outcome_unknown` (COMMIT sent, no reply: retry with the same request_id).", body = ErrorBody)))]
 async fn deduct(
     state: web::Data<AppState>,
+    req: HttpRequest,
     path: web::Path<String>,
     id: RequestId,
     body: web::Json<StrictValue>,
 ) -> Result<HttpResponse, ApiError> {
     let started = std::time::Instant::now();
-    let name = path.into_inner();
-    let Some(strategy) = state.strategies.get(&name) else {
-        return Err(ApiError::new(
-            AppError::UnknownStrategy {
-                name: clip(&name).into_owned(),
-                known: state.strategies.names().join(", "),
-            },
-            id.0,
-        ));
-    };
+    let service = &state.service;
+    let strategy = service.strategy(&path)?;
     let served = strategy.info().name;
-    let (order, knobs) = hooks::deduct_body(
-        &body.0.0,
-        &id.0,
-        state.hooks.enabled(),
-        state.strategies.mistake_names(),
-    )
-    .map_err(|e| {
-        state.metrics.deduction(served, e.code(), started.elapsed());
-        ApiError::new(e, id.0.clone())
-    })?;
-    let products = order.items.iter().map(|item| item.product_id);
-    // A product known sold out here is refused without the strategy; after its mark
-    // expired one request looks again (`looking`) while the others wait for it.
-    let (known_sold_out, looking) = match knobs.mistake {
-        Some(_) => (None, None),
-        None => match state.sold_out.find(served, products).await {
-            sold_out::Lookup::Known(known) => (Some(known), None),
-            sold_out::Lookup::LookAgain(looking) => (None, Some(looking)),
-            sold_out::Lookup::Unknown | sold_out::Lookup::Wait(_) => (None, None),
-        },
-    };
-    // Past the admission limit: refused before any backend or lock is touched, or,
-    // with a hold (`--reject-hold-ms`), admitted if a place frees while it waits in
-    // line and refused when the hold ends: a client that does not back off waits it
-    // out, so a flood of refusals costs timers, not the admitted deductions' CPU. A
-    // product known sold out is answered without the strategy, so it takes no place.
-    // The one request looking again at an expired mark (one per strategy and product
-    // at a time) does not wait in the admission line: the waiters behind it would wait
-    // out its hold too.
-    let mut held_sold_out = false;
-    let _admitted = match known_sold_out {
-        // Past the product's at-once pace: the refusal waits out the hold first.
-        Some(known) => {
-            if known.hold {
-                held_sold_out = !state.admission.hold_refusal().await.is_zero();
-            }
-            None
-        }
-        None if looking.is_some() => None,
-        None => match state.admission.enter().await {
-            Ok(permit) => Some(permit),
-            Err(refused) => {
-                state
-                    .metrics
-                    .deduction(served, "overloaded", started.elapsed());
-                return Err(ApiError::new(
-                    AppError::Overloaded {
-                        limit: refused.limit,
-                        held: refused.held,
-                    },
-                    order.request_id.clone(),
-                ));
-            }
-        },
-    };
-    // The request's span (the middleware's): this deduction's fields go on it.
-    let span = tracing::Span::current();
-    span.record("strategy", name.as_str());
-    if order.request_id != id.0 {
-        span.record("order_id", order.request_id.as_str());
-    }
-    // This request's probe: the service's hooks, and where its time goes.
-    let request = Arc::new(RequestProbe::new(state.hooks.clone()));
-    let probe: Arc<dyn Probe> = request.clone();
-    let phases = &request.phases;
-    let d = Deduction {
-        pool: &state.pool,
-        reads: &state.reads,
-        order: &order,
-        knobs: &knobs,
-        probe: &probe,
-        strategy: strategy.info().name,
-        fingerprint: order.fingerprint(strategy.info().name),
-    };
-    // A twin of this request id in flight here: wait for it (then `orders` answers).
-    let _entered = state.in_flight.enter(&order.request_id).await;
-    // When the evidence of a refusal was read: a sold-out mark lasts from there.
-    let mut evidence_at = started;
-    let result = match knobs.mistake.as_deref() {
-        // Known sold out here: refused without running the strategy (one read of
-        // `orders`, for a retry of an earlier success, on the fast path's own pool).
-        None if let Some(sold_out::Known { product_id, .. }) = known_sold_out => {
-            let requested = order
-                .items
-                .iter()
-                .find(|item| item.product_id == product_id)
-                .map_or(1, |item| item.quantity);
-            state.metrics.sold_out_fast(served);
-            let sold_out = DeductError::InsufficientStock {
-                product_id,
-                requested: requested.into(),
-                available: Some(0),
-            };
-            // Read with the other refusals asking now, in one statement.
-            (state.sold_out_reads)
-                .after_refusal(&d, sold_out, held_sold_out)
-                .await
-        }
-        // The strategy runs; a refusal asks `orders` once (`idempotency::once`, in two
-        // steps here to note when its evidence was read, for the sold-out mark).
-        None => {
-            let before = std::time::Instant::now();
-            match phases.strategy(strategy.deduct(&d)).await {
-                Err(refusal) if refusal.is_refusal() => {
-                    // What is left was read by the strategy (it says so) or is read now.
-                    let read_it = matches!(
-                        refusal,
-                        DeductError::InsufficientStock {
-                            available: Some(_),
-                            ..
-                        }
-                    );
-                    evidence_at = if read_it {
-                        before
-                    } else {
-                        std::time::Instant::now()
-                    };
-                    idempotency::after_refusal(d.pool, &d, refusal).await
-                }
-                done => done,
-            }
-        }
-        Some(mistake) => match state.strategies.maker_of(mistake) {
-            Some(maker) if maker.info().name == d.strategy => {
-                let mistaken = phases.strategy(strategy.deduct_mistaken(mistake, &d));
-                idempotency::once(&d, mistaken).await
-            }
-            maker => Err(DeductError::InvalidRequest(format!(
-                "mistake `{mistake}` is made in `{}`, not in `{}`",
-                maker.map_or("no strategy", |s| s.info().name),
-                d.strategy
-            ))),
-        },
-    }
-    .map_err(AppError::from);
-    // The strategy itself found nothing left: mark the product sold out here.
-    if known_sold_out.is_none()
-        && knobs.mistake.is_none()
-        && let Err(AppError::Deduct(DeductError::InsufficientStock {
-            product_id,
-            available: Some(0),
-            ..
-        })) = &result
-    {
-        state.sold_out.mark(served, *product_id, evidence_at);
-    }
-    state.metrics.phases(served, phases);
-    match result {
-        Ok(done) => {
-            let outcome = if done.duplicate {
-                "duplicate"
-            } else {
-                "deducted"
-            };
-            span.record("outcome", outcome);
-            state.metrics.deduction(served, outcome, started.elapsed());
-            if !done.duplicate {
-                state.metrics.sale(served, done.attempts, done.batch_size);
-            }
-            let mut response = HttpResponse::Ok().json(done);
-            response
-                .extensions_mut()
-                .insert(AnsweredId(order.request_id.clone()));
-            Ok(response)
-        }
-        Err(e) => {
-            span.record("outcome", e.code());
-            state.metrics.deduction(served, e.code(), started.elapsed());
-            Err(ApiError::new(e, order.request_id))
-        }
-    }
+    let (order, knobs) = bodies::read::<DeductRequest>(body.into_inner().0)
+        .and_then(|request| {
+            request.into_parts(
+                &id.0,
+                state.hooks.enabled(),
+                service.strategies.mistake_names(),
+            )
+        })
+        .inspect_err(|e| service.refused_input(served, e.code(), started))?;
+    // From here the answer names the order's request id, whatever it is.
+    req.extensions_mut()
+        .insert(AnsweredId(order.request_id.clone()));
+    let done = service.deduct(strategy, &order, &knobs, started).await?;
+    Ok(HttpResponse::Ok().json(done))
 }
 
-/// `GET /metrics`: the Prometheus text format ([`crate::http::metrics`]).
+/// `GET /metrics`: the Prometheus text format ([`crate::service::metrics`]).
 #[utoipa::path(get, path = "/metrics", tag = "service", responses(
     (status = 200, description = "The Prometheus text format, version 0.0.4.", body = String, content_type = "text/plain; version=0.0.4")))]
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    for strategy in state.strategies.iter() {
+    for strategy in state.service.strategies.iter() {
         strategy.scrape().await;
     }
-    let now = crate::http::metrics::Scrape {
+    let now = crate::service::metrics::Scrape {
         pool: (
-            state.pool.size(),
-            state.pool.num_idle(),
+            state.service.pool.size(),
+            state.service.pool.num_idle(),
             state.settings.db_pool_size,
         ),
-        admission: (state.admission.limit(), state.admission.in_flight()),
+        admission: (
+            state.service.admission.limit(),
+            state.service.admission.in_flight(),
+        ),
     };
     HttpResponse::Ok()
         .content_type(prometheus::TEXT_FORMAT)
-        .body(state.metrics.render(&now))
+        .body(state.service.metrics.render(&now))
 }

@@ -1,11 +1,17 @@
 //! Building the service: pool, migrations, listener, routes.
 
+use crate::domain::probe::Probe;
 use crate::http::config::Settings;
 use crate::http::hooks::Hooks;
-use crate::http::in_flight::InFlight;
 use crate::http::openapi;
 use crate::http::routes;
 use crate::http::state::AppState;
+use crate::service::Service;
+use crate::service::admission::Admission;
+use crate::service::in_flight::InFlight;
+use crate::service::metrics::Metrics;
+use crate::service::sold_out::SoldOut;
+use crate::service::sold_out_reads::SoldOutReads;
 use crate::strategies;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
@@ -44,6 +50,64 @@ async fn migrate(pool: &MySqlPool) -> anyhow::Result<()> {
     applied.context("applying the migrations")
 }
 
+/// The deduction service of `settings`: connects to the database (never waiting on
+/// Redis or ZooKeeper), applies the migrations, builds the strategies. Its failpoints
+/// go to `hooks` (the test hooks, or [`crate::domain::probe::NoProbe`]). What
+/// [`Application::build`] serves; a test may call it without HTTP.
+pub async fn service(settings: &Settings, hooks: Arc<dyn Probe>) -> anyhow::Result<Service> {
+    let lock_wait = format!(
+        "SET SESSION innodb_lock_wait_timeout = {}",
+        settings.lock_wait_timeout_secs
+    );
+    let pool = MySqlPoolOptions::new()
+        .max_connections(settings.db_pool_size)
+        .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+        .after_connect(move |conn, _meta| {
+            let lock_wait = lock_wait.clone();
+            Box::pin(async move {
+                sqlx::query(&lock_wait).execute(conn).await?;
+                Ok(())
+            })
+        })
+        .connect(&settings.database_url)
+        .await
+        .context("connecting to DATABASE_URL")?;
+    migrate(&pool).await?;
+    // Connected on first use: startup never waits on the replica.
+    let reads = match &settings.read_replica_url {
+        Some(url) => MySqlPoolOptions::new()
+            .max_connections(settings.db_pool_size)
+            .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+            .connect_lazy(url)
+            .context("READ_REPLICA_URL")?,
+        None => pool.clone(),
+    };
+    let sold_out_reads = SoldOutReads::new(
+        MySqlPoolOptions::new()
+            .max_connections(crate::service::SOLD_OUT_POOL_SIZE)
+            .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+            .connect_lazy_with((*pool.connect_options()).clone()),
+    );
+    Ok(Service {
+        strategies: strategies::all(
+            &settings.strategies,
+            &strategies::Context {
+                database_url: &settings.database_url,
+                shared: &settings.shared,
+            },
+        ),
+        pool,
+        reads,
+        sold_out_reads,
+        in_flight: InFlight::default(),
+        admission: Admission::new(settings.max_in_flight, settings.adaptive_limit)
+            .with_reject_hold(settings.reject_hold()),
+        sold_out: SoldOut::new(Duration::from_millis(settings.sold_out_cache_ms)),
+        hooks,
+        metrics: Metrics::new(),
+    })
+}
+
 /// A built service, bound to its port, not yet serving.
 pub struct Application {
     port: u16,
@@ -58,63 +122,12 @@ impl Application {
     /// picks a free one, read it back with [`Application::port`]) and builds the server.
     /// Never waits on Redis or ZooKeeper.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
-        let lock_wait = format!(
-            "SET SESSION innodb_lock_wait_timeout = {}",
-            settings.lock_wait_timeout_secs
-        );
-        let pool = MySqlPoolOptions::new()
-            .max_connections(settings.db_pool_size)
-            .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
-            .after_connect(move |conn, _meta| {
-                let lock_wait = lock_wait.clone();
-                Box::pin(async move {
-                    sqlx::query(&lock_wait).execute(conn).await?;
-                    Ok(())
-                })
-            })
-            .connect(&settings.database_url)
-            .await
-            .context("connecting to DATABASE_URL")?;
-        migrate(&pool).await?;
-        // Connected on first use: startup never waits on the replica.
-        let reads = match &settings.read_replica_url {
-            Some(url) => MySqlPoolOptions::new()
-                .max_connections(settings.db_pool_size)
-                .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
-                .connect_lazy(url)
-                .context("READ_REPLICA_URL")?,
-            None => pool.clone(),
-        };
-        let sold_out_reads = crate::http::sold_out_reads::SoldOutReads::new(
-            MySqlPoolOptions::new()
-                .max_connections(crate::http::state::SOLD_OUT_POOL_SIZE)
-                .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
-                .connect_lazy_with((*pool.connect_options()).clone()),
-        );
         let hooks = Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms));
+        let service = service(&settings, hooks.clone()).await?;
         let state = web::Data::new(AppState {
-            strategies: strategies::all(
-                &settings.strategies,
-                &strategies::Context {
-                    database_url: &settings.database_url,
-                    shared: &settings.shared,
-                },
-            ),
-            pool,
-            reads,
-            sold_out_reads,
-            in_flight: InFlight::default(),
-            admission: crate::http::admission::Admission::new(
-                settings.max_in_flight,
-                settings.adaptive_limit,
-            )
-            .with_reject_hold(settings.reject_hold()),
-            sold_out: crate::http::sold_out::SoldOut::new(Duration::from_millis(
-                settings.sold_out_cache_ms,
-            )),
+            service,
             hooks,
             openapi: openapi::json(),
-            metrics: crate::http::metrics::Metrics::new(),
             settings,
         });
         let shared = state.clone();
@@ -136,16 +149,7 @@ impl Application {
             .bind(&state.settings.bind)
             .with_context(|| format!("binding {}", state.settings.bind))?;
         let port = server.addrs().first().context("no address bound")?.port();
-        let started = strategies::Started {
-            pool: &state.pool,
-            probe: &(state.hooks.clone() as Arc<dyn crate::domain::probe::Probe>),
-            registry: state.metrics.registry(),
-        };
-        let background = state
-            .strategies
-            .iter()
-            .filter_map(|s| s.start(&started))
-            .collect();
+        let background = state.service.start();
         Ok(Application {
             port,
             server: server.run(),
@@ -176,9 +180,7 @@ impl Application {
         for task in &self.background {
             task.abort();
         }
-        self.state.pool.close().await;
-        self.state.reads.close().await;
-        self.state.sold_out_reads.pool().close().await;
+        self.state.service.close().await;
         result
     }
 }

@@ -12,9 +12,26 @@
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
 use std::fmt;
 
-pub use crate::domain::parse::{ECHO_LIMIT, clip, clip_to};
+/// The most characters of client input an error body or a log line repeats.
+pub const ECHO_LIMIT: usize = 64;
+
+/// `s`, cut to [`ECHO_LIMIT`] characters (marked with `…` when cut): what an error
+/// repeats of a value it did not choose (a path segment, a key, a name).
+pub fn clip(s: &str) -> Cow<'_, str> {
+    clip_to(s, ECHO_LIMIT)
+}
+
+/// `s`, cut to `limit` characters (marked with `…` when cut): for a whole message
+/// that quotes input in ways the service does not control (a parser's error).
+pub fn clip_to(s: &str, limit: usize) -> Cow<'_, str> {
+    match s.char_indices().nth(limit) {
+        None => Cow::Borrowed(s),
+        Some((end, _)) => Cow::Owned(format!("{}…", &s[..end])),
+    }
+}
 
 /// The prefix of the error a duplicated key makes; the extractor's error handler
 /// recognises it.

@@ -19,3 +19,4 @@ mod service;
 mod sold_out;
 mod statements;
 mod validation;
+mod without_http;

@@ -376,7 +376,7 @@ async fn two_instances_starting_at_once_both_migrate() {
         );
         let (first, second) = (first.expect("first"), second.expect("second"));
         let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
-            .fetch_one(&first.state().pool)
+            .fetch_one(&first.state().service.pool)
             .await
             .unwrap();
         assert_eq!(applied, 3, "each migration recorded once");

@@ -8,10 +8,10 @@
 //! ([`crate::strategies::idempotency`]): a retry of a request that succeeded before
 //! the stock ran out must get its stored answer, not "sold out" (a buyer whose answer
 //! was lost in the rush would be told they bought nothing). It asks on a small pool of
-//! its own ([`crate::http::state::SOLD_OUT_POOL_SIZE`]), so a flood of such refusals
+//! its own ([`crate::service::SOLD_OUT_POOL_SIZE`]), so a flood of such refusals
 //! waits there, not for the connections other products' sales need, and with the
 //! other refusals asking at the same time, many ids to one statement
-//! ([`crate::http::sold_out_reads`]; alone, should that batch fail).
+//! ([`crate::service::sold_out_reads`]; alone, should that batch fail).
 //! A known sold-out product takes no place in the admission limit.
 //!
 //! # Why it never refuses a unit that is there

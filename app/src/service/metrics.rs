@@ -43,7 +43,7 @@
 //! renewals and losses, a backlog of sales not yet in the database) and update them
 //! before each scrape (`Strategy::scrape`); its file documents them.
 
-use crate::http::phases::{PHASES, Phases};
+use crate::service::phases::{PHASES, Phases};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };

@@ -14,7 +14,7 @@
 //! (in statements of at most [`IDS_PER_STATEMENT`]) and hands each member its answer.
 //! The others join the open batch meanwhile: while the connections are busy, a batch
 //! grows by whatever arrives, and an idle instance reads one id at once. A refusal
-//! held past the product's pace ([`crate::http::sold_out::AT_ONCE_PER_SECOND`]) has
+//! held past the product's pace ([`crate::service::sold_out::AT_ONCE_PER_SECOND`]) has
 //! waited out its hold already: a batch it opens gathers [`GATHER`] longer first, so a
 //! flood's held refusals come to a statement every few milliseconds, not one each.
 //! Batches are shared by every product and strategy: a refusal answered at once may

@@ -1,11 +1,10 @@
 //! Where a deduction's time goes: the lock, the transaction under it, the release.
 //! A strategy tells its probe ([`Probe::spent`]); this request's probe adds the
-//! times up, and the handler records them in `stock_locks_phase_seconds` and the pool
+//! times up, and the service records them in `stock_locks_phase_seconds` and the pool
 //! wait in `stock_locks_db_pool_wait_seconds`.
 
 use crate::domain::error::DeductError;
 use crate::domain::probe::{Failpoint, Knobs, Passed, Phase, Probe};
-use crate::http::hooks::Hooks;
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -55,14 +54,15 @@ impl Phases {
     }
 }
 
-/// The probe one request is handed: the service's test hooks, and its own times.
+/// The probe one request is handed: the service's test hooks (or none), and its own
+/// times.
 pub struct RequestProbe {
-    hooks: Arc<Hooks>,
+    hooks: Arc<dyn Probe>,
     pub phases: Phases,
 }
 
 impl RequestProbe {
-    pub fn new(hooks: Arc<Hooks>) -> RequestProbe {
+    pub fn new(hooks: Arc<dyn Probe>) -> RequestProbe {
         RequestProbe {
             hooks,
             phases: Phases::default(),
