@@ -27,7 +27,7 @@ use crate::html::{bar_chart, escape};
 use crate::rate::{MARGIN, SalesRate, compare};
 use crate::report::{Claim, Part, Row};
 use crate::{BUCKETS, Plan, Runner};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -76,7 +76,7 @@ impl Default for FlashOptions {
 }
 
 /// What limits one strategy's throughput run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Limits {
     pub strategy: String,
     /// Sales per second over the steady window, with its spread.
@@ -110,7 +110,7 @@ impl Limits {
 }
 
 /// One sell-out run, beyond its row.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SellOut {
     pub strategy: String,
     pub stock: i64,
@@ -127,6 +127,30 @@ pub struct SellOut {
     pub overtaken: Vec<u64>,
     /// Exactly the stock sold, everyone else 409, the ledger clean.
     pub exact: bool,
+}
+
+/// The flash sale's part of the report, under `flash_sale`: written by
+/// [`FlashSale::part`], read back by the book.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FlashPart {
+    /// How long each throughput run sent, in seconds, and with how many in flight
+    /// (or at what rate, an open loop).
+    pub seconds: f64,
+    pub concurrency: usize,
+    pub rate: Option<f64>,
+    /// The splitting strategy's number of buckets by default.
+    pub buckets_default: u16,
+    pub throughput: Vec<Limits>,
+    pub sell_out: Vec<SellOut>,
+    pub buckets: Vec<BucketRate>,
+}
+
+/// The splitting strategy's sales per second at one number of buckets.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BucketRate {
+    pub buckets: u16,
+    pub sales: SalesRate,
+    pub sales_per_second: f64,
 }
 
 /// The processes whose CPU the run watches, by name.
@@ -466,15 +490,22 @@ impl FlashSale {
     pub fn part(&self) -> Part {
         Part {
             key: "flash_sale",
-            json: serde_json::json!({
-                "seconds": self.options.seconds,
-                "concurrency": self.options.concurrency,
-                "rate": self.options.rate,
-                "buckets_default": BUCKETS,
-                "throughput": self.limits,
-                "sell_out": self.sell_outs,
-                "buckets": self.buckets.iter().map(|(k, r)| serde_json::json!({"buckets": k, "sales": r, "sales_per_second": r.per_second})).collect::<Vec<_>>(),
-            }),
+            json: serde_json::to_value(FlashPart {
+                seconds: self.options.seconds,
+                concurrency: self.options.concurrency,
+                rate: self.options.rate,
+                buckets_default: BUCKETS,
+                throughput: self.limits.clone(),
+                sell_out: self.sell_outs.clone(),
+                buckets: (self.buckets.iter())
+                    .map(|&(buckets, sales)| BucketRate {
+                        buckets,
+                        sales,
+                        sales_per_second: sales.per_second,
+                    })
+                    .collect(),
+            })
+            .expect("plain data"),
             html: self.html(),
             title: None,
             sections: vec!["flash-sale".into(), "sell-out".into(), "buckets".into()],

@@ -35,7 +35,10 @@
 //!   explanation): nothing here lists strategies by hand.
 //! - [`baseline`]: the reference (conditional UPDATE) transaction over sqlx, no HTTP:
 //!   the service's overhead.
-//! - [`book`]: the book's generated pages, from the reference run's data and the code.
+//! - [`book`]: the book's generated pages, from the reference run's data (read into
+//!   the report's own types) and the code: a folder, one file per data page
+//!   (`demo`, `flash`, `chaos`, ...), the reference pages (`reference`, the HTTP API's
+//!   `api`), and what they share (`rows`, the markdown in its `mod.rs`).
 //! - [`Runner`]: one strategy's run, start to verdict.
 //! - the binary: `main.rs` parses the command line; each subcommand lives in
 //!   `src/cli/` (`run` against running services; `demo`, what `./scripts/demo` runs;

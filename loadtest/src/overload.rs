@@ -25,7 +25,7 @@
 use crate::html::{escape, html_rows};
 use crate::report::{Part, Row, print_rows};
 use crate::{Plan, Runner};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,7 +46,7 @@ pub struct Mode {
 }
 
 /// One strategy, one mode, past capacity.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OverloadRow {
     pub strategy: String,
     pub mode: String,
@@ -83,6 +83,19 @@ pub struct OverloadRow {
     pub missing_acknowledged: u64,
     /// Every goal of the module held.
     pub goal_met: bool,
+}
+
+/// The overload's part of the report, under `overload`: written by [`part`], read
+/// back by the book.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OverloadPart {
+    /// The multiple of each strategy's capacity offered, and how long each run sent
+    /// (seconds).
+    pub factor: f64,
+    pub seconds: f64,
+    pub rows: Vec<OverloadRow>,
+    pub sell_out: Vec<SellOutRow>,
+    pub flood: Vec<crate::flood::FloodRow>,
 }
 
 /// `/health` on every base, every 50 ms, until stopped: its slowest answer.
@@ -377,10 +390,14 @@ pub fn part(
     let oversold = oversold || floods.iter().any(|r| !r.clean());
     Part {
         key: "overload",
-        json: serde_json::json!({
-            "factor": factor, "seconds": seconds, "rows": results, "sell_out": sell_outs,
-            "flood": floods,
-        }),
+        json: serde_json::to_value(OverloadPart {
+            factor,
+            seconds,
+            rows: results.to_vec(),
+            sell_out: sell_outs.to_vec(),
+            flood: floods.to_vec(),
+        })
+        .expect("plain data"),
         html,
         title: None,
         sections: std::iter::once("overload: capacity".to_string())
@@ -399,7 +416,7 @@ pub fn part(
 /// A sell-out past capacity, with the sold-out fast path on and off: the stock is
 /// small, so nearly every buyer is refused; what a refusal costs decides how the
 /// service holds up.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SellOutRow {
     pub strategy: String,
     pub mode: String,

@@ -220,8 +220,24 @@ pub struct Report {
     pub parts: Vec<Part>,
 }
 
+/// A report as read back from its JSON: what [`Report`] wrote, with the parts typed
+/// by the reader (`P`, flattened: each part under its key, as [`Part`] stores it,
+/// such as `struct { flash_sale: Option<FlashPart> }`). What the reader leaves out
+/// (`parameters`, `machine`, `instances`) is not read.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Written<P> {
+    pub version: u32,
+    /// Unix seconds when the run ended.
+    pub generated_at: u64,
+    pub results: Vec<Row>,
+    pub claims: Vec<Claim>,
+    pub strategies: crate::catalogue::Catalogue,
+    #[serde(flatten)]
+    pub parts: P,
+}
+
 /// What a run says about a claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClaimVerdict {
     Confirmed,
@@ -247,7 +263,7 @@ impl std::fmt::Display for ClaimVerdict {
 }
 
 /// One of the write-ups' claims, checked against a run (`claims::check`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Claim {
     pub claim: String,
     /// Where the claim comes from: a source article by title.

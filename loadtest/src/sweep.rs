@@ -23,7 +23,7 @@ use crate::html::{escape, line_chart};
 use crate::report::{Expect, Part, Row};
 use crate::{Plan, Runner};
 use plotters::style::RGBColor;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -48,7 +48,7 @@ pub fn ms(rtt: f64) -> String {
 }
 
 /// One strategy's round trips per request, on the success path and on a refusal.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RoundTripCount {
     pub strategy: String,
     /// Counted by the proxies: turns per request by kind of server, every request a sale.
@@ -74,7 +74,7 @@ impl RoundTripCount {
 }
 
 /// The sweep's shape, stored in the report (`Report.sweep`) next to its rows.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepInfo {
     pub concurrencies: Vec<usize>,
     pub products: Vec<usize>,
@@ -85,11 +85,11 @@ pub struct SweepInfo {
     pub seconds: f64,
     /// The round-trip times the servers were put behind (`--rtt-ms`), one pass each;
     /// empty on loopback.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rtts_ms: Vec<f64>,
     /// Each strategy's round trips per request on the success path and on a refusal
     /// (with `--rtt-ms`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub round_trips: Vec<RoundTripCount>,
 }
 

@@ -882,30 +882,17 @@ fn sources_of(page: &str) -> Vec<&'static str> {
 /// settings (a setting field or setup text of the page's own data file).
 #[test]
 fn every_figure_of_a_generated_page_moves_with_the_data() {
-    let data = loadtest::book::Data::load(&root().join("book/data")).unwrap();
-    let moved = |seed: u64| loadtest::book::Data {
-        machine: data.machine.as_ref().map(|v| perturbed(v, "machine", seed)),
-        demo: data.demo.as_ref().map(|v| perturbed(v, "demo", seed)),
-        chaos: data.chaos.as_ref().map(|v| perturbed(v, "chaos", seed)),
-        sweep: data.sweep.as_ref().map(|v| perturbed(v, "sweep", seed)),
-        distance: data
-            .distance
-            .as_ref()
-            .map(|v| perturbed(v, "distance", seed)),
-        bench: data.bench.as_ref().map(|v| perturbed(v, "bench", seed)),
+    let files = loadtest::book::Data::read_json(&root().join("book/data")).unwrap();
+    let data = loadtest::book::Data::from_json(&files).unwrap();
+    let moved = |seed: u64| {
+        let files = (files.iter())
+            .map(|(name, v)| (*name, perturbed(v, name, seed)))
+            .collect();
+        loadtest::book::Data::from_json(&files).unwrap()
     };
     let mut settings: std::collections::BTreeMap<&str, BTreeSet<String>> = Default::default();
-    for (name, v) in [
-        ("machine", &data.machine),
-        ("demo", &data.demo),
-        ("chaos", &data.chaos),
-        ("sweep", &data.sweep),
-        ("distance", &data.distance),
-        ("bench", &data.bench),
-    ] {
-        if let Some(v) = v {
-            setting_figures(v, settings.entry(name).or_default());
-        }
+    for (name, v) in &files {
+        setting_figures(v, settings.entry(*name).or_default());
     }
     let before = loadtest::book::figures(&data);
     let afters = [1, 2, 3].map(|seed| loadtest::book::figures(&moved(seed)));
@@ -1011,7 +998,7 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
     assert!(cells > 500, "only {cells} table cells compared");
     assert!(
         constant.is_empty(),
-        "figures that did not move with the data (typed into loadtest/src/book.rs, or a constant of the run that belongs in the data):\n{}",
+        "figures that did not move with the data (typed into loadtest/src/book/, or a constant of the run that belongs in the data):\n{}",
         constant.join("\n")
     );
 }
@@ -1054,9 +1041,13 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
         "500 ms",
         "the persister's retry pause",
     ),
-    ("loadtest/src/book.rs", "20 %", "the client's retry budget"),
     (
-        "loadtest/src/book.rs",
+        "loadtest/src/book/overload.rs",
+        "20 %",
+        "the client's retry budget",
+    ),
+    (
+        "loadtest/src/book/distance.rs",
         "0 ms",
         "the RTT sweep's loopback pass, named",
     ),

@@ -74,7 +74,7 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
             html,
             "<tr><td><b>{}.</b> {}</td>",
             s.number,
-            escape(s.title)
+            escape(&s.title)
         );
         for col in &columns {
             html.push_str("<td>");
@@ -120,8 +120,8 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
              <th>recovery ms</th><th>why</th></tr>",
             id = s.id,
             n = s.number,
-            title = escape(s.title),
-            how = escape(s.how),
+            title = escape(&s.title),
+            how = escape(&s.how),
         );
         for c in f.cells.iter().filter(|c| c.scenario.id() == s.id) {
             let _ = write!(

@@ -29,7 +29,7 @@ use crate::engine::{Outcome, post_deduct, restock};
 use crate::lab::Instance;
 use crate::verify;
 use anyhow::{Context, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sqlx::MySqlPool;
 use sqlx::mysql::MySqlPoolOptions;
@@ -67,7 +67,7 @@ use load::*;
 pub use scenarios::{CellSpec, CellVerdict, Scenario, matrix};
 
 /// How long things take in a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Timing {
     /// `--lock-lease-ms` of both instances.
     pub lease_ms: u64,
@@ -147,7 +147,7 @@ impl Timing {
 }
 
 /// One cell's result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
     pub scenario: Scenario,
     pub scenario_number: u8,
@@ -202,8 +202,9 @@ impl Cell {
     }
 }
 
-/// The chaos part of the report.
-#[derive(Debug, Clone, Serialize)]
+/// The chaos part of the report, under `faults`: written by [`ChaosReport::part`],
+/// read back by the book.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChaosReport {
     pub timing: Timing,
     pub zk_nodes: usize,
@@ -216,12 +217,13 @@ pub struct ChaosReport {
     pub strategies: crate::catalogue::Catalogue,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A scenario as the report states it ([`Scenario`]'s id, number, title and how).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioInfo {
-    pub id: &'static str,
+    pub id: String,
     pub number: u8,
-    pub title: &'static str,
-    pub how: &'static str,
+    pub title: String,
+    pub how: String,
 }
 
 impl ChaosReport {
@@ -439,10 +441,10 @@ pub async fn run(
         scenarios: scenarios_seen
             .into_iter()
             .map(|s| ScenarioInfo {
-                id: s.id(),
+                id: s.id().to_string(),
                 number: s.number(),
-                title: s.title(),
-                how: s.how(),
+                title: s.title().to_string(),
+                how: s.how().to_string(),
             })
             .collect(),
         seconds: started.elapsed().as_secs_f64(),

@@ -4,7 +4,7 @@ use super::*;
 use crate::catalogue::Catalogue;
 
 /// The fault scenarios, numbered as the book's Faults chapter and `--scenario N` number them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scenario {
     /// 1. A's request pauses after its read (holding the lock), then A is frozen for
@@ -323,7 +323,7 @@ impl Scenario {
 }
 
 /// A cell's verdict, from the ledger and the clients' timeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CellVerdict {
     /// No loss, no refusal, sales went on.
@@ -377,16 +377,29 @@ impl Scenario {
 }
 
 impl CellVerdict {
-    /// The verdict of a name as the strategies declare it (`safe`, `refused`,
-    /// `unavailable`, `lost`).
-    pub fn from_name(name: &str) -> Option<CellVerdict> {
-        match name {
-            "safe" => Some(CellVerdict::Safe),
-            "refused" => Some(CellVerdict::Refused),
-            "unavailable" => Some(CellVerdict::Unavailable),
-            "lost" => Some(CellVerdict::Lost),
-            _ => None,
+    /// Every verdict, from the best.
+    pub const ALL: [CellVerdict; 4] = [
+        CellVerdict::Safe,
+        CellVerdict::Refused,
+        CellVerdict::Unavailable,
+        CellVerdict::Lost,
+    ];
+
+    /// Its name as the strategies declare it and the report writes it (`safe`,
+    /// `refused`, `unavailable`, `lost`), where [`CellVerdict::as_str`] says `lost
+    /// updates`.
+    pub fn id(self) -> &'static str {
+        match self {
+            CellVerdict::Safe => "safe",
+            CellVerdict::Refused => "refused",
+            CellVerdict::Unavailable => "unavailable",
+            CellVerdict::Lost => "lost",
         }
+    }
+
+    /// The verdict of a name as the strategies declare it ([`CellVerdict::id`]).
+    pub fn from_name(name: &str) -> Option<CellVerdict> {
+        CellVerdict::ALL.into_iter().find(|v| v.id() == name)
     }
 }
 
@@ -448,6 +461,13 @@ mod tests {
                 serde_json::to_value(scenario).unwrap(),
                 scenario.id(),
                 "{scenario:?}"
+            );
+        }
+        for verdict in CellVerdict::ALL {
+            assert_eq!(
+                serde_json::to_value(verdict).unwrap(),
+                verdict.id(),
+                "{verdict:?}"
             );
         }
     }

@@ -1,0 +1,122 @@
+//! The fault grid (`book/data/chaos.json`, its `faults` part, [`ChaosReport`]): a
+//! summary, one page per scenario with its cells, and the cell rows and reasons the
+//! strategy pages reuse.
+
+use super::{Facts, Pages, banner, linked, num, table};
+use crate::chaos::{Cell, ChaosReport};
+use std::fmt::Write as _;
+
+const SOURCE: &str = "book/data/chaos.json";
+
+/// The summary and one page per scenario.
+pub fn pages(faults: &ChaosReport, pages: &mut Pages, facts: &mut Facts) {
+    let cells = &faults.cells;
+    let expected = cells.iter().filter(|c| c.as_expected).count();
+    facts.add("chaos-cells", cells.len().to_string());
+    facts.add("chaos-as-expected", expected.to_string());
+    facts.add("chaos-seconds", num(faults.seconds));
+    // Each scenario with its cells.
+    let scenarios: Vec<(&crate::chaos::ScenarioInfo, Vec<&Cell>)> = (faults.scenarios.iter())
+        .map(|s| {
+            (
+                s,
+                cells.iter().filter(|c| c.scenario.id() == s.id).collect(),
+            )
+        })
+        .collect();
+    let mut summary = banner(SOURCE);
+    let _ = writeln!(
+        summary,
+        "*{} cells in {} s, {} as expected.*\n",
+        cells.len(),
+        num(faults.seconds),
+        expected
+    );
+    let body: Vec<Vec<String>> = scenarios
+        .iter()
+        .map(|(s, mine)| {
+            vec![
+                s.number.to_string(),
+                s.title.clone(),
+                mine.len().to_string(),
+                mine.iter().filter(|c| c.as_expected).count().to_string(),
+            ]
+        })
+        .collect();
+    summary.push_str(&table(&[">#", "scenario", ">cells", ">as expected"], &body));
+    pages.insert("chaos/summary.md".to_string(), summary);
+    for (s, mine) in &scenarios {
+        let mut page = banner(SOURCE);
+        let _ = writeln!(page, "<a id=\"{}\"></a>\n\n*{}*\n", s.id, s.how);
+        let body: Vec<Vec<String>> = mine.iter().map(|c| cell_row(c, true)).collect();
+        page.push_str(&table(HEADERS, &body));
+        let labelled: Vec<(String, &Cell)> = mine
+            .iter()
+            .map(|c| (format!("`{}`", c.strategy), *c))
+            .collect();
+        page.push_str(&reasons(&labelled));
+        pages.insert(format!("chaos/{}.md", s.id), page);
+    }
+}
+
+/// The columns of [`cell_row`].
+pub const HEADERS: &[&str] = &[
+    "strategy",
+    "fenced",
+    "verdict",
+    ">sold",
+    ">lost",
+    ">beyond",
+    ">refused",
+    ">no sale for ms",
+];
+
+/// How a cell is told apart in the list of reasons under its table.
+fn fencing_label(c: &Cell) -> &'static str {
+    match c.fencing {
+        Some(true) => ", fenced",
+        Some(false) => ", unfenced",
+        None => "",
+    }
+}
+
+/// The runner's one-sentence reason for each cell, as a list under the table (in a
+/// column, they made every row a page tall).
+pub fn reasons(cells: &[(String, &Cell)]) -> String {
+    let mut out = String::from("\n");
+    for (label, c) in cells {
+        let _ = writeln!(out, "- **{label}{}**: {}", fencing_label(c), c.why);
+    }
+    out
+}
+
+/// A cell's row under [`HEADERS`], its strategy linked to its chapter or not.
+pub fn cell_row(c: &Cell, link: bool) -> Vec<String> {
+    let expected: Vec<&str> = c.expected.iter().map(|v| v.id()).collect();
+    vec![
+        if link {
+            linked(&c.strategy)
+        } else {
+            format!("`{}`", c.strategy)
+        },
+        match c.fencing {
+            Some(true) => "yes".to_string(),
+            Some(false) => "no".to_string(),
+            None => "–".to_string(),
+        },
+        format!(
+            "{}{}",
+            c.verdict.id(),
+            if c.as_expected {
+                String::new()
+            } else {
+                format!(" (**expected {}**)", expected.join(" or "))
+            }
+        ),
+        c.sold.to_string(),
+        c.lost_updates.to_string(),
+        c.beyond_stock.to_string(),
+        c.refused.to_string(),
+        num(c.longest_gap_ms),
+    ]
+}
