@@ -278,7 +278,7 @@ mod tests {
             })
             .collect();
         let fired = Fired::from_answers(answers, std::time::Duration::from_secs(2), 10);
-        let plan = crate::Plan::throughput(section, strategy, vec![1], 10, 2.0);
+        let plan = crate::plan::Plan::throughput(section, strategy, vec![1], 10, 2.0);
         Row::new(&plan, 2, &fired, Default::default())
     }
 

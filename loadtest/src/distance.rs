@@ -17,9 +17,10 @@
 
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
+use crate::plan::{BUCKETS, Plan};
 use crate::report::{Claim, ClaimVerdict, Expect, Part, Row, by_kind};
+use crate::runner::Runner;
 use crate::sweep::{RoundTripCount, SweepInfo, cell, ms, sales_per_second, section, strategies};
-use crate::{BUCKETS, Plan, Runner};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

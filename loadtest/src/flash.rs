@@ -24,9 +24,10 @@ use crate::catalogue::{Card, Catalogue};
 use crate::claims::{all, claim, figure, load_of, source};
 use crate::engine::Fired;
 use crate::html::{bar_chart, escape};
+use crate::plan::{BUCKETS, Plan};
 use crate::rate::{MARGIN, SalesRate, compare};
 use crate::report::{Claim, Part, Row};
-use crate::{BUCKETS, Plan, Runner};
+use crate::runner::Runner;
 use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 use std::collections::BTreeMap;
@@ -55,7 +56,7 @@ pub struct FlashOptions {
     pub concurrency: usize,
     /// Open loop instead: requests started per second.
     pub rate: Option<f64>,
-    /// Rounds of the throughput and buckets runs, pooled ([`crate::Runner::run_in_rounds`]).
+    /// Rounds of the throughput and buckets runs, pooled ([`crate::runner::Runner::run_in_rounds`]).
     pub rounds: u32,
     /// The sell-out's stock and buyers.
     pub sell_out_stock: i64,
@@ -65,7 +66,7 @@ pub struct FlashOptions {
 impl Default for FlashOptions {
     fn default() -> Self {
         FlashOptions {
-            seconds: crate::THROUGHPUT_SECONDS,
+            seconds: crate::plan::THROUGHPUT_SECONDS,
             concurrency: 256,
             rate: None,
             rounds: 1,
@@ -281,11 +282,11 @@ pub async fn run(
         .filter(|c| c.safe_across_instances && !c.has("refuses-overtaken"))
         .collect::<Vec<_>>();
     // Every strategy once per round, round after round (the rounds pooled).
-    let runs = crate::in_rounds(sellers.len(), options.rounds, async |round, k| {
+    let runs = crate::runner::in_rounds(sellers.len(), options.rounds, async |round, k| {
         let strategy = &sellers[k].name;
         eprintln!(
             "flash sale: {}({}/{}) {strategy}: {} s at concurrency {} over {} instances ...",
-            crate::round_text(round, options.rounds),
+            crate::runner::round_text(round, options.rounds),
             k + 1,
             sellers.len(),
             options.seconds,
@@ -300,7 +301,7 @@ pub async fn run(
         // The shown round's costs, the sales of every round.
         let (fired, mut limits): (Vec<(Row, Fired)>, Vec<Limits>) =
             runs.into_iter().map(|(row, f, l)| ((row, f), l)).unzip();
-        let Some((shown, row)) = crate::pooled_row(fired) else {
+        let Some((shown, row)) = crate::runner::pooled_row(fired) else {
             continue;
         };
         let mut limits = limits.swap_remove(shown);
@@ -370,7 +371,7 @@ pub async fn run(
             .run_in_rounds(&plans, options.rounds, |round, k| {
                 eprintln!(
                     "flash sale: {}{} with {} bucket(s) ...",
-                    crate::round_text(round, options.rounds),
+                    crate::runner::round_text(round, options.rounds),
                     splits.name,
                     plans[k].buckets
                 )

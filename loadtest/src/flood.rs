@@ -23,8 +23,8 @@
 //!   machine went;
 //! - **the ledger's verdict** for the product (lost updates, units beyond stock).
 
-use crate::Runner;
 use crate::html::escape;
+use crate::runner::Runner;
 use anyhow::Context;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -14,7 +14,7 @@
 //! A page that connects late gets every event so far first (the history is kept),
 //! then the new ones.
 
-use crate::Plan;
+use crate::plan::Plan;
 use crate::report::Row;
 use actix_web::{HttpResponse, web};
 use serde_json::{Value, json};

@@ -23,8 +23,9 @@
 //! acknowledged sale missing.
 
 use crate::html::{escape, html_rows};
+use crate::plan::Plan;
 use crate::report::{Part, Row, print_rows};
-use crate::{Plan, Runner};
+use crate::runner::Runner;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::sync::Arc;

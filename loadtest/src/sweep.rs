@@ -4,7 +4,7 @@
 //! drawn as one line per strategy in the report.
 //!
 //! # How long a cell runs
-//! Each cell is timed ([`crate::THROUGHPUT_SECONDS`] by default): a closed loop sends
+//! Each cell is timed ([`crate::plan::THROUGHPUT_SECONDS`] by default): a closed loop sends
 //! for that long after one warm-up round, and its figure is the sales per second of
 //! its steady window ([`crate::rate`]: the first wave and the drain left out). Stock is
 //! never the limit, so no answer is "sold out": a request either deducts or is refused
@@ -20,8 +20,9 @@
 
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
+use crate::plan::Plan;
 use crate::report::{Expect, Part, Row};
-use crate::{Plan, Runner};
+use crate::runner::Runner;
 use plotters::style::RGBColor;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -3,8 +3,9 @@
 
 mod support;
 
+use loadtest::plan::Plan;
 use loadtest::report::Expect;
-use loadtest::{Plan, Runner};
+use loadtest::runner::Runner;
 use serde_json::json;
 use sqlx::Connection;
 use stock_app::{Application, Settings};
@@ -340,7 +341,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     assert_eq!(claims.len(), 3, "{claims:?}");
     assert_eq!(
         sale.buckets.iter().map(|b| b.0).collect::<Vec<_>>(),
-        [1, 4, loadtest::BUCKETS]
+        [1, 4, loadtest::plan::BUCKETS]
     );
     // One row per strategy and bucket count, its sales pooled over both rounds (the
     // sell-outs are single runs); the costs shown are those of the round shown.

@@ -295,7 +295,7 @@ impl Lab {
     async fn run_cell_here(&mut self, spec: &CellSpec, product: i64) -> anyhow::Result<Cell> {
         let b = self.instances[1].base.clone();
         let buckets = if spec.has("splits-stock") {
-            crate::BUCKETS
+            crate::plan::BUCKETS
         } else {
             0
         };
@@ -330,7 +330,7 @@ impl Lab {
         // what was sold (a sale Redis lost is not pending: it shows as missing).
         let b = &self.instances[1].base;
         if let Err(e) =
-            crate::engine::drained(&self.client, b, &[product], crate::DRAIN_TIMEOUT).await
+            crate::engine::drained(&self.client, b, &[product], crate::plan::DRAIN_TIMEOUT).await
         {
             eprintln!("chaos: {} not drained: {e}", spec.strategy);
         }

@@ -14,10 +14,10 @@ use super::{
     start_instance_with, write_reports,
 };
 use anyhow::bail;
-use loadtest::Runner;
 use loadtest::flash::FlashOptions;
 use loadtest::lab::Instance;
 use loadtest::report::{Columns, Expect, InstanceInfo, Report, Row, print_table};
+use loadtest::runner::Runner;
 use sqlx::mysql::MySqlPoolOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -124,7 +124,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             args.flood_connections
         );
     }
-    let round_text = |round: u32| loadtest::round_text(round, rounds);
+    let round_text = |round: u32| loadtest::runner::round_text(round, rounds);
     // The live page first, so a browser can watch from the start.
     let live = match &args.serve {
         Some(addr) => {
@@ -218,9 +218,12 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             started.elapsed().as_secs_f64()
         ));
     };
-    let seconds = args.load.seconds.unwrap_or(loadtest::THROUGHPUT_SECONDS);
+    let seconds = args
+        .load
+        .seconds
+        .unwrap_or(loadtest::plan::THROUGHPUT_SECONDS);
     // A throughput run: timed, stock never the limit, one warm-up round.
-    let timed = |plan: loadtest::Plan| plan.timed(seconds);
+    let timed = |plan: loadtest::plan::Plan| plan.timed(seconds);
     let mut rows: Vec<Row> = Vec::new();
     let runner = runner_on(&plain);
     let catalogue = runner.strategies().await?;
@@ -249,7 +252,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         .first_with("conditional-update")
         .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
     let baseline = usize::from(wanted("baseline"));
-    let runs = loadtest::in_rounds(sellers.len() + baseline, rounds, async |round, k| {
+    let runs = loadtest::runner::in_rounds(sellers.len() + baseline, rounds, async |round, k| {
         let Some(strategy) = sellers.get(k) else {
             say(&format!(
                 "{}baseline ({reference} over sqlx, no HTTP) ...",
@@ -283,7 +286,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     .await?;
     rows.extend(
         (runs.into_iter())
-            .filter_map(loadtest::pooled_row)
+            .filter_map(loadtest::runner::pooled_row)
             .map(|(_, row)| row),
     );
 
@@ -297,7 +300,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         .filter(|n| wanted(n))
         .collect();
     // Every one of them is safe on one instance: that is the point.
-    let plans: Vec<loadtest::Plan> = (one_instance.iter().enumerate())
+    let plans: Vec<loadtest::plan::Plan> = (one_instance.iter().enumerate())
         .map(|(k, strategy)| {
             timed(plan(
                 loadtest::claims::ONE_INSTANCE,
@@ -915,7 +918,7 @@ pub async fn baseline_run(
         base,
         ADMIN_TOKEN,
         product,
-        loadtest::NEVER_SOLD_OUT,
+        loadtest::plan::NEVER_SOLD_OUT,
         0,
     )
     .await?;
@@ -940,7 +943,7 @@ pub async fn baseline_run(
     db.close().await;
     let mut plan = plan("throughput", "baseline", product, load, Expect::Safe);
     plan.products = vec![product];
-    plan.stock = loadtest::NEVER_SOLD_OUT;
+    plan.stock = loadtest::plan::NEVER_SOLD_OUT;
     Ok((Row::new(&plan, 0, &fired, verdict), fired))
 }
 

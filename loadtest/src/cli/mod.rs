@@ -8,8 +8,8 @@ pub mod run;
 pub mod sweep;
 
 use anyhow::Context;
-use loadtest::Plan;
 use loadtest::lab::Instance;
+use loadtest::plan::Plan;
 use loadtest::report::{Expect, Report};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -22,7 +22,7 @@ pub struct LoadArgs {
     pub stock: i64,
     /// Buckets a product is split into when a strategy that sells from split rows
     /// sells it (the others always get one row).
-    #[arg(long, default_value_t = loadtest::BUCKETS)]
+    #[arg(long, default_value_t = loadtest::plan::BUCKETS)]
     pub buckets: u16,
     /// Deduction requests per strategy (at most, with --seconds).
     #[arg(long, default_value_t = 1000)]
@@ -81,7 +81,7 @@ pub fn plan(
         stock: load.stock,
         buckets: load.buckets,
         requests: match load.seconds {
-            Some(_) => loadtest::NEVER_SOLD_OUT as usize,
+            Some(_) => loadtest::plan::NEVER_SOLD_OUT as usize,
             None => load.requests,
         },
         duration: load.seconds.map(std::time::Duration::from_secs_f64),

@@ -2,8 +2,8 @@
 
 use super::{LoadArgs, first_product, parameters, plan, write_json};
 use anyhow::bail;
-use loadtest::Runner;
 use loadtest::report::{Columns, Expect, Report, print_table};
+use loadtest::runner::Runner;
 use sqlx::mysql::MySqlPoolOptions;
 
 #[derive(clap::Args)]
@@ -52,10 +52,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             );
             closed.rate = None;
             // Timed, stock never the limit: its sales/s over the steady window.
-            closed.stock = loadtest::NEVER_SOLD_OUT;
-            closed.requests = loadtest::NEVER_SOLD_OUT as usize;
+            closed.stock = loadtest::plan::NEVER_SOLD_OUT;
+            closed.requests = loadtest::plan::NEVER_SOLD_OUT as usize;
             closed.duration = Some(std::time::Duration::from_secs_f64(
-                args.load.seconds.unwrap_or(loadtest::THROUGHPUT_SECONDS),
+                args.load
+                    .seconds
+                    .unwrap_or(loadtest::plan::THROUGHPUT_SECONDS),
             ));
             closed.request_hold_ms = args.hold_ms;
             let capacity = runner.run(&closed).await?;

@@ -2,9 +2,9 @@
 
 use super::{ADMIN_TOKEN, server_versions, start_instance, write_reports};
 use anyhow::bail;
-use loadtest::Runner;
 use loadtest::lab::Instance;
 use loadtest::report::Report;
+use loadtest::runner::Runner;
 use serde_json::json;
 use sqlx::mysql::MySqlPoolOptions;
 use std::collections::BTreeMap;
@@ -30,7 +30,7 @@ pub struct SweepArgs {
     pub products: Vec<usize>,
     /// How long each cell sends, in seconds (its figure is the sales per second of
     /// the steady window inside it).
-    #[arg(long, default_value_t = loadtest::THROUGHPUT_SECONDS)]
+    #[arg(long, default_value_t = loadtest::plan::THROUGHPUT_SECONDS)]
     pub seconds: f64,
     /// Take the cells other reports already measured (the same strategy, products,
     /// concurrency, time and distance, 2 instances, a closed loop: e.g.
