@@ -527,6 +527,7 @@ async fn put_stock(
     (status = 500, description = "Anything else: `internal` (details only in the server log).", body = ErrorBody),
     (status = 429, description = "Nothing was deducted: `overloaded`, the instance's admission limit (`--max-in-flight`) was reached; retry after `Retry-After`.", body = ErrorBody),
     (status = 503, description = "Nothing was deducted: `busy` (the lock or the retries ran out), `lock_lost`, `backend_unavailable` (naming it); or `outcome_unknown` (COMMIT sent, no reply: retry with the same request_id).", body = ErrorBody)))]
+#[tracing::instrument(level = "debug", name = "handler", skip_all, fields(strategy = %*path))]
 async fn deduct(
     state: web::Data<AppState>,
     req: HttpRequest,

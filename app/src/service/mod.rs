@@ -303,7 +303,7 @@ impl Service {
             // two steps here to note when its evidence was read, for the sold-out mark).
             None => {
                 let before = Instant::now();
-                match phases.strategy(strategy.deduct(&d)).await {
+                match phases.strategy(call(strategy, &d, None)).await {
                     Err(refusal) if refusal.is_refusal() => {
                         // What is left was read by the strategy (it says so) or is read now.
                         let read_it = matches!(
@@ -321,7 +321,7 @@ impl Service {
             }
             Some(mistake) => match self.strategies.maker_of(mistake) {
                 Some(maker) if maker.info().name == d.strategy => {
-                    let mistaken = phases.strategy(strategy.deduct_mistaken(mistake, &d));
+                    let mistaken = phases.strategy(call(strategy, &d, Some(mistake)));
                     idempotency::once(&d, mistaken).await
                 }
                 maker => Err(DeductError::InvalidRequest(format!(
@@ -345,4 +345,25 @@ impl Service {
         self.metrics.phases(served, phases);
         Ok(result?)
     }
+}
+
+/// The strategy's own work (or the classic mistake it was asked to make), on a span of
+/// its own with the outcome it gave (at debug level: a span per request costs).
+#[tracing::instrument(level = "debug", name = "strategy", skip_all, fields(
+    strategy = d.strategy,
+    mistake,
+    outcome = tracing::field::Empty,
+))]
+async fn call(
+    strategy: &Arc<dyn Strategy>,
+    d: &Deduction<'_>,
+    mistake: Option<&str>,
+) -> Result<Deducted, DeductError> {
+    let result = match mistake {
+        None => strategy.deduct(d).await,
+        Some(mistake) => strategy.deduct_mistaken(mistake, d).await,
+    };
+    let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "deducted");
+    tracing::Span::current().record("outcome", outcome);
+    result
 }
