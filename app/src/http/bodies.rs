@@ -204,6 +204,7 @@ checked!(
 #[serde(deny_unknown_fields)]
 pub struct DeductRequest {
     /// One product's id (or give `items`).
+    #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<i64>, minimum = 1, nullable = false)]
     pub product_id: Option<ProductId>,
     /// Units of `product_id`; 1 when absent (an explicit `null` is refused).
@@ -217,13 +218,16 @@ pub struct DeductRequest {
     pub items: Option<Items>,
     /// The idempotency key: a retry with the same id never deducts twice. Generated
     /// when absent (or taken from a valid `X-Request-Id` header).
+    #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9._:-]{1,64}$", nullable = false)]
     pub request_id: Option<RequestId>,
     /// Test hook: wait this long between read and write (a slow business step).
+    #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<u64>, minimum = 0, maximum = 60000, nullable = false)]
     pub hold_ms: Option<HoldMs>,
     /// Test hook: take the items' locks in the order given, not by product id (a
     /// deadlock demo).
+    #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<bool>, nullable = false)]
     pub unsorted: Option<Flag>,
     /// Test hook: wait after the read until `parties` requests of this name have read.
@@ -232,6 +236,7 @@ pub struct DeductRequest {
     pub barrier: Option<Object<Barrier>>,
     /// Test hook: fence the write (lock strategies), overriding the service's
     /// `--fencing`.
+    #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<bool>, nullable = false)]
     pub fencing: Option<Flag>,
     /// Test hook: make a classic mistake instead of the strategy's algorithm
@@ -305,12 +310,14 @@ pub struct Restock {
     pub quantity: StockQuantity,
     /// Split the units into this many bucket rows (for a strategy that sells from split
     /// rows); 0 or absent: not split.
+    #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<u64>, minimum = 0, maximum = 1024, nullable = false)]
     pub buckets: Option<Buckets>,
 }
 
 /// A field that may be absent but not `null`: present, it is read as its type (whose
-/// rule refuses `null`); absent, `#[serde(default)]` makes it `None`.
+/// rule refuses `null`: an explicit `null` would be a guess, absent or a mistake);
+/// absent, `#[serde(default)]` makes it `None`. Every optional field is read so.
 fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
@@ -526,6 +533,11 @@ mod tests {
             json!({"product_id": 1, "barrier": {"name": "b"}}),
             json!({"product_id": 1, "barrier": null}),
             json!({"product_id": 1, "barrier": ["b", 2]}),
+            json!({"product_id": 1, "hold_ms": null}),
+            json!({"product_id": 1, "unsorted": null}),
+            json!({"product_id": 1, "fencing": null}),
+            json!({"product_id": 1, "mistake": null}),
+            json!({"product_id": 1, "request_id": null}),
         ] {
             assert!(parse(bad.clone(), true).is_err(), "{bad}");
         }
