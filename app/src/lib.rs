@@ -9,13 +9,15 @@
 //! # Layers
 //! Four, and imports run downwards only (the `layers` crate's test fails on an
 //! import circle or an upward import, in this crate and every other):
-//! - [`http`], the edge: routes, the one error-to-status map, OpenAPI, metrics,
-//!   `/ready`, startup, configuration, and the test hooks' implementation.
+//! - [`http`], the edge: routes that parse a body, call the service and map its
+//!   answer; the request bodies (each one type that parses and documents itself); the
+//!   one error-to-status map, OpenAPI, `/ready`, startup, configuration, and the test
+//!   hooks' implementation.
 //! - [`service`]: the deduction below HTTP ([`service::Service::deduct`]: the sold-out
 //!   fast path, the admission limit, the strategy, idempotency, timing, metrics).
 //! - [`strategies`]: the registry, one file or folder per strategy, and the helpers
 //!   they call (transaction, idempotency, fencing, the lock algorithm).
-//! - [`domain`]: the order and its parsing, the domain errors (no actix in them), and
+//! - [`domain`]: the order, the domain errors and their codes (no actix in them), and
 //!   the probe a strategy is handed (failpoints; a no-op in production).
 
 pub mod domain;

@@ -12,7 +12,7 @@ struct Tree {
 }
 
 const TREES: &[Tree] = &[
-    // domain: the order and its parsing, domain errors, the probe (no actix);
+    // domain: the order, domain errors, the probe (no actix);
     // strategies: the registry, each strategy and its helpers; service: the deduction
     // below HTTP (fast path, admission, idempotency, metrics); http: the edge (routes,
     // the error-to-status map, OpenAPI, startup, the test hooks).

@@ -8,7 +8,7 @@
 //!   definition of throughput every table, chart and claim uses.
 //! - [`verify`]: the verdict from the database: lost updates, units sold beyond stock,
 //!   acknowledged sales missing from the ledger.
-//! - [`report`]: rows, the table, the JSON report (schema version 1). A leaf: what a
+//! - [`report`]: rows, the table, the JSON report (its schema version in [`report::SCHEMA_VERSION`]). A leaf: what a
 //!   subcommand adds beyond rows comes as a [`report::Part`] it builds itself.
 //! - [`html`]: the self-contained HTML page, tables and SVG charts.
 //! - [`chaos`]: fault scenarios under load (`loadtest chaos`), judged by the ledger;

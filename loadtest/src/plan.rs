@@ -7,7 +7,7 @@ use crate::report::{self, Expect};
 pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How long a throughput run sends, in seconds, unless told otherwise: long enough for
-/// a steady window of about two seconds after the first wave ([`rate`]).
+/// a steady window of about two seconds after the first wave ([`crate::rate`]).
 pub const THROUGHPUT_SECONDS: f64 = 2.5;
 
 /// The stock of a run whose stock must never be the limit (and its request cap: a
@@ -31,7 +31,7 @@ pub struct Plan {
     pub buckets: u16,
     /// Requests to send (at most, when the run is timed).
     pub requests: usize,
-    /// Stop sending after this long: a throughput run is timed ([`rate`]).
+    /// Stop sending after this long: a throughput run is timed ([`crate::rate`]).
     pub duration: Option<std::time::Duration>,
     pub concurrency: usize,
     pub rate: Option<f64>,

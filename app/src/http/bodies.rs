@@ -14,7 +14,7 @@ use crate::domain::order::{
     Item, MAX_ITEMS, MAX_QUANTITY, MAX_REQUEST_ID, Order, is_valid_request_id,
 };
 use crate::domain::probe::Knobs;
-use crate::http::strict_json::clip;
+use crate::http::strict_json::{clip, clip_to};
 use crate::service::stock::MAX_BUCKETS;
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
@@ -32,12 +32,19 @@ pub const MAX_STOCK: i64 = i32::MAX as i64;
 pub fn read<T: DeserializeOwned>(body: Value) -> Result<T, DeductError> {
     let read: Result<Object<T>, _> = serde_path_to_error::deserialize(body);
     read.map(|Object(body)| body).map_err(|e| {
-        let message = tidy(&e.inner().to_string());
-        // An unknown field's path ends in the field itself, which the message names.
         let mut segments: Vec<_> = e.path().iter().collect();
-        if message.starts_with("unknown field") {
-            segments.pop();
-        }
+        let message = e.inner().to_string();
+        // An unknown field's path ends in the field itself: the message names it, cut.
+        let message = match message.split_once(", expected ") {
+            Some((unknown, expected)) if unknown.starts_with("unknown field `") => {
+                let field = match segments.pop() {
+                    Some(Segment::Map { key }) => clip(key).into_owned(),
+                    _ => "?".into(),
+                };
+                format!("unknown field `{field}`; {}", allowed(expected))
+            }
+            _ => without_input(&message),
+        };
         let mut path = String::new();
         for segment in segments {
             match segment {
@@ -56,15 +63,43 @@ pub fn read<T: DeserializeOwned>(body: Value) -> Result<T, DeductError> {
     })
 }
 
-/// serde's message, with what it quotes of the input cut (an unknown field's name):
-/// backquoted parts alternate with serde's own words, and each quoted one is clipped.
-fn tidy(message: &str) -> String {
-    message
-        .split('`')
-        .enumerate()
-        .map(|(i, part)| if i % 2 == 1 { clip(part) } else { part.into() })
-        .collect::<Vec<_>>()
-        .join("`")
+/// serde's list of a type's fields (`one of `a`, `b``, `` `a` or `b` ``, `` `a` ``) as
+/// `allowed: a, b`: the names are the type's own, never the client's.
+fn allowed(expected: &str) -> String {
+    let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    format!("allowed: {}", names.join(", "))
+}
+
+/// serde's message without what it quotes of the input: `invalid type: string
+/// "...", expected ...` says `invalid type: a string, expected ...`; an unknown variant
+/// keeps the names it expected, not the one it was given; anything else is cut.
+fn without_input(message: &str) -> String {
+    let kinds = [
+        ("string", "a string"),
+        ("integer", "an integer"),
+        ("floating point", "a number with a fraction"),
+        ("boolean", "a boolean"),
+        ("map", "an object"),
+        ("sequence", "an array"),
+        ("null", "null"),
+    ];
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((given, expected)) = rest.rsplit_once(", expected ")
+        {
+            let given = kinds
+                .iter()
+                .find(|(kind, _)| given.starts_with(kind))
+                .map_or("something else", |(_, said)| said);
+            return format!("{prefix}{given}, expected {}", clip(expected));
+        }
+    }
+    if message.starts_with("unknown variant `")
+        && let Some((_, expected)) = message.rsplit_once("`, expected ")
+    {
+        return format!("unknown variant; {}", allowed(expected));
+    }
+    clip_to(message, 200).into_owned()
 }
 
 /// A JSON object read as a `T`. serde's derive would also read a struct from an array
@@ -326,6 +361,23 @@ where
     T::deserialize(deserializer).map(Some)
 }
 
+/// The deduct body's test hooks, in the order a refusal names them.
+pub const TEST_HOOKS: [&str; 5] = ["barrier", "fencing", "hold_ms", "mistake", "unsorted"];
+
+/// The deduct body's form, from which of its fields are given: `product_id` (with
+/// `quantity`) or `items`, exactly one of the two ([`DeductRequest::one_form`] says
+/// the same to the document).
+fn form(product_id: bool, items: bool, quantity: bool) -> Result<(), String> {
+    match (product_id, items) {
+        (true, true) => Err("give either product_id (with quantity) or items, not both".into()),
+        (false, true) if quantity => {
+            Err("quantity belongs inside each item when items is given".into())
+        }
+        (false, false) => Err("product_id is required (or items)".into()),
+        _ => Ok(()),
+    }
+}
+
 impl DeductRequest {
     /// The one rule across fields that the derive cannot say, as JSON Schema for the
     /// document: `product_id` (with `quantity`) or `items`, exactly one of the two
@@ -340,41 +392,49 @@ impl DeductRequest {
         ]})
     }
 
-    /// The order and its test knobs. `generated_id`: the request id when the body has
-    /// none; `hooks_enabled`: whether the test hooks may be used; `mistakes`: the names
-    /// of the classic mistakes the strategies can make.
-    pub fn into_parts(
-        self,
+    /// Reads a deduct body: the order and its test knobs. `generated_id`: the request id
+    /// when the body has none; `hooks_enabled`: whether the test hooks may be used;
+    /// `mistakes`: the names of the classic mistakes the strategies can make. What the
+    /// fields' names alone decide comes first (a test hook with the hooks off, the
+    /// form), so a refusal names the rule a client would break next, not a value it
+    /// would fix in vain.
+    pub fn parse(
+        body: Value,
         generated_id: &str,
         hooks_enabled: bool,
         mistakes: &[&str],
     ) -> Result<(Order, Knobs), DeductError> {
+        let invalid = |detail: String| DeductError::InvalidRequest(detail);
+        if let Value::Object(fields) = &body {
+            let hook = fields.keys().find(|k| TEST_HOOKS.contains(&k.as_str()));
+            if !hooks_enabled && let Some(hook) = hook {
+                return Err(invalid(format!(
+                    "`{hook}` is a test hook: start the service with --enable-test-hooks to use it"
+                )));
+            }
+            let given = |field| fields.contains_key(field);
+            form(given("product_id"), given("items"), given("quantity")).map_err(invalid)?;
+        }
+        read::<DeductRequest>(body)?.into_parts(generated_id, mistakes)
+    }
+
+    fn into_parts(
+        self,
+        generated_id: &str,
+        mistakes: &[&str],
+    ) -> Result<(Order, Knobs), DeductError> {
         let invalid = |detail: String| Err(DeductError::InvalidRequest(detail));
-        let hooks = [
-            ("hold_ms", self.hold_ms.is_some()),
-            ("unsorted", self.unsorted.is_some()),
-            ("barrier", self.barrier.is_some()),
-            ("fencing", self.fencing.is_some()),
-            ("mistake", self.mistake.is_some()),
-        ];
-        if !hooks_enabled && let Some((hook, _)) = hooks.iter().find(|(_, given)| *given) {
-            return invalid(format!(
-                "`{hook}` is a test hook: start the service with --enable-test-hooks to use it"
-            ));
+        let (product, items) = (self.product_id.is_some(), self.items.is_some());
+        if let Err(rule) = form(product, items, self.quantity.is_some()) {
+            return invalid(rule);
         }
         let items = match (self.items, self.product_id) {
-            (Some(_), Some(_)) => {
-                return invalid("give either product_id (with quantity) or items, not both".into());
-            }
-            (Some(_), None) if self.quantity.is_some() => {
-                return invalid("quantity belongs inside each item when items is given".into());
-            }
-            (Some(items), None) => items.0,
+            (Some(items), _) => items.0,
             (None, Some(product_id)) => vec![Item {
                 product_id: product_id.0,
                 quantity: self.quantity.map_or(1, |q| q.0),
             }],
-            (None, None) => return invalid("product_id is required (or items)".into()),
+            (None, None) => unreachable!("form() refuses a body with neither"),
         };
         let mistake = match self.mistake {
             Some(m) if !mistakes.contains(&m.as_str()) => {
@@ -405,9 +465,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(body: Value, hooks: bool) -> Result<(Order, Knobs), String> {
-        read::<DeductRequest>(body)
-            .and_then(|r| r.into_parts("generated", hooks, &["no-guard"]))
-            .map_err(|e| e.to_string())
+        DeductRequest::parse(body, "generated", hooks, &["no-guard"]).map_err(|e| e.to_string())
     }
 
     /// The single form defaults quantity to 1 and takes the generated id.
@@ -471,8 +529,13 @@ mod tests {
             (json!([1]), "JSON object"),
             (
                 json!({"items": [[1, 2]]}),
-                "items[0]: invalid type: sequence",
+                "items[0]: invalid type: an array",
             ),
+            (
+                json!({"items": [{"product_id": 1}], "quantity": 0}),
+                "quantity belongs inside",
+            ),
+            (json!({"items": "x", "product_id": 1}), "not both"),
         ];
         for (body, expected) in cases {
             let err = parse(body.clone(), true).expect_err(&body.to_string());
@@ -489,14 +552,44 @@ mod tests {
         );
     }
 
-    /// A refusal repeats no more of the input than a clipped name.
+    /// A refusal repeats no value of the input, and a name only cut to its limit (a
+    /// backquote inside it included).
     #[test]
     fn a_refusal_repeats_little() {
         let long = "x".repeat(10_000);
-        let err = parse(json!({"product_id": 1, long.clone(): 1}), true).unwrap_err();
-        assert!(err.len() < 600, "{} characters", err.len());
-        let err = parse(json!({"product_id": 1, "request_id": long}), true).unwrap_err();
-        assert!(!err.contains("xxx"), "{err}");
+        let quoted = format!("a`{}`c", "b".repeat(200));
+        for body in [
+            json!({"product_id": 1, long.clone(): 1}),
+            json!({"product_id": 1, quoted.clone(): 1}),
+            json!({"product_id": 1, "request_id": long}),
+            json!({"items": long}),
+            json!({"items": [long]}),
+            json!({"product_id": 1, "barrier": long}),
+            json!({"product_id": 1, "mistake": {"a": long}}),
+            json!(long),
+        ] {
+            let err = parse(body.clone(), true).unwrap_err();
+            assert!(!err.contains(&"x".repeat(65)), "{err}");
+            assert!(!err.contains(&"b".repeat(65)), "{err}");
+            assert!(err.len() < 400, "{} characters: {err}", err.len());
+        }
+        let err = parse(json!({"product_id": 1, "colour": 1}), true).unwrap_err();
+        assert!(
+            err.starts_with("unknown field `colour`; allowed: product_id"),
+            "{err}"
+        );
+    }
+
+    /// With the hooks off, a hook is refused as a hook before its value is looked at,
+    /// the first in name order; every name in [`TEST_HOOKS`] is a field of the body.
+    #[test]
+    fn hooks_off_are_refused_by_name_first() {
+        let err = parse(json!({"product_id": 1, "hold_ms": -1, "barrier": 0}), false).unwrap_err();
+        assert!(err.starts_with("`barrier` is a test hook"), "{err}");
+        for hook in TEST_HOOKS {
+            let err = parse(json!({"product_id": 1, hook: "?"}), true).unwrap_err();
+            assert!(!err.contains("unknown field"), "{hook}: {err}");
+        }
     }
 
     /// Without `--enable-test-hooks` a knob is refused, naming the flag; a mistake must

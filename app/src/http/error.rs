@@ -225,6 +225,11 @@ pub struct Waited(pub std::time::Duration);
 #[derive(Debug, Clone)]
 pub struct AnsweredId(pub String);
 
+/// The strategy a deduction was served by, left in the request's extensions by its
+/// handler: the middleware names it when it logs an internal error.
+#[derive(Debug, Clone, Copy)]
+pub struct Served(pub &'static str);
+
 /// An error answer waiting for its request id: [`ApiError`] leaves its body here (and
 /// the cause of an internal error, to log), the middleware fills in the id and writes
 /// the body.

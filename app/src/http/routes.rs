@@ -3,7 +3,7 @@
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::http::bodies::{self, DeductRequest, Restock};
-use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody, Failure, Waited};
+use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody, Failure, Served, Waited};
 use crate::http::hooks::{self, Setting};
 use crate::http::ready;
 use crate::http::state::AppState;
@@ -196,7 +196,14 @@ pub async fn request_context(
         None => res.map_into_left_body(),
         Some(Failure { mut body, cause }) => {
             if let Some(cause) = cause {
-                tracing::error!(parent: &span, request_id = %answered, error = %cause, "internal error");
+                let served = res.request().extensions().get::<Served>().map(|s| s.0);
+                tracing::error!(
+                    parent: &span,
+                    request_id = %answered,
+                    strategy = served.unwrap_or("-"),
+                    error = %cause,
+                    "internal error"
+                );
             }
             body.request_id = answered;
             let json = serde_json::to_vec(&body).expect("an error body serializes");
@@ -356,7 +363,8 @@ async fn hooks_set(
     body: web::Json<StrictValue>,
 ) -> Result<HttpResponse, ApiError> {
     let point = failpoint(&state, &req, &path)?;
-    let setting: Setting = bodies::read(body.into_inner().0)?;
+    let setting: Setting = bodies::read(body.into_inner().0)
+        .map_err(|e| AppError::InvalidRequest(format!("not a failpoint setting: {e}")))?;
     let now = state.hooks.set(point, setting);
     tracing::info!(failpoint = point.name(), ?now, "failpoint set");
     Ok(HttpResponse::Ok().json(now))
@@ -527,7 +535,7 @@ async fn put_stock(
     (status = 500, description = "Anything else: `internal` (details only in the server log).", body = ErrorBody),
     (status = 429, description = "Nothing was deducted: `overloaded`, the instance's admission limit (`--max-in-flight`) was reached; retry after `Retry-After`.", body = ErrorBody),
     (status = 503, description = "Nothing was deducted: `busy` (the lock or the retries ran out), `lock_lost`, `backend_unavailable` (naming it); or `outcome_unknown` (COMMIT sent, no reply: retry with the same request_id).", body = ErrorBody)))]
-#[tracing::instrument(level = "debug", name = "handler", skip_all, fields(strategy = %*path))]
+#[tracing::instrument(level = "debug", name = "handler", skip_all, fields(strategy))]
 async fn deduct(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -539,15 +547,16 @@ async fn deduct(
     let service = &state.service;
     let strategy = service.strategy(&path)?;
     let served = strategy.info().name;
-    let (order, knobs) = bodies::read::<DeductRequest>(body.into_inner().0)
-        .and_then(|request| {
-            request.into_parts(
-                &id.0,
-                state.hooks.enabled(),
-                service.strategies.mistake_names(),
-            )
-        })
-        .inspect_err(|e| service.refused_input(served, e.code(), started))?;
+    // Named once it is one served here (the path is the client's, of any length).
+    tracing::Span::current().record("strategy", served);
+    req.extensions_mut().insert(Served(served));
+    let (order, knobs) = DeductRequest::parse(
+        body.into_inner().0,
+        &id.0,
+        state.hooks.enabled(),
+        service.strategies.mistake_names(),
+    )
+    .inspect_err(|e| service.refused_input(served, e.code(), started))?;
     // From here the answer names the order's request id, whatever it is.
     req.extensions_mut()
         .insert(AnsweredId(order.request_id.clone()));

@@ -116,7 +116,7 @@ fn schema_body(doc: &Value, schema: &Value, page: &mut String) {
     }
     let forms = alternatives(doc, schema);
     if !forms.is_empty() {
-        let _ = writeln!(page, "\nOne of these forms:\n");
+        let _ = writeln!(page, "\nOne of these forms:");
         for (i, form) in forms.iter().enumerate() {
             let form = resolve(doc, form);
             let mut rows = Vec::new();
