@@ -71,7 +71,9 @@ pub use process::ServerProcess;
 pub use proxy::Latency;
 pub use redis::{Persistence, Redis};
 pub use sentinel::RedisHa;
-pub use stack::{Distance, RoundTrips, SERVER_VARIABLES, ServerKind, Stack, StackConfig};
+pub use stack::{
+    Distance, KINDS, RoundTrips, SERVER_VARIABLES, ServerKind, Servers, Stack, StackConfig,
+};
 pub use zookeeper::ZooKeeper;
 
 use std::time::Duration;
