@@ -6,10 +6,10 @@
 //! before any is waited on: a member is only healthy once a quorum is up), and again
 //! on fresh ports after a port collision.
 
+use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{
     ServerDir, ServerProcess, find_binary, free_port, retry_on_port_in_use, tcp_exchange,
 };
-use crate::stack::{ServerKind, Servers, StackConfig};
 use crate::{READY_TIMEOUT, Result};
 use std::path::Path;
 

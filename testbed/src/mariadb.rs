@@ -1,9 +1,9 @@
 //! MariaDB with a fresh datadir per instance.
 
+use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{
     ServerDir, ServerProcess, find_binary, run_to_end, tcp_exchange, with_port_retry,
 };
-use crate::stack::{ServerKind, Servers, StackConfig};
 use crate::{READY_TIMEOUT, Result};
 use std::path::PathBuf;
 

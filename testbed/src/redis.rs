@@ -1,8 +1,8 @@
 //! One independent `redis-server`, no persistence unless asked for
 //! ([`Redis::set_persistence`]).
 
+use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{ServerDir, ServerProcess, find_binary, tcp_exchange, with_port_retry};
-use crate::stack::{ServerKind, Servers, StackConfig};
 use crate::{READY_TIMEOUT, Result};
 
 /// Redis as a [`crate::Stack`] starts it: independent servers (`redis-1`, ...),

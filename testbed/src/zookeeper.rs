@@ -1,9 +1,9 @@
 //! ZooKeeper, standalone or as an ensemble, started with `QuorumPeerMain` directly.
 
+use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{
     ServerDir, ServerProcess, find_binary, free_port, retry_on_port_in_use, tcp_exchange,
 };
-use crate::stack::{ServerKind, Servers, StackConfig};
 use crate::{Error, READY_TIMEOUT, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
