@@ -28,7 +28,8 @@ pub struct Uncontended {
 /// Tasks contending for one key.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Contended {
-    /// `ours: mysql-lock`, or another library's lock.
+    /// The lock it measures: one of the `locks` backends (`ours: <backend>`), or another
+    /// library's lock.
     pub row: String,
     pub per_second: f64,
     /// Acquisitions of the task that got the fewest and the most (none: no task).
