@@ -42,12 +42,14 @@ const TREES: &[Tree] = &[
             &["redis_sentinel"],
         ],
     },
-    // Processes and proxies; one server each; what combines servers (a replica, a
-    // Sentinel group); the stack that starts them all.
+    // Processes and proxies; a kind of server (what each server's file declares); one
+    // server each; what combines servers (a replica, a Sentinel group); the stack that
+    // starts them all.
     Tree {
         root: "testbed/src/lib.rs",
         layers: &[
             &["process", "proxy"],
+            &["kind"],
             &["mariadb", "redis", "zookeeper", "etcd", "curator"],
             &["replication", "sentinel"],
             &["stack"],

@@ -5,6 +5,8 @@
 //! - a figure changed by hand fails that check;
 //! - every chapter is in `SUMMARY.md`, every internal link and `{{#include}}` resolves
 //!   (anchors included);
+//! - every registered strategy has its chapter, its `SUMMARY.md` line, its generated
+//!   page and its row in the README's map (CONTRIBUTING.md's "Adding a strategy");
 //! - every command the book and the README show exists, with flags its `--help` lists,
 //!   scenarios and strategies the data names.
 
@@ -250,6 +252,58 @@ fn every_link_and_include_resolves() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Every registered strategy is in each place CONTRIBUTING.md's "Adding a strategy"
+/// names beyond its file and its registry line: its chapter `book/src/<name>.md`, which
+/// includes its generated page; its line in `book/src/SUMMARY.md`; that page,
+/// `book/src/generated/strategies/<name>.md`; and its row in the README's strategy map
+/// (`loadtest book` renders both). A strategy forgotten in one of them fails here,
+/// named, without a server.
+#[test]
+fn every_strategy_is_in_every_place_contributing_names() {
+    let src = root().join("book/src");
+    let settings = stock_app::Settings::for_database("mysql://localhost/unused");
+    let context = stock_app::strategies::Context {
+        database_url: &settings.database_url,
+        shared: &settings.shared,
+    };
+    let registry = stock_app::strategies::all(&settings.strategies, &context);
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let map = readme
+        .split("<!-- strategy-map:")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- strategy-map end -->").next())
+        .expect("README.md: the strategy map's markers");
+    let cards = registry.cards();
+    assert!(cards.len() >= 10, "registered strategies: {}", cards.len());
+    let mut missing = Vec::new();
+    for card in cards {
+        let name = card.info.name;
+        let chapter = std::fs::read_to_string(src.join(format!("{name}.md"))).unwrap_or_default();
+        if chapter.is_empty() {
+            missing.push(format!("{name}: no chapter book/src/{name}.md"));
+        }
+        if !summary.contains(&format!("[{name}]({name}.md)")) {
+            missing.push(format!(
+                "{name}: no line `- [{name}]({name}.md)` in book/src/SUMMARY.md"
+            ));
+        }
+        let page = format!("generated/strategies/{name}.md");
+        if !chapter.is_empty() && !chapter.contains(&format!("{{{{#include {page}}}}}")) {
+            missing.push(format!("{name}: its chapter does not include {page}"));
+        }
+        if !src.join(&page).is_file() {
+            missing.push(format!("{name}: no book/src/{page} (run `loadtest book`)"));
+        }
+        if !map.contains(&format!("| `{name}` |")) {
+            missing.push(format!(
+                "{name}: no row in README.md's strategy map (run `loadtest book`)"
+            ));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
 
 /// The `--help` of `loadtest SUB`.

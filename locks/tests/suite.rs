@@ -10,7 +10,6 @@ use locks::mysql::MysqlLock;
 use locks::noop::NoopLock;
 use locks::redis::RedisLock;
 use locks::redis_simple::SimpleRedisLock;
-use locks::redlock::RedLock;
 use locks::zookeeper::ZooKeeperLock;
 use locks::{HolderId, LockError, LockOptions, Locker, LostReason};
 use sqlx::Connection;
@@ -25,20 +24,56 @@ fn ensure(ok: bool, what: impl Into<String>) -> Check {
     if ok { Ok(()) } else { Err(what.into()) }
 }
 
-/// A backend under test, and how to tamper with it from outside.
-enum Subject {
-    Mysql { url: String },
-    Redis { url: String },
-    SimpleRedis { url: String },
-    RedLock { urls: Vec<String> },
-    ZooKeeper { connect: String },
-    Etcd { endpoints: Vec<String> },
-    Noop,
+/// A backend under test, and how to tamper with it from outside. A new backend is a
+/// type implementing it and one entry in `subjects!` (at the end of this file).
+trait Subject {
+    /// Its lock, connected.
+    async fn locker(&self) -> Locker;
+
+    /// Takes the lock away from its holder behind the lock's back.
+    async fn remove_from_outside(&self, key: &str);
+
+    /// What the backend promises beyond exclusion: reentrancy, and a fencing token that
+    /// grows with every new holder. The minimal Redis lock and RedLock have neither;
+    /// the no-op lock claims both.
+    fn reentrant_and_fenced(&self) -> bool {
+        true
+    }
+
+    /// RedLock: how many nodes still hold `key` (a key that outlives its attempt
+    /// blocks that node for a lease). The other backends have one copy, which
+    /// `try_acquire` already checks: 0.
+    async fn nodes_holding(&self, _key: &str) -> usize {
+        0
+    }
 }
 
-impl Subject {
-    async fn mysql() -> Subject {
-        let base = std::env::var("DATABASE_URL").expect("DATABASE_URL: run under ./scripts/test");
+/// The addresses in `variable`, set by `testbed run` (comma-separated).
+fn servers(variable: &str) -> Vec<String> {
+    let value =
+        std::env::var(variable).unwrap_or_else(|_| panic!("{variable}: run under ./scripts/test"));
+    value.split(',').map(str::to_string).collect()
+}
+
+/// `DEL key` on one Redis.
+async fn redis_del(url: &str, key: &str) {
+    let client = ::redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: i64 = ::redis::cmd("DEL")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+/// The lock table in a database of its own.
+struct Mysql {
+    url: String,
+}
+
+impl Mysql {
+    async fn new() -> Mysql {
+        let base = servers("DATABASE_URL").remove(0);
         let (server, _) = base.rsplit_once('/').unwrap();
         let name = format!("l_{}", uuid::Uuid::new_v4().simple());
         let mut conn = sqlx::MySqlConnection::connect(&base).await.unwrap();
@@ -52,71 +87,121 @@ impl Subject {
         let lock = MysqlLock::connect(&url, 1).await.unwrap();
         lock.create_table().await.unwrap();
         lock.close().await;
-        Subject::Mysql { url }
+        Mysql { url }
     }
+}
 
-    fn etcd() -> Subject {
-        let endpoints =
-            std::env::var("ETCD_ENDPOINTS").expect("ETCD_ENDPOINTS: run under ./scripts/test");
-        let endpoints = endpoints.split(',').map(str::to_string).collect();
-        Subject::Etcd { endpoints }
-    }
-
-    fn redis_url() -> String {
-        let urls = std::env::var("REDIS_URLS").expect("REDIS_URLS: run under ./scripts/test");
-        urls.split(',').next().unwrap().to_string()
-    }
-
-    /// What the backend promises beyond exclusion: reentrancy, and a fencing token that
-    /// grows with every new holder. The minimal Redis lock and RedLock have neither;
-    /// the no-op lock claims both.
-    fn reentrant_and_fenced(&self) -> bool {
-        !matches!(self, Subject::SimpleRedis { .. } | Subject::RedLock { .. })
-    }
-
+impl Subject for Mysql {
     async fn locker(&self) -> Locker {
-        match self {
-            Subject::Mysql { url } => Locker::new(MysqlLock::connect(url, 8).await.unwrap()),
-            Subject::Redis { url } => Locker::new(RedisLock::connect(url).await.unwrap()),
-            Subject::SimpleRedis { url } => {
-                Locker::new(SimpleRedisLock::connect(url).await.unwrap())
-            }
-            // A node timeout with room for a loaded 2-core test machine.
-            Subject::RedLock { urls } => Locker::new(
-                RedLock::new(urls)
-                    .unwrap()
-                    .with_node_timeout(Duration::from_millis(
-                        std::env::var("NODE_MS")
-                            .map(|v| v.parse().unwrap())
-                            .unwrap_or(200),
-                    )),
-            ),
-            Subject::ZooKeeper { connect } => Locker::new(
-                ZooKeeperLock::connect(connect, "/stock-locks-tests", Duration::from_secs(4))
-                    .await
-                    .unwrap(),
-            ),
-            Subject::Etcd { endpoints } => Locker::new(
-                EtcdLock::connect(endpoints, "/stock-locks-tests/")
-                    .await
-                    .unwrap(),
-            ),
-            Subject::Noop => Locker::new(NoopLock),
+        Locker::new(MysqlLock::connect(&self.url, 8).await.unwrap())
+    }
+
+    async fn remove_from_outside(&self, key: &str) {
+        let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+        sqlx::query(
+            "UPDATE distributed_lock SET holder_id = NULL, reentrant_count = 0 WHERE lock_key = ?",
+        )
+        .bind(key)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+    }
+}
+
+/// The Redisson-style lock on the first testbed Redis.
+struct Redis {
+    url: String,
+}
+
+impl Redis {
+    fn new() -> Redis {
+        Redis {
+            url: servers("REDIS_URLS").remove(0),
+        }
+    }
+}
+
+impl Subject for Redis {
+    async fn locker(&self) -> Locker {
+        Locker::new(RedisLock::connect(&self.url).await.unwrap())
+    }
+
+    async fn remove_from_outside(&self, key: &str) {
+        redis_del(&self.url, key).await;
+    }
+}
+
+/// The minimal `SET NX PX` lock on the first testbed Redis.
+struct SimpleRedis {
+    url: String,
+}
+
+impl SimpleRedis {
+    fn new() -> SimpleRedis {
+        SimpleRedis {
+            url: servers("REDIS_URLS").remove(0),
+        }
+    }
+}
+
+impl Subject for SimpleRedis {
+    async fn locker(&self) -> Locker {
+        Locker::new(SimpleRedisLock::connect(&self.url).await.unwrap())
+    }
+
+    async fn remove_from_outside(&self, key: &str) {
+        redis_del(&self.url, key).await;
+    }
+
+    fn reentrant_and_fenced(&self) -> bool {
+        false
+    }
+}
+
+/// RedLock over the five testbed Redis.
+struct RedLock {
+    urls: Vec<String>,
+}
+
+impl RedLock {
+    fn new() -> RedLock {
+        RedLock {
+            urls: servers("REDIS_URLS"),
+        }
+    }
+}
+
+impl Subject for RedLock {
+    async fn locker(&self) -> Locker {
+        // A node timeout with room for a loaded 2-core test machine.
+        Locker::new(
+            locks::redlock::RedLock::new(&self.urls)
+                .unwrap()
+                .with_node_timeout(Duration::from_millis(
+                    std::env::var("NODE_MS")
+                        .map(|v| v.parse().unwrap())
+                        .unwrap_or(200),
+                )),
+        )
+    }
+
+    async fn remove_from_outside(&self, key: &str) {
+        for url in &self.urls {
+            redis_del(url, key).await;
         }
     }
 
-    /// RedLock: how many nodes still hold `key` (a key that outlives its attempt
-    /// blocks that node for a lease). The other backends have one copy, which
-    /// `try_acquire` already checks: 0.
+    fn reentrant_and_fenced(&self) -> bool {
+        false
+    }
+
     async fn nodes_holding(&self, key: &str) -> usize {
-        let Subject::RedLock { urls } = self else {
-            return 0;
-        };
         let mut holding = 0;
-        for url in urls {
-            let client = redis::Client::open(url.as_str()).unwrap();
+        for url in &self.urls {
+            let client = ::redis::Client::open(url.as_str()).unwrap();
             let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-            let exists: bool = redis::cmd("EXISTS")
+            let exists: bool = ::redis::cmd("EXISTS")
                 .arg(key)
                 .query_async(&mut conn)
                 .await
@@ -125,58 +210,85 @@ impl Subject {
         }
         holding
     }
+}
 
-    /// Takes the lock away from its holder behind the lock's back.
-    async fn remove_from_outside(&self, key: &str) {
-        match self {
-            Subject::Mysql { url } => {
-                let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
-                sqlx::query("UPDATE distributed_lock SET holder_id = NULL, reentrant_count = 0 WHERE lock_key = ?")
-                    .bind(key)
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
-                conn.close().await.unwrap();
-            }
-            Subject::Redis { url } | Subject::SimpleRedis { url } => {
-                let client = redis::Client::open(url.as_str()).unwrap();
-                let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-                let _: i64 = redis::cmd("DEL")
-                    .arg(key)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-            }
-            Subject::RedLock { urls } => {
-                for url in urls {
-                    let client = redis::Client::open(url.as_str()).unwrap();
-                    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-                    let _: i64 = redis::cmd("DEL")
-                        .arg(key)
-                        .query_async(&mut conn)
-                        .await
-                        .unwrap();
-                }
-            }
-            Subject::ZooKeeper { connect } => {
-                let client = zookeeper_client::Client::connect(connect).await.unwrap();
-                let parent = format!("/stock-locks-tests/{key}");
-                for child in client.list_children(&parent).await.unwrap() {
-                    client
-                        .delete(&format!("{parent}/{child}"), None)
-                        .await
-                        .unwrap();
-                }
-            }
-            Subject::Etcd { endpoints } => {
-                let mut client = etcd_client::Client::connect(endpoints, None).await.unwrap();
-                let range = format!("/stock-locks-tests/{key}/");
-                let prefix = etcd_client::DeleteOptions::new().with_prefix();
-                client.delete(range, Some(prefix)).await.unwrap();
-            }
-            Subject::Noop => {}
+/// The ZooKeeper lock (session-based).
+struct ZooKeeper {
+    connect: String,
+}
+
+impl ZooKeeper {
+    fn new() -> ZooKeeper {
+        ZooKeeper {
+            connect: servers("ZK_CONNECT").join(","),
         }
     }
+}
+
+impl Subject for ZooKeeper {
+    async fn locker(&self) -> Locker {
+        Locker::new(
+            ZooKeeperLock::connect(&self.connect, "/stock-locks-tests", Duration::from_secs(4))
+                .await
+                .unwrap(),
+        )
+    }
+
+    async fn remove_from_outside(&self, key: &str) {
+        let client = zookeeper_client::Client::connect(&self.connect)
+            .await
+            .unwrap();
+        let parent = format!("/stock-locks-tests/{key}");
+        for child in client.list_children(&parent).await.unwrap() {
+            client
+                .delete(&format!("{parent}/{child}"), None)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// The etcd lock.
+struct Etcd {
+    endpoints: Vec<String>,
+}
+
+impl Etcd {
+    fn new() -> Etcd {
+        Etcd {
+            endpoints: servers("ETCD_ENDPOINTS"),
+        }
+    }
+}
+
+impl Subject for Etcd {
+    async fn locker(&self) -> Locker {
+        Locker::new(
+            EtcdLock::connect(&self.endpoints, "/stock-locks-tests/")
+                .await
+                .unwrap(),
+        )
+    }
+
+    async fn remove_from_outside(&self, key: &str) {
+        let mut client = etcd_client::Client::connect(&self.endpoints, None)
+            .await
+            .unwrap();
+        let range = format!("/stock-locks-tests/{key}/");
+        let prefix = etcd_client::DeleteOptions::new().with_prefix();
+        client.delete(range, Some(prefix)).await.unwrap();
+    }
+}
+
+/// The lock that locks nothing: the suite must catch it.
+struct Noop;
+
+impl Subject for Noop {
+    async fn locker(&self) -> Locker {
+        Locker::new(NoopLock)
+    }
+
+    async fn remove_from_outside(&self, _: &str) {}
 }
 
 fn key(name: &str) -> String {
@@ -194,7 +306,7 @@ fn options(lease_ms: u64) -> LockOptions {
 
 /// 32 tasks × 50 rounds: acquire, read a shared counter, yield, write counter + 1,
 /// release. Exact final count, and never two tasks inside at once.
-async fn mutual_exclusion(subject: &Subject) -> Check {
+async fn mutual_exclusion(subject: &impl Subject) -> Check {
     const TASKS: usize = 32;
     const ROUNDS: usize = 50;
     let locker = subject.locker().await;
@@ -252,7 +364,7 @@ async fn mutual_exclusion(subject: &Subject) -> Check {
 
 /// The same holder acquires twice and gets the same token; the lock stays held until
 /// both are released. A non-reentrant lock must refuse the second acquisition.
-async fn reentrancy(subject: &Subject) -> Check {
+async fn reentrancy(subject: &impl Subject) -> Check {
     let locker = subject.locker().await;
     let key = key("reentrant");
     let (a, b) = (HolderId::random(), HolderId::random());
@@ -291,7 +403,7 @@ async fn reentrancy(subject: &Subject) -> Check {
 }
 
 /// Only the holder may release: a stranger's unlock is refused and changes nothing.
-async fn holder_only_release(subject: &Subject) -> Check {
+async fn holder_only_release(subject: &impl Subject) -> Check {
     let locker = subject.locker().await;
     let key = key("holder-only");
     let (a, b) = (HolderId::random(), HolderId::random());
@@ -318,7 +430,7 @@ async fn holder_only_release(subject: &Subject) -> Check {
 
 /// With renewal off, the lease runs out: the holder is told, another holder takes the
 /// lock (with a larger token), and the first holder's release is refused.
-async fn expiry_and_steal(subject: &Subject) -> Check {
+async fn expiry_and_steal(subject: &impl Subject) -> Check {
     let locker = subject.locker().await;
     let key = key("expiry");
     let (a, b) = (HolderId::random(), HolderId::random());
@@ -367,7 +479,7 @@ async fn expiry_and_steal(subject: &Subject) -> Check {
 }
 
 /// The watchdog keeps a busy holder's lock for more than 5 leases.
-async fn renewal_keeps_a_busy_holder(subject: &Subject) -> Check {
+async fn renewal_keeps_a_busy_holder(subject: &impl Subject) -> Check {
     let locker = subject.locker().await;
     let key = key("renewal");
     let (a, b) = (HolderId::random(), HolderId::random());
@@ -395,7 +507,7 @@ async fn renewal_keeps_a_busy_holder(subject: &Subject) -> Check {
 
 /// The maximum hold time ends the lease even though the holder never releases: the
 /// holder is told, and another holder gets in after it.
-async fn max_hold_ends_the_lease(subject: &Subject) -> Check {
+async fn max_hold_ends_the_lease(subject: &impl Subject) -> Check {
     let locker = subject.locker().await;
     let key = key("max-hold");
     let (a, b) = (HolderId::random(), HolderId::random());
@@ -442,7 +554,7 @@ async fn max_hold_ends_the_lease(subject: &Subject) -> Check {
 
 /// The lock removed from outside (key deleted, row cleared): the holder's signal fires
 /// within 3 renewal periods.
-async fn lost_from_outside(subject: &Subject) -> Check {
+async fn lost_from_outside(subject: &impl Subject) -> Check {
     let locker = subject.locker().await;
     let key = key("outside");
     let lease = Duration::from_millis(600);
@@ -474,7 +586,7 @@ async fn lost_from_outside(subject: &Subject) -> Check {
 }
 
 /// 1000 acquisitions by different holders: every token larger than the one before.
-async fn tokens_strictly_increase(subject: &Subject) -> Check {
+async fn tokens_strictly_increase(subject: &impl Subject) -> Check {
     let locker = subject.locker().await;
     let key = key("tokens");
     let mut last = 0u64;
@@ -510,7 +622,7 @@ async fn tokens_strictly_increase(subject: &Subject) -> Check {
 /// acquisition waits past 3 s (the wait each asks for), none errors, and never two
 /// inside at once (which the no-op lock fails). The lease is long (10 s): a lock that
 /// leaks a key, or lets contenders split it between them, stalls here for a lease.
-async fn live_under_contention(subject: &Subject) -> Check {
+async fn live_under_contention(subject: &impl Subject) -> Check {
     const TASKS: usize = 16;
     const WINDOW: Duration = Duration::from_secs(3);
     const BOUND: Duration = Duration::from_secs(3);
@@ -596,7 +708,7 @@ async fn live_under_contention(subject: &Subject) -> Check {
 /// Chubby's lock-delay: a holder that vanishes without releasing (its guard forgotten,
 /// no renewal) keeps the lock blocked for lease + delay, not just the lease; a clean
 /// release frees it at once. (etcd rounds a lease up to whole seconds: 1.5 s is 2.)
-async fn lock_delay_outlasts_a_vanished_holder(subject: &Subject) -> Check {
+async fn lock_delay_outlasts_a_vanished_holder(subject: &impl Subject) -> Check {
     const LEASE: Duration = Duration::from_millis(500);
     const DELAY: Duration = Duration::from_millis(1_000);
     let locker = subject.locker().await;
@@ -642,96 +754,9 @@ async fn lock_delay_outlasts_a_vanished_holder(subject: &Subject) -> Check {
     )
 }
 
-/// One test per backend for a check; the no-op lock must fail it.
-macro_rules! suite {
-    ($($check:ident),* $(,)?) => {
-        $(
-            mod $check {
-                use super::*;
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn mysql() {
-                    super::$check(&Subject::mysql().await).await.unwrap();
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn redis() {
-                    super::$check(&Subject::Redis { url: Subject::redis_url() }).await.unwrap();
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn etcd() {
-                    super::$check(&Subject::etcd()).await.unwrap();
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn noop_lock_is_caught() {
-                    let verdict = super::$check(&Subject::Noop).await;
-                    assert!(verdict.is_err(), "the suite did not catch the no-op lock");
-                    println!("no-op lock caught: {}", verdict.unwrap_err());
-                }
-            }
-        )*
-    };
-}
-
-suite!(
-    mutual_exclusion,
-    reentrancy,
-    holder_only_release,
-    expiry_and_steal,
-    renewal_keeps_a_busy_holder,
-    max_hold_ends_the_lease,
-    lost_from_outside,
-    tokens_strictly_increase,
-    live_under_contention,
-    lock_delay_outlasts_a_vanished_holder,
-);
-
-/// The minimal `SET NX PX` lock passes what it promises (it has no token and is not
-/// reentrant, which the reentrancy check verifies).
-mod simple_redis {
-    use super::*;
-
-    fn subject() -> Subject {
-        Subject::SimpleRedis {
-            url: Subject::redis_url(),
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn mutual_exclusion() {
-        super::mutual_exclusion(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn live_under_contention() {
-        super::live_under_contention(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn is_not_reentrant() {
-        super::reentrancy(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn holder_only_release() {
-        super::holder_only_release(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn expiry_renewal_and_loss() {
-        super::expiry_and_steal(&subject()).await.unwrap();
-        super::renewal_keeps_a_busy_holder(&subject())
-            .await
-            .unwrap();
-        super::lost_from_outside(&subject()).await.unwrap();
-    }
-}
-
 /// A guard dropped without `release` stops renewing and unlocks in the background:
 /// the next holder gets in at once, not after the 10 s lease.
-async fn dropped_guard_is_released_in_the_background(subject: &Subject) -> Check {
+async fn dropped_guard(subject: &impl Subject) -> Check {
     let locker = subject.locker().await;
     let key = key("dropped");
     let guard = locker
@@ -758,157 +783,6 @@ async fn dropped_guard_is_released_in_the_background(subject: &Subject) -> Check
     next.release().await.map_err(|e| e.to_string())
 }
 
-mod dropped_guard {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn etcd() {
-        dropped_guard_is_released_in_the_background(&Subject::etcd())
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn mysql() {
-        dropped_guard_is_released_in_the_background(&Subject::mysql().await)
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn redis() {
-        dropped_guard_is_released_in_the_background(&Subject::Redis {
-            url: Subject::redis_url(),
-        })
-        .await
-        .unwrap();
-    }
-}
-
-/// RedLock over the five testbed Redis: what it promises (no token, not reentrant).
-mod redlock {
-    use super::*;
-
-    fn subject() -> Subject {
-        let urls = std::env::var("REDIS_URLS").expect("REDIS_URLS: run under ./scripts/test");
-        Subject::RedLock {
-            urls: urls.split(',').map(str::to_string).collect(),
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn mutual_exclusion() {
-        super::mutual_exclusion(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn lock_delay_outlasts_a_vanished_holder() {
-        super::lock_delay_outlasts_a_vanished_holder(&subject())
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn live_under_contention() {
-        super::live_under_contention(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn is_not_reentrant() {
-        super::reentrancy(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn holder_only_release() {
-        super::holder_only_release(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn expiry_and_steal() {
-        super::expiry_and_steal(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn renewal_keeps_a_busy_holder() {
-        super::renewal_keeps_a_busy_holder(&subject())
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn max_hold_ends_the_lease() {
-        super::max_hold_ends_the_lease(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn lost_from_outside() {
-        super::lost_from_outside(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn dropped_guard() {
-        super::dropped_guard_is_released_in_the_background(&subject())
-            .await
-            .unwrap();
-    }
-}
-
-/// ZooKeeper: what a session-based lock promises (no lease to expire or steal, so
-/// those two checks do not apply; everything else does).
-mod zookeeper {
-    use super::*;
-
-    fn subject() -> Subject {
-        Subject::ZooKeeper {
-            connect: std::env::var("ZK_CONNECT").expect("ZK_CONNECT: run under ./scripts/test"),
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn mutual_exclusion() {
-        super::mutual_exclusion(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn live_under_contention() {
-        super::live_under_contention(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn reentrancy() {
-        super::reentrancy(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn holder_only_release() {
-        super::holder_only_release(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn checks_keep_a_busy_holder() {
-        super::renewal_keeps_a_busy_holder(&subject())
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn lost_from_outside() {
-        super::lost_from_outside(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn tokens_strictly_increase() {
-        super::tokens_strictly_increase(&subject()).await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn dropped_guard() {
-        super::dropped_guard_is_released_in_the_background(&subject())
-            .await
-            .unwrap();
-    }
-}
-
 /// The lock table the `mysql` backend ships (`locks/sql/mysql_lock.sql`) is the one the
 /// service's migrations create: a copied backend and the service agree on the schema.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -922,12 +796,7 @@ async fn mysql_ddl_is_the_migrations_table() {
         conn.close().await.unwrap();
         ddl
     };
-    let Subject::Mysql { url: shipped } = Subject::mysql().await else {
-        unreachable!()
-    };
-    let Subject::Mysql { url: migrated } = Subject::mysql().await else {
-        unreachable!()
-    };
+    let (shipped, migrated) = (Mysql::new().await.url, Mysql::new().await.url);
     let pool = sqlx::MySqlPool::connect(&migrated).await.unwrap();
     sqlx::query("DROP TABLE distributed_lock")
         .execute(&pool)
@@ -938,4 +807,104 @@ async fn mysql_ddl_is_the_migrations_table() {
     let (shipped, migrated) = (show(shipped).await, show(migrated).await);
     assert!(shipped.contains("fence_token"), "{shipped}");
     assert_eq!(shipped, migrated);
+}
+
+/// A module per subject, a test per check: see the list at the end of this file.
+macro_rules! subjects {
+    ($($name:ident: $subject:expr => $verdict:ident [$($checks:tt)*];)*) => {
+        $(
+            mod $name {
+                use super::*;
+                checks!($verdict, $subject; $($checks)*);
+            }
+        )*
+    };
+}
+
+/// `every_check` spelled out, then one test per check.
+macro_rules! checks {
+    ($verdict:ident, $subject:expr; $(,)?) => {};
+    ($verdict:ident, $subject:expr; every_check $(, $($rest:tt)*)?) => {
+        checks!($verdict, $subject;
+            mutual_exclusion,
+            reentrancy,
+            holder_only_release,
+            expiry_and_steal,
+            renewal_keeps_a_busy_holder,
+            max_hold_ends_the_lease,
+            lost_from_outside,
+            tokens_strictly_increase,
+            live_under_contention,
+            lock_delay_outlasts_a_vanished_holder,
+            $($($rest)*)?
+        );
+    };
+    ($verdict:ident, $subject:expr; $check:ident $(, $($rest:tt)*)?) => {
+        check!($verdict, $check, $subject);
+        checks!($verdict, $subject; $($($rest)*)?);
+    };
+}
+
+/// One check on one subject, as a test.
+macro_rules! check {
+    (passes, $check:ident, $subject:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $check() {
+            super::$check(&$subject).await.unwrap();
+        }
+    };
+    (fails, $check:ident, $subject:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $check() {
+            let verdict = super::$check(&$subject).await;
+            assert!(verdict.is_err(), "the suite did not catch the no-op lock");
+            println!("no-op lock caught: {}", verdict.unwrap_err());
+        }
+    };
+}
+
+// Every subject and the checks it runs, one entry each: `passes` (each check is a
+// test that must pass) or `fails` (each must fail: the no-op lock). `every_check` is
+// every check of a lease lock; an entry that promises less lists its own.
+subjects! {
+    mysql: Mysql::new().await => passes [every_check, dropped_guard];
+    redis: Redis::new() => passes [every_check, dropped_guard];
+    etcd: Etcd::new() => passes [every_check, dropped_guard];
+    // The minimal `SET NX PX` lock passes what it promises (it has no token and is not
+    // reentrant, which the reentrancy check verifies).
+    simple_redis: SimpleRedis::new() => passes [
+        mutual_exclusion,
+        live_under_contention,
+        reentrancy,
+        holder_only_release,
+        expiry_and_steal,
+        renewal_keeps_a_busy_holder,
+        lost_from_outside,
+    ];
+    // What RedLock promises (no token, not reentrant).
+    redlock: RedLock::new() => passes [
+        mutual_exclusion,
+        lock_delay_outlasts_a_vanished_holder,
+        live_under_contention,
+        reentrancy,
+        holder_only_release,
+        expiry_and_steal,
+        renewal_keeps_a_busy_holder,
+        max_hold_ends_the_lease,
+        lost_from_outside,
+        dropped_guard,
+    ];
+    // What a session-based lock promises (no lease to expire or steal, so those two
+    // checks do not apply; everything else does; its renewal is the session's checks).
+    zookeeper: ZooKeeper::new() => passes [
+        mutual_exclusion,
+        live_under_contention,
+        reentrancy,
+        holder_only_release,
+        renewal_keeps_a_busy_holder,
+        lost_from_outside,
+        tokens_strictly_increase,
+        dropped_guard,
+    ];
+    noop: Noop => fails [every_check];
 }

@@ -6,6 +6,7 @@
 //! before any is waited on: a member is only healthy once a quorum is up), and again
 //! on fresh ports after a port collision.
 
+use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{
     ServerDir, ServerProcess, find_binary, free_port, retry_on_port_in_use, tcp_exchange,
 };
@@ -14,6 +15,29 @@ use std::path::Path;
 
 /// How many times a cluster is restarted on fresh ports after a port collision.
 const CLUSTER_ATTEMPTS: usize = 5;
+
+/// etcd as a [`crate::Stack`] starts it: one cluster of the members asked for,
+/// `ETCD_ENDPOINTS`.
+pub static KIND: ServerKind = ServerKind {
+    name: "etcd",
+    variable: "ETCD_ENDPOINTS",
+    package: "etcd-server",
+    default_nodes: 1,
+    behind_lab_proxies: true,
+    start: |nodes, _| Ok(Box::new(Etcd::start_cluster(nodes)?)),
+};
+
+impl Servers for Etcd {
+    fn addresses(&self, _: &StackConfig) -> Vec<String> {
+        self.nodes.iter().map(EtcdNode::endpoint).collect()
+    }
+
+    fn pids(&self) -> Vec<(String, u32)> {
+        (self.nodes.iter().enumerate())
+            .map(|(i, n)| (format!("etcd-{}", i + 1), n.pid()))
+            .collect()
+    }
+}
 
 /// One etcd member.
 pub struct EtcdNode {

@@ -24,6 +24,8 @@
 //!   kill -9, restart (each server type's `restart`).
 //! - [`proxy`]: a TCP proxy in front of a server: a link with latency (and jitter)
 //!   whose round trips it counts, and faults (delay, blackhole, reset).
+//! - [`kind`]: [`ServerKind`], a kind of server as its file declares it (its `KIND`),
+//!   [`Servers`], the running servers of one kind, and [`StackConfig`], what to start.
 //! - [`mariadb`]: [`MariaDb`], a fresh datadir per instance.
 //! - [`replication`]: [`replication::Replica`], a MariaDB read replica of a primary,
 //!   with lag on demand (its SQL thread stopped).
@@ -56,6 +58,7 @@
 
 pub mod curator;
 pub mod etcd;
+pub mod kind;
 pub mod mariadb;
 pub mod process;
 pub mod proxy;
@@ -66,12 +69,13 @@ pub mod stack;
 pub mod zookeeper;
 
 pub use etcd::Etcd;
+pub use kind::{ServerKind, Servers, StackConfig};
 pub use mariadb::MariaDb;
 pub use process::ServerProcess;
 pub use proxy::Latency;
 pub use redis::{Persistence, Redis};
 pub use sentinel::RedisHa;
-pub use stack::{Distance, RoundTrips, SERVER_VARIABLES, ServerKind, Stack, StackConfig};
+pub use stack::{Distance, KINDS, RoundTrips, SERVER_VARIABLES, Stack};
 pub use zookeeper::ZooKeeper;
 
 use std::time::Duration;

@@ -1,10 +1,41 @@
 //! MariaDB with a fresh datadir per instance.
 
+use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{
     ServerDir, ServerProcess, find_binary, run_to_end, tcp_exchange, with_port_retry,
 };
 use crate::{READY_TIMEOUT, Result};
 use std::path::PathBuf;
+
+/// MariaDB as a [`crate::Stack`] starts it: one server with the stack's database in
+/// it, `DATABASE_URL`.
+pub static KIND: ServerKind = ServerKind {
+    name: "database",
+    variable: "DATABASE_URL",
+    package: "mariadb-server",
+    default_nodes: 1,
+    behind_lab_proxies: false,
+    start: |_, config| {
+        let role = if config.mariadb_primary {
+            Role::Primary
+        } else {
+            Role::Alone
+        };
+        let (db, _) = MariaDb::start_as(None, role)?;
+        db.create_database(&config.database)?;
+        Ok(Box::new(db))
+    },
+};
+
+impl Servers for MariaDb {
+    fn addresses(&self, config: &StackConfig) -> Vec<String> {
+        vec![self.url(&config.database)]
+    }
+
+    fn pids(&self) -> Vec<(String, u32)> {
+        vec![("mariadb".to_string(), self.pid())]
+    }
+}
 
 /// A private MariaDB server: `mariadb-install-db` into a fresh datadir, then `mariadbd`
 /// in the foreground on a free loopback port. User `root`, no password.

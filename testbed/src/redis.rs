@@ -1,8 +1,37 @@
 //! One independent `redis-server`, no persistence unless asked for
 //! ([`Redis::set_persistence`]).
 
+use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{ServerDir, ServerProcess, find_binary, tcp_exchange, with_port_retry};
 use crate::{READY_TIMEOUT, Result};
+
+/// Redis as a [`crate::Stack`] starts it: independent servers (`redis-1`, ...),
+/// `REDIS_URLS`.
+pub static KIND: ServerKind = ServerKind {
+    name: "redis",
+    variable: "REDIS_URLS",
+    package: "redis-server",
+    default_nodes: 5,
+    behind_lab_proxies: true,
+    start: |nodes, _| {
+        let servers = (1..=nodes)
+            .map(|i| Redis::start(&format!("redis-{i}")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Box::new(servers))
+    },
+};
+
+impl Servers for Vec<Redis> {
+    fn addresses(&self, _: &StackConfig) -> Vec<String> {
+        self.iter().map(Redis::url).collect()
+    }
+
+    fn pids(&self) -> Vec<(String, u32)> {
+        (self.iter().enumerate())
+            .map(|(i, r)| (format!("redis-{}", i + 1), r.pid()))
+            .collect()
+    }
+}
 
 /// A private Redis: `--save '' --appendonly no` (nothing on disk, so a restart comes
 /// back empty, which the chaos tests rely on), in the foreground on a free port.

@@ -2,73 +2,45 @@
 //! distance: every server behind a [`Proxy`] with a latency (a production network
 //! instead of loopback), and its round trips counted per kind of server.
 
-use crate::proxy::{Latency, Proxy};
-use crate::{Error, Etcd, MariaDb, Redis, Result, ZooKeeper};
+use crate::kind::{ServerKind, Servers, StackConfig};
+use crate::proxy::{Latency, Proxy, ProxyMode};
+use crate::{Error, Result};
+use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 
-/// What to start. The default is what stock-locks needs: MariaDB with a `stocklocks`
-/// database, five independent Redis (the first also serves the single-Redis lock, all
-/// five form the RedLock), a standalone ZooKeeper and a single etcd.
-#[derive(Debug, Clone)]
-pub struct StackConfig {
-    /// Start MariaDB and create [`StackConfig::database`] in it.
-    pub mariadb: bool,
-    pub database: String,
-    /// Start MariaDB as a replication primary (a binary log), so that a
-    /// [`crate::replication::Replica`] can follow it later.
-    pub mariadb_primary: bool,
-    /// How many independent Redis servers (0 for none).
-    pub redis: usize,
-    /// ZooKeeper servers: 0 for none, 1 standalone, 3 for an ensemble.
-    pub zookeeper_nodes: usize,
-    /// etcd members: 0 for none, 1, or 3 for a cluster.
-    pub etcd_nodes: usize,
-    /// Put every server behind a proxy with this latency (changeable later with
-    /// [`Stack::set_latency`]); the environment then names the proxies. `None`: the
-    /// servers' own ports, no proxy.
-    pub network: Option<Latency>,
-}
+/// Every kind of server the stack starts, one entry each. A kind is declared once, in
+/// its own file (`redis::KIND`: its package, its variable, how many nodes, how to start
+/// them); the stack's start, environment and pids, `testbed run`'s "already given"
+/// check, the proxies of a [`Distance`] and of the chaos lab, and
+/// [`SERVER_VARIABLES`] all iterate this list.
+pub const KINDS: [&ServerKind; 4] = [
+    &crate::mariadb::KIND,
+    &crate::redis::KIND,
+    &crate::zookeeper::KIND,
+    &crate::etcd::KIND,
+];
 
-impl Default for StackConfig {
-    fn default() -> Self {
-        StackConfig {
-            mariadb: true,
-            database: "stocklocks".into(),
-            mariadb_primary: false,
-            redis: 5,
-            zookeeper_nodes: 1,
-            etcd_nodes: 1,
-            network: None,
-        }
+impl ServerKind {
+    /// The kind whose variable is `variable`.
+    pub fn of_variable(variable: &str) -> Option<&'static ServerKind> {
+        KINDS.into_iter().find(|kind| kind.variable == variable)
     }
 }
 
-/// The kinds of server, as the round-trip counts and latencies name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ServerKind {
-    Database,
-    Redis,
-    ZooKeeper,
-    Etcd,
-}
+/// Every variable [`Stack::env`] may export (one per kind of [`KINDS`]): the servers'
+/// addresses, read by the service's flags of the same names.
+pub static SERVER_VARIABLES: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| KINDS.iter().map(|kind| kind.variable).collect());
 
-impl ServerKind {
-    pub const ALL: [ServerKind; 4] = [
-        ServerKind::Database,
-        ServerKind::Redis,
-        ServerKind::ZooKeeper,
-        ServerKind::Etcd,
-    ];
-
-    /// `database`, `redis`, `zookeeper`, `etcd`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::Database => "database",
-            ServerKind::Redis => "redis",
-            ServerKind::ZooKeeper => "zookeeper",
-            ServerKind::Etcd => "etcd",
+impl StackConfig {
+    /// A stack of nothing: add kinds with [`StackConfig::with_nodes`].
+    pub fn none() -> Self {
+        let nodes = KINDS.iter().map(|kind| (kind.name, 0)).collect();
+        StackConfig {
+            nodes,
+            ..StackConfig::default()
         }
     }
 }
@@ -76,7 +48,7 @@ impl ServerKind {
 /// Reads the stack's round-trip counters without holding the stack (cheap to clone).
 #[derive(Clone, Default)]
 pub struct RoundTrips {
-    counters: Vec<(ServerKind, Arc<AtomicU64>)>,
+    counters: Vec<(&'static ServerKind, Arc<AtomicU64>)>,
 }
 
 impl RoundTrips {
@@ -84,7 +56,7 @@ impl RoundTrips {
     pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
         let mut totals = BTreeMap::new();
         for (kind, counter) in &self.counters {
-            *totals.entry(kind.name()).or_insert(0) += counter.load(Ordering::Relaxed);
+            *totals.entry(kind.name).or_insert(0) += counter.load(Ordering::Relaxed);
         }
         totals
     }
@@ -97,11 +69,9 @@ impl RoundTrips {
 
 /// Running servers; dropping the stack stops them all.
 pub struct Stack {
-    pub mariadb: Option<MariaDb>,
-    pub redis: Vec<Redis>,
-    pub zookeeper: Option<ZooKeeper>,
-    pub etcd: Option<Etcd>,
-    database: String,
+    /// Each kind that runs, in the order of [`KINDS`].
+    servers: Vec<(&'static ServerKind, Box<dyn Servers>)>,
+    config: StackConfig,
     /// The proxies clients go through when the stack runs at a distance.
     network: Option<Distance>,
 }
@@ -111,54 +81,52 @@ pub struct Stack {
 /// stack at that distance. A stack can have several (e.g. loopback and 2 ms side by
 /// side, for two sets of instances); each counts its own round trips.
 pub struct Distance {
-    links: Vec<(ServerKind, Proxy)>,
+    links: Vec<(&'static ServerKind, Proxy)>,
     env: Vec<(&'static str, String)>,
 }
-
-/// Every variable [`Stack::env`] may export: the servers' addresses, read by the
-/// service's flags of the same names.
-pub const SERVER_VARIABLES: [&str; 4] =
-    ["DATABASE_URL", "REDIS_URLS", "ZK_CONNECT", "ETCD_ENDPOINTS"];
 
 impl Stack {
     /// Starts what `config` asks for. On any failure the servers already started are
     /// stopped (dropped) before the error is returned.
     pub fn start(config: &StackConfig) -> Result<Stack> {
-        let mariadb = if config.mariadb {
-            let role = if config.mariadb_primary {
-                crate::mariadb::Role::Primary
-            } else {
-                crate::mariadb::Role::Alone
-            };
-            let (db, _) = MariaDb::start_as(None, role)?;
-            db.create_database(&config.database)?;
-            Some(db)
-        } else {
-            None
-        };
-        let redis = (1..=config.redis)
-            .map(|i| Redis::start(&format!("redis-{i}")))
-            .collect::<Result<Vec<_>>>()?;
-        let zookeeper = match config.zookeeper_nodes {
-            0 => None,
-            n => Some(ZooKeeper::start_ensemble(n)?),
-        };
-        let etcd = match config.etcd_nodes {
-            0 => None,
-            n => Some(Etcd::start_cluster(n)?),
-        };
+        let mut servers = Vec::new();
+        for kind in KINDS {
+            let nodes = config.nodes(kind);
+            if nodes > 0 {
+                servers.push((kind, (kind.start)(nodes, config)?));
+            }
+        }
         let mut stack = Stack {
-            mariadb,
-            redis,
-            zookeeper,
-            etcd,
-            database: config.database.clone(),
+            servers,
+            config: config.clone(),
             network: None,
         };
         if let Some(latency) = config.network {
             stack.network = Some(stack.distance(latency)?);
         }
         Ok(stack)
+    }
+
+    /// The running servers of type `T` (`Stack::get::<testbed::MariaDb>()`), if their
+    /// kind runs.
+    pub fn get<T: Servers>(&self) -> Option<&T> {
+        (self.servers.iter()).find_map(|(_, s)| (&**s as &dyn Any).downcast_ref())
+    }
+
+    /// [`Stack::get`], to make faults on them (restart, pause).
+    pub fn get_mut<T: Servers>(&mut self) -> Option<&mut T> {
+        (self.servers.iter_mut()).find_map(|(_, s)| (&mut **s as &mut dyn Any).downcast_mut())
+    }
+
+    /// The independent Redis servers (none if Redis does not run).
+    pub fn redis(&self) -> &[crate::Redis] {
+        self.get::<Vec<crate::Redis>>().map_or(&[], Vec::as_slice)
+    }
+
+    /// [`Stack::redis`], to make faults on them.
+    pub fn redis_mut(&mut self) -> &mut [crate::Redis] {
+        self.get_mut::<Vec<crate::Redis>>()
+            .map_or(&mut [], Vec::as_mut_slice)
     }
 
     /// A new set of proxies in front of every server, at `latency`.
@@ -177,9 +145,9 @@ impl Stack {
     }
 
     /// The environment variables every stock-locks program reads (one of
-    /// [`SERVER_VARIABLES`] each): `DATABASE_URL`, `REDIS_URLS` (comma-separated),
-    /// `ZK_CONNECT` and `ETCD_ENDPOINTS` (comma-separated), for the servers that run;
-    /// through the proxies when the stack runs at a distance.
+    /// [`SERVER_VARIABLES`] each, e.g. `DATABASE_URL`, `REDIS_URLS` (comma-separated),
+    /// `ZK_CONNECT` and `ETCD_ENDPOINTS`), for the servers that run; through the
+    /// proxies when the stack runs at a distance.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         match &self.network {
             Some(distance) => distance.env(),
@@ -189,43 +157,14 @@ impl Stack {
 
     /// [`Stack::env`] with the servers' own addresses, whatever the network.
     pub fn direct_env(&self) -> Vec<(&'static str, String)> {
-        let mut vars = Vec::new();
-        if let Some(db) = &self.mariadb {
-            vars.push(("DATABASE_URL", db.url(&self.database)));
-        }
-        if !self.redis.is_empty() {
-            let urls: Vec<String> = self.redis.iter().map(Redis::url).collect();
-            vars.push(("REDIS_URLS", urls.join(",")));
-        }
-        if let Some(zk) = &self.zookeeper {
-            vars.push(("ZK_CONNECT", zk.connect_string()));
-        }
-        if let Some(etcd) = &self.etcd {
-            vars.push(("ETCD_ENDPOINTS", etcd.endpoints()));
-        }
-        vars
+        (self.servers.iter())
+            .map(|(kind, s)| (kind.variable, s.addresses(&self.config).join(",")))
+            .collect()
     }
 
     /// Every server's name and process id.
     pub fn pids(&self) -> Vec<(String, u32)> {
-        let mut pids = Vec::new();
-        if let Some(db) = &self.mariadb {
-            pids.push(("mariadb".to_string(), db.pid()));
-        }
-        for (i, r) in self.redis.iter().enumerate() {
-            pids.push((format!("redis-{}", i + 1), r.pid()));
-        }
-        if let Some(zk) = &self.zookeeper {
-            for (i, node) in zk.nodes().iter().enumerate() {
-                pids.push((format!("zookeeper-{}", i + 1), node.pid()));
-            }
-        }
-        if let Some(etcd) = &self.etcd {
-            for (i, node) in etcd.nodes().iter().enumerate() {
-                pids.push((format!("etcd-{}", i + 1), node.pid()));
-            }
-        }
-        pids
+        self.servers.iter().flat_map(|(_, s)| s.pids()).collect()
     }
 }
 
@@ -238,12 +177,8 @@ impl Distance {
         let mut links = Vec::new();
         let mut env = Vec::new();
         for (name, value) in vars {
-            let kind = match *name {
-                "DATABASE_URL" => ServerKind::Database,
-                "REDIS_URLS" => ServerKind::Redis,
-                "ZK_CONNECT" => ServerKind::ZooKeeper,
-                "ETCD_ENDPOINTS" => ServerKind::Etcd,
-                _ => continue,
+            let Some(kind) = ServerKind::of_variable(name) else {
+                continue;
             };
             let mut proxied = Vec::new();
             for address in value.split(',') {
@@ -267,11 +202,26 @@ impl Distance {
     }
 
     /// Sets the latency to every server of `kind` (`None`: every kind).
-    pub fn set_latency(&self, kind: Option<ServerKind>, latency: Latency) {
+    pub fn set_latency(&self, kind: Option<&ServerKind>, latency: Latency) {
         for (k, proxy) in &self.links {
             if kind.is_none_or(|kind| kind == *k) {
                 proxy.set_latency(latency);
             }
+        }
+    }
+
+    /// The proxies in front of the servers of `kind`, in the order of its addresses.
+    pub fn proxies(&self, kind: &ServerKind) -> Vec<&Proxy> {
+        (self.links.iter())
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, proxy)| proxy)
+            .collect()
+    }
+
+    /// Sets every proxy of this set to `mode` (a partition: [`ProxyMode::Blackhole`]).
+    pub fn set_mode(&self, mode: ProxyMode) {
+        for (_, proxy) in &self.links {
+            proxy.set(mode);
         }
     }
 

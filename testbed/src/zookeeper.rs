@@ -1,5 +1,6 @@
 //! ZooKeeper, standalone or as an ensemble, started with `QuorumPeerMain` directly.
 
+use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{
     ServerDir, ServerProcess, find_binary, free_port, retry_on_port_in_use, tcp_exchange,
 };
@@ -20,6 +21,31 @@ pub const TICK_MS: u32 = 500;
 
 /// How many times an ensemble is restarted on fresh ports after a port collision.
 const ENSEMBLE_ATTEMPTS: usize = 5;
+
+/// ZooKeeper as a [`crate::Stack`] starts it: one ensemble of the nodes asked for,
+/// `ZK_CONNECT`.
+pub static KIND: ServerKind = ServerKind {
+    name: "zookeeper",
+    variable: "ZK_CONNECT",
+    package: "zookeeper",
+    default_nodes: 1,
+    behind_lab_proxies: true,
+    start: |nodes, _| Ok(Box::new(ZooKeeper::start_ensemble(nodes)?)),
+};
+
+impl Servers for ZooKeeper {
+    fn addresses(&self, _: &StackConfig) -> Vec<String> {
+        (self.nodes.iter())
+            .map(|n| format!("127.0.0.1:{}", n.client_port))
+            .collect()
+    }
+
+    fn pids(&self) -> Vec<(String, u32)> {
+        (self.nodes.iter().enumerate())
+            .map(|(i, n)| (format!("zookeeper-{}", i + 1), n.pid()))
+            .collect()
+    }
+}
 
 /// One ZooKeeper server.
 pub struct ZkNode {

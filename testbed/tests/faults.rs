@@ -379,21 +379,17 @@ fn round_trips_are_counted_per_turn() {
 /// trips, and its latency can change while it runs.
 #[test]
 fn a_stack_at_a_distance() {
-    use testbed::{Latency, ServerKind, Stack, StackConfig};
+    use testbed::{Latency, Stack, StackConfig};
     let stack = Stack::start(&StackConfig {
-        mariadb: false,
-        redis: 2,
-        zookeeper_nodes: 0,
-        etcd_nodes: 0,
         network: Some(Latency::round_trip(Duration::from_millis(4))),
-        ..StackConfig::default()
+        ..StackConfig::none().with_nodes(&testbed::redis::KIND, 2)
     })
     .unwrap();
     assert!(stack.at_a_distance());
     let env: std::collections::BTreeMap<_, _> = stack.env().into_iter().collect();
     let urls: Vec<&str> = env["REDIS_URLS"].split(',').collect();
     assert_eq!(urls.len(), 2);
-    let ports: Vec<u16> = stack.redis.iter().map(Redis::port).collect();
+    let ports: Vec<u16> = stack.redis().iter().map(Redis::port).collect();
     let network = stack.network().unwrap();
     let counter = network.round_trips();
     for url in &urls {
@@ -407,7 +403,7 @@ fn a_stack_at_a_distance() {
         assert!(started.elapsed() >= Duration::from_millis(4));
     }
     assert_eq!(counter.snapshot().get("redis"), Some(&2));
-    network.set_latency(Some(ServerKind::Redis), Latency::default());
+    network.set_latency(Some(&testbed::redis::KIND), Latency::default());
     assert_eq!(stack.direct_env().len(), 1);
     assert_ne!(stack.direct_env(), stack.env());
     let port: u16 = urls[0].rsplit(':').next().unwrap().parse().unwrap();

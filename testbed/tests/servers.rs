@@ -51,22 +51,22 @@ fn default_stack_starts_answers_and_stops() {
     assert_eq!(env["REDIS_URLS"].split(',').count(), 5);
     assert!(env["ZK_CONNECT"].starts_with("127.0.0.1:"));
 
-    let db = stack.mariadb.as_ref().unwrap();
+    let db = stack.get::<MariaDb>().unwrap();
     let answer = db
         .execute("SELECT @@character_set_server, DATABASE() IS NULL")
         .unwrap();
     assert!(answer.contains("utf8mb4"), "{answer}");
     let databases = db.execute("SHOW DATABASES").unwrap();
     assert!(databases.contains("stocklocks"), "{databases}");
-    let zk = stack.zookeeper.as_ref().unwrap();
+    let zk = stack.get::<ZooKeeper>().unwrap();
     assert_eq!(zk.nodes()[0].mode().as_deref(), Some("standalone"));
-    let ports: std::collections::HashSet<u16> = stack.redis.iter().map(Redis::port).collect();
+    let ports: std::collections::HashSet<u16> = stack.redis().iter().map(Redis::port).collect();
     assert_eq!(ports.len(), 5, "five independent servers");
 
     let pids = stack.pids();
     assert_eq!(pids.len(), 8, "mariadb, 5 redis, zookeeper, etcd");
     assert!(env["ETCD_ENDPOINTS"].starts_with("http://127.0.0.1:"));
-    let dirs: Vec<_> = stack.redis.iter().map(|r| r.url()).collect();
+    let dirs: Vec<_> = stack.redis().iter().map(|r| r.url()).collect();
     drop(stack);
     let alive = wait_all_dead(&pids, Duration::from_secs(5));
     assert!(

@@ -4,6 +4,7 @@
 use super::chaos::{HEADERS, cell_row, reasons};
 use super::rows::{oversold, section, timed, verdict};
 use super::{Data, Pages, banner, linked, num, table, yes_no};
+use crate::catalogue::Catalogue;
 use crate::chaos::{Cell, CellVerdict, ScenarioInfo};
 use crate::report::Row;
 use std::collections::BTreeSet;
@@ -209,5 +210,19 @@ pub fn pages(data: &Data, pages: &mut Pages) {
             page.push_str(&reasons(&mine));
         }
         pages.insert(format!("strategies/{name}.md"), page);
+    }
+}
+
+/// A page for every strategy the service serves that the reference run did not
+/// measure (added since `scripts/book-data` last ran), so that its chapter can include
+/// its page at once: the page says so, and the next reference run fills it.
+pub fn unmeasured(strategies: &Catalogue, pages: &mut Pages) {
+    for name in strategies.names() {
+        pages
+            .entry(format!("strategies/{name}.md"))
+            .or_insert_with(|| {
+                banner("the service's `GET /strategies`")
+                    + "\nNot in the reference run yet: `./scripts/book-data` measures it.\n"
+            });
     }
 }

@@ -1,15 +1,14 @@
 //! The lab: private servers, two instances, and the faults made on them.
 
 use super::*;
+use testbed::{Distance, ServerKind};
 
 /// Private servers and two `stock-app` instances with test hooks.
 pub struct Lab {
     pub stack: Stack,
-    /// Instance A's way to the five Redis, to each ZooKeeper node and to each etcd
-    /// member.
-    pub(super) redis_proxies: Vec<Proxy>,
-    pub(super) zk_proxies: Vec<Proxy>,
-    pub(super) etcd_proxies: Vec<Proxy>,
+    /// Instance A's way to every node of every lock server (each kind of
+    /// `testbed::KINDS` declared `behind_lab_proxies`): the partition cells cut them.
+    pub(super) proxies: Distance,
     /// A (through the proxies) and B (direct).
     pub instances: Vec<Instance>,
     pub db: MySqlPool,
@@ -34,35 +33,24 @@ impl Lab {
     /// two instances. Call it from a long-lived thread (servers die with the thread
     /// that spawned them): the main thread, or a test's.
     pub async fn start(app_bin: PathBuf, timing: Timing, ensemble: usize) -> anyhow::Result<Lab> {
-        let stack = Stack::start(&StackConfig {
-            zookeeper_nodes: ensemble,
-            etcd_nodes: ensemble,
-            // A binary log, so a read replica can follow (the replica-lag cells).
-            mariadb_primary: true,
-            // At a distance (`--rtt-ms`): every server behind a proxy with that latency.
-            network: timing.network(),
-            ..StackConfig::default()
-        })?;
-        let redis_proxies = stack
-            .redis
-            .iter()
-            .map(|r| Proxy::start(r.port()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let zk = stack.zookeeper.as_ref().context("no ZooKeeper")?;
-        let zk_proxies = zk
-            .nodes()
-            .iter()
-            .map(|n| Proxy::start(n.client_port()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let etcd_proxies = (stack.etcd.iter())
-            .flat_map(|etcd| etcd.nodes().iter().map(|n| Proxy::start(n.client_port())))
-            .collect::<Result<Vec<_>, _>>()?;
-        // A's own proxies (the faults') reach the servers directly: the same distance.
-        if let Some(latency) = timing.network() {
-            for proxy in redis_proxies.iter().chain(&zk_proxies).chain(&etcd_proxies) {
-                proxy.set_latency(latency);
+        let stack = Stack::start(
+            &StackConfig {
+                // A binary log, so a read replica can follow (the replica-lag cells).
+                mariadb_primary: true,
+                // At a distance (`--rtt-ms`): every server behind a proxy with that latency.
+                network: timing.network(),
+                ..StackConfig::default()
             }
-        }
+            .with_nodes(&testbed::zookeeper::KIND, ensemble)
+            .with_nodes(&testbed::etcd::KIND, ensemble),
+        )?;
+        // A's own proxies (the faults') reach the servers directly: the same distance.
+        let lock_servers: Vec<_> = (stack.direct_env().into_iter())
+            .filter(|(variable, _)| {
+                ServerKind::of_variable(variable).is_some_and(|kind| kind.behind_lab_proxies)
+            })
+            .collect();
+        let proxies = Distance::in_front_of(&lock_servers, timing.network().unwrap_or_default())?;
         let env: std::collections::BTreeMap<_, _> = stack.env().into_iter().collect();
         // Idle connections are dropped before actix's keep-alive (5 s) would close
         // them: after a freeze longer than that, the server closes every idle
@@ -72,22 +60,13 @@ impl Lab {
             .timeout(Duration::from_secs(60))
             .pool_idle_timeout(Duration::from_secs(2))
             .build()?;
-        let proxied_redis: Vec<String> = redis_proxies
-            .iter()
-            .map(|p| format!("redis://127.0.0.1:{}", p.port()))
-            .collect();
-        let proxied_zk: Vec<String> = zk_proxies
-            .iter()
-            .map(|p| format!("127.0.0.1:{}", p.port()))
-            .collect();
-        let proxied_etcd: Vec<String> = etcd_proxies
-            .iter()
-            .map(|p| format!("http://127.0.0.1:{}", p.port()))
-            .collect();
         // The servers come from the stack's variables (`Instance::start`); instance a
-        // reaches Redis, ZooKeeper and etcd through the proxies instead.
+        // reaches the lock servers through the proxies instead.
         let servers: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
-        let args = |servers: &[&str]| -> Vec<String> {
+        let mut proxied = env.clone();
+        proxied.extend(proxies.env());
+        let servers_a: Vec<(&str, String)> = proxied.into_iter().collect();
+        let args = || -> Vec<String> {
             [
                 "--admin-token",
                 ADMIN_TOKEN,
@@ -108,19 +87,11 @@ impl Lab {
                 &timing.lease_ms.to_string(),
             ]
             .iter()
-            .chain(servers)
             .map(|s| s.to_string())
             .collect()
         };
-        let (redis, zk) = (proxied_redis.join(","), proxied_zk.join(","));
-        let mut proxied = vec!["--redis-urls", &redis, "--zk-connect", &zk];
-        let etcd = proxied_etcd.join(",");
-        if !etcd.is_empty() {
-            proxied.extend(["--etcd-endpoints", &etcd]);
-        }
-        let (args_a, args_b) = (args(&proxied), args(&[]));
-        let a = Instance::start(&client, &app_bin, "stock-app-a", &servers, &args_a).await?;
-        let b = Instance::start(&client, &app_bin, "stock-app-b", &servers, &args_b).await?;
+        let a = Instance::start(&client, &app_bin, "stock-app-a", &servers_a, &args()).await?;
+        let b = Instance::start(&client, &app_bin, "stock-app-b", &servers, &args()).await?;
         let db = MySqlPoolOptions::new()
             .max_connections(2)
             .connect(&env["DATABASE_URL"])
@@ -129,9 +100,7 @@ impl Lab {
         let catalogue = crate::catalogue::Catalogue::fetch(&client, &a.base).await?;
         Ok(Lab {
             stack,
-            redis_proxies,
-            zk_proxies,
-            etcd_proxies,
+            proxies,
             instances: vec![a, b],
             db,
             client,
@@ -179,7 +148,7 @@ impl Lab {
         }
         if spec.scenario == Scenario::RedlockClockJump && !self.movable_clock {
             // Restarted (empty) before the load starts.
-            let node = &mut self.stack.redis[JUMPING_NODE];
+            let node = &mut self.stack.redis_mut()[JUMPING_NODE];
             tokio::task::block_in_place(|| node.with_movable_clock())?;
             self.movable_clock = true;
         }
@@ -202,7 +171,7 @@ impl Lab {
     /// ambiguous-commit cells; error 1236 "binlog truncated in the middle of event").
     pub fn start_replica(&mut self) -> anyhow::Result<()> {
         if self.replica.is_none() {
-            let primary = self.stack.mariadb.as_ref().context("no MariaDB")?;
+            let primary = self.stack.get::<testbed::MariaDb>().context("no MariaDB")?;
             let replica =
                 tokio::task::block_in_place(|| testbed::replication::Replica::follow(primary))?;
             self.replica = Some(replica);
@@ -265,10 +234,10 @@ impl Lab {
     /// holder there does not count.
     async fn a_lock_on_nodes_4_and_5(&self, product: i64) -> anyhow::Result<bool> {
         let key = format!("redlock:stock:{product}");
-        let holder = redis_command::<Option<String>>(&self.stack.redis[0].url(), "GET", &key)
+        let holder = redis_command::<Option<String>>(&self.stack.redis()[0].url(), "GET", &key)
             .await?
             .context("A's lock is not on node 1")?;
-        for node in &self.stack.redis[3..] {
+        for node in &self.stack.redis()[3..] {
             let there = redis_command::<Option<String>>(&node.url(), "GET", &key).await?;
             if there.as_deref() == Some(holder.as_str()) {
                 return Ok(true);
@@ -308,7 +277,8 @@ impl Lab {
         restock(&self.client, &b, ADMIN_TOKEN, product, stock, buckets).await?;
         // A replica the instances read from must have the product before they ask.
         if spec.scenario.reads_from_replica()
-            && let (Some(replica), Some(primary)) = (&self.replica, &self.stack.mariadb)
+            && let (Some(replica), Some(primary)) =
+                (&self.replica, self.stack.get::<testbed::MariaDb>())
         {
             tokio::task::block_in_place(|| {
                 replica.wait_caught_up(primary, Duration::from_secs(30))
@@ -365,10 +335,7 @@ impl Lab {
 
     /// Every connection of instance A to Redis and ZooKeeper.
     pub(super) fn set_proxies(&self, mode: ProxyMode) {
-        let proxies = self.redis_proxies.iter().chain(&self.zk_proxies);
-        for proxy in proxies.chain(&self.etcd_proxies) {
-            proxy.set(mode);
-        }
+        self.proxies.set_mode(mode);
     }
 
     /// Calls A's or B's hooks endpoint.
@@ -476,7 +443,7 @@ impl Lab {
             }
             Scenario::RedisRestart => {
                 self.pause_a_at("after_read").await?;
-                self.stack.redis[0].restart()?;
+                self.stack.redis_mut()[0].restart()?;
                 let fault = load.now();
                 tokio::time::sleep(freeze).await;
                 self.release_a("after_read").await?;
@@ -491,17 +458,20 @@ impl Lab {
                 // The last n: the first node also serves the single-node Redis lock, kept out of it.
                 let paused: Vec<usize> = (5 - n..5).collect();
                 for &i in &paused {
-                    self.stack.redis[i].process_ref().pause()?;
+                    self.stack.redis()[i].process_ref().pause()?;
                 }
                 let fault = load.now();
                 tokio::time::sleep(freeze).await;
                 for &i in &paused {
-                    self.stack.redis[i].process_ref().resume()?;
+                    self.stack.redis()[i].process_ref().resume()?;
                 }
                 Window::new(fault, load.now())
             }
             Scenario::ZkLeaderKilled => {
-                let zk = self.stack.zookeeper.as_mut().context("no ZooKeeper")?;
+                let zk = self
+                    .stack
+                    .get_mut::<testbed::ZooKeeper>()
+                    .context("no ZooKeeper")?;
                 let leader = zk
                     .nodes()
                     .iter()
@@ -514,7 +484,7 @@ impl Lab {
                 Window::new(fault, load.now())
             }
             Scenario::EtcdLeaderKilled => {
-                let etcd = self.stack.etcd.as_mut().context("no etcd")?;
+                let etcd = self.stack.get_mut::<testbed::Etcd>().context("no etcd")?;
                 let leader = (etcd.nodes().iter())
                     .position(|n| n.is_leader() == Some(true))
                     .context("no etcd leader (the scenario needs a cluster)")?;
@@ -546,7 +516,7 @@ impl Lab {
                     Scenario::RedisKilledEverySec => Persistence::AofEverySec,
                     _ => Persistence::None,
                 };
-                let redis = &mut self.stack.redis[0];
+                let redis = &mut self.stack.redis_mut()[0];
                 redis.set_persistence(persistence)?;
                 // Sales go on, written to the file, before the crash.
                 tokio::time::sleep(Duration::from_millis(self.timing.warm_ms)).await;
@@ -608,23 +578,23 @@ impl Lab {
             }
             Scenario::RedlockClockJump => {
                 // A reaches nodes 1-3 only: its locks are exactly a majority.
-                for proxy in &self.redis_proxies[3..] {
+                for proxy in &self.proxies.proxies(&testbed::redis::KIND)[3..] {
                     proxy.set(ProxyMode::Blackhole);
                 }
                 self.pause_a_holding_a_lock_not_on("nodes 4 and 5", async || {
                     self.a_lock_on_nodes_4_and_5(product).await
                 })
                 .await?;
-                let node = &self.stack.redis[JUMPING_NODE];
+                let node = &self.stack.redis()[JUMPING_NODE];
                 tokio::task::block_in_place(|| node.set_clock_offset(CLOCK_JUMP_MS))?;
                 let fault = load.now();
                 // B's buyers take nodes 3, 4 and 5: a second majority.
                 tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
                 self.release_a("after_read").await?;
                 let healed = load.now();
-                let node = &self.stack.redis[JUMPING_NODE];
+                let node = &self.stack.redis()[JUMPING_NODE];
                 tokio::task::block_in_place(|| node.set_clock_offset(0))?;
-                for proxy in &self.redis_proxies[3..] {
+                for proxy in &self.proxies.proxies(&testbed::redis::KIND)[3..] {
                     proxy.set(ProxyMode::Pass);
                 }
                 Window::new(fault, healed)
@@ -659,7 +629,10 @@ impl Lab {
             Scenario::AmbiguousCommit => {
                 self.pause_a_at("before_commit").await?;
                 self.release_a("before_commit").await?;
-                let db = self.stack.mariadb.as_mut().context("no MariaDB")?;
+                let db = self
+                    .stack
+                    .get_mut::<testbed::MariaDb>()
+                    .context("no MariaDB")?;
                 db.process().kill();
                 let fault = load.now();
                 tokio::time::sleep(Duration::from_millis(300)).await;

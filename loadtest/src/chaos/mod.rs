@@ -37,7 +37,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use testbed::proxy::{Proxy, ProxyMode};
+use testbed::proxy::ProxyMode;
 use testbed::{Persistence, Stack, StackConfig};
 
 const ADMIN_TOKEN: &str = "chaos-admin-token";

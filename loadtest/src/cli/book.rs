@@ -35,6 +35,7 @@ pub async fn book(args: BookArgs) -> anyhow::Result<()> {
     let mut pages = book::figures(&data);
     let live = live(&args).await?;
     pages.extend(book::reference(&live));
+    book::strategies::unmeasured(&live.strategies, &mut pages);
     let readme = std::fs::read_to_string(&args.readme)
         .with_context(|| format!("reading {}", args.readme.display()))?;
     let Some(new_readme) = book::splice(&readme, &book::readme_map(&live.strategies)) else {

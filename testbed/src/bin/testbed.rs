@@ -1,8 +1,9 @@
 //! `testbed`: real servers for a whole test run.
 //!
-//! - `testbed run -- CMD ARGS...` starts the stack, runs CMD with `DATABASE_URL`,
-//!   `REDIS_URLS`, `ZK_CONNECT` and `ETCD_ENDPOINTS` set, stops the stack and exits with CMD's code.
-//!   A variable that is already set means "use that server": it is not started.
+//! - `testbed run -- CMD ARGS...` starts the stack, runs CMD with every server's
+//!   variable set (`DATABASE_URL`, `REDIS_URLS`, ...: `testbed::SERVER_VARIABLES`),
+//!   stops the stack and exits with CMD's code. A variable that is already set means
+//!   "use that server": it is not started.
 //! - `testbed up` starts the stack, prints the `export` lines and the server PIDs, and
 //!   runs until Ctrl-C (or SIGTERM).
 //! - `--rtt-ms X` (both) puts every server behind a proxy that adds a round trip of X
@@ -92,26 +93,24 @@ fn install_signal_handlers() {
 
 fn config(args: &StackArgs, respect_env: bool) -> StackConfig {
     let given = |var: &str| respect_env && std::env::var_os(var).is_some_and(|v| !v.is_empty());
-    StackConfig {
-        mariadb: !given("DATABASE_URL"),
+    let mut config = StackConfig {
         database: args.database.clone(),
-        mariadb_primary: false,
-        redis: if given("REDIS_URLS") { 0 } else { args.redis },
-        zookeeper_nodes: if given("ZK_CONNECT") {
-            0
-        } else {
-            args.zookeeper_nodes
-        },
-        etcd_nodes: if given("ETCD_ENDPOINTS") {
-            0
-        } else {
-            args.etcd_nodes
-        },
         network: args.rtt_ms.map(|rtt| {
             testbed::Latency::round_trip(Duration::from_secs_f64(rtt / 1000.0))
                 .with_jitter(Duration::from_secs_f64(args.jitter_ms / 1000.0))
         }),
+        ..StackConfig::default()
     }
+    .with_nodes(&testbed::redis::KIND, args.redis)
+    .with_nodes(&testbed::zookeeper::KIND, args.zookeeper_nodes)
+    .with_nodes(&testbed::etcd::KIND, args.etcd_nodes);
+    // Every kind whose variable is given is not started.
+    for kind in testbed::KINDS {
+        if given(kind.variable) {
+            config = config.with_nodes(kind, 0);
+        }
+    }
+    config
 }
 
 fn start(config: &StackConfig) -> Result<Stack, ExitCode> {

@@ -1,0 +1,132 @@
+//! Every lock backend is in each place CONTRIBUTING.md's "Adding a lock backend"
+//! lists, and every kind of server the testbed starts is in each place its section
+//! lists: a backend forgotten somewhere fails here, named, not when someone copies it
+//! or starts the servers by hand. Reads the files; needs no server.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The backends: the features of `locks/Cargo.toml` (one per backend) but `default`.
+fn backends() -> Vec<String> {
+    let manifest = read("locks/Cargo.toml");
+    let features = manifest
+        .split("[features]")
+        .nth(1)
+        .expect("locks/Cargo.toml has [features]");
+    let features = features.split("\n[").next().unwrap_or_default();
+    (features.lines())
+        .filter_map(|line| line.split_once(" = "))
+        .map(|(name, _)| name.trim().to_string())
+        .filter(|name| name != "default" && !name.starts_with('#'))
+        .collect()
+}
+
+/// The case of `backend` in `scripts/copy-check` (its smoke construction), if any.
+fn copy_check_case(copy_check: &str, backend: &str) -> Option<String> {
+    let start = copy_check.find(&format!("\n  {backend})\n"))?;
+    let case = &copy_check[start..];
+    Some(case[..case.find(";;")?].to_string())
+}
+
+/// The variables a piece of shell or Rust reads with `std::env::var("...")`.
+fn variables_read(text: &str) -> Vec<String> {
+    (text.split("std::env::var(\"").skip(1))
+        .filter_map(|rest| rest.split_once('"'))
+        .map(|(variable, _)| variable.to_string())
+        .collect()
+}
+
+/// Each backend: its `pub mod` behind its feature in `locks/src/lib.rs`, its smoke
+/// construction in `scripts/copy-check` (which names the server variable it reads:
+/// one of the testbed's, `testbed::SERVER_VARIABLES`), and its entry in the shared
+/// lock suite's `subjects!` (`locks/tests/suite.rs`).
+#[test]
+fn every_backend_is_in_every_place_contributing_names() {
+    let (lib, copy_check, suite) = (
+        read("locks/src/lib.rs"),
+        read("scripts/copy-check"),
+        read("locks/tests/suite.rs"),
+    );
+    let subjects = suite
+        .split("\nsubjects! {")
+        .nth(1)
+        .expect("locks/tests/suite.rs: the subjects! list");
+    let backends = backends();
+    assert!(backends.len() >= 5, "features of locks: {backends:?}");
+    let mut missing = Vec::new();
+    for backend in &backends {
+        if !lib.contains(&format!("#[cfg(feature = \"{backend}\")]\npub mod ")) {
+            missing.push(format!(
+                "{backend}: no `pub mod` behind its feature in locks/src/lib.rs"
+            ));
+        }
+        if !subjects.contains(&format!("\n    {backend}: ")) {
+            missing.push(format!(
+                "{backend}: no entry in subjects! (locks/tests/suite.rs)"
+            ));
+        }
+        match copy_check_case(&copy_check, backend) {
+            None => missing.push(format!(
+                "{backend}: no `connect=` case in scripts/copy-check"
+            )),
+            Some(case) => {
+                let read = variables_read(&case);
+                if read.is_empty() {
+                    missing.push(format!(
+                        "{backend}: scripts/copy-check reads no server variable"
+                    ));
+                }
+                for variable in read {
+                    if !testbed::SERVER_VARIABLES.contains(&variable.as_str()) {
+                        missing.push(format!(
+                            "{backend}: reads {variable}, which no testbed server kind exports \
+                             (testbed::KINDS)"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+/// Each kind of server the testbed starts (`testbed::KINDS`): its Debian package in
+/// `scripts/install-deps`, its variable in `.env.sample` and in the services'
+/// environment of `docker-compose.yml`.
+#[test]
+fn every_server_kind_is_in_every_place_contributing_names() {
+    let (install_deps, env_sample, compose) = (
+        read("scripts/install-deps"),
+        read(".env.sample"),
+        read("docker-compose.yml"),
+    );
+    let mut missing = Vec::new();
+    for kind in testbed::KINDS {
+        if !install_deps.contains(&format!("missing+=({})", kind.package)) {
+            missing.push(format!(
+                "{}: package {} not in scripts/install-deps",
+                kind.name, kind.package
+            ));
+        }
+        if !env_sample.contains(&format!("{}=", kind.variable)) {
+            missing.push(format!(
+                "{}: {} not in .env.sample",
+                kind.name, kind.variable
+            ));
+        }
+        if !compose.contains(&format!("    {}: \"", kind.variable)) {
+            missing.push(format!(
+                "{}: {} not in docker-compose.yml",
+                kind.name, kind.variable
+            ));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
