@@ -623,6 +623,25 @@ impl Lab {
                 Window::new(fault, healed)
             }
             Scenario::MistakeNoGuard => {
+                // The guard's mistake shows only once the product sold out: the load
+                // goes on until it has (a slow machine sells the stock later), then
+                // meets the CHECK constraint for the rest of the cell.
+                let sold_out = async {
+                    loop {
+                        let left: i64 =
+                            sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ?")
+                                .bind(product)
+                                .fetch_one(&self.db)
+                                .await?;
+                        if left <= 0 {
+                            return anyhow::Ok(());
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                };
+                tokio::time::timeout(Duration::from_secs(60), sold_out)
+                    .await
+                    .context("the product did not sell out within 60 s")??;
                 let now = load.now();
                 Window::new(now, now)
             }
