@@ -639,9 +639,10 @@ impl Lab {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 };
-                tokio::time::timeout(Duration::from_secs(60), sold_out)
+                let bound = Duration::from_secs(60);
+                tokio::time::timeout(bound, sold_out)
                     .await
-                    .context("the product did not sell out within 60 s")??;
+                    .with_context(|| format!("the product did not sell out within {bound:?}"))??;
                 let now = load.now();
                 Window::new(now, now)
             }
