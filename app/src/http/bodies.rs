@@ -424,17 +424,15 @@ impl DeductRequest {
         mistakes: &[&str],
     ) -> Result<(Order, Knobs), DeductError> {
         let invalid = |detail: String| Err(DeductError::InvalidRequest(detail));
-        let (product, items) = (self.product_id.is_some(), self.items.is_some());
-        if let Err(rule) = form(product, items, self.quantity.is_some()) {
-            return invalid(rule);
-        }
+        // The form was checked on the field names before the read (`parse`), and a
+        // field given is never `None` (`present`): what is left is which form it is.
         let items = match (self.items, self.product_id) {
             (Some(items), _) => items.0,
             (None, Some(product_id)) => vec![Item {
                 product_id: product_id.0,
                 quantity: self.quantity.map_or(1, |q| q.0),
             }],
-            (None, None) => unreachable!("form() refuses a body with neither"),
+            (None, None) => unreachable!("parse's form() refuses a body with neither"),
         };
         let mistake = match self.mistake {
             Some(m) if !mistakes.contains(&m.as_str()) => {
