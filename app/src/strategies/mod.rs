@@ -237,8 +237,8 @@ pub fn name_of(field: &str) -> Option<&'static str> {
 
 /// `redis-stock`'s Redis is the single Redis the strategies share.
 impl redis_stock::RedisEndpoint for Shared {
-    fn redis_endpoint(&self) -> Option<locks::redis_sentinel::Endpoint> {
-        Shared::redis_endpoint(self)
+    fn redis_endpoint(&self) -> Option<redis_stock::connection::Endpoint> {
+        Shared::redis_endpoint(self).map(redis_stock::sentinel::endpoint)
     }
 }
 

@@ -2,27 +2,29 @@
 //! answered by one Lua script in Redis; a persister writes it into MariaDB afterwards.
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
-//! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/record_many.rs`, its Redis connection from the `locks` crate
-//! (`locks/src/lock.rs`, `locks/src/redis.rs`, `locks/src/redis_sentinel.rs`,
-//! `locks/lua/lock.lua`, `locks/lua/unlock.lua`, `locks/lua/renew.lua`, as a crate
-//! named `locks`) and this folder into your crate under the same module paths, with
-//! the tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
-//! `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
-//! `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`,
-//! `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa` (features `macros`),
-//! `prometheus`, `redis` (features `tokio-comp`, `script`, `connection-manager`,
-//! `sentinel`, `streams`), `futures`, `uuid` (features `v4`). `./scripts/copy-check
-//! redis-stock DIR` builds such a copy and sells from it on a real server. It needs no
-//! idempotency layer: Redis answers a retry while the request key lives, the
-//! persister's `orders` key after that (step 4).
+//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`, the no-op test hooks
+//! `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
+//! `app/src/strategies/record_many.rs` and this folder into your crate under the same
+//! module paths (`crate::domain::…`, `crate::strategies::…`), with the tables of
+//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
+//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
+//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
+//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
+//! `redis` (features `tokio-comp`, `script`, `connection-manager`, `streams`),
+//! `futures`, `uuid` (features `v4`). Optional: `sentinel.rs` (Redis Sentinel; it
+//! follows failovers with the `locks` crate's `redis_sentinel.rs`); without it, delete
+//! its `pub mod` line and answer [`RedisEndpoint`] with [`connection::Endpoint::url`].
+//! `./scripts/copy-check redis-stock DIR` builds such a copy (without Sentinel) and
+//! sells from it on a real server. It needs no idempotency layer: Redis answers a
+//! retry while the request key lives, the persister's `orders` key after that (step 4).
 //!
 //! # Layout
 //! This file: the request path (steps 1-2) and the counters' view. [`stream`]: the
 //! settings and a sale as the stream carries it. [`persister`]: steps 3-5, the task
-//! [`Strategy::start`] starts. `lua/`: the four scripts. It may touch the strategies'
-//! contract, `record_many` and the domain; nothing of the service, no other strategy.
+//! [`Strategy::start`] starts. [`connection`]: its Redis; [`sentinel`]: through
+//! Sentinel (optional). `lua/`: the four scripts. It may touch the strategies'
+//! contract, `record_many` and the domain ([`sentinel`] also the `locks` crate's
+//! Sentinel follower); nothing of the service, no other strategy.
 //!
 //! # Algorithm
 //! Per product, Redis keeps a counter hash `{stock, pending, epoch}`: units Redis may
@@ -76,7 +78,9 @@
 //! chosen for the loss you can accept. It needs a Redis, a running persister, and
 //! someone watching `pending`.
 
+pub mod connection;
 pub mod persister;
+pub mod sentinel;
 pub mod stream;
 
 use crate::domain::error::DeductError;
@@ -84,8 +88,7 @@ use crate::strategies::contract::{
     ChaosCell, Context, Declare, Deducted, Deduction, Family, Started, Statements, Strategy,
     StrategyInfo, Trait,
 };
-use locks::redis::Connection;
-use locks::redis_sentinel::{Endpoint, Primary};
+use connection::{Endpoint, Primary};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script, Value};
 use std::collections::HashMap;
@@ -129,7 +132,7 @@ impl<S: RedisEndpoint> Declare<S> for RedisStock {
 pub struct RedisStock {
     settings: RedisStockSettings,
     /// Through Sentinel, moved to the new primary after a failover.
-    primary: OnceCell<Primary>,
+    primary: OnceCell<Box<dyn Primary>>,
     /// `stock_locks_redis_stock_backlog`: the sales Redis acknowledged that the
     /// database has not recorded yet (the stream's length), read at each scrape.
     backlog: prometheus::IntGauge,
@@ -168,12 +171,13 @@ static INFO: StrategyInfo = StrategyInfo {
 };
 
 impl RedisStock {
-    async fn primary(&self) -> Result<&Primary, DeductError> {
+    async fn primary(&self) -> Result<&dyn Primary, DeductError> {
         let endpoint = (self.settings.endpoint.as_ref())
             .ok_or_else(|| unavailable("not configured: set REDIS_URLS"))?;
         self.primary
-            .get_or_try_init(|| Primary::connect(endpoint))
+            .get_or_try_init(|| endpoint.connect())
             .await
+            .map(|primary| &**primary)
             .map_err(unavailable)
     }
 

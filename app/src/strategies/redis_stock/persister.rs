@@ -1,14 +1,13 @@
 //! The persister, steps 3-5 of `redis-stock` (see `super`). Uses [`super::stream`]
 //! and `record_many`; the request path starts it and knows nothing else of it.
 
+use super::connection::Endpoint;
 use super::stream::{GROUP, NAME, RedisStockSettings, Sale};
 use crate::domain::error::mysql_error_number;
 use crate::domain::probe::{Failpoint, Probe};
 use crate::strategies::contract::Deducted;
 use crate::strategies::record_many;
 use futures::TryStreamExt;
-use locks::redis::Connection;
-use locks::redis_sentinel::{Endpoint, Primary};
 use redis::aio::ConnectionManager;
 use redis::streams::{StreamAutoClaimOptions, StreamReadOptions, StreamReadReply};
 use redis::{AsyncCommands, Script};
@@ -70,7 +69,7 @@ impl Persister {
         endpoint: &Endpoint,
         run_id: &mut Option<String>,
     ) -> anyhow::Result<Infallible> {
-        let mut conn = Primary::connect(endpoint).await?.conn().0;
+        let mut conn = endpoint.connect().await?.conn().0;
         self.ensure_group(&mut conn).await?;
         // Housekeeping (the same Redis? a persister dead?) on (re)connecting, then every
         // half claim period. A restart breaks the connection: seen at once, too.

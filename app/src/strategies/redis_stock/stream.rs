@@ -1,9 +1,9 @@
 //! What the request path (`super`) and the persister share: the settings, where the
 //! keys live in Redis, a sale as the stream carries it. Uses the contract.
 
+use super::connection::Endpoint;
 use crate::domain::error::DeductError;
 use crate::strategies::contract::{Deducted, Deduction, ItemResult};
-use locks::redis_sentinel::Endpoint;
 use redis::streams::StreamId;
 use std::time::Duration;
 
