@@ -1,17 +1,16 @@
 //! `atomic-sql`: let the database check and decrement in one statement.
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
-//! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
+//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`, the no-op test hooks
+//! `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
 //! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs` and this file into
-//! your crate under the same module paths (`crate::domain::…`, `crate::strategies::…`),
-//! with the tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
-//! `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
-//! `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`,
-//! `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa` (features `macros`),
-//! `prometheus`. `./scripts/copy-check atomic-sql DIR` builds such a copy and sells
-//! from it on a real server (three units sold, the fourth refused, a retry answered
-//! once).
+//! your crate under the same module paths, with the tables of
+//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
+//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
+//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
+//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`.
+//! `./scripts/copy-check atomic-sql DIR` builds such a copy and sells from it on a real
+//! server.
 //!
 //! # Algorithm
 //! 1. BEGIN.
@@ -22,8 +21,7 @@
 //!    undoes the items already deducted, and the refusal's one read
 //!    ([`super::idempotency`]) says which (409 or 404).
 //! 3. The `after_read` hook and any hold come after the last UPDATE: the row locks are
-//!    held through them, as a business step taken between "decide" and "commit" would
-//!    hold them.
+//!    held through them, as a business step between "decide" and "commit" would.
 //! 4. The orders row and the ledger rows ([`txn::record`]), COMMIT.
 //!
 //! Five statements for a sale: BEGIN, UPDATE, two INSERTs, COMMIT. What is left comes

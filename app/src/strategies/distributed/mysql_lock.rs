@@ -10,7 +10,7 @@
 //!
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
-//! `app/src/domain/probe.rs`, `app/src/strategies/contract.rs`,
+//! the no-op test hooks `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
 //! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
 //! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
 //! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
