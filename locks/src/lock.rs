@@ -208,11 +208,10 @@ impl Locker {
         let held = (backend.clone(), key.clone(), holder.clone());
         let watchdog = watchdog(held, options.clone(), acquired.since, lost_tx);
         let watchdog = Some(tokio::spawn(watchdog));
-        let token = acquired.token;
         Ok(LockGuard {
             key,
             holder,
-            token,
+            token: acquired.token,
             backend,
             lost,
             watchdog,
@@ -326,8 +325,7 @@ impl Drop for LockGuard {
 
 /// The one watchdog every backend shares.
 ///
-/// - Every lease/3 it renews the lease; each lease counts from the instant the
-///   backend returns (from before its request was sent).
+/// - Every lease/3 it renews the lease, counted from before the request was sent.
 /// - A renewal that finds another holder ends the hold: [`LostReason::NotHolder`].
 /// - A renewal that fails (backend down, timeout) is retried on the next tick; if
 ///   none succeeds before the current lease ends: [`LostReason::Expired`].

@@ -59,10 +59,8 @@
 //! same with an election epoch in its high 32 bits.)
 //!
 //! # Sentinel
-//! [`RedisLock::connect`] talks to one server. `redis_sentinel.rs` (optional, with
-//! the `redis` crate's `sentinel` feature) follows the primary Sentinel names across
-//! failovers, says what that does not fix, and has the usual mitigation
-//! (`with_min_replicas`).
+//! [`RedisLock::connect`] talks to one server. `redis_sentinel.rs` (optional) follows
+//! the primary Sentinel names, and says what that does not fix.
 
 use crate::lock::{Acquired, HolderId, LockBackend, LockError};
 use async_trait::async_trait;

@@ -4,10 +4,10 @@
 //!
 //! # Copying this file
 //! Take `src/lock.rs` (the core) and this file into your crate, with `mod lock; mod
-//! zookeeper;` at its root. Crates: `zookeeper-client` (features `tokio`), `tokio`
-//! (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`, `uuid`
-//! (features `v4`). `./scripts/copy-check zookeeper DIR` builds such a copy and runs
-//! it on a real server. Example: `cargo run -p locks --example zookeeper`.
+//! zookeeper;` at its root. Crates: `zookeeper-client` (features `tokio`), `tokio` (features
+//! `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`, `uuid` (features `v4`).
+//! `./scripts/copy-check zookeeper DIR` builds such a copy and runs it on a real server.
+//! Example: `cargo run -p locks --example zookeeper`.
 //!
 //! # Algorithm
 //! Key `stock/42` lives under the persistent parent `<root>/stock/42` (never deleted).
@@ -18,8 +18,7 @@
 //!    to 2 (it may have given up rather than released). Also back to 2 every quarter
 //!    session timeout: a watch can be lost when the client fails over to another
 //!    server (seen with the leader killed mid-queue). One waiter woken per release: no herd.
-//! 4. Release: delete our node. Reentrancy is counted per holder in this process;
-//!    only the last release deletes the node.
+//! 4. Release: delete our node (at the last release: reentrancy is counted in-process).
 //!
 //! Fencing token: the node's **czxid** (the id of the transaction that created it),
 //! increasing across the ensemble; not the sequence number (it counts per parent).

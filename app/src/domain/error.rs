@@ -1,6 +1,5 @@
 //! What can go wrong in a deduction, in the domain's words, each with its stable code
-//! ([`DeductError::code`]). No HTTP here: the edge (`http::error`) holds the one table
-//! that maps each of these to a status.
+//! ([`DeductError::code`]). No HTTP here: `http::error` maps each code to a status.
 
 /// Why a deduction did not happen (or, for [`DeductError::OutcomeUnknown`], may not
 /// have).
@@ -13,8 +12,7 @@ pub enum DeductError {
     #[error("unknown product {0}")]
     UnknownProduct(i64),
     /// Not enough stock: nothing was deducted. `available` is `None` when the
-    /// strategy's statement only said "not enough" (a conditional UPDATE that matched
-    /// nothing); the refusal path reads it.
+    /// strategy's statement only said "not enough" (the refusal path reads it).
     #[error("product {product_id}: {requested} requested, {} available", available.map_or("fewer".to_string(), |a| a.to_string()))]
     InsufficientStock {
         product_id: i64,
@@ -41,9 +39,8 @@ pub enum DeductError {
     /// A backend the request needs is not configured or not reachable.
     #[error("{backend} unavailable: {detail}")]
     BackendUnavailable { backend: String, detail: String },
-    /// The `orders` insert hit the primary key: this request id committed meanwhile
-    /// (a twin on another instance, or an earlier try). Never answered as such: the
-    /// idempotency layer answers it with the stored response.
+    /// The `orders` insert hit the primary key: this request id committed meanwhile.
+    /// Never answered as such: the idempotency layer answers the stored response.
     #[error("request_id `{0}` has already succeeded")]
     AlreadyDone(String),
     /// Anything else; the cause is logged, not sent.
@@ -69,10 +66,8 @@ impl DeductError {
         }
     }
 
-    /// An answer that a request which already succeeded could also get (its retry
-    /// after the stock ran out, while another holds the lock, or racing its twin to
-    /// the `orders` key): answered from `orders` when this request id has a stored
-    /// response.
+    /// An answer a request that already succeeded could also get (its retry after the
+    /// stock ran out, or racing its twin): answered from `orders` when it has one.
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,

@@ -1,5 +1,5 @@
-//! The deduction request: what a client buys, and its fingerprint. Reading it from
-//! JSON is the edge's (`http::bodies`).
+//! The deduction request: what a client buys, and its fingerprint (`http::bodies`
+//! reads it from JSON).
 
 use sha2::{Digest, Sha256};
 

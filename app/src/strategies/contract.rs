@@ -1,9 +1,6 @@
 //! What a strategy is: the trait it implements, what it is handed, what it answers,
-//! and how it declares itself. The registry (`super`) and the edge use this file; a
-//! strategy uses this file and its helpers, never the registry.
-//!
-//! A strategy copied out of this repository takes this file with it (its "Copying
-//! this file" section says so): it needs only the domain (`crate::domain`).
+//! and how it declares itself. A strategy uses this file and its helpers, never the
+//! registry (`super`); a copied strategy takes it along, with the domain only.
 
 use crate::domain::error::DeductError;
 use crate::domain::order::Order;
@@ -146,16 +143,14 @@ impl ChaosCell {
 pub struct Deduction<'a> {
     pub pool: &'a MySqlPool,
     /// Where the plain reads outside a transaction go: the read replica
-    /// (`--read-replica-url`) when there is one, else `pool`. A read from a replica
-    /// may be stale (replication lag): `optimistic`'s compare-and-set then fails and
-    /// retries; a lock strategy writes a value computed from it (the chaos scenario
-    /// `replica-lag`).
+    /// (`--read-replica-url`) when there is one, else `pool`. Such a read may be stale:
+    /// `optimistic`'s compare-and-set then retries; a lock strategy writes from it
+    /// (chaos `replica-lag`).
     pub reads: &'a MySqlPool,
     pub order: &'a Order,
     /// The test knobs of this request (all default unless the test hooks are on).
     pub knobs: &'a Knobs,
-    /// Where the strategy tells it passed a failpoint (an `Arc`: a batch task keeps
-    /// it); does nothing in production.
+    /// The test hooks (an `Arc`: a batch task keeps it); nothing in production.
     pub probe: &'a Arc<dyn Probe>,
     /// The strategy's name, stored with the order and its ledger rows.
     pub strategy: &'static str,
@@ -164,10 +159,8 @@ pub struct Deduction<'a> {
 }
 
 impl Deduction<'_> {
-    /// BEGIN on a connection from the pool, what `pool.begin()` does, with the wait
-    /// for the connection timed (`stock_locks_db_pool_wait_seconds`: sqlx's pool has
-    /// no hook that reports it, so the acquisition is timed here and the transaction
-    /// begun on the connection the way `Pool::begin` itself does).
+    /// `pool.begin()`, with the wait for the connection timed
+    /// (`stock_locks_db_pool_wait_seconds`: sqlx's pool has no hook that reports it).
     pub async fn begin(&self) -> Result<Transaction<'static, MySql>, sqlx::Error> {
         let started = std::time::Instant::now();
         let connection = self.pool.acquire().await;
@@ -185,14 +178,10 @@ pub struct Started<'a> {
     pub registry: &'a prometheus::Registry,
 }
 
-/// One way to deduct stock. Implementations live one per file (or folder) beside
-/// this one.
-///
-/// Besides [`deduct`](Strategy::deduct), a strategy may take part in the service's
-/// life through the hooks below; each does nothing unless the strategy says
-/// otherwise, so the service around the strategies never names one of them.
-///
-/// The futures are not `Send`: actix-web runs each request on one worker thread.
+/// One way to deduct stock, one per file (or folder) beside this one. The hooks
+/// besides [`deduct`](Strategy::deduct) do nothing unless a strategy says otherwise,
+/// so the service never names a strategy. The futures are not `Send`: actix-web runs
+/// each request on one worker thread.
 #[async_trait(?Send)]
 pub trait Strategy: Send + Sync + 'static {
     fn info(&self) -> &StrategyInfo;
@@ -219,16 +208,13 @@ pub trait Strategy: Send + Sync + 'static {
     /// Before `/metrics` is rendered: bring the strategy's own gauges up to date.
     async fn scrape(&self) {}
 
-    /// `/ready`'s look, within `limit`, at the server this strategy alone is
-    /// configured with (its own flag, like `--etcd-endpoints`; listed under
-    /// `info().backend`): what it answered. `None` (the default) when it uses only
-    /// the servers the strategies share, which `/ready` checks anyway.
+    /// `/ready`'s look, within `limit`, at a server only this strategy uses (its own
+    /// flag, like `--etcd-endpoints`). `None`: it uses only the shared servers.
     async fn ready(&self, _limit: std::time::Duration) -> Option<Reached> {
         None
     }
 
-    /// The classic mistakes this strategy can be made to make (the `mistake` test
-    /// knob), by name; none by default.
+    /// The classic mistakes it can be made to make (the `mistake` test knob).
     fn mistakes(&self) -> &'static [&'static str] {
         &[]
     }
@@ -288,10 +274,9 @@ pub struct Deducted {
     pub stream_entry: Option<String>,
 }
 
-/// How a strategy enters the registry: its settings (a `clap::Args` struct of its
-/// own, `NoSettings` when it has none; mark it `#[group(skip)]`) and how it is built
-/// from them and from what the strategies share (`Shared`: the registry's
-/// `shared::Shared`; a strategy that needs none of it is generic over it).
+/// How a strategy enters the registry: its settings (a `clap::Args` struct marked
+/// `#[group(skip)]`, or `NoSettings`) and how it is built from them and from what the
+/// strategies share (`Shared`; a strategy that needs none of it is generic over it).
 pub trait Declare<Shared> {
     type Settings: clap::Args + clap::FromArgMatches + Clone + std::fmt::Debug;
 

@@ -24,8 +24,8 @@ pub async fn once(
     }
 }
 
-/// One read after a refusal, on `pool` (the sold-out fast path has its own): this id's
-/// stored answer, and what is left of the product unless the refusal says ([`answer`]).
+/// One read after a refusal, on `pool`: this id's stored answer, and what is left of
+/// the product unless the refusal says ([`answer`]).
 pub async fn after_refusal(
     pool: &sqlx::MySqlPool,
     d: &Deduction<'_>,

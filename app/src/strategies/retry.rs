@@ -1,7 +1,6 @@
 //! Retrying a transaction: the loop with jittered backoff, what asks for a retry
 //! (a deadlock, a lock wait timeout, a failed compare-and-set), and a transaction
-//! that rolls back on every failure. For the strategies that retry (`pessimistic`,
-//! `optimistic`, `bucketed`, `batched`); uses [`super::txn`] for the COMMIT.
+//! that rolls back on every failure.
 
 use super::contract::Deduction;
 use super::txn::commit;

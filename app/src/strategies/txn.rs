@@ -1,7 +1,5 @@
 //! The small helpers a strategy calls for its transaction: the check, the orders +
-//! ledger rows of one sale, the COMMIT. A strategy calls them; none of them calls a
-//! strategy back. Many sales in one transaction: [`super::record_many`]; the retry
-//! loop and a transaction that rolls back on every failure: [`super::retry`].
+//! ledger rows of one sale, the COMMIT. None of them calls a strategy back.
 
 use super::contract::{Deducted, Deduction, ItemResult};
 use crate::domain::error::{DeductError, is_connection_error, mysql_error_number};
@@ -33,11 +31,10 @@ pub fn check_enough(item: Item, available: i32) -> Result<(), DeductError> {
 /// Writes what a deduction sold into its transaction: the `orders` row (the stored
 /// answer, under the request id) and one ledger row per item. Returns the answer.
 ///
-/// Two statements. The `orders` insert comes first: its primary key is where a twin
-/// that committed meanwhile (on another instance, or an earlier try) is found, as
-/// error 1062, before anything else fails; the caller's transaction then rolls back
-/// and the idempotency layer answers with the stored response. Each ledger row takes
-/// its epoch from the stock row this transaction has just written.
+/// Two statements. The `orders` insert comes first: its primary key finds a twin that
+/// committed meanwhile (1062) before anything else fails; the transaction then rolls
+/// back and the idempotency layer answers. Each ledger row takes its epoch from the
+/// stock row this transaction has just written.
 pub async fn record(
     tx: &mut MySqlConnection,
     d: &Deduction<'_>,
