@@ -14,7 +14,7 @@ use crate::http::hooks::{Mode, PointState, Setting};
 use crate::http::ready::{BackendStatus, Readiness};
 use crate::http::routes::{Health, HooksState, Paused, Released};
 use crate::service::stock::StockView;
-use crate::strategies::contract::{ChaosCell, Trait};
+use crate::strategies::card::{ChaosCell, Trait};
 use crate::strategies::{Deducted, Family, ItemResult, StrategyCard, StrategyInfo};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};

@@ -53,9 +53,9 @@
 //! Almost always, for a counter like stock. It is the baseline the lock strategies are
 //! measured against in the report.
 
-use super::contract::{
-    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+#[cfg(feature = "card")]
+use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::contract::{Deducted, Deduction, Strategy};
 use super::txn::{self, Sold};
 use crate::domain::error::{DeductError, mysql_error_number};
 use async_trait::async_trait;
@@ -63,8 +63,11 @@ use async_trait::async_trait;
 /// The conditional-UPDATE strategy. Stateless.
 pub struct AtomicSql;
 
+const NAME: &str = "atomic-sql";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "atomic-sql",
+    name: NAME,
     source: file!(),
     description: "One conditional UPDATE per item: quantity = quantity - q WHERE quantity >= q; the row lock serializes buyers.",
     family: Family::Database,
@@ -101,6 +104,11 @@ impl<S> super::contract::Declare<S> for AtomicSql {
 
 #[async_trait(?Send)]
 impl Strategy for AtomicSql {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    #[cfg(feature = "card")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

@@ -91,9 +91,9 @@
 //! it is confirmed. It needs no other server. It does not help a catalogue of many
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
-use super::contract::{
-    ChaosCell, Deducted, Deduction, Family, ItemResult, Statements, Strategy, StrategyInfo, Trait,
-};
+#[cfg(feature = "card")]
+use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::contract::{Deducted, Deduction, ItemResult, Strategy};
 use super::record_many;
 use super::retry::{self, backoff, retry_on_lock_conflict};
 use super::txn;
@@ -150,8 +150,11 @@ struct Buyer {
     hold_ms: Option<u64>,
 }
 
+const NAME: &str = "batched";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "batched",
+    name: NAME,
     source: file!(),
     description: "Request coalescing: the buyers of one product queue briefly and share one transaction (row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE).",
     family: Family::HotProduct,
@@ -220,6 +223,11 @@ impl Batched {
 
 #[async_trait(?Send)]
 impl Strategy for Batched {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    #[cfg(feature = "card")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
@@ -507,7 +515,7 @@ async fn transact(
             let answer = Deducted {
                 deducted: true,
                 request_id: batch[i].order.request_id.clone(),
-                strategy: INFO.name.to_string(),
+                strategy: NAME.to_string(),
                 items,
                 attempts: attempt,
                 fence_token: None,
@@ -531,7 +539,7 @@ async fn transact(
                 .collect(),
         })
         .collect();
-    if let Err(e) = record_many::record_many(&mut tx, INFO.name, &records).await {
+    if let Err(e) = record_many::record_many(&mut tx, NAME, &records).await {
         tx.rollback().await?;
         return Err(match mysql_error_number(&e) {
             Some(1062) => Failed::Duplicate,

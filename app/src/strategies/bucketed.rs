@@ -64,9 +64,8 @@
 //! is confirmed. Choose K around the number of buyers that should proceed at once
 //! (more buckets than database connections buys nothing).
 
-use super::contract::{
-    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold};
 use crate::domain::error::DeductError;
@@ -166,6 +165,10 @@ enum Bucket {
 
 #[async_trait(?Send)]
 impl Strategy for Bucketed {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

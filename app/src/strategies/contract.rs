@@ -1,6 +1,9 @@
 //! What a strategy is: the trait it implements, what it is handed, what it answers,
-//! and how it declares itself. A strategy uses this file and its helpers, never the
-//! registry (`super`); a copied strategy takes it along, with the domain only.
+//! and how it is built. A strategy uses this file and its helpers, never the registry
+//! (`super`); a copied strategy takes it along, with the domain only. Its card
+//! ([`super::card`]) is the service's catalogue and compiles with the `card` feature
+//! only: a copy declares the feature (`card = []` under `[features]`), leaves it off
+//! and takes no `card.rs`.
 
 use crate::domain::error::DeductError;
 use crate::domain::order::Order;
@@ -9,135 +12,6 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use sqlx::{MySql, MySqlPool, Transaction};
 use std::sync::Arc;
-
-/// The four kinds of strategy, in teaching order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Family {
-    /// What goes wrong without a (real) lock, and the fence alone.
-    Control,
-    /// The database's own concurrency control: a conditional UPDATE, row locks, CAS.
-    Database,
-    /// One product, many buyers: coalescing, split rows, Redis in front.
-    HotProduct,
-    /// A lock service around a plain read-check-write, fenced.
-    DistributedLock,
-}
-
-/// What a strategy says about itself: declared once, in its own file.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct StrategyInfo {
-    /// The path segment: `POST /deduct/{name}`.
-    pub name: &'static str,
-    /// Where it is written: its file (`file!()`, from the repository's root); a
-    /// strategy of several files lives in that file's folder.
-    pub source: &'static str,
-    pub family: Family,
-    /// One sentence: the mechanism.
-    pub description: &'static str,
-    /// One sentence: when to choose it.
-    pub when_to_use: &'static str,
-    /// A paragraph for a reader: how it works, what it costs, how it fails.
-    pub explanation: &'static str,
-    /// What it depends on besides the database (`database` when nothing else).
-    pub backend: &'static str,
-    /// Whether it prevents overselling when several service instances share the stock.
-    pub safe_across_instances: bool,
-    /// How writes are fenced against a holder that lost its lock: `none`,
-    /// `not needed` (the database does the locking), `token`, `owner tag`.
-    pub fencing: &'static str,
-    /// The most statements it sends to MariaDB for one deduction, as the server counts
-    /// them (`app/tests/api/statements.rs` holds it to them; its doc says which).
-    pub statements: Statements,
-    /// What a client reasons about besides the family (the load test's comparisons,
-    /// flash sale and faults ask for strategies by trait, never by name).
-    pub traits: &'static [Trait],
-    /// The fault experiments this strategy goes through (`loadtest chaos`) and what
-    /// each is expected to show; at least one (a test holds every strategy to it).
-    pub chaos: &'static [ChaosCell],
-}
-
-/// Statements sent to MariaDB per deduction, at most: a sale, and a refusal (409).
-#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
-pub struct Statements {
-    pub sale: u32,
-    pub refusal: u32,
-}
-
-/// A property a client may ask for, declared by the strategies that have it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Trait {
-    /// No lock at all: read, check, write (the lost-update story).
-    NoLock,
-    /// A lock inside one process: safe with one instance only.
-    ProcessLock,
-    /// Every write guarded by the newest claim, so an overtaken request is refused: a
-    /// control for the fencing experiments, not a way to sell.
-    RefusesOvertaken,
-    /// The database checks and decrements in one statement: the reference the others
-    /// are measured against.
-    ConditionalUpdate,
-    /// The database's row lock, taken by a locking read.
-    RowLock,
-    /// A compare-and-set on a version, retried when another writer got there first
-    /// (its transactions per sale measure the contention).
-    CompareAndSet,
-    /// Many sales share one transaction.
-    Batches,
-    /// Sells from rows the restock splits the stock into (`buckets`).
-    SplitsStock,
-    /// Answers before the database has the sale: a persister records it later (wait
-    /// for `pending` before judging; its persister is what a killed holder is).
-    RecordsLater,
-    /// A lease that ends when its holder stops renewing it.
-    LeaseLock,
-    /// The lock server keeps leases in whole seconds, rounded up (etcd): a lock
-    /// outlives the lease asked for by up to a second (the holder still counts on
-    /// the lease it asked for).
-    LeaseInWholeSeconds,
-    /// A lock that lasts as long as its holder's session.
-    SessionLock,
-}
-
-/// One cell of the fault grid: a scenario of `loadtest chaos`, with fencing on or off.
-#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
-pub struct ChaosCell {
-    /// The scenario's id (`pause-past-lease`, ...).
-    pub scenario: &'static str,
-    /// `null`: the strategy has no fencing switch.
-    pub fencing: Option<bool>,
-    /// The verdicts that count as expected: `safe`, `refused`, `unavailable`, `lost`.
-    pub expect: &'static [&'static str],
-    /// Run only with `loadtest chaos --all`.
-    pub extra: bool,
-}
-
-impl ChaosCell {
-    /// Expected to lose nothing: safe, refused or unavailable.
-    pub const NO_LOSS: &'static [&'static str] = &["safe", "refused", "unavailable"];
-
-    pub const fn new(
-        scenario: &'static str,
-        fencing: Option<bool>,
-        expect: &'static [&'static str],
-    ) -> ChaosCell {
-        ChaosCell {
-            scenario,
-            fencing,
-            expect,
-            extra: false,
-        }
-    }
-
-    /// This cell, run only with `--all`.
-    pub const fn extra(self) -> ChaosCell {
-        ChaosCell {
-            extra: true,
-            ..self
-        }
-    }
-}
 
 /// One deduction as a strategy sees it: the order and what it may use.
 pub struct Deduction<'a> {
@@ -184,7 +58,12 @@ pub struct Started<'a> {
 /// each request on one worker thread.
 #[async_trait(?Send)]
 pub trait Strategy: Send + Sync + 'static {
-    fn info(&self) -> &StrategyInfo;
+    /// The path segment: `POST /deduct/{name}`.
+    fn name(&self) -> &'static str;
+
+    /// Its card, for the catalogue.
+    #[cfg(feature = "card")]
+    fn info(&self) -> &super::card::StrategyInfo;
 
     /// Deducts every item of `d.order`, all or nothing, and records it.
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError>;
@@ -228,7 +107,7 @@ pub trait Strategy: Send + Sync + 'static {
     ) -> Result<Deducted, DeductError> {
         Err(DeductError::InvalidRequest(format!(
             "`{}` makes no mistake `{mistake}`",
-            self.info().name
+            self.name()
         )))
     }
 }

@@ -38,9 +38,8 @@
 //! Not for stock: `atomic-sql` is a compare-and-set with no refusals. It is here to
 //! separate what the fence guarantees from what the lock adds.
 
-use super::contract::{
-    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::contract::{Deducted, Deduction, Strategy};
 use super::fencing::{self, Claim, Fence};
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
@@ -91,6 +90,10 @@ impl<S> super::contract::Declare<S> for FenceOnly {
 
 #[async_trait(?Send)]
 impl Strategy for FenceOnly {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

@@ -38,9 +38,8 @@
 //! The map keeps one entry per product ever deducted (a few dozen bytes each). There
 //! is no wait bound: requests queue on the mutex in arrival order.
 
-use super::contract::{
-    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::contract::{Deducted, Deduction, Strategy};
 use super::plain::read_check_write;
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
@@ -94,6 +93,10 @@ impl<S> super::contract::Declare<S> for LocalMutex {
 
 #[async_trait(?Send)]
 impl Strategy for LocalMutex {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

@@ -31,7 +31,8 @@
 //! write-ups' classics, are runnable in [`distributed::mistakes`] (test hooks only).
 //!
 //! # Layout
-//! - [`contract`]: what a strategy is (the trait, a deduction, its answer, its card).
+//! - [`contract`]: what a strategy is (the trait, a deduction, its answer).
+//! - [`card`]: what a strategy says about itself, for the catalogue (`/strategies`).
 //! - [`unsafe_control`]: `unsafe`, plain read, check, write; no lock. Must oversell.
 //! - [`local_mutex`]: `local-mutex`, `unsafe`'s read-check-write under a per-product
 //!   mutex inside one process.
@@ -56,6 +57,7 @@
 pub mod atomic_sql;
 pub mod batched;
 pub mod bucketed;
+pub mod card;
 pub mod contract;
 pub mod distributed;
 pub mod fence_only;
@@ -72,9 +74,9 @@ pub mod shared;
 pub mod txn;
 pub mod unsafe_control;
 
+pub use card::{Family, StrategyInfo};
 pub use contract::{
-    Context, Declare, Deducted, Deduction, Family, ItemResult, NoSettings, Started, Strategy,
-    StrategyInfo,
+    Context, Declare, Deducted, Deduction, ItemResult, NoSettings, Started, Strategy,
 };
 use serde::Serialize;
 use shared::Shared;

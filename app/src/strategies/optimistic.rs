@@ -54,9 +54,9 @@
 //! When conflicts are rare (many products, few buyers each) and holding locks while
 //! the application thinks is costly. For one hot product, use `atomic-sql`.
 
-use super::contract::{
-    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+#[cfg(feature = "card")]
+use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold, check_enough};
 use crate::domain::error::DeductError;
@@ -90,8 +90,11 @@ impl<S> super::contract::Declare<S> for Optimistic {
     }
 }
 
+const NAME: &str = "optimistic";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "optimistic",
+    name: NAME,
     source: file!(),
     description: "Read quantity and version, UPDATE ... WHERE version = read; a new transaction per retry, bounded, then busy.",
     family: Family::Database,
@@ -123,6 +126,11 @@ static INFO: StrategyInfo = StrategyInfo {
 
 #[async_trait(?Send)]
 impl Strategy for Optimistic {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    #[cfg(feature = "card")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

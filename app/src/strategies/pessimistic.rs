@@ -52,9 +52,9 @@
 //! contention per row is moderate. For a plain counter, `atomic-sql` does the same
 //! in one statement.
 
-use super::contract::{
-    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+#[cfg(feature = "card")]
+use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold, check_enough};
 use crate::domain::error::DeductError;
@@ -93,8 +93,11 @@ impl<S> super::contract::Declare<S> for Pessimistic {
     }
 }
 
+const NAME: &str = "pessimistic";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "pessimistic",
+    name: NAME,
     source: file!(),
     description: "SELECT ... FOR UPDATE in product order, check, write, COMMIT; retried on deadlock or lock wait timeout.",
     family: Family::Database,
@@ -118,6 +121,11 @@ static INFO: StrategyInfo = StrategyInfo {
 
 #[async_trait(?Send)]
 impl Strategy for Pessimistic {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    #[cfg(feature = "card")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

@@ -35,9 +35,8 @@
 //! # When to use it
 //! Never; it is here so every experiment has something that visibly breaks.
 
-use super::contract::{
-    ChaosCell, Deducted, Deduction, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::contract::{Deducted, Deduction, Strategy};
 use super::plain;
 use crate::domain::error::DeductError;
 use async_trait::async_trait;
@@ -76,6 +75,10 @@ impl<S> super::contract::Declare<S> for Unsafe {
 
 #[async_trait(?Send)]
 impl Strategy for Unsafe {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

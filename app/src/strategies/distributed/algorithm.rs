@@ -43,9 +43,9 @@
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::domain::probe::Phase;
-use crate::strategies::contract::{
-    ChaosCell, Deducted, Deduction, Reached, Started, Strategy, StrategyInfo,
-};
+#[cfg(feature = "card")]
+use crate::strategies::card::StrategyInfo;
+use crate::strategies::contract::{Deducted, Deduction, Reached, Started, Strategy};
 use crate::strategies::fencing::{self, Claim, Fence};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
@@ -69,25 +69,33 @@ pub trait LockShared {
     fn fencing(&self) -> bool;
 }
 
-// The fault cells every lock goes through (each card lists them). Frozen past the
-// lease: unfenced it loses updates, fenced it refuses the stale write. Killed: a dead
-// holder never writes, fenced or not. Partitioned from the lock service (not from the
-// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
-// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
-pub const FROZEN_UNFENCED: ChaosCell = ChaosCell::new("pause-past-lease", Some(false), &["lost"]);
-pub const FROZEN_FENCED: ChaosCell = ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
-pub const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
-pub const KILLED_UNFENCED: ChaosCell =
-    ChaosCell::new("holder-killed", Some(false), ChaosCell::NO_LOSS).extra();
-pub const PARTITIONED_UNFENCED: ChaosCell =
-    ChaosCell::new("lock-partition", Some(false), &["lost"]);
-pub const PARTITIONED_FENCED: ChaosCell =
-    ChaosCell::new("lock-partition", Some(true), &["refused"]);
-const SAFE: &[&str] = &["unavailable", "safe"];
-pub const DELAY_SHORT: ChaosCell = ChaosCell::new("lock-delay-short-pause", Some(false), SAFE);
-pub const DELAY_LONG: ChaosCell = ChaosCell::new("lock-delay-long-pause", Some(false), &["lost"]);
-/// An ambiguous COMMIT under a lock that may also be lost meanwhile.
-pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
+/// The fault cells every lock goes through (each card lists them). Frozen past the
+/// lease: unfenced it loses updates, fenced it refuses the stale write. Killed: a dead
+/// holder never writes, fenced or not. Partitioned from the lock service (not from the
+/// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
+/// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
+#[cfg(feature = "card")]
+pub mod cells {
+    use crate::strategies::card::ChaosCell;
+
+    pub const FROZEN_UNFENCED: ChaosCell =
+        ChaosCell::new("pause-past-lease", Some(false), &["lost"]);
+    pub const FROZEN_FENCED: ChaosCell =
+        ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
+    pub const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
+    pub const KILLED_UNFENCED: ChaosCell =
+        ChaosCell::new("holder-killed", Some(false), ChaosCell::NO_LOSS).extra();
+    pub const PARTITIONED_UNFENCED: ChaosCell =
+        ChaosCell::new("lock-partition", Some(false), &["lost"]);
+    pub const PARTITIONED_FENCED: ChaosCell =
+        ChaosCell::new("lock-partition", Some(true), &["refused"]);
+    const SAFE: &[&str] = &["unavailable", "safe"];
+    pub const DELAY_SHORT: ChaosCell = ChaosCell::new("lock-delay-short-pause", Some(false), SAFE);
+    pub const DELAY_LONG: ChaosCell =
+        ChaosCell::new("lock-delay-long-pause", Some(false), &["lost"]);
+    /// An ambiguous COMMIT under a lock that may also be lost meanwhile.
+    pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
+}
 
 /// Connects a lock backend (on first use: startup never waits on Redis).
 pub type Connect =
@@ -121,7 +129,11 @@ pub fn not_set(backend: &str, variable: &str) -> DeductError {
 
 /// A strategy that trusts one distributed lock backend.
 pub struct LockStrategy {
-    pub info: &'static StrategyInfo,
+    /// The strategy's name.
+    pub name: &'static str,
+    /// Its card ([`LockStrategy::with_card`]).
+    #[cfg(feature = "card")]
+    pub info: Option<&'static StrategyInfo>,
     /// The backend's name in metrics and errors (`mysql`, `redis`, ...).
     pub backend: &'static str,
     /// Lock keys are `<prefix><product_id>`.
@@ -144,14 +156,16 @@ pub struct LockStrategy {
 
 impl LockStrategy {
     pub fn new(
-        info: &'static StrategyInfo,
+        name: &'static str,
         backend: &'static str,
         key_prefix: &'static str,
         connect: Connect,
         shared: &impl LockShared,
     ) -> LockStrategy {
         LockStrategy {
-            info,
+            name,
+            #[cfg(feature = "card")]
+            info: None,
             backend,
             key_prefix,
             connect,
@@ -164,6 +178,15 @@ impl LockStrategy {
             own_servers: None,
         }
     }
+
+    /// With its card, for the catalogue.
+    #[cfg(feature = "card")]
+    pub fn with_card(self, info: &'static StrategyInfo) -> LockStrategy {
+        LockStrategy {
+            info: Some(info),
+            ..self
+        }
+    }
 }
 
 /// The locks an order holds, by product.
@@ -171,8 +194,13 @@ type Held = Vec<(i64, LockGuard)>;
 
 #[async_trait(?Send)]
 impl Strategy for LockStrategy {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    #[cfg(feature = "card")]
     fn info(&self) -> &StrategyInfo {
-        self.info
+        self.info.expect("a lock strategy is built with its card")
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {

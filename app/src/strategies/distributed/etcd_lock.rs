@@ -26,13 +26,15 @@
 //! `./scripts/copy-check etcd-lock DIR` builds such a copy and sells from it on a real
 //! server.
 
-use super::algorithm::{
-    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
-    LockStrategy, PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector, not_set, unavailable,
+#[cfg(feature = "card")]
+use super::algorithm::cells::{
+    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
+    PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
-use crate::strategies::contract::{
-    ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
+#[cfg(feature = "card")]
+use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
 use std::sync::Arc;
 
@@ -52,8 +54,11 @@ pub struct EtcdLockSettings {
     pub etcd_prefix: String,
 }
 
+const NAME: &str = "etcd-lock";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "etcd-lock",
+    name: NAME,
     source: file!(),
     description: "A key per waiter in etcd attached to a lease, each waiter watching its predecessor by create revision, plain read-check-write; fenced by the key's revision by default.",
     family: Family::DistributedLock,
@@ -98,7 +103,7 @@ impl<S: LockShared> Declare<S> for EtcdLock {
                 .map_err(unavailable("etcd"))?;
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
-        let mut strategy = LockStrategy::new(&INFO, "etcd", "stock/", connect, context.shared);
+        let mut strategy = LockStrategy::new(NAME, "etcd", "stock/", connect, context.shared);
         // Its servers are its own flag: `/ready` checks them.
         let unset = settings.etcd_endpoints.is_empty();
         strategy.own_servers = Some(if unset {
@@ -106,6 +111,8 @@ impl<S: LockShared> Declare<S> for EtcdLock {
         } else {
             Ok(())
         });
+        #[cfg(feature = "card")]
+        let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }
 }

@@ -28,8 +28,9 @@ use super::redis_lock;
 use super::zookeeper::ZooKeeper;
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
+use crate::strategies::card::StrategyInfo;
 use crate::strategies::contract::{
-    Context, Declare, Deducted, Deduction, Reached, Started, Strategy, StrategyInfo,
+    Context, Declare, Deducted, Deduction, Reached, Started, Strategy,
 };
 use crate::strategies::plain::{self, read_check_write};
 use crate::strategies::shared::Shared;
@@ -136,6 +137,10 @@ impl WithMistakes {
 
 #[async_trait(?Send)]
 impl Strategy for WithMistakes {
+    fn name(&self) -> &'static str {
+        self.strategy.name()
+    }
+
     fn info(&self) -> &StrategyInfo {
         self.strategy.info()
     }
@@ -177,7 +182,7 @@ impl Strategy for WithMistakes {
             Some(mistake) => self.mistakes.deduct(mistake, d).await,
             None => Err(DeductError::InvalidRequest(format!(
                 "`{}` makes no mistake `{name}`",
-                self.info().name
+                self.name()
             ))),
         }
     }

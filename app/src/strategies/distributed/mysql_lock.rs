@@ -24,13 +24,14 @@
 //! settings by implementing [`LockShared`]. `./scripts/copy-check mysql-lock DIR`
 //! builds such a copy and sells from it on a real server.
 
-use super::algorithm::{
-    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
-    LockStrategy, MAYBE_REFUSED, connector, unavailable,
+#[cfg(feature = "card")]
+use super::algorithm::cells::{
+    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED,
 };
-use crate::strategies::contract::{
-    ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+use super::algorithm::{LockShared, LockStrategy, connector, unavailable};
+#[cfg(feature = "card")]
+use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
 use std::sync::Arc;
 
@@ -46,8 +47,11 @@ pub struct MysqlLockSettings {
     pub mysql_lock_pool_size: u32,
 }
 
+const NAME: &str = "mysql-lock";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "mysql-lock",
+    name: NAME,
     source: file!(),
     description: "Lock table in the database (reentrant, leased by the database clock, watchdog), plain read-check-write; fenced by default.",
     family: Family::DistributedLock,
@@ -88,7 +92,9 @@ impl<S: LockShared> Declare<S> for MysqlLock {
                 .map_err(unavailable("database"))?;
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
-        let strategy = LockStrategy::new(&INFO, "mysql", "stock:", connect, context.shared);
+        let strategy = LockStrategy::new(NAME, "mysql", "stock:", connect, context.shared);
+        #[cfg(feature = "card")]
+        let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }
 }

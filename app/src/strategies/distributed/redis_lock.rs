@@ -26,13 +26,15 @@
 //! settings by implementing [`RedisLockShared`]. `./scripts/copy-check redis-lock DIR`
 //! builds such a copy and sells from it on a real server.
 
-use super::algorithm::{
-    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
-    LockStrategy, PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector, not_set, unavailable,
+#[cfg(feature = "card")]
+use super::algorithm::cells::{
+    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
+    PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
-use crate::strategies::contract::{
-    ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
+#[cfg(feature = "card")]
+use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
 use locks::redis_sentinel::Endpoint;
 use std::sync::Arc;
@@ -62,8 +64,11 @@ pub struct RedisLockSettings {
     pub redis_lock_replica_timeout_ms: u64,
 }
 
+const NAME: &str = "redis-lock";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "redis-lock",
+    name: NAME,
     source: file!(),
     description: "Redisson-style reentrant hash lock in Redis (Lua, watchdog, pub/sub wake-up), plain read-check-write; fenced by default.",
     family: Family::DistributedLock,
@@ -126,7 +131,9 @@ impl<S: RedisLockShared> Declare<S> for RedisLock {
                 .with_min_replicas(n, timeout);
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
-        let strategy = LockStrategy::new(&INFO, "redis", "stock:", connect, context.shared);
+        let strategy = LockStrategy::new(NAME, "redis", "stock:", connect, context.shared);
+        #[cfg(feature = "card")]
+        let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }
 }

@@ -25,14 +25,16 @@
 //! [`RedLockShared`]. `./scripts/copy-check --strategy redlock DIR` builds such a copy
 //! and sells from it on real servers.
 
-use super::algorithm::{
-    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared,
-    LockStrategy, PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector,
+#[cfg(feature = "card")]
+use super::algorithm::cells::{
+    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
+    PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
+use super::algorithm::{LockShared, LockStrategy, connector};
 use crate::domain::error::DeductError;
-use crate::strategies::contract::{
-    ChaosCell, Context, Declare, Family, Statements, Strategy, StrategyInfo, Trait,
-};
+#[cfg(feature = "card")]
+use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,8 +57,11 @@ pub struct RedLockSettings {
     pub redlock_node_timeout_ms: u64,
 }
 
+const NAME: &str = "redlock";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "redlock",
+    name: NAME,
     source: file!(),
     description: "RedLock over the Redis nodes (majority, validity = lease - elapsed - drift), plain read-check-write; fenced by owner tag by default.",
     family: Family::DistributedLock,
@@ -105,7 +110,9 @@ impl<S: RedLockShared> Declare<S> for RedLock {
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
         let strategy =
-            LockStrategy::new(&INFO, "redlock", "redlock:stock:", connect, context.shared);
+            LockStrategy::new(NAME, "redlock", "redlock:stock:", connect, context.shared);
+        #[cfg(feature = "card")]
+        let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }
 }

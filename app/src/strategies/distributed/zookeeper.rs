@@ -24,13 +24,15 @@
 //! `./scripts/copy-check --strategy zookeeper DIR` builds such a copy and sells from
 //! it on a real ensemble.
 
-use super::algorithm::{
-    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, LockShared, LockStrategy,
-    MAYBE_REFUSED, PARTITIONED_FENCED, PARTITIONED_UNFENCED, connector, not_set, unavailable,
+#[cfg(feature = "card")]
+use super::algorithm::cells::{
+    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED, PARTITIONED_FENCED,
+    PARTITIONED_UNFENCED,
 };
-use crate::strategies::contract::{
-    ChaosCell, Context, Declare, Family, NoSettings, Statements, Strategy, StrategyInfo, Trait,
-};
+use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
+#[cfg(feature = "card")]
+use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::{Context, Declare, NoSettings, Strategy};
 use locks::LockBackend;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,8 +49,11 @@ pub trait ZooKeeperShared: LockShared {
     fn zk_session(&self) -> Duration;
 }
 
+const NAME: &str = "zookeeper";
+
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
-    name: "zookeeper",
+    name: NAME,
     source: file!(),
     description: "Ephemeral sequential node per request, each waiter watching its predecessor (Curator-compatible), plain read-check-write; fenced by czxid by default.",
     family: Family::DistributedLock,
@@ -94,8 +99,10 @@ impl<S: ZooKeeperShared> Declare<S> for ZooKeeper {
                 .map_err(unavailable("zookeeper"))?;
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
-        let mut strategy = LockStrategy::new(&INFO, "zookeeper", "stock/", connect, shared);
+        let mut strategy = LockStrategy::new(NAME, "zookeeper", "stock/", connect, shared);
         strategy.options.lease = strategy.options.lease.min(session * 2 / 3);
+        #[cfg(feature = "card")]
+        let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }
 }

@@ -84,10 +84,9 @@ pub mod sentinel;
 pub mod stream;
 
 use crate::domain::error::DeductError;
-use crate::strategies::contract::{
-    ChaosCell, Context, Declare, Deducted, Deduction, Family, Started, Statements, Strategy,
-    StrategyInfo, Trait,
-};
+#[cfg(feature = "card")]
+use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::{Context, Declare, Deducted, Deduction, Started, Strategy};
 use connection::{Endpoint, Primary};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script, Value};
@@ -139,8 +138,10 @@ pub struct RedisStock {
 }
 
 /// A Redis crash without `appendfsync always` may lose acknowledged sales.
+#[cfg(feature = "card")]
 const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "lost"];
 
+#[cfg(feature = "card")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -212,6 +213,11 @@ impl RedisStock {
 
 #[async_trait::async_trait(?Send)]
 impl Strategy for RedisStock {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    #[cfg(feature = "card")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
