@@ -20,8 +20,8 @@
 //! - [`domain`]: the order, the domain errors and their codes (no actix in them), and
 //!   the probe a strategy is handed (failpoints; a no-op in production).
 
-#[cfg(not(feature = "card"))]
-compile_error!("the service serves its strategies' cards: build it with the `card` feature");
+#[cfg(not(feature = "service"))]
+compile_error!("the service serves its strategies' cards: build it with the `service` feature");
 
 pub mod domain;
 pub mod http;

@@ -53,7 +53,7 @@
 //! Almost always, for a counter like stock. It is the baseline the lock strategies are
 //! measured against in the report.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::txn::{self, Sold};
@@ -65,7 +65,7 @@ pub struct AtomicSql;
 
 const NAME: &str = "atomic-sql";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -108,7 +108,7 @@ impl Strategy for AtomicSql {
         NAME
     }
 
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

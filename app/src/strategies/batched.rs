@@ -91,7 +91,7 @@
 //! it is confirmed. It needs no other server. It does not help a catalogue of many
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, ItemResult, Strategy};
 use super::record_many;
@@ -152,7 +152,7 @@ struct Buyer {
 
 const NAME: &str = "batched";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -227,7 +227,7 @@ impl Strategy for Batched {
         NAME
     }
 
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

@@ -1,7 +1,7 @@
 //! What a strategy says about itself, for the service's catalogue (`GET /strategies`,
 //! the load test, the book, the tests): its card, declared in its own file as a
 //! `static INFO: StrategyInfo` and answered by [`Strategy::info`]. The service has
-//! it (the `card` feature, on by default); a copied strategy runs without it.
+//! it (the `service` feature, on by default); a copied strategy runs without it.
 //!
 //! [`Strategy::info`]: super::contract::Strategy::info
 

@@ -1,9 +1,9 @@
 //! What a strategy is: the trait it implements, what it is handed, what it answers,
 //! and how it is built. A strategy uses this file and its helpers, never the registry
-//! (`super`); a copied strategy takes it along, with the domain only. Its card
-//! ([`super::card`]) is the service's catalogue and compiles with the `card` feature
-//! only: a copy declares the feature (`card = []` under `[features]`), leaves it off
-//! and takes no `card.rs`.
+//! (`super`); a copied strategy takes it along, with the domain only. What only the
+//! service reads (the card, [`super::card`]; a view or gauge beside a sale) compiles
+//! with the `service` feature: a copy declares it (`service = []` under
+//! `[features]`), leaves it off and takes no `card.rs`.
 
 use crate::domain::error::DeductError;
 use crate::domain::order::Order;
@@ -62,7 +62,7 @@ pub trait Strategy: Send + Sync + 'static {
     fn name(&self) -> &'static str;
 
     /// Its card, for the catalogue.
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     fn info(&self) -> &super::card::StrategyInfo;
 
     /// Deducts every item of `d.order`, all or nothing, and records it.

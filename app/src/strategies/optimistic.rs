@@ -54,7 +54,7 @@
 //! When conflicts are rare (many products, few buyers each) and holding locks while
 //! the application thinks is costly. For one hot product, use `atomic-sql`.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
@@ -92,7 +92,7 @@ impl<S> super::contract::Declare<S> for Optimistic {
 
 const NAME: &str = "optimistic";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -130,7 +130,7 @@ impl Strategy for Optimistic {
         NAME
     }
 
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

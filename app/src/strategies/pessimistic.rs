@@ -17,9 +17,9 @@
 //! 2. For each item, in product_id order: `SELECT quantity ... FOR UPDATE`. This waits
 //!    for the row's exclusive lock and reads the **latest committed** row (a locking
 //!    read, not the transaction's snapshot).
-//! 3. Check; write the computed value (`SET quantity = <read − requested>`): safe
-//!    here, because nobody can write the row until we COMMIT.
-//! 4. Orders and ledger rows ([`txn::record`]), COMMIT (releases the row locks).
+//! 3. Check; write the computed value (`SET quantity = <read − requested>`): safe,
+//!    as nobody can write the row until our COMMIT releases the row locks.
+//! 4. Orders and ledger rows ([`txn::record`]), COMMIT.
 //! 5. On error 1213 (deadlock: InnoDB chose us as the victim and rolled us back) or
 //!    1205 (lock wait timeout: only the *statement* was rolled back, the transaction
 //!    still holds its other locks since `innodb_rollback_on_timeout` is off): explicit
@@ -27,8 +27,7 @@
 //!    `--pessimistic-max-attempts` times, then 503 `busy` ([`retry::with_retries`]).
 //!
 //! Six statements for a sale (BEGIN, SELECT ... FOR UPDATE, UPDATE, two INSERTs,
-//! COMMIT); a refusal: BEGIN, SELECT ... FOR UPDATE, ROLLBACK, and the one read every
-//! refusal makes (four).
+//! COMMIT); four for a refusal (BEGIN, the SELECT, ROLLBACK, the refusal's one read).
 //!
 //! # Guarantees
 //! No lost update and no oversell, across any number of instances: the lock lives in
@@ -52,7 +51,7 @@
 //! contention per row is moderate. For a plain counter, `atomic-sql` does the same
 //! in one statement.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
@@ -95,7 +94,7 @@ impl<S> super::contract::Declare<S> for Pessimistic {
 
 const NAME: &str = "pessimistic";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -125,7 +124,7 @@ impl Strategy for Pessimistic {
         NAME
     }
 
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }

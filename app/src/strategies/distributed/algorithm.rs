@@ -43,7 +43,7 @@
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::domain::probe::Phase;
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use crate::strategies::card::StrategyInfo;
 use crate::strategies::contract::{Deducted, Deduction, Reached, Started, Strategy};
 use crate::strategies::fencing::{self, Claim, Fence};
@@ -74,7 +74,7 @@ pub trait LockShared {
 /// holder never writes, fenced or not. Partitioned from the lock service (not from the
 /// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
 /// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 pub mod cells {
     use crate::strategies::card::ChaosCell;
 
@@ -132,7 +132,7 @@ pub struct LockStrategy {
     /// The strategy's name.
     pub name: &'static str,
     /// Its card ([`LockStrategy::with_card`]).
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     pub info: Option<&'static StrategyInfo>,
     /// The backend's name in metrics and errors (`mysql`, `redis`, ...).
     pub backend: &'static str,
@@ -164,7 +164,7 @@ impl LockStrategy {
     ) -> LockStrategy {
         LockStrategy {
             name,
-            #[cfg(feature = "card")]
+            #[cfg(feature = "service")]
             info: None,
             backend,
             key_prefix,
@@ -180,7 +180,7 @@ impl LockStrategy {
     }
 
     /// With its card, for the catalogue.
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     pub fn with_card(self, info: &'static StrategyInfo) -> LockStrategy {
         LockStrategy {
             info: Some(info),
@@ -198,7 +198,7 @@ impl Strategy for LockStrategy {
         self.name
     }
 
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     fn info(&self) -> &StrategyInfo {
         self.info.expect("a lock strategy is built with its card")
     }

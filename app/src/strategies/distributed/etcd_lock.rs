@@ -26,13 +26,13 @@
 //! `./scripts/copy-check etcd-lock DIR` builds such a copy and sells from it on a real
 //! server.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::algorithm::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
 use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
@@ -56,7 +56,7 @@ pub struct EtcdLockSettings {
 
 const NAME: &str = "etcd-lock";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -111,7 +111,7 @@ impl<S: LockShared> Declare<S> for EtcdLock {
         } else {
             Ok(())
         });
-        #[cfg(feature = "card")]
+        #[cfg(feature = "service")]
         let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }

@@ -24,12 +24,12 @@
 //! settings by implementing [`LockShared`]. `./scripts/copy-check mysql-lock DIR`
 //! builds such a copy and sells from it on a real server.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::algorithm::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED,
 };
 use super::algorithm::{LockShared, LockStrategy, connector, unavailable};
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
@@ -49,7 +49,7 @@ pub struct MysqlLockSettings {
 
 const NAME: &str = "mysql-lock";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -93,7 +93,7 @@ impl<S: LockShared> Declare<S> for MysqlLock {
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
         let strategy = LockStrategy::new(NAME, "mysql", "stock:", connect, context.shared);
-        #[cfg(feature = "card")]
+        #[cfg(feature = "service")]
         let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }

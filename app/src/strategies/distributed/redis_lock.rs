@@ -26,13 +26,13 @@
 //! settings by implementing [`RedisLockShared`]. `./scripts/copy-check redis-lock DIR`
 //! builds such a copy and sells from it on a real server.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::algorithm::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
 use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
@@ -66,7 +66,7 @@ pub struct RedisLockSettings {
 
 const NAME: &str = "redis-lock";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -132,7 +132,7 @@ impl<S: RedisLockShared> Declare<S> for RedisLock {
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
         let strategy = LockStrategy::new(NAME, "redis", "stock:", connect, context.shared);
-        #[cfg(feature = "card")]
+        #[cfg(feature = "service")]
         let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }

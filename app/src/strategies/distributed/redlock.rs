@@ -25,14 +25,14 @@
 //! [`RedLockShared`]. `./scripts/copy-check --strategy redlock DIR` builds such a copy
 //! and sells from it on real servers.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::algorithm::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
 use super::algorithm::{LockShared, LockStrategy, connector};
 use crate::domain::error::DeductError;
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
@@ -59,7 +59,7 @@ pub struct RedLockSettings {
 
 const NAME: &str = "redlock";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -111,7 +111,7 @@ impl<S: RedLockShared> Declare<S> for RedLock {
         });
         let strategy =
             LockStrategy::new(NAME, "redlock", "redlock:stock:", connect, context.shared);
-        #[cfg(feature = "card")]
+        #[cfg(feature = "service")]
         let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }

@@ -24,13 +24,13 @@
 //! `./scripts/copy-check --strategy zookeeper DIR` builds such a copy and sells from
 //! it on a real ensemble.
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use super::algorithm::cells::{
     FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED, PARTITIONED_FENCED,
     PARTITIONED_UNFENCED,
 };
 use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, NoSettings, Strategy};
 use locks::LockBackend;
@@ -51,7 +51,7 @@ pub trait ZooKeeperShared: LockShared {
 
 const NAME: &str = "zookeeper";
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -101,7 +101,7 @@ impl<S: ZooKeeperShared> Declare<S> for ZooKeeper {
         });
         let mut strategy = LockStrategy::new(NAME, "zookeeper", "stock/", connect, shared);
         strategy.options.lease = strategy.options.lease.min(session * 2 / 3);
-        #[cfg(feature = "card")]
+        #[cfg(feature = "service")]
         let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }

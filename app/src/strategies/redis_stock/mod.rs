@@ -12,17 +12,18 @@
 //! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
 //! `redis` (features `tokio-comp`, `script`, `connection-manager`, `streams`),
 //! `futures`, `uuid` (features `v4`). Optional: `sentinel.rs` (Redis Sentinel; it
-//! follows failovers with the `locks` crate's `redis_sentinel.rs`); without it, delete
-//! its `pub mod` line and answer [`RedisEndpoint`] with [`connection::Endpoint::url`].
+//! follows failovers with the `locks` crate's `redis_sentinel.rs`; without it, answer
+//! [`RedisEndpoint`] with [`connection::Endpoint::url`]) and `view.rs` (the service's
+//! view and gauge); delete the `pub mod` line of each you leave out.
 //! `./scripts/copy-check redis-stock DIR` builds such a copy (without Sentinel) and
 //! sells from it on a real server. It needs no idempotency layer: Redis answers a
 //! retry while the request key lives, the persister's `orders` key after that (step 4).
 //!
 //! # Layout
-//! This file: the request path (steps 1-2) and the counters' view. [`stream`]: the
-//! settings and a sale as the stream carries it. [`persister`]: steps 3-5, the task
-//! [`Strategy::start`] starts. [`connection`]: its Redis; [`sentinel`]: through
-//! Sentinel (optional). `lua/`: the four scripts. It may touch the strategies'
+//! This file: the request path (steps 1-2). [`stream`]: the settings and a sale as
+//! the stream carries it. [`persister`]: steps 3-5, the task [`Strategy::start`]
+//! starts. [`connection`]: its Redis; [`sentinel`]: through Sentinel (optional).
+//! [`view`]: what the service shows of it (optional). `lua/`: the four scripts. It may touch the strategies'
 //! contract, `record_many` and the domain ([`sentinel`] also the `locks` crate's
 //! Sentinel follower); nothing of the service, no other strategy.
 //!
@@ -82,17 +83,16 @@ pub mod connection;
 pub mod persister;
 pub mod sentinel;
 pub mod stream;
+pub mod view;
 
 use crate::domain::error::DeductError;
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Deducted, Deduction, Started, Strategy};
 use connection::{Endpoint, Primary};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script, Value};
-use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
 use stream::{NAME, RedisStockSettings, Sale, unavailable};
 use tokio::sync::OnceCell;
 
@@ -118,30 +118,27 @@ impl<S: RedisEndpoint> Declare<S> for RedisStock {
         Arc::new(RedisStock {
             settings,
             primary: OnceCell::new(),
-            backlog: prometheus::IntGauge::new(
-                "stock_locks_redis_stock_backlog",
-                "redis-stock's sales acknowledged by Redis and not yet recorded in the database.",
-            )
-            .expect("a valid metric"),
+            #[cfg(feature = "service")]
+            backlog: view::backlog(),
         })
     }
 }
 
-/// The strategy: the request path (step 1-2) and the counters' view.
+/// The strategy: the request path (steps 1-2).
 pub struct RedisStock {
     settings: RedisStockSettings,
     /// Through Sentinel, moved to the new primary after a failover.
     primary: OnceCell<Box<dyn Primary>>,
-    /// `stock_locks_redis_stock_backlog`: the sales Redis acknowledged that the
-    /// database has not recorded yet (the stream's length), read at each scrape.
+    /// The service's gauge of the stream's length ([`view`]).
+    #[cfg(feature = "service")]
     backlog: prometheus::IntGauge,
 }
 
 /// A Redis crash without `appendfsync always` may lose acknowledged sales.
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "lost"];
 
-#[cfg(feature = "card")]
+#[cfg(feature = "service")]
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
     source: file!(),
@@ -217,18 +214,16 @@ impl Strategy for RedisStock {
         NAME
     }
 
-    #[cfg(feature = "card")]
+    #[cfg(feature = "service")]
     fn info(&self) -> &StrategyInfo {
         &INFO
     }
 
-    /// The backlog gauge, and the persister (steps 3-5): its own task and Redis
-    /// connection (it blocks on the stream), started without waiting for Redis.
+    /// The persister (steps 3-5): its own task and Redis connection (it blocks on
+    /// the stream), started without waiting for Redis. In the service, the gauge too.
     fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
-        started
-            .registry
-            .register(Box::new(self.backlog.clone()))
-            .expect("registered once");
+        #[cfg(feature = "service")]
+        (started.registry.register(Box::new(self.backlog.clone()))).expect("registered once");
         Some(tokio::spawn(persister::persist_forever(
             self.settings.clone(),
             started.pool.clone(),
@@ -249,43 +244,14 @@ impl Strategy for RedisStock {
         }
     }
 
-    /// `pending` (sold by Redis, not yet in the database; 0 when drained) and `redis`
-    /// (the counter `{stock, pending, epoch}`, if there is one). Nothing without a
-    /// Redis or when it does not answer.
+    #[cfg(feature = "service")]
     async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
-        let mut view = serde_json::Map::new();
-        if self.settings.endpoint.is_none() {
-            return view;
-        }
-        let counter = async {
-            let key = self.settings.counter(product_id);
-            let fields: HashMap<String, i64> =
-                self.conn().await?.hgetall(key).await.map_err(unavailable)?;
-            Ok::<_, DeductError>(fields)
-        };
-        match counter.await {
-            Ok(fields) => {
-                let pending = fields.get("pending").copied().unwrap_or(0);
-                view.insert("pending".into(), pending.into());
-                if !fields.is_empty() {
-                    view.insert("redis".into(), serde_json::json!(fields));
-                }
-            }
-            Err(e) => tracing::warn!(product_id, error = %e, "redis-stock counter unreadable"),
-        }
-        view
+        self.view(product_id).await
     }
 
-    /// The backlog: sales in the stream no persister has recorded yet (`XLEN`), if
-    /// Redis answers within 500 ms.
+    #[cfg(feature = "service")]
     async fn scrape(&self) {
-        let length = async {
-            let mut conn = self.conn().await.ok()?;
-            conn.xlen(self.settings.stream()).await.ok()
-        };
-        if let Ok(Some(length)) = tokio::time::timeout(Duration::from_millis(500), length).await {
-            self.backlog.set(length);
-        }
+        self.scrape_backlog().await
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
