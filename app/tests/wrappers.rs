@@ -1,4 +1,5 @@
-//! A strategy that wraps another forwards every hook of the `Strategy` trait: a hook
+//! A strategy that wraps another forwards every hook of the `Strategy` trait and of
+//! the service's `Served` (its supertrait with the `service` feature): a hook
 //! it left to the trait's default would silently do nothing for the wrapped strategy
 //! (a restock it did not hear of, a stock view it did not show). Read from the source
 //! with `syn`, so a hook added to the trait fails here until every wrapper forwards it.
@@ -13,17 +14,24 @@ fn parse(relative: &str) -> syn::File {
     syn::parse_file(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
 }
 
-/// The methods of `trait Strategy`.
+/// The methods of `trait Strategy` and `trait Served`.
 fn trait_methods() -> BTreeSet<String> {
-    let file = parse("src/strategies/contract.rs");
+    let mut methods = trait_methods_of("src/strategies/contract.rs", "Strategy");
+    methods.extend(trait_methods_of("src/strategies/card.rs", "Served"));
+    methods
+}
+
+/// The methods of `trait <name>` in `file`.
+fn trait_methods_of(file: &str, name: &str) -> BTreeSet<String> {
+    let file = parse(file);
     let strategy = file
         .items
         .iter()
         .find_map(|item| match item {
-            syn::Item::Trait(t) if t.ident == "Strategy" => Some(t),
+            syn::Item::Trait(t) if t.ident == name => Some(t),
             _ => None,
         })
-        .expect("trait Strategy in contract.rs");
+        .unwrap_or_else(|| panic!("trait {name}"));
     (strategy.items.iter())
         .filter_map(|item| match item {
             syn::TraitItem::Fn(f) => Some(f.sig.ident.to_string()),
@@ -32,25 +40,27 @@ fn trait_methods() -> BTreeSet<String> {
         .collect()
 }
 
-/// The methods of `impl Strategy for <wrapper>` in `file`, each with its body's tokens.
+/// The methods of `impl Strategy for <wrapper>` and `impl Served for <wrapper>` in
+/// `file`, each with its body's tokens.
 fn implemented(file: &str, wrapper: &str) -> BTreeMap<String, String> {
     let file = parse(file);
-    let implementation = file
-        .items
-        .iter()
-        .find_map(|item| match item {
-            syn::Item::Impl(i)
-                if i.trait_.as_ref().is_some_and(|(_, path, _)| {
-                    path.segments.last().is_some_and(|s| s.ident == "Strategy")
-                }) && matches!(&*i.self_ty, syn::Type::Path(p)
+    let of = |name: &str| {
+        (file.items.iter())
+            .find_map(|item| match item {
+                syn::Item::Impl(i)
+                    if i.trait_.as_ref().is_some_and(|(_, path, _)| {
+                        path.segments.last().is_some_and(|s| s.ident == name)
+                    }) && matches!(&*i.self_ty, syn::Type::Path(p)
                         if p.path.segments.last().is_some_and(|s| s.ident == wrapper)) =>
-            {
-                Some(i)
-            }
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("impl Strategy for {wrapper}"));
-    (implementation.items.iter())
+                {
+                    Some(i)
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("impl {name} for {wrapper}"))
+    };
+    (of("Strategy").items.iter())
+        .chain(&of("Served").items)
         .filter_map(|item| match item {
             syn::ImplItem::Fn(f) => Some((
                 f.sig.ident.to_string(),

@@ -7,7 +7,7 @@
 
 use crate::http::config::Settings;
 use crate::strategies::Strategies;
-use crate::strategies::contract::Reached;
+use crate::strategies::card::Reached;
 use serde::Serialize;
 use sqlx::MySqlPool;
 use std::time::Duration;

@@ -41,7 +41,7 @@
 //!
 //! A strategy may register metrics of its own at start (`Strategy::start`: a lock's
 //! renewals and losses, a backlog of sales not yet in the database) and update them
-//! before each scrape (`Strategy::scrape`); its file documents them.
+//! before each scrape (`Served::scrape`); its file documents them.
 
 use crate::service::phases::{PHASES, Phases};
 use prometheus::{

@@ -24,7 +24,7 @@ pub struct StockView {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub buckets: Vec<i32>,
     /// What strategies keep about the product outside the database, each its own
-    /// fields (`Strategy::stock_view`; e.g. a Redis counter and the sales it made that
+    /// fields (`Served::stock_view`; e.g. a Redis counter and the sales it made that
     /// the database has not recorded yet, `pending`).
     #[serde(flatten)]
     #[schema(value_type = Object)]

@@ -54,7 +54,7 @@
 //! measured against in the report.
 
 #[cfg(feature = "service")]
-use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::txn::{self, Sold};
 use crate::domain::error::{DeductError, mysql_error_number};
@@ -102,15 +102,17 @@ impl<S> super::contract::Declare<S> for AtomicSql {
     }
 }
 
+#[cfg(feature = "service")]
+impl Served for AtomicSql {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
 #[async_trait(?Send)]
 impl Strategy for AtomicSql {
     fn name(&self) -> &'static str {
         NAME
-    }
-
-    #[cfg(feature = "service")]
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 
     // ANCHOR: deduct

@@ -92,7 +92,7 @@
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
 #[cfg(feature = "service")]
-use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, ItemResult, Strategy};
 use super::record_many;
 use super::retry::{self, backoff, retry_on_lock_conflict};
@@ -221,15 +221,17 @@ impl Batched {
     }
 }
 
+#[cfg(feature = "service")]
+impl Served for Batched {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
 #[async_trait(?Send)]
 impl Strategy for Batched {
     fn name(&self) -> &'static str {
         NAME
-    }
-
-    #[cfg(feature = "service")]
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 
     // ANCHOR: deduct

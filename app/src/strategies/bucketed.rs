@@ -64,7 +64,7 @@
 //! is confirmed. Choose K around the number of buyers that should proceed at once
 //! (more buckets than database connections buys nothing).
 
-use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold};
@@ -163,14 +163,16 @@ enum Bucket {
     Split(i16),
 }
 
+impl Served for Bucketed {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
 #[async_trait(?Send)]
 impl Strategy for Bucketed {
     fn name(&self) -> &'static str {
         INFO.name
-    }
-
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 
     // ANCHOR: deduct

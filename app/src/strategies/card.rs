@@ -1,11 +1,43 @@
-//! What a strategy says about itself, for the service's catalogue (`GET /strategies`,
-//! the load test, the book, the tests): its card, declared in its own file as a
-//! `static INFO: StrategyInfo` and answered by [`Strategy::info`]. The service has
-//! it (the `service` feature, on by default); a copied strategy runs without it.
-//!
-//! [`Strategy::info`]: super::contract::Strategy::info
+//! What only the service asks of a strategy: its card for the catalogue (`GET
+//! /strategies`, the load test, the book, the tests), declared in its own file as a
+//! `static INFO: StrategyInfo` and answered by [`Served::info`], and the hooks of
+//! `GET /stock`, `/metrics` and `/ready`. The service has it (the
+//! `service` feature, on by default); a copied strategy runs without it.
 
+use async_trait::async_trait;
 use serde::Serialize;
+
+/// What the service asks of every [`Strategy`](super::contract::Strategy) besides
+/// its sales (a supertrait of it with the feature). The hooks do nothing unless a
+/// strategy says otherwise, so the service never names a strategy.
+#[async_trait(?Send)]
+pub trait Served {
+    /// Its card, for the catalogue.
+    fn info(&self) -> &StrategyInfo;
+
+    /// Fields `GET /stock/{product_id}` adds for this strategy (what it keeps about
+    /// the product outside the database), merged into the answer.
+    async fn stock_view(&self, _product_id: i64) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+
+    /// Before `/metrics` is rendered: bring the strategy's own gauges up to date.
+    async fn scrape(&self) {}
+
+    /// `/ready`'s look, within `limit`, at a server only this strategy uses (its own
+    /// flag, like `--etcd-endpoints`). `None`: it uses only the shared servers.
+    async fn ready(&self, _limit: std::time::Duration) -> Option<Reached> {
+        None
+    }
+}
+
+/// What a server said to `/ready`.
+pub enum Reached {
+    /// Not configured; what would configure it.
+    NotConfigured(&'static str),
+    /// Its answer, or why there was none.
+    Answered(Result<String, String>),
+}
 
 /// The four kinds of strategy, in teaching order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]

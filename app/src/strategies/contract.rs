@@ -1,9 +1,9 @@
 //! What a strategy is: the trait it implements, what it is handed, what it answers,
 //! and how it is built. A strategy uses this file and its helpers, never the registry
 //! (`super`); a copied strategy takes it along, with the domain only. What only the
-//! service reads (the card, [`super::card`]; a view or gauge beside a sale) compiles
-//! with the `service` feature: a copy declares it (`service = []` under
-//! `[features]`), leaves it off and takes no `card.rs`.
+//! service asks (the card and hooks, `card.rs`'s `Served`; a view or gauge beside a
+//! sale) compiles with the `service` feature: a copy declares it (`service = []`
+//! under `[features]`), leaves it off and takes no `card.rs`.
 
 use crate::domain::error::DeductError;
 use crate::domain::order::Order;
@@ -52,18 +52,21 @@ pub struct Started<'a> {
     pub registry: &'a prometheus::Registry,
 }
 
+#[cfg(feature = "service")]
+pub use super::card::Served;
+/// Without the `service` feature, nothing: every type is `Served`.
+#[cfg(not(feature = "service"))]
+pub trait Served {}
+#[cfg(not(feature = "service"))]
+impl<T> Served for T {}
+
 /// One way to deduct stock, one per file (or folder) beside this one. The hooks
-/// besides [`deduct`](Strategy::deduct) do nothing unless a strategy says otherwise,
-/// so the service never names a strategy. The futures are not `Send`: actix-web runs
-/// each request on one worker thread.
+/// besides [`deduct`](Strategy::deduct) do nothing unless a strategy says otherwise.
+/// The futures are not `Send`: actix-web runs each request on one worker thread.
 #[async_trait(?Send)]
-pub trait Strategy: Send + Sync + 'static {
+pub trait Strategy: Served + Send + Sync + 'static {
     /// The path segment: `POST /deduct/{name}`.
     fn name(&self) -> &'static str;
-
-    /// Its card, for the catalogue.
-    #[cfg(feature = "service")]
-    fn info(&self) -> &super::card::StrategyInfo;
 
     /// Deducts every item of `d.order`, all or nothing, and records it.
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError>;
@@ -77,21 +80,6 @@ pub trait Strategy: Send + Sync + 'static {
     /// After `PUT /stock/{product_id}` started a new epoch: forget what the
     /// strategy kept about the product elsewhere.
     async fn restocked(&self, _product_id: i64) {}
-
-    /// Fields `GET /stock/{product_id}` adds for this strategy (what it keeps about
-    /// the product outside the database), merged into the answer.
-    async fn stock_view(&self, _product_id: i64) -> serde_json::Map<String, serde_json::Value> {
-        serde_json::Map::new()
-    }
-
-    /// Before `/metrics` is rendered: bring the strategy's own gauges up to date.
-    async fn scrape(&self) {}
-
-    /// `/ready`'s look, within `limit`, at a server only this strategy uses (its own
-    /// flag, like `--etcd-endpoints`). `None`: it uses only the shared servers.
-    async fn ready(&self, _limit: std::time::Duration) -> Option<Reached> {
-        None
-    }
 
     /// The classic mistakes it can be made to make (the `mistake` test knob).
     fn mistakes(&self) -> &'static [&'static str] {
@@ -112,14 +100,6 @@ pub trait Strategy: Send + Sync + 'static {
     }
 }
 
-/// What a server said to `/ready`.
-pub enum Reached {
-    /// Not configured; what would configure it.
-    NotConfigured(&'static str),
-    /// Its answer, or why there was none.
-    Answered(Result<String, String>),
-}
-
 /// One line of a successful deduction's response.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ItemResult {
@@ -129,7 +109,7 @@ pub struct ItemResult {
 }
 
 /// The 200 body of a deduction; also what `orders.response` stores.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Deducted {
     pub deducted: bool,
     pub request_id: String,

@@ -38,7 +38,7 @@
 //! Not for stock: `atomic-sql` is a compare-and-set with no refusals. It is here to
 //! separate what the fence guarantees from what the lock adds.
 
-use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::fencing::{self, Claim, Fence};
 use crate::domain::error::DeductError;
@@ -88,14 +88,16 @@ impl<S> super::contract::Declare<S> for FenceOnly {
     }
 }
 
+impl Served for FenceOnly {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
 #[async_trait(?Send)]
 impl Strategy for FenceOnly {
     fn name(&self) -> &'static str {
         INFO.name
-    }
-
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 
     // ANCHOR: deduct

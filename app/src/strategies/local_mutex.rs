@@ -38,7 +38,7 @@
 //! The map keeps one entry per product ever deducted (a few dozen bytes each). There
 //! is no wait bound: requests queue on the mutex in arrival order.
 
-use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::plain::read_check_write;
 use crate::domain::error::DeductError;
@@ -91,14 +91,16 @@ impl<S> super::contract::Declare<S> for LocalMutex {
     }
 }
 
+impl Served for LocalMutex {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
 #[async_trait(?Send)]
 impl Strategy for LocalMutex {
     fn name(&self) -> &'static str {
         INFO.name
-    }
-
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 
     // ANCHOR: deduct

@@ -55,7 +55,7 @@
 //! the application thinks is costly. For one hot product, use `atomic-sql`.
 
 #[cfg(feature = "service")]
-use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold, check_enough};
@@ -124,15 +124,17 @@ static INFO: StrategyInfo = StrategyInfo {
     ],
 };
 
+#[cfg(feature = "service")]
+impl Served for Optimistic {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
 #[async_trait(?Send)]
 impl Strategy for Optimistic {
     fn name(&self) -> &'static str {
         NAME
-    }
-
-    #[cfg(feature = "service")]
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 
     // ANCHOR: deduct

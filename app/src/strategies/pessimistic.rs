@@ -52,7 +52,7 @@
 //! in one statement.
 
 #[cfg(feature = "service")]
-use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold, check_enough};
@@ -118,15 +118,17 @@ static INFO: StrategyInfo = StrategyInfo {
     ],
 };
 
+#[cfg(feature = "service")]
+impl Served for Pessimistic {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
 #[async_trait(?Send)]
 impl Strategy for Pessimistic {
     fn name(&self) -> &'static str {
         NAME
-    }
-
-    #[cfg(feature = "service")]
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 
     // ANCHOR: deduct

@@ -1,6 +1,5 @@
-//! Recording many sales in one transaction (`batched`'s batches, `redis-stock`'s
-//! persister): multi-row INSERTs of their `orders` and ledger rows, and what to ask
-//! when one of them was already recorded.
+//! Recording many sales in one transaction, and what to ask when one of them was
+//! already recorded.
 
 use super::contract::Deducted;
 use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder};

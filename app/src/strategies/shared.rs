@@ -2,7 +2,7 @@
 //! (Redis, ZooKeeper) and the options of every distributed lock. Each strategy's own
 //! flags live in its own file (`PessimisticSettings`, `RedisStockSettings`, ...).
 
-use crate::strategies::contract::Reached;
+use crate::strategies::card::Reached;
 use locks::LockOptions;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -35,7 +35,7 @@
 //! # When to use it
 //! Never; it is here so every experiment has something that visibly breaks.
 
-use super::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::plain;
 use crate::domain::error::DeductError;
@@ -73,14 +73,16 @@ impl<S> super::contract::Declare<S> for Unsafe {
     }
 }
 
+impl Served for Unsafe {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
 #[async_trait(?Send)]
 impl Strategy for Unsafe {
     fn name(&self) -> &'static str {
         INFO.name
-    }
-
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 
     // ANCHOR: deduct

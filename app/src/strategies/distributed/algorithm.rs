@@ -45,17 +45,13 @@ use crate::domain::probe::Failpoint;
 use crate::domain::probe::Phase;
 #[cfg(feature = "service")]
 use crate::strategies::card::StrategyInfo;
-use crate::strategies::contract::{Deducted, Deduction, Reached, Started, Strategy};
+use crate::strategies::contract::{Deducted, Deduction, Strategy};
 use crate::strategies::fencing::{self, Claim, Fence};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use locks::{
-    Acquired, HolderId, LockBackend, LockError, LockGuard, LockOptions, Locker, LostReason,
-};
-use prometheus::{IntCounter, IntCounterVec, Opts};
+use locks::{HolderId, LockBackend, LockError, LockGuard, LockOptions, Locker};
 use std::time::Duration;
 use tokio::sync::OnceCell;
-use tokio::time::Instant;
 
 /// What a lock strategy needs of the settings the strategies share (the service's
 /// `shared::Shared`; a copy says it its own way). A backend's file asks for more
@@ -67,34 +63,6 @@ pub trait LockShared {
     fn lock_wait(&self) -> Duration;
     /// Fenced writes unless a request says otherwise (the default: on).
     fn fencing(&self) -> bool;
-}
-
-/// The fault cells every lock goes through (each card lists them). Frozen past the
-/// lease: unfenced it loses updates, fenced it refuses the stale write. Killed: a dead
-/// holder never writes, fenced or not. Partitioned from the lock service (not from the
-/// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
-/// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
-#[cfg(feature = "service")]
-pub mod cells {
-    use crate::strategies::card::ChaosCell;
-
-    pub const FROZEN_UNFENCED: ChaosCell =
-        ChaosCell::new("pause-past-lease", Some(false), &["lost"]);
-    pub const FROZEN_FENCED: ChaosCell =
-        ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
-    pub const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
-    pub const KILLED_UNFENCED: ChaosCell =
-        ChaosCell::new("holder-killed", Some(false), ChaosCell::NO_LOSS).extra();
-    pub const PARTITIONED_UNFENCED: ChaosCell =
-        ChaosCell::new("lock-partition", Some(false), &["lost"]);
-    pub const PARTITIONED_FENCED: ChaosCell =
-        ChaosCell::new("lock-partition", Some(true), &["refused"]);
-    const SAFE: &[&str] = &["unavailable", "safe"];
-    pub const DELAY_SHORT: ChaosCell = ChaosCell::new("lock-delay-short-pause", Some(false), SAFE);
-    pub const DELAY_LONG: ChaosCell =
-        ChaosCell::new("lock-delay-long-pause", Some(false), &["lost"]);
-    /// An ambiguous COMMIT under a lock that may also be lost meanwhile.
-    pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
 }
 
 /// Connects a lock backend (on first use: startup never waits on Redis).
@@ -148,7 +116,8 @@ pub struct LockStrategy {
     /// Names this process in holder ids (`<instance>:<request_id>`).
     pub instance: String,
     /// Its metrics, registered at start.
-    pub counters: std::sync::OnceLock<LockCounters>,
+    #[cfg(feature = "service")]
+    pub counters: std::sync::OnceLock<super::counters::LockCounters>,
     /// `Some` when its servers are a flag of its own, which `/ready` then checks by
     /// connecting; `Err(what would set them)` when not set.
     pub own_servers: Option<Result<(), &'static str>>,
@@ -174,17 +143,9 @@ impl LockStrategy {
             wait: shared.lock_wait(),
             fencing: shared.fencing(),
             instance: uuid::Uuid::new_v4().simple().to_string(),
+            #[cfg(feature = "service")]
             counters: std::sync::OnceLock::new(),
             own_servers: None,
-        }
-    }
-
-    /// With its card, for the catalogue.
-    #[cfg(feature = "service")]
-    pub fn with_card(self, info: &'static StrategyInfo) -> LockStrategy {
-        LockStrategy {
-            info: Some(info),
-            ..self
         }
     }
 }
@@ -198,11 +159,6 @@ impl Strategy for LockStrategy {
         self.name
     }
 
-    #[cfg(feature = "service")]
-    fn info(&self) -> &StrategyInfo {
-        self.info.expect("a lock strategy is built with its card")
-    }
-
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let locker = self.locker.get_or_try_init(|| self.connect()).await?;
         let mut held = Held::new();
@@ -211,12 +167,8 @@ impl Strategy for LockStrategy {
         let lost_after_commit = held.iter().any(|(_, guard)| guard.is_lost());
         let release = async {
             while let Some((_, guard)) = held.pop() {
-                if let (Some(reason), Some(counters)) = (guard.lost_reason(), self.counters.get()) {
-                    counters
-                        .lost
-                        .with_label_values(&[reason_label(reason)])
-                        .inc();
-                }
+                #[cfg(feature = "service")]
+                super::counters::count_lost(&guard, self.counters.get());
                 let key = guard.key().to_string();
                 if let Err(e) = guard.release().await {
                     // Lost before the release (expired and taken): nothing left to free.
@@ -231,128 +183,27 @@ impl Strategy for LockStrategy {
         })
     }
 
-    /// Registers the backend's lock counters (`stock_locks_lock_renewals_total`,
-    /// `stock_locks_locks_lost_total`, labelled with the backend).
-    fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
-        let counters = LockCounters::register(started.registry, self.backend);
+    /// Registers the backend's lock counters (the service's, [`super::counters`]).
+    #[cfg(feature = "service")]
+    fn start(
+        &self,
+        started: &crate::strategies::contract::Started<'_>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let counters = super::counters::LockCounters::register(started.registry, self.backend);
         let _ = self.counters.set(counters);
         None
-    }
-
-    /// Connects anew (and drops the connection) when its servers are its own.
-    async fn ready(&self, limit: Duration) -> Option<Reached> {
-        let answer = match self.own_servers? {
-            Err(unset) => return Some(Reached::NotConfigured(unset)),
-            Ok(()) => tokio::time::timeout(limit, (self.connect)()).await,
-        };
-        Some(Reached::Answered(match answer {
-            Ok(Ok(_)) => Ok("connected".into()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {limit:?}")),
-        }))
-    }
-}
-
-/// What a lock backend's watchdogs did, as Prometheus counters: one pair per
-/// backend, each with a constant `backend` label (the registry merges the four into
-/// one metric family each). Renewals are counted as the backend answers them
-/// (`Counted`), losses when a lost guard is released.
-pub struct LockCounters {
-    renewals: IntCounterVec,
-    lost: IntCounterVec,
-}
-
-impl LockCounters {
-    fn register(registry: &prometheus::Registry, backend: &str) -> LockCounters {
-        // Series appear at the first scrape after the backend connected.
-        let counter = |name: &str, help: &str, labels: &[&str]| {
-            let opts = Opts::new(name, help).const_label("backend", backend);
-            let counter = IntCounterVec::new(opts, labels).expect("a valid metric");
-            let registered = registry.register(Box::new(counter.clone()));
-            registered.expect("registered once per backend");
-            counter
-        };
-        LockCounters {
-            renewals: counter(
-                "stock_locks_lock_renewals_total",
-                "Lease renewals by the distributed locks' watchdogs, by backend.",
-                &[],
-            ),
-            lost: counter(
-                "stock_locks_locks_lost_total",
-                "Locks lost while held (not_holder, expired, max_hold), by backend and reason.",
-                &["reason"],
-            ),
-        }
-    }
-
-    /// The series, at zero, once the backend connected; the renewals counter.
-    fn connected(&self) -> IntCounter {
-        for reason in [
-            LostReason::NotHolder,
-            LostReason::Expired,
-            LostReason::MaxHold,
-        ] {
-            self.lost.with_label_values(&[reason_label(reason)]);
-        }
-        self.renewals.with_label_values::<&str>(&[])
-    }
-}
-
-fn reason_label(reason: LostReason) -> &'static str {
-    match reason {
-        LostReason::NotHolder => "not_holder",
-        LostReason::Expired => "expired",
-        LostReason::MaxHold => "max_hold",
-    }
-}
-
-/// A backend whose successful renewals are counted.
-struct Counted {
-    backend: Box<dyn LockBackend>,
-    renewals: Option<IntCounter>,
-}
-
-#[async_trait]
-impl LockBackend for Counted {
-    fn name(&self) -> &'static str {
-        self.backend.name()
-    }
-
-    async fn acquire(
-        &self,
-        key: &str,
-        holder: &HolderId,
-        lease: Duration,
-        wait: Duration,
-    ) -> Result<Option<Acquired>, LockError> {
-        self.backend.acquire(key, holder, lease, wait).await
-    }
-
-    async fn renew(
-        &self,
-        key: &str,
-        holder: &HolderId,
-        lease: Duration,
-    ) -> Result<Option<Instant>, LockError> {
-        let renewed = self.backend.renew(key, holder, lease).await;
-        if let (Ok(Some(_)), Some(renewals)) = (&renewed, &self.renewals) {
-            renewals.inc();
-        }
-        renewed
-    }
-
-    async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
-        self.backend.unlock(key, holder).await
     }
 }
 
 impl LockStrategy {
-    /// Connects the backend, its renewals counted.
-    async fn connect(&self) -> Result<Locker, DeductError> {
+    /// Connects the backend (in the service, its renewals counted).
+    pub(super) async fn connect(&self) -> Result<Locker, DeductError> {
         let backend = (self.connect)().await?;
-        let renewals = self.counters.get().map(LockCounters::connected);
-        Ok(Locker::new(Counted { backend, renewals }))
+        #[cfg(feature = "service")]
+        let backend = super::counters::counted(backend, self.counters.get());
+        Ok(Locker {
+            backend: backend.into(),
+        })
     }
 
     // ANCHOR: under_locks

@@ -26,12 +26,12 @@
 //! `./scripts/copy-check etcd-lock DIR` builds such a copy and sells from it on a real
 //! server.
 
+use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
 #[cfg(feature = "service")]
-use super::algorithm::cells::{
+use super::served::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
-use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
 #[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Strategy};

@@ -28,10 +28,8 @@ use super::redis_lock;
 use super::zookeeper::ZooKeeper;
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
-use crate::strategies::card::StrategyInfo;
-use crate::strategies::contract::{
-    Context, Declare, Deducted, Deduction, Reached, Started, Strategy,
-};
+use crate::strategies::card::{Reached, Served, StrategyInfo};
+use crate::strategies::contract::{Context, Declare, Deducted, Deduction, Started, Strategy};
 use crate::strategies::plain::{self, read_check_write};
 use crate::strategies::shared::Shared;
 use crate::strategies::txn::{self, Sold, check_enough};
@@ -141,10 +139,6 @@ impl Strategy for WithMistakes {
         self.strategy.name()
     }
 
-    fn info(&self) -> &StrategyInfo {
-        self.strategy.info()
-    }
-
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         self.strategy.deduct(d).await
     }
@@ -155,18 +149,6 @@ impl Strategy for WithMistakes {
 
     async fn restocked(&self, product_id: i64) {
         self.strategy.restocked(product_id).await
-    }
-
-    async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
-        self.strategy.stock_view(product_id).await
-    }
-
-    async fn ready(&self, limit: std::time::Duration) -> Option<Reached> {
-        self.strategy.ready(limit).await
-    }
-
-    async fn scrape(&self) {
-        self.strategy.scrape().await
     }
 
     fn mistakes(&self) -> &'static [&'static str] {
@@ -185,6 +167,25 @@ impl Strategy for WithMistakes {
                 self.name()
             ))),
         }
+    }
+}
+
+#[async_trait(?Send)]
+impl Served for WithMistakes {
+    fn info(&self) -> &StrategyInfo {
+        self.strategy.info()
+    }
+
+    async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
+        self.strategy.stock_view(product_id).await
+    }
+
+    async fn ready(&self, limit: std::time::Duration) -> Option<Reached> {
+        self.strategy.ready(limit).await
+    }
+
+    async fn scrape(&self) {
+        self.strategy.scrape().await
     }
 }
 

@@ -3,9 +3,11 @@
 //! exactly what to take).
 //!
 //! # Layout
-//! - [`algorithm`]: lock, claim, read-check-write, release (one for all five), what a
-//!   lock strategy needs of the shared settings ([`algorithm::LockShared`]), the fault
-//!   cells every lock goes through, and the lock counters each registers;
+//! - [`algorithm`]: lock, claim, read-check-write, release (one for all five), and
+//!   what a lock strategy needs of the shared settings ([`algorithm::LockShared`]);
+//! - [`served`] and [`counters`]: what only the service asks of them (the `service`
+//!   feature): the fault cells every lock goes through, `/ready`'s look, the lock
+//!   counters;
 //! - [`mysql_lock`], [`redis_lock`], [`redlock`], [`zookeeper`], [`etcd_lock`]: each one's card,
 //!   flags and connection, and how it fails;
 //! - [`mistakes`]: the classic lock mistakes, made on purpose (test knob only): how
@@ -33,9 +35,11 @@
 //! write fenced.
 
 pub mod algorithm;
+pub mod counters;
 pub mod etcd_lock;
 pub mod mistakes;
 pub mod mysql_lock;
 pub mod redis_lock;
 pub mod redlock;
+pub mod served;
 pub mod zookeeper;

@@ -24,11 +24,11 @@
 //! settings by implementing [`LockShared`]. `./scripts/copy-check mysql-lock DIR`
 //! builds such a copy and sells from it on a real server.
 
+use super::algorithm::{LockShared, LockStrategy, connector, unavailable};
 #[cfg(feature = "service")]
-use super::algorithm::cells::{
+use super::served::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED,
 };
-use super::algorithm::{LockShared, LockStrategy, connector, unavailable};
 #[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Strategy};

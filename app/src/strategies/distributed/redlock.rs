@@ -25,12 +25,12 @@
 //! [`RedLockShared`]. `./scripts/copy-check --strategy redlock DIR` builds such a copy
 //! and sells from it on real servers.
 
+use super::algorithm::{LockShared, LockStrategy, connector};
 #[cfg(feature = "service")]
-use super::algorithm::cells::{
+use super::served::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
-use super::algorithm::{LockShared, LockStrategy, connector};
 use crate::domain::error::DeductError;
 #[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};

@@ -24,12 +24,12 @@
 //! `./scripts/copy-check --strategy zookeeper DIR` builds such a copy and sells from
 //! it on a real ensemble.
 
+use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
 #[cfg(feature = "service")]
-use super::algorithm::cells::{
+use super::served::cells::{
     FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED, PARTITIONED_FENCED,
     PARTITIONED_UNFENCED,
 };
-use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
 #[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, NoSettings, Strategy};

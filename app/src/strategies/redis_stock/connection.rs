@@ -1,6 +1,5 @@
 //! Where `redis-stock`'s Redis is, and the connection to it: one server, with the
-//! `redis` crate alone. The primary that Sentinel names, followed across failovers,
-//! is [`super::sentinel`], which a copy leaves out unless it runs Sentinel.
+//! `redis` crate alone (through Sentinel: [`super::sentinel`]).
 
 use async_trait::async_trait;
 use redis::RedisError;

@@ -11,21 +11,19 @@
 //! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
 //! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
 //! `redis` (features `tokio-comp`, `script`, `connection-manager`, `streams`),
-//! `futures`, `uuid` (features `v4`). Optional: `sentinel.rs` (Redis Sentinel; it
-//! follows failovers with the `locks` crate's `redis_sentinel.rs`; without it, answer
-//! [`RedisEndpoint`] with [`connection::Endpoint::url`]) and `view.rs` (the service's
-//! view and gauge); delete the `pub mod` line of each you leave out.
+//! `futures`, `uuid` (features `v4`). Optional: `sentinel.rs` (Redis Sentinel;
+//! without it, answer [`RedisEndpoint`] with [`connection::Endpoint::url`]) and
+//! `view.rs` (the service's view and gauge); delete the `pub mod` line of each you
+//! leave out.
 //! `./scripts/copy-check redis-stock DIR` builds such a copy (without Sentinel) and
-//! sells from it on a real server. It needs no idempotency layer: Redis answers a
-//! retry while the request key lives, the persister's `orders` key after that (step 4).
+//! sells from it on a real server. It needs no idempotency layer (step 4).
 //!
 //! # Layout
 //! This file: the request path (steps 1-2). [`stream`]: the settings and a sale as
-//! the stream carries it. [`persister`]: steps 3-5, the task [`Strategy::start`]
-//! starts. [`connection`]: its Redis; [`sentinel`]: through Sentinel (optional).
-//! [`view`]: what the service shows of it (optional). `lua/`: the four scripts. It may touch the strategies'
-//! contract, `record_many` and the domain ([`sentinel`] also the `locks` crate's
-//! Sentinel follower); nothing of the service, no other strategy.
+//! the stream carries it. [`persister`]: steps 3-5. [`connection`]: its Redis. `lua/`:
+//! the four scripts. It may touch the strategies' contract, `record_many` and the
+//! domain ([`sentinel`] also the `locks` crate's); nothing of the service, no other
+//! strategy.
 //!
 //! # Algorithm
 //! Per product, Redis keeps a counter hash `{stock, pending, epoch}`: units Redis may
@@ -71,7 +69,7 @@
 //!   lives, the persister after that (step 4).
 //! - A sale pending across a restock is recorded under its epoch and leaves the new
 //!   stock alone. Several items: all or nothing. Test probe: `before_commit` is the
-//!   persister's; there is no step between read and write to hold (`hold_ms`: 400).
+//!   persister's; `hold_ms` is refused (400): there is no step to hold.
 //!
 //! # When to use it
 //! The hottest sales (tickets, limited drops), where answering fast matters more than
@@ -101,8 +99,7 @@ static DEDUCT: LazyLock<Script> =
 static INIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/redis_stock_init.lua")));
 
-/// Where the Redis is: what `redis-stock` needs of the settings the strategies share
-/// (the service's `shared::Shared`; a copy says it its own way).
+/// Where the Redis is: what `redis-stock` asks of the settings the strategies share.
 pub trait RedisEndpoint {
     fn redis_endpoint(&self) -> Option<Endpoint>;
 }
@@ -124,12 +121,10 @@ impl<S: RedisEndpoint> Declare<S> for RedisStock {
     }
 }
 
-/// The strategy: the request path (steps 1-2).
 pub struct RedisStock {
     settings: RedisStockSettings,
     /// Through Sentinel, moved to the new primary after a failover.
     primary: OnceCell<Box<dyn Primary>>,
-    /// The service's gauge of the stream's length ([`view`]).
     #[cfg(feature = "service")]
     backlog: prometheus::IntGauge,
 }
@@ -149,8 +144,7 @@ static INFO: StrategyInfo = StrategyInfo {
     backend: "redis",
     safe_across_instances: true,
     fencing: "not needed",
-    // The request runs no statement of its own: its persister's are counted (a
-    // batch of one per sequential request); a 409 is the refusal's read.
+    // Its persister's (a batch of one per sequential request); a 409 reads once.
     statements: Statements {
         sale: 6,
         refusal: 1,
@@ -158,8 +152,7 @@ static INFO: StrategyInfo = StrategyInfo {
     traits: &[Trait::RecordsLater],
     chaos: &[
         // Its holder is its persister, paused before its COMMIT: another instance's
-        // persister claims its entries. What a Redis crash loses: measured with everysec
-        // and without persistence, nothing with always.
+        // persister claims its entries.
         ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
         ChaosCell::new("redis-killed-everysec", None, MAY_LOSE),
         ChaosCell::new("redis-killed-always", None, ChaosCell::NO_LOSS),
@@ -214,13 +207,7 @@ impl Strategy for RedisStock {
         NAME
     }
 
-    #[cfg(feature = "service")]
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-
-    /// The persister (steps 3-5): its own task and Redis connection (it blocks on
-    /// the stream), started without waiting for Redis. In the service, the gauge too.
+    /// The persister (steps 3-5), started without waiting for Redis.
     fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
         #[cfg(feature = "service")]
         (started.registry.register(Box::new(self.backlog.clone()))).expect("registered once");
@@ -231,9 +218,7 @@ impl Strategy for RedisStock {
         )))
     }
 
-    /// Forgets the counter, so the next sale starts the new epoch from the database
-    /// (step 2). Best effort: with Redis away there is nothing it could sell anyway,
-    /// and a stale counter is caught by its epoch.
+    /// Step 2's reset. Best effort: a stale counter is caught by its epoch.
     async fn restocked(&self, product_id: i64) {
         let Ok(mut conn) = self.conn().await else {
             return;
@@ -242,16 +227,6 @@ impl Strategy for RedisStock {
         if let Err(e) = deleted {
             tracing::warn!(product_id, error = %e, "redis-stock: counter not reset after a restock");
         }
-    }
-
-    #[cfg(feature = "service")]
-    async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
-        self.view(product_id).await
-    }
-
-    #[cfg(feature = "service")]
-    async fn scrape(&self) {
-        self.scrape_backlog().await
     }
 
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
@@ -326,12 +301,10 @@ fn stored_answer(d: &Deduction<'_>, stored: &str) -> Result<Deducted, DeductErro
     if parts.next() != Some(d.fingerprint.as_str()) {
         return Err(DeductError::RequestIdReused(d.order.request_id.clone()));
     }
-    let (entry, lines) = (
-        parts.next().unwrap_or_default(),
-        parts.next().unwrap_or_default(),
-    );
+    let mut part = || parts.next().unwrap_or_default();
+    let sale = Sale::read(d, part(), part())?;
     Ok(Deducted {
         duplicate: true,
-        ..Sale::read(d, entry, lines)?.answer()
+        ..sale.answer()
     })
 }

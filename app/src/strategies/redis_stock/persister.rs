@@ -1,5 +1,4 @@
-//! The persister, steps 3-5 of `redis-stock` (see `super`). Uses [`super::stream`]
-//! and `record_many`; the request path starts it and knows nothing else of it.
+//! The persister, steps 3-5 of `redis-stock` (see `super`).
 
 use super::connection::Endpoint;
 use super::stream::{GROUP, NAME, RedisStockSettings, Sale};
@@ -30,8 +29,7 @@ struct Persister {
     consumer: String,
 }
 
-/// One per instance, a consumer of the group: runs until the task is aborted. Its
-/// transactions pass the `before_commit` failpoint (a test stops it there).
+/// Runs until the task is aborted.
 pub async fn persist_forever(settings: RedisStockSettings, pool: MySqlPool, probe: Arc<dyn Probe>) {
     let Some(endpoint) = settings.endpoint.clone() else {
         return;
@@ -61,9 +59,8 @@ async fn server_run_id(conn: &mut ConnectionManager) -> redis::RedisResult<Strin
 }
 
 impl Persister {
-    /// Connected to the primary of now (through Sentinel: after a failover, the new
-    /// one, whose new `run_id` makes it reconcile the counters), persists batch after
-    /// batch. Returns only with an error (the caller connects again).
+    /// Persists batch after batch from the primary of now; returns only with an error
+    /// (the caller connects again).
     async fn run(
         &self,
         endpoint: &Endpoint,
@@ -78,7 +75,6 @@ impl Persister {
         loop {
             let due = checked.is_none_or(|t| t.elapsed() >= every);
             if due {
-                // A new run_id: Redis restarted, and may have forgotten sales.
                 let now = server_run_id(&mut conn).await?;
                 if run_id.as_ref().is_some_and(|seen| *seen != now) {
                     tracing::warn!("redis-stock: Redis restarted; reconciling the counters");
@@ -154,8 +150,7 @@ impl Persister {
             .collect())
     }
 
-    /// One batch: written in one transaction, then acknowledged (step 3), with entries
-    /// the database already has set aside (step 4).
+    /// Steps 3 and 4 for one batch.
     async fn persist_and_ack(
         &self,
         conn: &mut ConnectionManager,
@@ -176,10 +171,7 @@ impl Persister {
                         .into_iter()
                         .partition(|s| known.contains_key(&s.request_id));
                     for sale in done {
-                        // The database has this request id: this very entry (its
-                        // persister died before acknowledging), or an earlier sale of a
-                        // retry that came after its request key expired: then this
-                        // entry's units were never really sold.
+                        // This very entry, or a late retry's earlier sale (step 4).
                         let give_back = known[&sale.request_id]
                             .as_ref()
                             .and_then(|d| d.stream_entry.as_deref())
@@ -209,8 +201,7 @@ impl Persister {
             })
             .collect();
         record_many::record_many(&mut tx, NAME, &records).await?;
-        // One UPDATE per product and epoch; a sale of an epoch since restocked is in the
-        // ledger under its epoch and leaves the new stock alone (0 rows).
+        // One UPDATE per product and epoch (a restocked epoch's: 0 rows).
         let mut sold: BTreeMap<(i64, i32), i64> = BTreeMap::new();
         for line in sales.iter().flat_map(|s| &s.lines) {
             *sold.entry((line.product_id, line.epoch)).or_default() += i64::from(line.quantity);
@@ -253,9 +244,7 @@ impl Persister {
         Ok(())
     }
 
-    /// Step 5: no sales while the counters are set right again. Drains the stream
-    /// (claiming every entry, however recently read), then sets each counter to the
-    /// database's quantity minus what is still pending.
+    /// Step 5 (the drain claims every entry, however recently read).
     async fn reconcile(&self, conn: &mut ConnectionManager) -> anyhow::Result<()> {
         let flag = self.settings.reconciling();
         let _: () = conn.set_ex(&flag, 1, 60).await?;

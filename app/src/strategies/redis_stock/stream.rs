@@ -1,5 +1,4 @@
-//! What the request path (`super`) and the persister share: the settings, where the
-//! keys live in Redis, a sale as the stream carries it. Uses the contract.
+//! What the request path (`super`) and the persister share.
 
 use super::connection::Endpoint;
 use crate::domain::error::DeductError;
@@ -36,8 +35,7 @@ pub struct RedisStockSettings {
     #[arg(long, env, default_value_t = 5_000)]
     pub redis_stock_claim_ms: u64,
 
-    /// The Redis (the first of `REDIS_URLS`, or the primary of `REDIS_SENTINELS`): not
-    /// a flag of its own, the shared settings' ([`super::RedisEndpoint`]).
+    /// The Redis, from the shared settings ([`super::RedisEndpoint`]).
     #[arg(skip)]
     pub endpoint: Option<Endpoint>,
 }
@@ -114,11 +112,8 @@ impl Sale {
                 })
                 .collect(),
             attempts: 1,
-            fence_token: None,
-            lock_lost_after_commit: false,
-            duplicate: false,
-            batch_size: None,
             stream_entry: Some(self.entry.clone()),
+            ..Deducted::default()
         }
     }
 

@@ -1,11 +1,12 @@
 //! What the service shows of `redis-stock` beside its sales (the `service` feature):
-//! `pending` and the counter in `GET /stock/{id}`, the backlog in `/metrics`. A copy
-//! may leave it out.
+//! its card, `pending` and the counter in `GET /stock/{id}`, the backlog in
+//! `/metrics`. A copy may leave it out.
 #![cfg(feature = "service")]
 
-use super::RedisStock;
 use super::stream::unavailable;
+use super::{INFO, RedisStock};
 use crate::domain::error::DeductError;
+use crate::strategies::card::{Served, StrategyInfo};
 use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,11 +21,16 @@ pub(super) fn backlog() -> prometheus::IntGauge {
     .expect("a valid metric")
 }
 
-impl RedisStock {
+#[async_trait::async_trait(?Send)]
+impl Served for RedisStock {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+
     /// `pending` (sold by Redis, not yet in the database; 0 when drained) and `redis`
     /// (the counter `{stock, pending, epoch}`, if there is one). Nothing without a
     /// Redis or when it does not answer.
-    pub(super) async fn view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
+    async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
         let mut view = serde_json::Map::new();
         if self.settings.endpoint.is_none() {
             return view;
@@ -50,7 +56,7 @@ impl RedisStock {
 
     /// The backlog: sales in the stream no persister has recorded yet (`XLEN`), if
     /// Redis answers within 500 ms.
-    pub(super) async fn scrape_backlog(&self) {
+    async fn scrape(&self) {
         let length = async {
             let mut conn = self.conn().await.ok()?;
             conn.xlen(self.settings.stream()).await.ok()

@@ -1,0 +1,122 @@
+//! The lock counters each backend registers in the service (the `service` feature; a
+//! copy leaves this file out).
+#![cfg(feature = "service")]
+
+use async_trait::async_trait;
+use locks::{Acquired, HolderId, LockBackend, LockError, LockGuard, LostReason};
+use prometheus::{IntCounter, IntCounterVec, Opts};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// `backend`, its successful renewals counted once the counters are registered.
+pub fn counted(
+    backend: Box<dyn LockBackend>,
+    counters: Option<&LockCounters>,
+) -> Box<dyn LockBackend> {
+    let renewals = counters.map(LockCounters::connected);
+    Box::new(Counted { backend, renewals })
+}
+
+/// A lost guard, counted by its reason, as it is released.
+pub fn count_lost(guard: &LockGuard, counters: Option<&LockCounters>) {
+    if let (Some(reason), Some(counters)) = (guard.lost_reason(), counters) {
+        counters
+            .lost
+            .with_label_values(&[reason_label(reason)])
+            .inc();
+    }
+}
+
+/// What a lock backend's watchdogs did, as Prometheus counters: one pair per
+/// backend, each with a constant `backend` label (the registry merges the four into
+/// one metric family each). Renewals are counted as the backend answers them
+/// (`Counted`), losses when a lost guard is released.
+pub struct LockCounters {
+    renewals: IntCounterVec,
+    lost: IntCounterVec,
+}
+
+impl LockCounters {
+    pub fn register(registry: &prometheus::Registry, backend: &str) -> LockCounters {
+        // Series appear at the first scrape after the backend connected.
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let opts = Opts::new(name, help).const_label("backend", backend);
+            let counter = IntCounterVec::new(opts, labels).expect("a valid metric");
+            let registered = registry.register(Box::new(counter.clone()));
+            registered.expect("registered once per backend");
+            counter
+        };
+        LockCounters {
+            renewals: counter(
+                "stock_locks_lock_renewals_total",
+                "Lease renewals by the distributed locks' watchdogs, by backend.",
+                &[],
+            ),
+            lost: counter(
+                "stock_locks_locks_lost_total",
+                "Locks lost while held (not_holder, expired, max_hold), by backend and reason.",
+                &["reason"],
+            ),
+        }
+    }
+
+    /// The series, at zero, once the backend connected; the renewals counter.
+    fn connected(&self) -> IntCounter {
+        for reason in [
+            LostReason::NotHolder,
+            LostReason::Expired,
+            LostReason::MaxHold,
+        ] {
+            self.lost.with_label_values(&[reason_label(reason)]);
+        }
+        self.renewals.with_label_values::<&str>(&[])
+    }
+}
+
+fn reason_label(reason: LostReason) -> &'static str {
+    match reason {
+        LostReason::NotHolder => "not_holder",
+        LostReason::Expired => "expired",
+        LostReason::MaxHold => "max_hold",
+    }
+}
+
+/// A backend whose successful renewals are counted.
+struct Counted {
+    backend: Box<dyn LockBackend>,
+    renewals: Option<IntCounter>,
+}
+
+#[async_trait]
+impl LockBackend for Counted {
+    fn name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    async fn acquire(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Option<Acquired>, LockError> {
+        self.backend.acquire(key, holder, lease, wait).await
+    }
+
+    async fn renew(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        lease: Duration,
+    ) -> Result<Option<Instant>, LockError> {
+        let renewed = self.backend.renew(key, holder, lease).await;
+        if let (Ok(Some(_)), Some(renewals)) = (&renewed, &self.renewals) {
+            renewals.inc();
+        }
+        renewed
+    }
+
+    async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
+        self.backend.unlock(key, holder).await
+    }
+}

@@ -1,0 +1,68 @@
+//! What only the service asks of the lock strategies (the `service` feature; a copy
+//! leaves this file out): the fault cells every lock goes through, the card and
+//! `/ready`'s look at a strategy's own servers (the lock counters: [`super::counters`]).
+#![cfg(feature = "service")]
+
+use super::algorithm::LockStrategy;
+use crate::strategies::card::{Reached, Served, StrategyInfo};
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// The fault cells every lock goes through (each card lists them). Frozen past the
+/// lease: unfenced it loses updates, fenced it refuses the stale write. Killed: a dead
+/// holder never writes, fenced or not. Partitioned from the lock service (not from the
+/// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
+/// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
+#[cfg(feature = "service")]
+pub mod cells {
+    use crate::strategies::card::ChaosCell;
+
+    pub const FROZEN_UNFENCED: ChaosCell =
+        ChaosCell::new("pause-past-lease", Some(false), &["lost"]);
+    pub const FROZEN_FENCED: ChaosCell =
+        ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
+    pub const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
+    pub const KILLED_UNFENCED: ChaosCell =
+        ChaosCell::new("holder-killed", Some(false), ChaosCell::NO_LOSS).extra();
+    pub const PARTITIONED_UNFENCED: ChaosCell =
+        ChaosCell::new("lock-partition", Some(false), &["lost"]);
+    pub const PARTITIONED_FENCED: ChaosCell =
+        ChaosCell::new("lock-partition", Some(true), &["refused"]);
+    const SAFE: &[&str] = &["unavailable", "safe"];
+    pub const DELAY_SHORT: ChaosCell = ChaosCell::new("lock-delay-short-pause", Some(false), SAFE);
+    pub const DELAY_LONG: ChaosCell =
+        ChaosCell::new("lock-delay-long-pause", Some(false), &["lost"]);
+    /// An ambiguous COMMIT under a lock that may also be lost meanwhile.
+    pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
+}
+
+impl LockStrategy {
+    /// With its card, for the catalogue.
+    #[cfg(feature = "service")]
+    pub fn with_card(self, info: &'static StrategyInfo) -> LockStrategy {
+        LockStrategy {
+            info: Some(info),
+            ..self
+        }
+    }
+}
+
+#[async_trait(?Send)]
+impl Served for LockStrategy {
+    fn info(&self) -> &StrategyInfo {
+        self.info.expect("a lock strategy is built with its card")
+    }
+
+    /// Connects anew (and drops the connection) when its servers are its own.
+    async fn ready(&self, limit: Duration) -> Option<Reached> {
+        let answer = match self.own_servers? {
+            Err(unset) => return Some(Reached::NotConfigured(unset)),
+            Ok(()) => tokio::time::timeout(limit, (self.connect)()).await,
+        };
+        Some(Reached::Answered(match answer {
+            Ok(Ok(_)) => Ok("connected".into()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {limit:?}")),
+        }))
+    }
+}
