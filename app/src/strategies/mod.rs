@@ -256,10 +256,23 @@ impl distributed::algorithm::LockShared for Shared {
     }
 }
 
-/// `redis-lock`'s Redis is the single Redis too.
+/// `redis-lock`'s Redis is the single Redis too, followed across failovers, its
+/// locks granted once `--redis-lock-min-replicas` replicas have them.
 impl distributed::redis_lock::RedisLockShared for Shared {
-    fn redis_endpoint(&self) -> Option<locks::redis_sentinel::Endpoint> {
-        Shared::redis_endpoint(self)
+    fn redis_lock(&self) -> Option<distributed::algorithm::Connect> {
+        use distributed::algorithm::{connector, unavailable};
+        let replicas = (
+            self.redis_lock_min_replicas,
+            std::time::Duration::from_millis(self.redis_lock_replica_timeout_ms),
+        );
+        let config = (Shared::redis_endpoint(self)?, replicas);
+        Some(connector(config, async |(endpoint, (n, timeout))| {
+            let lock = locks::redis::RedisLock::connect_to(&endpoint)
+                .await
+                .map_err(unavailable("redis"))?
+                .with_min_replicas(n, timeout);
+            Ok(Box::new(lock) as Box<dyn locks::LockBackend>)
+        }))
     }
 }
 

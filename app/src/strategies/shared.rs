@@ -1,6 +1,8 @@
 //! What several strategies share, declared once: the servers besides the database
 //! (Redis, ZooKeeper) and the options of every distributed lock. Each strategy's own
-//! flags live in its own file (`PessimisticSettings`, `RedisStockSettings`, ...).
+//! flags live in its own file (`PessimisticSettings`, `RedisStockSettings`, ...),
+//! except `redis-lock`'s wait for replicas: the service's Redis connection applies it
+//! (with Sentinel), so a copy on one server has neither.
 
 use crate::strategies::card::Reached;
 use locks::LockOptions;
@@ -26,6 +28,17 @@ pub struct Shared {
     /// The name the Sentinels monitor the primary under.
     #[arg(long, env = "REDIS_MASTER_NAME", default_value = "mymaster")]
     pub redis_master_name: String,
+
+    /// `redis-lock` grants a lock only once this many replicas acknowledged it (`WAIT`
+    /// after the lock script; 0: never wait). The mitigation for a failover that loses
+    /// the lock; it costs a round trip per acquisition, and with fewer replicas
+    /// reachable no lock is granted (503 backend_unavailable).
+    #[arg(long, env, default_value_t = 0)]
+    pub redis_lock_min_replicas: u32,
+
+    /// How long `redis-lock` waits for those replicas, in milliseconds.
+    #[arg(long, env, default_value_t = 500)]
+    pub redis_lock_replica_timeout_ms: u64,
 
     /// ZooKeeper connect string, e.g. 127.0.0.1:2181,127.0.0.1:2182. Reported by
     /// /ready; never waited on at start.

@@ -186,8 +186,8 @@ async fn through_sentinel(ha: &testbed::RedisHa, min_replicas: u32) -> crate::he
         .with(|s| {
             s.shared.redis_sentinels = ha.sentinel_addrs();
             s.shared.redis_master_name = testbed::sentinel::MASTER_NAME.into();
-            s.strategies.redis_lock.redis_lock_min_replicas = min_replicas;
-            s.strategies.redis_lock.redis_lock_replica_timeout_ms = 200;
+            s.shared.redis_lock_min_replicas = min_replicas;
+            s.shared.redis_lock_replica_timeout_ms = 200;
             s.shared.lock_lease_ms = 1000;
         }),
     )

@@ -1,12 +1,13 @@
 //! `redis-lock`: the lock strategy ([`super::algorithm`]) on a Redisson-style hash lock
-//! ([`locks::redis`]) on the primary `REDIS_SENTINELS` names, else the first `REDIS_URLS`.
+//! ([`locks::redis`]) on the Redis the shared settings name ([`RedisLockShared`]).
 //!
 //! # How it fails
 //! As `mysql-lock`, with Redis's clock. A Redis restart without persistence, or a
 //! failover to a replica that missed the lock, lets a second holder in (unfenced:
-//! lost updates). `--redis-lock-min-replicas`: a lock counts once that many replicas
-//! have it (a round trip more). Tokens come from Redis's clock when the last is lost,
-//! so a fence that saw the old tokens does not refuse the holders after a restart.
+//! lost updates). The service's `--redis-lock-min-replicas`: a lock counts once that
+//! many replicas have it (a round trip more). Tokens come from Redis's clock when the
+//! last is lost, so a fence that saw the old tokens does not refuse the holders after
+//! a restart.
 //!
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
@@ -14,19 +15,21 @@
 //! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
 //! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
 //! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
-//! (`locks/src/lock.rs`, `locks/src/redis.rs`, `locks/src/redis_sentinel.rs`,
-//! `locks/lua/lock.lua`, `locks/lua/unlock.lua`, `locks/lua/renew.lua`, as a crate
-//! named `locks`) and this file into your crate under the same module paths, with the
-//! tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
-//! `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
-//! `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`,
-//! `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa` (features `macros`),
-//! `prometheus`, `futures`, `uuid` (features `v4`), `redis` (features `tokio-comp`,
-//! `script`, `connection-manager`, `sentinel`). Say what it needs of the shared
-//! settings by implementing [`RedisLockShared`]. `./scripts/copy-check redis-lock DIR`
-//! builds such a copy and sells from it on a real server.
+//! (`locks/src/lock.rs`, `locks/src/redis.rs`, `locks/lua/lock.lua`,
+//! `locks/lua/unlock.lua`, `locks/lua/renew.lua`, as a crate named `locks`) and this
+//! file into your crate under the same module paths, with the tables of
+//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
+//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
+//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
+//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
+//! `futures`, `uuid` (features `v4`), `redis` (features `tokio-comp`, `script`,
+//! `connection-manager`). Say what it needs of the shared settings by implementing
+//! [`RedisLockShared`] (one server: [`one_server`]; Sentinel and the replicas' `WAIT`
+//! are `locks/src/redis_sentinel.rs`, as the service's answer uses them).
+//! `./scripts/copy-check redis-lock DIR` builds such a copy and sells from it on a
+//! real server.
 
-use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
+use super::algorithm::{Connect, LockShared, LockStrategy, connector, not_set, unavailable};
 #[cfg(feature = "service")]
 use super::served::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
@@ -34,34 +37,30 @@ use super::served::cells::{
 };
 #[cfg(feature = "service")]
 use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
-use crate::strategies::contract::{Context, Declare, Strategy};
+use crate::strategies::contract::{Context, Declare, NoSettings, Strategy};
 use locks::LockBackend;
-use locks::redis_sentinel::Endpoint;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub struct RedisLock;
 
 /// What `redis-lock` needs of the settings the strategies share: the lock options,
-/// and where the Redis is.
+/// and its lock on the Redis.
 pub trait RedisLockShared: LockShared {
-    fn redis_endpoint(&self) -> Option<Endpoint>;
+    /// The lock on the Redis; `None`: no Redis is set. One server: [`one_server`]. The
+    /// service's follows the primary Sentinel names and, with
+    /// `--redis-lock-min-replicas`, grants a lock only once replicas have it
+    /// (`locks/src/redis_sentinel.rs`).
+    fn redis_lock(&self) -> Option<Connect>;
 }
 
-/// `redis-lock`'s flags (named as their fields are).
-#[derive(clap::Args, Debug, Clone)]
-#[group(skip)]
-pub struct RedisLockSettings {
-    /// `redis-lock` grants a lock only once this many replicas acknowledged it (`WAIT`
-    /// after the lock script; 0: never wait). The mitigation for a failover that loses
-    /// the lock; it costs a round trip per acquisition, and with fewer replicas
-    /// reachable no lock is granted (503 backend_unavailable).
-    #[arg(long, env, default_value_t = 0)]
-    pub redis_lock_min_replicas: u32,
-
-    /// How long `redis-lock` waits for those replicas, in milliseconds.
-    #[arg(long, env, default_value_t = 500)]
-    pub redis_lock_replica_timeout_ms: u64,
+/// The lock on one server, `redis://host:port`.
+pub fn one_server(url: String) -> Connect {
+    connector(url, async |url| {
+        let lock = locks::redis::RedisLock::connect(&url)
+            .await
+            .map_err(unavailable("redis"))?;
+        Ok(Box::new(lock) as Box<dyn LockBackend>)
+    })
 }
 
 const NAME: &str = "redis-lock";
@@ -113,24 +112,13 @@ static INFO: StrategyInfo = StrategyInfo {
 };
 
 impl<S: RedisLockShared> Declare<S> for RedisLock {
-    type Settings = RedisLockSettings;
+    type Settings = NoSettings;
 
-    /// The Redis lock; with `--redis-lock-min-replicas`, a lock counts once that many
-    /// replicas have it.
-    fn build(settings: &RedisLockSettings, context: &Context<'_, S>) -> Arc<dyn Strategy> {
-        let replicas = (
-            settings.redis_lock_min_replicas,
-            Duration::from_millis(settings.redis_lock_replica_timeout_ms),
-        );
-        let config = (context.shared.redis_endpoint(), replicas);
-        let connect = connector(config, async |(endpoint, (n, timeout))| {
-            let endpoint = endpoint.ok_or_else(|| not_set("redis", "REDIS_URLS"))?;
-            let backend = locks::redis::RedisLock::connect_to(&endpoint)
-                .await
-                .map_err(unavailable("redis"))?
-                .with_min_replicas(n, timeout);
-            Ok(Box::new(backend) as Box<dyn LockBackend>)
-        });
+    fn build(_: &NoSettings, context: &Context<'_, S>) -> Arc<dyn Strategy> {
+        let connect = context
+            .shared
+            .redis_lock()
+            .unwrap_or_else(|| connector((), async |()| Err(not_set("redis", "REDIS_URLS"))));
         let strategy = LockStrategy::new(NAME, "redis", "stock:", connect, context.shared);
         #[cfg(feature = "service")]
         let strategy = strategy.with_card(&INFO);
