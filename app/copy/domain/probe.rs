@@ -8,6 +8,7 @@ use std::time::Duration;
 pub enum Failpoint {
     AfterLock,
     AfterRead,
+    BeforeLock,
     BeforeCommit,
 }
 

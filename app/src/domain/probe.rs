@@ -7,15 +7,17 @@
 //! them (`scripts/copy-check` builds every copy with it, so the two cannot drift).
 //!
 //! # Failpoints
-//! Three places in every deduction, in the order a request passes them:
+//! Three places in every deduction, and a fourth where a strategy takes a lock of its
+//! own, in the order a request passes them:
+//! - `before_lock` (`local-mutex`, the lock strategies): about to take the lock;
 //! - `after_lock`: the strategy's lock is held, the transaction has not begun;
 //! - `after_read`: the stock has been read (or conditionally updated), the write has
 //!   not happened;
 //! - `before_commit`: everything is written, COMMIT has not been sent.
 //!
-//! Two more exist for the classic mistakes only: `before_lock` (a request has begun
-//! and read, and is about to lock) and `before_release` (an unlock has compared, not
-//! deleted).
+//! The classic mistakes pass `before_lock` too (one has begun its transaction and
+//! read, and is about to lock), and one more: `before_release` (an unlock has
+//! compared, not deleted).
 
 use super::error::DeductError;
 use async_trait::async_trait;

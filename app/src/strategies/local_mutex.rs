@@ -106,6 +106,7 @@ impl Strategy for LocalMutex {
     // ANCHOR: deduct
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
         let mut held = Vec::with_capacity(d.order.items.len());
+        d.probe.at(Failpoint::BeforeLock).await;
         for item in d.order.by_product() {
             let mutex = self.mutex(item.product_id);
             held.push(d.probe.time(Phase::Lock, mutex.lock_owned()).await);

@@ -10,7 +10,7 @@
 //! | `atomic-sql`, `pessimistic` | 1 or 2 | waits for the row lock | 1 sells, 2 is sold out |
 //! | `optimistic` | 1 or 2 | completes; 1's compare-and-set fails, it retries | 2 sells, 1 is sold out |
 
-use crate::helpers::{TestApp, fresh_database, sample, spawn_app_on};
+use crate::helpers::{TestApp, fresh_database, spawn_app_on};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
@@ -35,20 +35,19 @@ enum Second {
     Waited,
 }
 
-/// The deductions in flight on `app` (its `stock_locks_admission{value="in_flight"}`).
-async fn in_flight(app: &TestApp) -> f64 {
-    let scrape = app.get("/metrics").await.text().await.unwrap();
-    sample(&scrape, "stock_locks_admission{value=\"in_flight\"}")
+/// How often `app`'s requests passed `before_lock` and `after_lock`.
+async fn lock_hits(app: &TestApp) -> (u64, u64) {
+    (app.hits("before_lock").await, app.hits("after_lock").await)
 }
 
 /// Waits until request 2 is seen held up where request 1 holds the product: for a row
 /// lock, InnoDB lists a lock on a table of this database (its lock table lists only
 /// locks waited for and the locks they wait for); for a lock strategy (a mutex, a
-/// distributed lock), request 2 is in flight on its instance (`in_flight_before` was
-/// the count before it was sent) and has not passed `after_lock` (`after_lock` hits
-/// before it was sent). Panics after [`PATIENCE`]. Whether it was safe is decided by
-/// the outcome, not by this.
-async fn held_up(strategy: &str, app: &TestApp, in_flight_before: f64, after_lock: u64) {
+/// distributed lock), request 2 passed `before_lock` on its instance and not
+/// `after_lock` (`before` holds both counts from before it was sent): it is at the
+/// lock. Panics after [`PATIENCE`]. Whether it was safe is decided by the outcome, not
+/// by this.
+async fn held_up(strategy: &str, app: &TestApp, before: (u64, u64)) {
     let started = std::time::Instant::now();
     let row_lock = matches!(strategy, "atomic-sql" | "pessimistic");
     loop {
@@ -62,7 +61,7 @@ async fn held_up(strategy: &str, app: &TestApp, in_flight_before: f64, after_loc
             .unwrap();
             waits > 0
         } else {
-            in_flight(app).await > in_flight_before && app.hits("after_lock").await == after_lock
+            lock_hits(app).await == (before.0 + 1, before.1)
         };
         if seen {
             return;
@@ -95,8 +94,7 @@ async fn choreography(strategy: &str, instances: usize, second: Second, oversell
         .await;
     let request_1 = send(&first, strategy, "request-1");
     first.wait_paused("after_read", 1).await;
-    let after_lock = second_app.hits("after_lock").await;
-    let in_flight = in_flight(second_app).await;
+    let lock_hits_before = lock_hits(second_app).await;
     let mut request_2 = send(second_app, strategy, "request-2");
     // Request 2 either finishes while request 1 is paused, or is seen held up at the
     // lock request 1 holds: each is waited for as a condition, not decided by a delay.
@@ -106,7 +104,7 @@ async fn choreography(strategy: &str, instances: usize, second: Second, oversell
             .ok()
             .map(Result::unwrap),
         Second::Waited => {
-            held_up(strategy, second_app, in_flight, after_lock).await;
+            held_up(strategy, second_app, lock_hits_before).await;
             if request_2.is_finished() {
                 Some((&mut request_2).await.unwrap())
             } else {

@@ -219,6 +219,7 @@ impl LockStrategy {
         let holder = HolderId::new(format!("{}:{}", self.instance, d.order.request_id))
             .map_err(|e| DeductError::Unexpected(e.into()))?;
         let deadline = tokio::time::Instant::now() + self.wait;
+        d.probe.at(Failpoint::BeforeLock).await;
         for item in d.order.by_product() {
             // 1. Lock.
             let key = format!("{}{}", self.key_prefix, item.product_id);

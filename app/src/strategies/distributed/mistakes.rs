@@ -16,8 +16,8 @@
 //! usually written, so it can be read against the correct file. The mistakes run
 //! unfenced, as the write-ups' code does: fencing would hide the first four.
 //!
-//! Failpoints: besides the usual three, `before_lock` (a `lock-inside-transaction`
-//! request has begun its transaction and read, and is about to lock) and
+//! Failpoints: besides the usual ones, `before_lock` where the mistake locks (a
+//! `lock-inside-transaction` request has begun its transaction and read) and
 //! `before_release` (a `get-then-del` unlock has compared, and not yet deleted).
 //! `after_lock` takes the mode `crash` in `setnx-then-expire` (between SETNX and
 //! EXPIRE) and `persistent-node` (node created): the request stops there as a killed
