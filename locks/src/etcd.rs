@@ -264,7 +264,7 @@ impl LockBackend for EtcdLock {
             Err(e) if e.to_string().contains("lease not found") => {
                 Err(LockError::not_holder(key, holder))
             }
-            Err(e) => Err(backend(e)),
+            Err(e) => Err(e),
         }
     }
 }

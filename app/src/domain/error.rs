@@ -36,9 +36,14 @@ pub enum DeductError {
     /// with the same request_id to find out (it is never applied twice).
     #[error("{0}")]
     OutcomeUnknown(String),
-    /// A backend the request needs is not configured or not reachable.
+    /// A backend the request needs is not configured or not reachable; its own error,
+    /// when it gave one, is the `source` ([`DeductError::caused_by`]).
     #[error("{backend} unavailable: {detail}")]
-    BackendUnavailable { backend: String, detail: String },
+    BackendUnavailable {
+        backend: String,
+        detail: String,
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// The `orders` insert hit the primary key: this request id committed meanwhile.
     /// Never answered as such: the idempotency layer answers the stored response.
     #[error("request_id `{0}` has already succeeded")]
@@ -90,19 +95,30 @@ impl DeductError {
         }
     }
 
-    /// The database is down or every pooled connection is busy.
-    pub fn database(detail: impl std::fmt::Display) -> DeductError {
+    /// `backend` is not configured or not reachable, as `detail` says.
+    pub fn unavailable(backend: &str, detail: impl Into<String>) -> DeductError {
+        let (backend, detail) = (backend.into(), detail.into());
         DeductError::BackendUnavailable {
-            backend: "database".into(),
-            detail: detail.to_string(),
+            backend,
+            detail,
+            source: None,
         }
+    }
+
+    /// This error with `cause` kept as its source (a backend's error only).
+    pub fn caused_by(mut self, cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        if let DeductError::BackendUnavailable { source, .. } = &mut self {
+            *source = Some(cause.into());
+        }
+        self
     }
 }
 
 impl From<sqlx::Error> for DeductError {
     fn from(e: sqlx::Error) -> DeductError {
         if is_connection_error(&e) {
-            DeductError::database(e)
+            // The database is down or every pooled connection is busy.
+            DeductError::unavailable("database", e.to_string()).caused_by(e)
         } else {
             DeductError::Unexpected(anyhow::Error::new(e).context("database error"))
         }

@@ -453,10 +453,7 @@ async fn ready_route(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
             .filter(|b| b.configured && !b.ok)
             .map(|b| b.backend.as_str())
             .collect();
-        let error = DeductError::BackendUnavailable {
-            backend: down.join(", "),
-            detail: "not reachable".into(),
-        };
+        let error = DeductError::unavailable(&down.join(", "), "not reachable");
         Err(ApiError::from(error).with_backends(report.backends))
     }
 }

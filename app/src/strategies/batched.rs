@@ -444,10 +444,9 @@ fn for_each_member(e: &DeductError) -> DeductError {
     match e {
         DeductError::Busy(m) => DeductError::Busy(m.clone()),
         DeductError::OutcomeUnknown(m) => DeductError::OutcomeUnknown(m.clone()),
-        DeductError::BackendUnavailable { backend, detail } => DeductError::BackendUnavailable {
-            backend: backend.clone(),
-            detail: detail.clone(),
-        },
+        DeductError::BackendUnavailable {
+            backend, detail, ..
+        } => DeductError::unavailable(backend, detail.clone()),
         _ => DeductError::Unexpected(anyhow::anyhow!("the batch's transaction failed")),
     }
 }

@@ -2,6 +2,8 @@
 //! handler runs after it parsed the body (`Service::deduct`), and the restock beside it.
 
 use crate::helpers::{fresh_database, test_settings};
+use locks::LockError;
+use std::error::Error;
 use std::sync::Arc;
 use std::time::Instant;
 use stock_app::domain::error::DeductError;
@@ -146,5 +148,39 @@ async fn an_unknown_strategy_is_named() {
 
     assert_eq!(refused.code(), "unknown_strategy");
     assert!(refused.to_string().contains("atomic-sql"), "{refused}");
+    service.close().await;
+}
+
+/// A lock backend nothing answers for: 503 `backend_unavailable`, and under it the
+/// lock's own error, kept as its source (a caller asks it, not the message).
+#[tokio::test]
+async fn a_backend_failure_keeps_its_cause() {
+    let mut settings = test_settings(&fresh_database().await);
+    settings.shared.redis_urls = vec!["redis://127.0.0.1:1".into()];
+    settings.shared.redis_sentinels.clear();
+    let service = stock_app::startup::service(&settings, Arc::new(NoProbe))
+        .await
+        .expect("the service starts without its Redis");
+    service.restock(1, 3, 0).await.expect("restocked");
+    let strategy = service.strategy("redis-lock").expect("served");
+
+    let refused = service
+        .deduct(
+            strategy,
+            &order("a", 1, 1),
+            &Knobs::default(),
+            Instant::now(),
+        )
+        .await
+        .expect_err("no lock without Redis");
+
+    let ServiceError::Deduct(refused) = refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(refused.code(), "backend_unavailable", "{refused}");
+    let cause = refused.source().and_then(|s| s.downcast_ref::<LockError>());
+    let cause = cause.unwrap_or_else(|| panic!("the lock's error kept: {refused:?}"));
+    assert!(matches!(cause, LockError::Backend(_)), "{cause:?}");
+    assert_eq!(service.stock(1).await.expect("the product").quantity, 3);
     service.close().await;
 }

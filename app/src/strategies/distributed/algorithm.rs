@@ -81,18 +81,12 @@ where
 
 /// A backend's error as the answer: 503 `backend_unavailable`.
 pub fn unavailable(backend: &'static str) -> impl Fn(LockError) -> DeductError {
-    move |e| DeductError::BackendUnavailable {
-        backend: backend.into(),
-        detail: e.to_string(),
-    }
+    move |e| DeductError::unavailable(backend, e.to_string()).caused_by(e)
 }
 
 /// A backend with no servers configured.
 pub fn not_set(backend: &str, variable: &str) -> DeductError {
-    DeductError::BackendUnavailable {
-        backend: backend.into(),
-        detail: format!("{variable} is not set"),
-    }
+    DeductError::unavailable(backend, format!("{variable} is not set"))
 }
 
 /// A strategy that trusts one distributed lock backend.
@@ -266,10 +260,9 @@ pub(super) fn not_acquired(backend: &str, key: &str, e: LockError) -> DeductErro
         LockError::TimedOut { waited, .. } => {
             DeductError::Busy(format!("lock {key} not acquired within {waited:?}"))
         }
-        LockError::Backend(detail) => DeductError::BackendUnavailable {
-            backend: backend.into(),
-            detail,
-        },
+        LockError::Backend(ref detail) => {
+            DeductError::unavailable(backend, detail.clone()).caused_by(e)
+        }
         other => DeductError::Unexpected(other.into()),
     }
 }

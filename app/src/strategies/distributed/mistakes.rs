@@ -512,12 +512,9 @@ async fn release_all(mut held: Vec<LockGuard>) {
 }
 
 fn redis_down(e: redis::RedisError) -> DeductError {
-    unavailable("redis", e)
+    unavailable("redis", &e).caused_by(e)
 }
 
 fn unavailable(backend: &str, detail: impl std::fmt::Display) -> DeductError {
-    DeductError::BackendUnavailable {
-        backend: backend.into(),
-        detail: detail.to_string(),
-    }
+    DeductError::unavailable(backend, detail.to_string())
 }

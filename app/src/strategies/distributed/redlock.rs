@@ -102,10 +102,7 @@ impl<S: RedLockShared> Declare<S> for RedLock {
         let config = (context.shared.redis_urls(), node_timeout);
         let connect = connector(config, async |(urls, node_timeout)| {
             let backend = locks::redlock::RedLock::new(&urls)
-                .map_err(|e| DeductError::BackendUnavailable {
-                    backend: "redlock".into(),
-                    detail: format!("{e} (REDIS_URLS)"),
-                })?
+                .map_err(|e| DeductError::unavailable("redlock", format!("{e} (REDIS_URLS)")))?
                 .with_node_timeout(node_timeout);
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });

@@ -164,7 +164,7 @@ static INFO: StrategyInfo = StrategyInfo {
 impl RedisStock {
     async fn primary(&self) -> Result<&dyn Primary, DeductError> {
         let endpoint = (self.settings.endpoint.as_ref())
-            .ok_or_else(|| unavailable("not configured: set REDIS_URLS"))?;
+            .ok_or_else(|| DeductError::unavailable("redis", "not configured: set REDIS_URLS"))?;
         self.primary
             .get_or_try_init(|| endpoint.connect())
             .await
@@ -282,9 +282,9 @@ impl Strategy for RedisStock {
                     });
                 }
                 "recovering" => {
-                    return Err(unavailable(
-                        "redis-stock is reconciling its counters after a Redis restart",
-                    ));
+                    let reconciling =
+                        "redis-stock is reconciling its counters after a Redis restart";
+                    return Err(DeductError::unavailable("redis", reconciling));
                 }
                 other => Err(anyhow::anyhow!("redis-stock script answered {other:?}"))?,
             }

@@ -140,9 +140,7 @@ impl Sale {
     }
 }
 
-pub fn unavailable(e: impl std::fmt::Display) -> DeductError {
-    DeductError::BackendUnavailable {
-        backend: "redis".into(),
-        detail: e.to_string(),
-    }
+/// Redis failed: 503 `backend_unavailable`, its error kept as the source.
+pub fn unavailable(e: redis::RedisError) -> DeductError {
+    DeductError::unavailable("redis", e.to_string()).caused_by(e)
 }
