@@ -28,18 +28,16 @@
 //! 6. Release: revoke the lease (its key goes with it). Reentrancy is counted per
 //!    holder in this process; only the last release revokes.
 //!
-//! Why not etcd's own Lock RPC (`v3lock`, used by `etcd-client`'s `lock`)? It is this
-//! same recipe run inside the server, but it blocks until the lock is free with no
-//! bound of its own, and a cancelled call leaves the key queued until its lease ends.
-//! Here the wait is ours to bound and to clean up, as for every other backend.
+//! Why not etcd's own Lock RPC (`v3lock`, `etcd-client`'s `lock`)? The same recipe in
+//! the server, but it blocks with no bound of its own, and a cancelled call leaves the
+//! key queued until its lease ends: here the wait is ours to bound and clean up.
 //!
 //! # How it fails
 //! - **A holder paused past its lease** (GC, SIGSTOP): etcd expires the lease, deletes
 //!   the key, and the next waiter holds the lock while the first still believes it
 //!   does. Jepsen found exactly this ("multiple processes can hold an etcd lock
 //!   concurrently"), and etcd's docs say its locks "cannot be used as mutual exclusion
-//!   mechanism by themselves". Fence writes with the revision; the chaos runner shows
-//!   both sides.
+//!   mechanism by themselves". Fence writes with the revision (the chaos runner shows it).
 //! - **Unreachable** (partition, every member down): keep-alives fail; the watchdog
 //!   signals the loss when the lease would have ended on our clock, before etcd (whose
 //!   lease is at least as long) can grant it to another.
@@ -48,7 +46,7 @@
 //! - **A lost put answer**: the key may exist. It is found again by its name (the
 //!   lease id), and otherwise goes with the lease, which the failed acquire revokes.
 
-use crate::lock::{Acquired, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, SortOrder,
@@ -59,12 +57,27 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
-fn backend(e: impl std::fmt::Display) -> LockError {
-    LockError::Backend(format!("etcd: {e}"))
+fn backend(e: etcd_client::Error) -> LockError {
+    use etcd_client::Error::{GRpcStatus, IoError, TransportError};
+    let kind = match &e {
+        GRpcStatus(s) if i32::from(s.code()) == 4 => BackendKind::Timeout, // DEADLINE_EXCEEDED
+        TransportError(_) | IoError(_) => BackendKind::Unreachable,
+        e if is_unavailable(e) => BackendKind::Unreachable,
+        _ => BackendKind::Failed,
+    };
+    LockError::Backend("etcd", kind, e.into())
 }
 
-/// How long a call is retried while etcd is unavailable (a leader election takes about
-/// 2 s here) before the error is reported, and how long one attempt may take.
+/// gRPC's UNAVAILABLE: a member down, or no leader (yet).
+fn is_unavailable(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if i32::from(s.code()) == 14)
+}
+
+fn failed(message: &'static str) -> LockError {
+    LockError::Backend("etcd", BackendKind::Failed, message.into())
+}
+
+/// How long a call is retried while etcd is unavailable (an election), and one attempt.
 const RETRY_FOR: Duration = Duration::from_secs(3);
 const ATTEMPT: Duration = Duration::from_secs(1);
 
@@ -83,11 +96,12 @@ where
     let deadline = Instant::now() + RETRY_FOR;
     loop {
         let unavailable = match tokio::time::timeout(ATTEMPT, call(client.clone())).await {
-            Ok(Err(etcd_client::Error::GRpcStatus(status))) if i32::from(status.code()) == 14 => {
-                backend(status)
-            }
+            Ok(Err(e)) if is_unavailable(&e) => backend(e),
             Ok(other) => return other.map_err(backend),
-            Err(_) => backend(format!("no answer within {ATTEMPT:?}")),
+            Err(_) => {
+                let silent = format!("no answer within {ATTEMPT:?}");
+                LockError::Backend("etcd", BackendKind::Timeout, silent.into())
+            }
         };
         if Instant::now() >= deadline {
             return Err(unavailable);
@@ -316,7 +330,7 @@ async fn queue(
         let kv = found
             .kvs()
             .first()
-            .ok_or_else(|| backend("our key vanished"))?;
+            .ok_or_else(|| failed("our key vanished"))?;
         kv.create_revision()
     };
     let mut waited = false;
@@ -342,7 +356,7 @@ async fn queue(
                 });
                 if mine.await?.count() == 0 {
                     let vanished = "our lock key vanished while we waited (lease expired)";
-                    return Err(backend(vanished));
+                    return Err(failed(vanished));
                 }
             }
             return Ok(Some((ours, revision)));

@@ -1,20 +1,22 @@
-//! The lock core every backend file builds on: errors, the holder id, options, the
-//! [`LockGuard`] with its lost-lock signal, and **one watchdog** renewing every
-//! lease/3. A backend ([`LockBackend`]) owns its whole acquisition, waiting included;
-//! [`Locker`] turns its answer (token, lease start) into a guard.
+//! The lock core every backend builds on: errors, holder ids, options, the [`LockGuard`]
+//! with its lost-lock signal, and **one watchdog** renewing every lease/3. A backend
+//! ([`LockBackend`]) owns its acquisition, waiting included; [`Locker`] makes a guard.
 
 use async_trait::async_trait;
+use std::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+/// A backend's own error, or a message saying what happened.
+pub type Cause = Box<dyn Error + Send + Sync>;
+
 /// Everything that can go wrong with a lock.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
-    /// Another holder kept the lock for the whole wait.
     #[error("lock `{key}` not acquired within {waited:?}")]
     TimedOut { key: String, waited: Duration },
     /// An unlock or renewal by someone who does not hold the lock.
@@ -23,12 +25,31 @@ pub enum LockError {
     /// A bad argument (an empty key, a holder id the backend cannot store, ...).
     #[error("invalid lock argument: {0}")]
     Invalid(String),
-    /// The backend failed or could not be reached.
-    #[error("lock backend: {0}")]
-    Backend(String),
+    /// The backend (named) failed, as [`BackendKind`] says, from its `source`.
+    #[error("lock backend: {0}: {2}")]
+    Backend(&'static str, BackendKind, #[source] Cause),
+}
+
+/// How a backend failed: what its caller can act on ([`LockError::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// No answer in time (slow or gone; it may have done it).
+    Timeout,
+    /// Not reachable, or the connection broke.
+    Unreachable,
+    /// It answered with a failure (an error reply, a vanished key, too few nodes).
+    Failed,
 }
 
 impl LockError {
+    /// How the backend failed (`None`: not a backend failure).
+    pub fn kind(&self) -> Option<BackendKind> {
+        match self {
+            LockError::Backend(_, kind, _) => Some(*kind),
+            _ => None,
+        }
+    }
+
     /// `holder` does not hold `key`.
     pub fn not_holder(key: &str, holder: &HolderId) -> LockError {
         let (key, holder) = (key.to_string(), holder.to_string());
@@ -39,15 +60,12 @@ impl LockError {
 /// Why a held lock was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum LostReason {
-    /// A renewal found another holder, or no lock at all: it expired and was taken,
-    /// or it was removed from outside (a deleted key, a cleared row, a Redis restart).
+    /// A renewal found another holder or no lock (expired and taken, or removed).
     #[error("another holder has it, or it was removed")]
     NotHolder,
-    /// The lease ran out before a renewal got through (backend slow or unreachable,
-    /// or renewal turned off).
+    /// The lease ran out before a renewal got through (or renewal is off).
     #[error("the lease ran out before it could be renewed")]
     Expired,
-    /// The maximum hold time ended the lease: the watchdog stopped renewing.
     #[error("the maximum hold time ended the lease")]
     MaxHold,
 }
@@ -58,8 +76,7 @@ pub enum LostReason {
 pub struct HolderId(String);
 
 impl HolderId {
-    /// 1 to 128 printable ASCII characters, not starting with `#` (reserved by the
-    /// Redis lock for its token field).
+    /// 1 to 128 printable ASCII characters, not starting with `#` (the Redis lock's).
     pub fn new(id: impl Into<String>) -> Result<HolderId, LockError> {
         let id = id.into();
         let printable = id.bytes().all(|b| b.is_ascii_graphic());
@@ -90,18 +107,16 @@ impl std::fmt::Display for HolderId {
 /// How a lock is held.
 #[derive(Debug, Clone)]
 pub struct LockOptions {
-    /// How long the backend keeps the lock without a renewal. The holder counts it
-    /// from *before* its request was sent, so its deadline ends before the backend's.
+    /// How long the backend keeps it unrenewed; the holder counts from *before* its
+    /// request was sent, so its deadline ends first.
     pub lease: Duration,
-    /// Renew every lease/3 while the guard lives (Redisson's watchdog). Off: the lock
-    /// simply expires after `lease`.
+    /// Renew every lease/3 while the guard lives (Redisson's watchdog); off: it expires.
     pub renew: bool,
-    /// Stop renewing this long after the lease started: a hung task must not hold a
-    /// lock forever. The last renewal is cut so the lease ends exactly then.
+    /// Stop renewing this long after the lease started (the last renewal cut to end
+    /// there): a hung task must not hold a lock forever.
     pub max_hold: Option<Duration>,
-    /// Chubby's lock-delay: the backend keeps the lock this much longer than the holder
-    /// counts on, so a holder that vanished without releasing blocks the next for lease
-    /// + delay; a release frees it at once. Narrows a stale write's window, never closes it.
+    /// Chubby's lock-delay: the backend keeps it this much longer, so a vanished
+    /// holder blocks the next for lease + delay (a release frees it at once).
     pub lock_delay: Duration,
 }
 
@@ -116,9 +131,8 @@ impl Default for LockOptions {
     }
 }
 
-/// A backend's yes: the fencing token (`None` if it has none; a reentrant acquisition
-/// returns the first one's) and the instant the lease counts from on the holder's
-/// clock (before the request was sent, less any allowance for clock drift).
+/// A backend's yes: the fencing token (a re-entry's is the first one's) and when the
+/// lease counts from on the holder's clock (before the request, less clock drift).
 #[derive(Debug, Clone, Copy)]
 pub struct Acquired {
     pub token: Option<u64>,
@@ -175,16 +189,15 @@ impl Locker {
         self.backend.name()
     }
 
-    /// Waits up to `wait` for `key`; the backend decides how it waits (see its file).
+    /// Waits up to `wait` for `key` (1-255 printable ASCII, no leading `/`), as the
+    /// backend waits.
     ///
     /// # Errors
-    /// [`LockError::TimedOut`] when another holder kept it for the whole wait,
-    /// [`LockError::Invalid`] for a bad key (1-255 printable ASCII, not starting with
-    /// `/`), [`LockError::Backend`] when the backend failed.
+    /// [`LockError::TimedOut`], [`LockError::Invalid`] (the key), [`LockError::Backend`].
     ///
     /// # Cancellation safety
-    /// Dropped while the backend's request is in flight, the lock may be taken with
-    /// no guard to release it, until its lease (or session) ends (see the backend's).
+    /// Dropped while the backend's request is in flight, the lock may be taken with no
+    /// guard to release it, until its lease (or session) ends.
     pub async fn acquire(
         &self,
         key: &str,
@@ -239,9 +252,8 @@ fn first_lease(options: &LockOptions) -> Duration {
     options.lease.min(options.max_hold.unwrap_or(Duration::MAX))
 }
 
-/// A held lock. Release it with [`LockGuard::release`]; a guard dropped without
-/// release stops its watchdog and unlocks in the background (on the current tokio
-/// runtime, if there is one; otherwise the lease simply runs out).
+/// A held lock, released by [`LockGuard::release`]; dropped, it unlocks in the
+/// background (on the current tokio runtime, if any; otherwise the lease runs out).
 pub struct LockGuard {
     key: String,
     holder: HolderId,
@@ -260,8 +272,7 @@ impl LockGuard {
         &self.holder
     }
 
-    /// The fencing token of this acquisition (`None` if the backend has none). A
-    /// reentrant acquisition has the token of the first one.
+    /// The fencing token (`None`: the backend has none; a re-entry's is the first one's).
     pub fn token(&self) -> Option<u64> {
         self.token
     }
@@ -289,13 +300,12 @@ impl LockGuard {
     /// Stops renewing and releases one level of the lock.
     ///
     /// # Errors
-    /// [`LockError::NotHolder`] if the lock had already been lost to someone else;
-    /// [`LockError::Backend`] if the backend could not be told (the lock then ends
-    /// with its lease or session).
+    /// [`LockError::NotHolder`]: already lost; [`LockError::Backend`]: not told (the
+    /// lease or session ends it).
     ///
     /// # Cancellation safety
-    /// The watchdog stops first; a release dropped before the backend answered may or
-    /// may not have unlocked, and the lease (or session) ends the rest.
+    /// The watchdog stops first; dropped before the backend answered, it may or may
+    /// not have unlocked, and the lease (or session) ends the rest.
     pub async fn release(mut self) -> Result<(), LockError> {
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.abort();
@@ -323,14 +333,10 @@ impl Drop for LockGuard {
     }
 }
 
-/// The one watchdog every backend shares.
-///
-/// - Every lease/3 it renews the lease, counted from before the request was sent.
-/// - A renewal that finds another holder ends the hold: [`LostReason::NotHolder`].
-/// - A renewal that fails (backend down, timeout) is retried on the next tick; if
-///   none succeeds before the current lease ends: [`LostReason::Expired`].
-/// - At `max_hold` it stops renewing (the last renewal is cut to end exactly there)
-///   and signals [`LostReason::MaxHold`] when the lease runs out.
+/// The one watchdog every backend shares: it renews every lease/3 (counted from before
+/// the request); a renewal finding another holder: [`LostReason::NotHolder`]; a failed
+/// one is retried next tick, none through before the lease ends: [`LostReason::Expired`];
+/// at `max_hold` it stops renewing: [`LostReason::MaxHold`] when the lease runs out.
 async fn watchdog(
     (backend, key, holder): (Arc<dyn LockBackend>, String, HolderId),
     options: LockOptions,
@@ -343,13 +349,7 @@ async fn watchdog(
     let mut next_renewal = since + period;
     // Whether the current lease ends where it does because of the maximum hold time.
     let mut cut_by_max_hold = options.max_hold.is_some_and(|max| max <= options.lease);
-    let ran_out = |cut: bool| {
-        if cut {
-            LostReason::MaxHold
-        } else {
-            LostReason::Expired
-        }
-    };
+    let ran_out = |cut: bool| [LostReason::Expired, LostReason::MaxHold][usize::from(cut)];
     let reason = loop {
         let renewing = options.renew && max_hold_end.is_none_or(|end| Instant::now() < end);
         if !renewing {

@@ -70,7 +70,7 @@
 //! - `./scripts/chaos` runs this lock in the service under load (holder frozen past its
 //!   lease, holder killed); the book's "Faults and fencing" has what one run showed.
 
-use crate::lock::{Acquired, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use sqlx::MySqlPool;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
@@ -134,8 +134,14 @@ impl MysqlLock {
     }
 }
 
-fn backend(e: impl std::fmt::Display) -> LockError {
-    LockError::Backend(format!("mysql: {e}"))
+fn backend(e: sqlx::Error) -> LockError {
+    use sqlx::Error::{Io, PoolClosed, PoolTimedOut, Tls};
+    let kind = match e {
+        PoolTimedOut => BackendKind::Timeout,
+        Io(_) | Tls(_) | PoolClosed => BackendKind::Unreachable,
+        _ => BackendKind::Failed,
+    };
+    LockError::Backend("mysql", kind, e.into())
 }
 
 fn error_number(e: &sqlx::Error) -> Option<u16> {

@@ -29,9 +29,8 @@
 //!
 //! # Guarantees
 //! Mutual exclusion while Redis keeps its data and the holder runs within its lease;
-//! reentrancy per holder; only the holder releases; a token that grows with every
-//! new acquisition of a key, also across Redis losing its data (unless its clock went
-//! back meanwhile).
+//! reentrancy per holder; only the holder releases; a token growing with every new
+//! acquisition, also across Redis losing its data (unless its clock went back).
 //!
 //! # How it fails
 //! - **Pause past the lease** (GC, SIGSTOP): the key expires, another holder takes it;
@@ -42,27 +41,23 @@
 //! - **Clocks**: Redis expires keys by its own clock; a jump ends leases early. The
 //!   holder's deadline runs on its monotonic clock from before the request, so the
 //!   holder gives up first.
-//! - The unlock is one script because a client-side `GET`, compare, `DEL` deletes the
-//!   next holder's lock when the lease ends between the two (the `get-then-del`
-//!   mistake in `app/src/strategies/distributed/mistakes.rs`, runnable).
-//! - `./scripts/chaos` shows each of these in the service under load.
+//! - The unlock is one script: a client-side `GET`, compare, `DEL` deletes the next
+//!   holder's lock when the lease ends between the two (the runnable `get-then-del`
+//!   mistake). `./scripts/chaos` shows each of these in the service under load.
 //!
 //! # Tokens that survive Redis losing them
 //! A plain `INCR` counter goes back with the data: after a restart every new token is
-//! one the resource's fence has already outgrown, and every holder is refused until
-//! the counter climbs back. So a token is `max(last + 1, the server's clock in µs)`
-//! (`TIME` inside the script): increasing like a counter while Redis keeps its data;
-//! after a loss, the clock is already past every token handed out before. No extra
-//! round trip. The clock only decides *liveness*: a clock set back across a data loss
-//! makes the fence refuse holders until it catches up (safe); it never lets a stale
-//! holder through, because the resource compares tokens. (ZooKeeper's zxid does the
-//! same with an election epoch in its high 32 bits.)
+//! one the fence has outgrown, and every holder is refused until it climbs back. So a
+//! token is `max(last + 1, the server's clock in µs)` (`TIME` in the script, no extra
+//! round trip): a counter while Redis keeps its data; after a loss, past every token
+//! handed out before. The clock decides only *liveness*: set back across a loss, the
+//! fence refuses holders until it catches up, and never lets a stale one through.
+//! (ZooKeeper's zxid puts an election epoch in its high 32 bits for the same reason.)
 //!
 //! # Sentinel
-//! [`RedisLock::connect`] talks to one server. `redis_sentinel.rs` (optional) follows
-//! the primary Sentinel names, and says what that does not fix.
+//! [`RedisLock::connect`]: one server; `redis_sentinel.rs` (optional): Sentinel's primary.
 
-use crate::lock::{Acquired, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -87,8 +82,15 @@ fn token_key(key: &str) -> String {
     format!("{key}:fence")
 }
 
-fn backend(e: impl std::fmt::Display) -> LockError {
-    LockError::Backend(format!("redis: {e}"))
+pub(crate) fn backend(e: RedisError) -> LockError {
+    let kind = if e.is_timeout() {
+        BackendKind::Timeout
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        BackendKind::Unreachable
+    } else {
+        BackendKind::Failed
+    };
+    LockError::Backend("redis", kind, e.into())
 }
 
 fn lease_ms(lease: Duration) -> u64 {
@@ -213,9 +215,8 @@ impl RedisLock {
         Ok(Self::on(Arc::new(Single(client, conn))).await)
     }
 
-    /// The lock on `primary`, with the process's release subscription open (waiting
-    /// up to 2 s for it to be confirmed, so that no release after this returns is
-    /// missed).
+    /// The lock on `primary`, its release subscription open (waiting up to 2 s for it
+    /// to be confirmed, so that no release after this returns is missed).
     pub async fn on(primary: Arc<dyn Connection>) -> RedisLock {
         let wakeups = Arc::new(Wakeups::default());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();

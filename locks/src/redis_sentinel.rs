@@ -23,7 +23,7 @@
 //! promote a replica that had not acknowledged (with several replicas), and a replica
 //! that restarts empty forgets. For a guarantee, fence the writes.
 
-use crate::lock::{Acquired, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use crate::redis::{Connection, RedisLock, open};
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
@@ -152,7 +152,7 @@ impl RedisLock {
     pub async fn connect_to(endpoint: &Endpoint) -> Result<RedisLock, LockError> {
         let primary = Primary::connect(endpoint)
             .await
-            .map_err(|e| LockError::Backend(format!("redis: {e}")))?;
+            .map_err(crate::redis::backend)?;
         Ok(RedisLock::on(Arc::new(primary)).await)
     }
 
@@ -200,13 +200,14 @@ impl LockBackend for Replicated {
             .arg(self.timeout.as_millis() as u64)
             .query_async(&mut conn)
             .await
-            .map_err(|e| LockError::Backend(format!("redis: {e}")))?;
+            .map_err(crate::redis::backend)?;
         if acked < i64::from(self.replicas) {
             let _ = self.lock.unlock(key, holder).await;
             let (replicas, timeout) = (self.replicas, self.timeout);
-            return Err(LockError::Backend(format!(
-                "redis: the lock was acknowledged by {acked} of the {replicas} replica(s) required within {timeout:?}; given back"
-            )));
+            let why = format!(
+                "the lock was acknowledged by {acked} of the {replicas} replica(s) required within {timeout:?}; given back"
+            );
+            return Err(LockError::Backend("redis", BackendKind::Failed, why.into()));
         }
         Ok(acquired)
     }

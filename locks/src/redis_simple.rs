@@ -25,10 +25,10 @@
 //! the two leaves a lock nobody ever gets again) and `get-then-del` (a holder whose
 //! lease ran out between the two deletes the next holder's lock; a third walks in).
 
-use crate::lock::{Acquired, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
-use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
 use std::sync::LazyLock;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -43,8 +43,15 @@ pub const SIMPLE_RENEW_LUA: &str = include_str!("../lua/simple_renew.lua");
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(SIMPLE_UNLOCK_LUA));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(SIMPLE_RENEW_LUA));
 
-fn backend(e: impl std::fmt::Display) -> LockError {
-    LockError::Backend(format!("redis: {e}"))
+fn backend(e: RedisError) -> LockError {
+    let kind = if e.is_timeout() {
+        BackendKind::Timeout
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        BackendKind::Unreachable
+    } else {
+        BackendKind::Failed
+    };
+    LockError::Backend("redis", kind, e.into())
 }
 
 fn lease_ms(lease: Duration) -> u64 {

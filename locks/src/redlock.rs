@@ -63,7 +63,7 @@
 //! - Every operation costs N round trips in parallel: latency is the slowest node of
 //!   the majority. `./scripts/chaos` shows these faults in the service under load.
 
-use crate::lock::{Acquired, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -96,8 +96,13 @@ pub struct RedLock {
     held: Mutex<HashMap<(String, String), Held>>,
 }
 
-fn backend(e: impl std::fmt::Display) -> LockError {
-    LockError::Backend(format!("redlock: {e}"))
+fn backend(e: redis::RedisError) -> LockError {
+    LockError::Backend("redlock", BackendKind::Failed, e.into())
+}
+
+/// Too few nodes: `why`.
+fn short(kind: BackendKind, why: String) -> LockError {
+    LockError::Backend("redlock", kind, why.into())
 }
 
 impl RedLock {
@@ -258,15 +263,21 @@ impl RedLock {
             finished += 1;
         }
         if answered < quorum && acquired < quorum {
-            return Err(LockError::Backend(format!(
-                "redlock: quorum unreachable: only {answered} of {n} nodes answered within {timeout:?} (need {quorum})"
-            )));
+            return Err(short(
+                BackendKind::Unreachable,
+                format!(
+                    "quorum unreachable: only {answered} of {n} nodes answered within {timeout:?} (need {quorum})"
+                ),
+            ));
         }
         if acquired >= quorum {
-            return Err(LockError::Backend(format!(
-                "redlock: acquired on {acquired} of {n} nodes but only after {elapsed:?}, past the lease of {lease:?} \
+            return Err(short(
+                BackendKind::Timeout,
+                format!(
+                    "acquired on {acquired} of {n} nodes but only after {elapsed:?}, past the lease of {lease:?} \
                  minus drift; released everywhere"
-            )));
+                ),
+            ));
         }
         Ok(None)
     }
@@ -335,9 +346,10 @@ impl LockBackend for RedLock {
             // A majority says it is not ours any more: the lock has ended.
             Ok(None)
         } else {
-            Err(LockError::Backend(format!(
-                "redlock: extension reached only {extended} of {n} nodes"
-            )))
+            Err(short(
+                BackendKind::Unreachable,
+                format!("extension reached only {extended} of {n} nodes"),
+            ))
         }
     }
 
@@ -372,9 +384,10 @@ impl LockBackend for RedLock {
         } else if answered - deleted > n - quorum {
             Err(LockError::not_holder(key, holder))
         } else {
-            Err(backend(format!(
-                "release reached only {answered} of {n} nodes ({deleted} still ours)"
-            )))
+            Err(short(
+                BackendKind::Unreachable,
+                format!("release reached only {answered} of {n} nodes ({deleted} still ours)"),
+            ))
         }
     }
 }

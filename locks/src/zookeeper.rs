@@ -24,21 +24,19 @@
 //! increasing across the ensemble; not the sequence number (it counts per parent).
 //!
 //! # How it fails
-//! - **ConnectionLoss during create**: the node may or may not exist. It is found
-//!   again by its `_c_<uuid>` prefix (why Curator puts a UUID in the name), so no
-//!   orphan node blocks the lock forever.
-//! - **Session expiry**: ZooKeeper deletes our node and another waiter gets the lock;
-//!   the watchdog's check (every lease/3) finds our node gone and signals the loss.
-//! - **Disconnected**: the client cannot know whether its session still lives. The
-//!   holder counts the lock as lost after the lock's lease (its safety margin, shorter
-//!   than the session timeout) without a successful check.
-//! - **A pause past the session timeout**: consensus (ZAB) orders every create and
-//!   delete, but cannot stop a paused holder from waking up and writing after another
-//!   client took the lock. Fence writes with the czxid (`./scripts/chaos` shows it).
-//! - **The mistake: a PERSISTENT lock node** outlives its holder's session: a crashed
-//!   holder blocks everyone for good (the service's `persistent-node` mistake).
+//! - **ConnectionLoss during create**: the node may or may not exist; it is found again
+//!   by its `_c_<uuid>` prefix (why Curator puts a UUID in the name): no orphan blocks.
+//! - **Session expiry**: ZooKeeper deletes our node and the next waiter gets the lock;
+//!   the watchdog's check (every lease/3) finds our node gone: lost.
+//! - **Disconnected**: the session may or may not live; the holder counts the lock lost
+//!   after its lease (a margin shorter than the session timeout) without a check.
+//! - **A pause past the session timeout**: consensus (ZAB) orders creates and deletes
+//!   but cannot stop a paused holder waking up to write: fence with the czxid
+//!   (`./scripts/chaos` shows it).
+//! - **The mistake: a PERSISTENT lock node** outlives its holder's session: a crash
+//!   blocks everyone for good (the service's `persistent-node` mistake).
 
-use crate::lock::{Acquired, HolderId, LockBackend, LockError};
+use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -46,12 +44,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-fn backend(e: impl std::fmt::Display) -> LockError {
-    LockError::Backend(format!("zookeeper: {e}"))
+fn backend(e: zk::Error) -> LockError {
+    use zk::Error::{ConnectionLoss, NoHosts, SessionExpired, Timeout};
+    let kind = match e {
+        Timeout => BackendKind::Timeout,
+        ConnectionLoss | NoHosts | SessionExpired => BackendKind::Unreachable,
+        _ => BackendKind::Failed,
+    };
+    LockError::Backend("zookeeper", kind, e.into())
 }
 
-/// How long an operation is retried through connection losses (a leader election
-/// takes well under a second) before the loss is reported.
+/// How long connection losses are retried (an election takes well under a second).
 const RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// A lock node we hold: its path, czxid and how many times its holder entered.
@@ -72,8 +75,7 @@ pub struct ZooKeeperLock {
 }
 
 impl ZooKeeperLock {
-    /// Connects a session (failing at once if no server answers) and makes sure
-    /// `root` exists.
+    /// Connects a session (failing at once if no server answers); creates `root`.
     pub async fn connect(
         connect: &str,
         root: &str,
@@ -121,14 +123,12 @@ impl LockBackend for ZooKeeperLock {
     ///
     /// # Errors
     /// [`LockError::Backend`]: the ensemble failed or stayed unreachable (connection
-    /// losses are retried for 10 s), or our node vanished while we waited (the
-    /// session expired).
+    /// losses retried for 10 s), or our node vanished while we waited.
     ///
     /// # Cancellation safety
-    /// Dropped while queued or mid-create, our node is deleted in the background
-    /// (found by its marker if the create's answer never came). Dropped after the node
-    /// became the lowest but before the guard exists, the node stays until our session
-    /// ends (it is counted as held by `holder` in this process).
+    /// Dropped while queued or mid-create, our node is deleted in the background (found
+    /// by its marker if need be); dropped after it became the lowest, before the guard
+    /// exists, it stays until our session ends (held by `holder` in this process).
     async fn acquire(
         &self,
         key: &str,
@@ -176,7 +176,9 @@ impl LockBackend for ZooKeeperLock {
             }
             let queue = lock_nodes(children);
             let Some(position) = queue.iter().position(|c| *c == ours) else {
-                return Err(backend("our lock node vanished (session expired?)"));
+                let vanished = "our lock node vanished (session expired?)".into();
+                let e = LockError::Backend("zookeeper", BackendKind::Failed, vanished);
+                return Err(e);
             };
             if position == 0 {
                 pending.armed = false;
@@ -239,9 +241,8 @@ impl LockBackend for ZooKeeperLock {
     /// Step 4.
     ///
     /// # Errors
-    /// [`LockError::NotHolder`] when `holder` does not hold it (or the node was gone:
-    /// the session expired); [`LockError::Backend`] when the delete failed (it is
-    /// retried in the background, so the node does not block the lock).
+    /// [`LockError::NotHolder`] when `holder` does not hold it (or the session expired);
+    /// [`LockError::Backend`] when the delete failed (retried in the background).
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
         let entry = (key.to_string(), holder.to_string());
         let path = {
@@ -307,9 +308,8 @@ async fn create_node(
     }
 }
 
-/// Retries `op` while it fails with ConnectionLoss (the client reconnects, possibly to
-/// another server), for at most [`RETRY_FOR`]: never forever, so a release or a
-/// clean-up cannot hang on a cluster that is gone.
+/// Retries `op` through ConnectionLoss (the client reconnects, maybe elsewhere) for at
+/// most [`RETRY_FOR`]: a release or clean-up never hangs on a cluster that is gone.
 async fn retry_on_connection_loss<T, F, Fut>(op: F) -> Result<T, zk::Error>
 where
     F: Fn() -> Fut,

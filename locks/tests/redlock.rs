@@ -2,7 +2,7 @@
 //! nodes behind delaying proxies, and a node that restarts empty.
 
 use locks::redlock::RedLock;
-use locks::{HolderId, LockError, LockOptions, Locker, LostReason};
+use locks::{BackendKind, HolderId, LockError, LockOptions, Locker, LostReason};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -90,7 +90,7 @@ async fn two_of_five_paused_still_locks_and_excludes() {
                             .await
                         {
                             Ok(guard) => break guard,
-                            Err(LockError::Backend(_)) => {
+                            Err(LockError::Backend { .. }) => {
                                 tokio::time::sleep(Duration::from_millis(20)).await
                             }
                             Err(e) => panic!("{e}"),
@@ -153,8 +153,9 @@ async fn three_of_five_paused_fails_clearly_and_leaves_nothing() {
         result.as_ref().err()
     );
     match result {
-        Err(LockError::Backend(message)) => {
-            assert!(message.contains("only 2 of 5 nodes answered"), "{message}")
+        Err(e @ LockError::Backend { .. }) => {
+            assert_eq!(e.kind(), Some(BackendKind::Unreachable), "{e}");
+            assert!(e.to_string().contains("only 2 of 5 nodes answered"), "{e}")
         }
         other => panic!(
             "expected a quorum error, got {:?}",
@@ -213,8 +214,9 @@ async fn a_majority_after_the_lease_is_a_failure() {
         started.elapsed()
     );
     match result {
-        Err(LockError::Backend(message)) => {
-            assert!(message.contains("past the lease"), "{message}")
+        Err(e @ LockError::Backend { .. }) => {
+            assert_eq!(e.kind(), Some(BackendKind::Timeout), "{e}");
+            assert!(e.to_string().contains("past the lease"), "{e}")
         }
         other => panic!("expected a failure, got {:?}", other.map(|g| g.is_some())),
     }

@@ -260,8 +260,9 @@ pub(super) fn not_acquired(backend: &str, key: &str, e: LockError) -> DeductErro
         LockError::TimedOut { waited, .. } => {
             DeductError::Busy(format!("lock {key} not acquired within {waited:?}"))
         }
-        LockError::Backend(ref detail) => {
-            DeductError::unavailable(backend, detail.clone()).caused_by(e)
+        LockError::Backend(name, _, ref source) => {
+            let detail = format!("{name}: {source}");
+            DeductError::unavailable(backend, detail).caused_by(e)
         }
         other => DeductError::Unexpected(other.into()),
     }
