@@ -60,24 +60,20 @@ use tokio::time::Instant;
 fn backend(e: etcd_client::Error) -> LockError {
     use etcd_client::Error::{GRpcStatus, IoError, TransportError};
     let kind = match &e {
-        GRpcStatus(s) if i32::from(s.code()) == 4 => BackendKind::Timeout, // DEADLINE_EXCEEDED
+        // gRPC's DEADLINE_EXCEEDED and UNAVAILABLE (a member down, no leader yet).
+        GRpcStatus(s) if i32::from(s.code()) == 4 => BackendKind::Timeout,
+        GRpcStatus(s) if i32::from(s.code()) == 14 => BackendKind::Unreachable,
         TransportError(_) | IoError(_) => BackendKind::Unreachable,
-        e if is_unavailable(e) => BackendKind::Unreachable,
         _ => BackendKind::Failed,
     };
     LockError::Backend("etcd", kind, e.into())
-}
-
-/// gRPC's UNAVAILABLE: a member down, or no leader (yet).
-fn is_unavailable(e: &etcd_client::Error) -> bool {
-    matches!(e, etcd_client::Error::GRpcStatus(s) if i32::from(s.code()) == 14)
 }
 
 fn failed(message: &'static str) -> LockError {
     LockError::Backend("etcd", BackendKind::Failed, message.into())
 }
 
-/// How long a call is retried while etcd is unavailable (an election), and one attempt.
+/// How long a call is retried while etcd is unavailable, and how long one attempt may take.
 const RETRY_FOR: Duration = Duration::from_secs(3);
 const ATTEMPT: Duration = Duration::from_secs(1);
 
@@ -96,7 +92,9 @@ where
     let deadline = Instant::now() + RETRY_FOR;
     loop {
         let unavailable = match tokio::time::timeout(ATTEMPT, call(client.clone())).await {
-            Ok(Err(e)) if is_unavailable(&e) => backend(e),
+            Ok(Err(etcd_client::Error::GRpcStatus(status))) if i32::from(status.code()) == 14 => {
+                LockError::Backend("etcd", BackendKind::Unreachable, status.into())
+            }
             Ok(other) => return other.map_err(backend),
             Err(_) => {
                 let silent = format!("no answer within {ATTEMPT:?}");

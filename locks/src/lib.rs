@@ -1,7 +1,8 @@
 //! Distributed locks for stock deduction, one self-contained file per backend.
 //!
 //! # Layout: a small core, backends you can lift out
-//! - `lock.rs`, the core (re-exported here): [`LockError`], [`LostReason`],
+//! - `lock.rs`, the core (re-exported here): [`LockError`] (a backend's with its
+//!   [`BackendKind`] and its client's error as the source), [`LostReason`],
 //!   [`HolderId`], [`LockOptions`], the [`LockBackend`] trait (acquire, renew,
 //!   unlock), [`Locker`], the [`LockGuard`] with its lost-lock signal, and **one
 //!   watchdog** that renews every lease/3 while a guard lives;

@@ -35,9 +35,9 @@ pub enum LockError {
 pub enum BackendKind {
     /// No answer in time (slow or gone; it may have done it).
     Timeout,
-    /// Not reachable, or the connection broke.
+    /// Not reachable (or too few nodes answered), or the connection broke.
     Unreachable,
-    /// It answered with a failure (an error reply, a vanished key, too few nodes).
+    /// It answered with a failure (an error reply, a vanished key, too few replicas).
     Failed,
 }
 
@@ -76,7 +76,7 @@ pub enum LostReason {
 pub struct HolderId(String);
 
 impl HolderId {
-    /// 1 to 128 printable ASCII characters, not starting with `#` (the Redis lock's).
+    /// 1 to 128 printable ASCII characters, not starting with `#` (Redis's token field).
     pub fn new(id: impl Into<String>) -> Result<HolderId, LockError> {
         let id = id.into();
         let printable = id.bytes().all(|b| b.is_ascii_graphic());
@@ -115,8 +115,8 @@ pub struct LockOptions {
     /// Stop renewing this long after the lease started (the last renewal cut to end
     /// there): a hung task must not hold a lock forever.
     pub max_hold: Option<Duration>,
-    /// Chubby's lock-delay: the backend keeps it this much longer, so a vanished
-    /// holder blocks the next for lease + delay (a release frees it at once).
+    /// Chubby's lock-delay: a vanished holder blocks the next for lease + this (a release
+    /// frees it at once). It narrows a stale write's window, never closes it.
     pub lock_delay: Duration,
 }
 
@@ -180,9 +180,8 @@ pub struct Locker {
 
 impl Locker {
     pub fn new(backend: impl LockBackend) -> Locker {
-        Locker {
-            backend: Arc::new(backend),
-        }
+        let backend = Arc::new(backend);
+        Locker { backend }
     }
 
     pub fn name(&self) -> &'static str {
@@ -193,7 +192,7 @@ impl Locker {
     /// backend waits.
     ///
     /// # Errors
-    /// [`LockError::TimedOut`], [`LockError::Invalid`] (the key), [`LockError::Backend`].
+    /// [`LockError::TimedOut`]: another holder kept it all the wait; `Invalid`: the key.
     ///
     /// # Cancellation safety
     /// Dropped while the backend's request is in flight, the lock may be taken with no
@@ -333,10 +332,10 @@ impl Drop for LockGuard {
     }
 }
 
-/// The one watchdog every backend shares: it renews every lease/3 (counted from before
-/// the request); a renewal finding another holder: [`LostReason::NotHolder`]; a failed
-/// one is retried next tick, none through before the lease ends: [`LostReason::Expired`];
-/// at `max_hold` it stops renewing: [`LostReason::MaxHold`] when the lease runs out.
+/// The one watchdog every backend shares. Every lease/3 it renews the lease (counted
+/// from before the request). Another holder found: [`LostReason::NotHolder`]. A failed
+/// renewal is retried next tick; none through before the lease ends: `Expired`. At
+/// `max_hold` it stops renewing: `MaxHold` when the lease runs out.
 async fn watchdog(
     (backend, key, holder): (Arc<dyn LockBackend>, String, HolderId),
     options: LockOptions,
@@ -349,7 +348,8 @@ async fn watchdog(
     let mut next_renewal = since + period;
     // Whether the current lease ends where it does because of the maximum hold time.
     let mut cut_by_max_hold = options.max_hold.is_some_and(|max| max <= options.lease);
-    let ran_out = |cut: bool| [LostReason::Expired, LostReason::MaxHold][usize::from(cut)];
+    use LostReason::{Expired, MaxHold, NotHolder};
+    let ran_out = |cut: bool| if cut { MaxHold } else { Expired };
     let reason = loop {
         let renewing = options.renew && max_hold_end.is_none_or(|end| Instant::now() < end);
         if !renewing {
@@ -373,7 +373,7 @@ async fn watchdog(
                 valid_until = since + lease;
                 cut_by_max_hold = lease < options.lease;
             }
-            Ok(Ok(None)) => break LostReason::NotHolder,
+            Ok(Ok(None)) => break NotHolder,
             Ok(Err(e)) => {
                 tracing::warn!(%key, error = %e, "lock renewal failed; retrying until the lease ends")
             }

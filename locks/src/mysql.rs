@@ -135,10 +135,10 @@ impl MysqlLock {
 }
 
 fn backend(e: sqlx::Error) -> LockError {
-    use sqlx::Error::{Io, PoolClosed, PoolTimedOut, Tls};
+    use sqlx::Error::{Io, PoolClosed, PoolTimedOut, Protocol, Tls, WorkerCrashed};
     let kind = match e {
         PoolTimedOut => BackendKind::Timeout,
-        Io(_) | Tls(_) | PoolClosed => BackendKind::Unreachable,
+        Io(_) | Tls(_) | Protocol(_) | PoolClosed | WorkerCrashed => BackendKind::Unreachable,
         _ => BackendKind::Failed,
     };
     LockError::Backend("mysql", kind, e.into())

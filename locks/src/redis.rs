@@ -29,8 +29,8 @@
 //!
 //! # Guarantees
 //! Mutual exclusion while Redis keeps its data and the holder runs within its lease;
-//! reentrancy per holder; only the holder releases; a token growing with every new
-//! acquisition, also across Redis losing its data (unless its clock went back).
+//! reentrancy per holder; only the holder releases; a token growing with each new
+//! acquisition of a key, also across Redis losing its data (unless its clock went back).
 //!
 //! # How it fails
 //! - **Pause past the lease** (GC, SIGSTOP): the key expires, another holder takes it;

@@ -29,7 +29,7 @@
 //! - **Session expiry**: ZooKeeper deletes our node and the next waiter gets the lock;
 //!   the watchdog's check (every lease/3) finds our node gone: lost.
 //! - **Disconnected**: the session may or may not live; the holder counts the lock lost
-//!   after its lease (a margin shorter than the session timeout) without a check.
+//!   after its lease (shorter than the session timeout) without a successful check.
 //! - **A pause past the session timeout**: consensus (ZAB) orders creates and deletes
 //!   but cannot stop a paused holder waking up to write: fence with the czxid
 //!   (`./scripts/chaos` shows it).
@@ -45,10 +45,10 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 fn backend(e: zk::Error) -> LockError {
-    use zk::Error::{ConnectionLoss, NoHosts, SessionExpired, Timeout};
+    use zk::Error::{ClientClosed, ConnectionLoss, NoHosts, SessionExpired, Timeout};
     let kind = match e {
         Timeout => BackendKind::Timeout,
-        ConnectionLoss | NoHosts | SessionExpired => BackendKind::Unreachable,
+        ConnectionLoss | NoHosts | SessionExpired | ClientClosed => BackendKind::Unreachable,
         _ => BackendKind::Failed,
     };
     LockError::Backend("zookeeper", kind, e.into())

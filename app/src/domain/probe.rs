@@ -7,13 +7,15 @@
 //! them (`scripts/copy-check` builds every copy with it, so the two cannot drift).
 //!
 //! # Failpoints
-//! Three places in every deduction, and a fourth where a strategy takes a lock of its
-//! own, in the order a request passes them:
-//! - `before_lock` (`local-mutex`, the lock strategies): about to take the lock;
-//! - `after_lock`: the strategy's lock is held, the transaction has not begun;
-//! - `after_read`: the stock has been read (or conditionally updated), the write has
-//!   not happened;
-//! - `before_commit`: everything is written, COMMIT has not been sent.
+//! In the order a request passes them:
+//! - `before_lock` (a strategy with a lock of its own: a mutex, a distributed lock):
+//!   about to take the lock;
+//! - `after_lock` (the same, and a fence's claim): the lock is held, the transaction
+//!   has not begun;
+//! - `after_read` (every strategy): the stock has been read (or conditionally
+//!   updated), the write has not happened;
+//! - `before_commit` (where a transaction commits): everything is written, COMMIT has
+//!   not been sent.
 //!
 //! The classic mistakes pass `before_lock` too (one has begun its transaction and
 //! read, and is about to lock), and one more: `before_release` (an unlock has

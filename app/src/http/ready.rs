@@ -18,7 +18,7 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BackendStatus {
     /// `database`, then the servers the strategies share (`Shared::check`), then
-    /// those a strategy alone is configured with (`Strategy::ready`).
+    /// those a strategy alone is configured with (`Served::ready`).
     pub backend: String,
     pub configured: bool,
     pub ok: bool,

@@ -191,7 +191,7 @@ impl Strategy for LockStrategy {
 
 impl LockStrategy {
     /// Connects the backend (in the service, its renewals counted).
-    pub(super) async fn connect(&self) -> Result<Locker, DeductError> {
+    async fn connect(&self) -> Result<Locker, DeductError> {
         let backend = (self.connect)().await?;
         #[cfg(feature = "service")]
         let backend = super::counters::counted(backend, self.counters.get());

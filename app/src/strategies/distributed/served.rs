@@ -13,7 +13,6 @@ use std::time::Duration;
 /// holder never writes, fenced or not. Partitioned from the lock service (not from the
 /// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
 /// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
-#[cfg(feature = "service")]
 pub mod cells {
     use crate::strategies::card::ChaosCell;
 
@@ -38,7 +37,6 @@ pub mod cells {
 
 impl LockStrategy {
     /// With its card, for the catalogue.
-    #[cfg(feature = "service")]
     pub fn with_card(self, info: &'static StrategyInfo) -> LockStrategy {
         LockStrategy {
             info: Some(info),
@@ -50,7 +48,9 @@ impl LockStrategy {
 #[async_trait(?Send)]
 impl Served for LockStrategy {
     fn info(&self) -> &StrategyInfo {
-        self.info.expect("a lock strategy is built with its card")
+        let name = self.name;
+        self.info
+            .unwrap_or_else(|| panic!("lock strategy `{name}` built without its card"))
     }
 
     /// Connects anew (and drops the connection) when its servers are its own.
