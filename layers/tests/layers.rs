@@ -66,7 +66,7 @@ const TREES: &[Tree] = &[
     Tree {
         root: "loadtest/src/lib.rs",
         layers: &[
-            &["engine", "verify", "timing", "catalogue", "cost"],
+            &["check", "engine", "verify", "timing", "catalogue", "cost"],
             &["rate"],
             &["report"],
             &["html", "lab", "baseline", "claims", "plan"],

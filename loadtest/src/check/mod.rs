@@ -1,0 +1,57 @@
+//! Checks a recorded history of a stock service against the model of a stock counter:
+//! is there one order of its operations, each taking effect at one instant between
+//! its request and its answer, in which every answer is what a single correct counter
+//! would have given? (Linearizability, as Jepsen's Knossos and Porcupine check it.)
+//! A sum over the ledger cannot see a buyer told "sold out" while units remained;
+//! this can.
+//!
+//! - [`history`]: the format (JSON lines), readable from any tool;
+//! - [`model`]: the stock model, and the history cut into independent parts;
+//! - [`search`]: the Wing-Gong/Lowe search, with a time budget per part.
+//!
+//! Depends on nothing of the service.
+
+pub mod history;
+pub mod model;
+pub mod search;
+
+#[cfg(test)]
+mod tests;
+
+use history::Record;
+use search::Outcome;
+use std::time::Duration;
+
+/// The verdict on a whole history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Linearizable,
+    /// No order explains the answers on these products (a part's products, each part
+    /// that failed).
+    NotLinearizable {
+        products: Vec<Vec<i64>>,
+    },
+    /// Every part that was decided is linearizable; these ran out of budget.
+    Unknown {
+        products: Vec<Vec<i64>>,
+    },
+}
+
+/// Checks `records`, each independent part for at most `budget`.
+pub fn check(records: &[Record], budget: Duration) -> Result<Verdict, String> {
+    let (mut failed, mut unknown) = (Vec::new(), Vec::new());
+    for part in model::partition(records)? {
+        match search::linearizable(&part, budget) {
+            Outcome::Linearizable => {}
+            Outcome::NotLinearizable => failed.push(part.products),
+            Outcome::Unknown => unknown.push(part.products),
+        }
+    }
+    Ok(if !failed.is_empty() {
+        Verdict::NotLinearizable { products: failed }
+    } else if !unknown.is_empty() {
+        Verdict::Unknown { products: unknown }
+    } else {
+        Verdict::Linearizable
+    })
+}

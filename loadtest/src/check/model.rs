@@ -1,0 +1,277 @@
+//! The stock model the history is checked against, and the history cut into
+//! independent parts: products no order joins are checked apart (a multi-item order
+//! joins its products into one part).
+//!
+//! Per product a stock counter; per part the request ids already sold. A deduction
+//! answered `sold` is legal only if its id was not sold and every item has enough (it
+//! deducts them all); `refused` only if its id was not sold and some item has too
+//! few; `duplicate` only if its id was sold (it changes nothing). A restock sets the
+//! stock; a read must return it. `remaining` in an answer is not judged.
+//!
+//! An operation without a known outcome (no answer, or `outcome_unknown`) is given an
+//! open end: it may take effect at any point after it was sent. Its step sells if it
+//! can; "it never happened" is the same as taking effect after everything else, where
+//! nothing observes it. A definite failure changes nothing, and a read without an
+//! answer says nothing: both are left out.
+
+use super::history::{DeductAnswer, Record, RestockAnswer};
+use std::collections::BTreeMap;
+
+/// An operation as the model sees it: products by their index in the part, request
+/// ids by number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Deduct {
+        id: usize,
+        items: Vec<(usize, i64)>,
+        answer: DeductAnswer,
+    },
+    Restock {
+        product: usize,
+        stock: i64,
+    },
+    Read {
+        product: usize,
+        stock: i64,
+    },
+}
+
+/// The stock of each product of a part, and which request ids sold (a bit each).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    pub stock: Vec<i64>,
+    pub sold: Vec<u64>,
+}
+
+impl State {
+    fn is_sold(&self, id: usize) -> bool {
+        self.sold[id / 64] & (1 << (id % 64)) != 0
+    }
+
+    fn sell(&self, id: usize, items: &[(usize, i64)]) -> State {
+        let mut next = self.clone();
+        for &(product, quantity) in items {
+            next.stock[product] -= quantity;
+        }
+        next.sold[id / 64] |= 1 << (id % 64);
+        next
+    }
+}
+
+/// The state after `op`, or `None` when its answer is impossible in `state`.
+pub fn step(state: &State, op: &Op) -> Option<State> {
+    match op {
+        Op::Deduct { id, items, answer } => {
+            let sold = state.is_sold(*id);
+            let enough = items.iter().all(|&(p, q)| state.stock[p] >= q);
+            match answer {
+                DeductAnswer::Sold => (!sold && enough).then(|| state.sell(*id, items)),
+                DeductAnswer::Duplicate => sold.then(|| state.clone()),
+                DeductAnswer::Refused => (!sold && !enough).then(|| state.clone()),
+                DeductAnswer::Failed => Some(state.clone()),
+                DeductAnswer::Unknown if !sold && enough => Some(state.sell(*id, items)),
+                DeductAnswer::Unknown => Some(state.clone()),
+            }
+        }
+        Op::Restock { product, stock } => {
+            let mut next = state.clone();
+            next.stock[*product] = *stock;
+            Some(next)
+        }
+        Op::Read { product, stock } => (state.stock[*product] == *stock).then(|| state.clone()),
+    }
+}
+
+/// The time an operation's effect can come no later than: its answer, or never
+/// (`u64::MAX`) when its outcome is unknown.
+pub const OPEN: u64 = u64::MAX;
+
+/// Products no operation joins to others, with their operations.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// The product ids, in index order.
+    pub products: Vec<i64>,
+    pub init: State,
+    pub ops: Vec<Op>,
+    /// When each operation was sent, and when answered ([`OPEN`]: unknown outcome).
+    pub calls: Vec<u64>,
+    pub returns: Vec<u64>,
+}
+
+/// Cuts a history into its independent parts.
+pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
+    let mut stock = BTreeMap::new();
+    let mut ops = Vec::new();
+    for record in records {
+        match record {
+            Record::Init {
+                product_id,
+                stock: s,
+            } => {
+                if stock.insert(*product_id, *s).is_some() {
+                    return Err(format!("product {product_id} has two init records"));
+                }
+            }
+            Record::Deduct {
+                answer: DeductAnswer::Failed,
+                ..
+            } => {}
+            Record::Read { stock: None, .. } => {}
+            other => {
+                if let Some((sent, answered)) = times(other)
+                    && answered < sent
+                {
+                    return Err(format!(
+                        "an answer at {answered} µs before its request at {sent} µs"
+                    ));
+                }
+                ops.push(other)
+            }
+        }
+    }
+    // Union-find over products: each operation joins its products.
+    let mut parent: BTreeMap<i64, i64> = stock.keys().map(|&p| (p, p)).collect();
+    fn root(parent: &mut BTreeMap<i64, i64>, p: i64) -> i64 {
+        let up = parent[&p];
+        if up == p {
+            return p;
+        }
+        let top = root(parent, up);
+        parent.insert(p, top);
+        top
+    }
+    for op in &ops {
+        let products = products_of(op);
+        for p in &products {
+            if !parent.contains_key(p) {
+                return Err(format!("product {p} has no init record"));
+            }
+        }
+        for pair in products.windows(2) {
+            let (a, b) = (root(&mut parent, pair[0]), root(&mut parent, pair[1]));
+            parent.insert(a, b);
+        }
+    }
+    let mut parts: BTreeMap<i64, (Vec<i64>, Vec<&Record>)> = BTreeMap::new();
+    for &p in stock.keys() {
+        let r = root(&mut parent, p);
+        parts.entry(r).or_default().0.push(p);
+    }
+    for op in ops {
+        let r = root(&mut parent, products_of(op)[0]);
+        parts
+            .get_mut(&r)
+            .expect("every product has a part")
+            .1
+            .push(op);
+    }
+    Ok(parts
+        .into_values()
+        .map(|(products, records)| build(products, &records, &stock))
+        .collect())
+}
+
+fn times(record: &Record) -> Option<(u64, u64)> {
+    match record {
+        Record::Deduct {
+            sent_us,
+            answered_us,
+            ..
+        }
+        | Record::Restock {
+            sent_us,
+            answered_us,
+            ..
+        }
+        | Record::Read {
+            sent_us,
+            answered_us,
+            ..
+        } => Some((*sent_us, (*answered_us)?)),
+        Record::Init { .. } => None,
+    }
+}
+
+fn products_of(record: &Record) -> Vec<i64> {
+    match record {
+        Record::Deduct { items, .. } => items.iter().map(|i| i.product_id).collect(),
+        Record::Restock { product_id, .. } | Record::Read { product_id, .. } => vec![*product_id],
+        Record::Init { product_id, .. } => vec![*product_id],
+    }
+}
+
+fn build(products: Vec<i64>, records: &[&Record], stock: &BTreeMap<i64, i64>) -> Part {
+    let index = |p: i64| products.iter().position(|&q| q == p).expect("in the part");
+    let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
+    let (mut ops, mut calls, mut returns) = (Vec::new(), Vec::new(), Vec::new());
+    for record in records {
+        let (op, sent, answered) = match record {
+            Record::Deduct {
+                request_id,
+                items,
+                sent_us,
+                answered_us,
+                answer,
+                ..
+            } => {
+                let next = ids.len();
+                let id = *ids.entry(request_id.as_str()).or_insert(next);
+                let items = items
+                    .iter()
+                    .map(|i| (index(i.product_id), i.quantity))
+                    .collect();
+                let open = *answer == DeductAnswer::Unknown;
+                let op = Op::Deduct {
+                    id,
+                    items,
+                    answer: *answer,
+                };
+                (op, *sent_us, if open { None } else { *answered_us })
+            }
+            Record::Restock {
+                product_id,
+                stock,
+                sent_us,
+                answered_us,
+                answer,
+                ..
+            } => {
+                let op = Op::Restock {
+                    product: index(*product_id),
+                    stock: *stock,
+                };
+                let open = *answer == RestockAnswer::Unknown;
+                (op, *sent_us, if open { None } else { *answered_us })
+            }
+            Record::Read {
+                product_id,
+                sent_us,
+                answered_us,
+                stock,
+                ..
+            } => {
+                let op = Op::Read {
+                    product: index(*product_id),
+                    stock: stock.expect("reads without an answer are left out"),
+                };
+                (op, *sent_us, *answered_us)
+            }
+            Record::Init { .. } => unreachable!("init records are not operations"),
+        };
+        ops.push(op);
+        calls.push(sent);
+        // (An answer before its request is refused by `partition`.)
+        returns.push(answered.unwrap_or(OPEN));
+    }
+    let init = State {
+        stock: products.iter().map(|p| stock[p]).collect(),
+        sold: vec![0; ids.len().div_ceil(64).max(1)],
+    };
+    Part {
+        products,
+        init,
+        ops,
+        calls,
+        returns,
+    }
+}

@@ -1,0 +1,347 @@
+//! The checker checked: hand-written histories, each valid or not for a reason a reader
+//! can see, and the search against a brute force (every order) on random histories.
+
+use super::history::{DeductAnswer, Item, Record, RestockAnswer};
+use super::model::{Part, partition, step};
+use super::{Verdict, check};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::time::Duration;
+
+const BUDGET: Duration = Duration::from_secs(10);
+
+fn init(product_id: i64, stock: i64) -> Record {
+    Record::Init { product_id, stock }
+}
+
+fn deduct(id: &str, items: &[(i64, i64)], at: (u64, Option<u64>), answer: DeductAnswer) -> Record {
+    Record::Deduct {
+        client: 0,
+        request_id: id.into(),
+        items: items
+            .iter()
+            .map(|&(product_id, quantity)| Item {
+                product_id,
+                quantity,
+            })
+            .collect(),
+        sent_us: at.0,
+        answered_us: at.1,
+        answer,
+    }
+}
+
+fn sale(id: &str, sent: u64, answered: u64, answer: DeductAnswer) -> Record {
+    deduct(id, &[(1, 1)], (sent, Some(answered)), answer)
+}
+
+fn restock(stock: i64, sent: u64, answered: u64) -> Record {
+    Record::Restock {
+        client: 0,
+        product_id: 1,
+        stock,
+        sent_us: sent,
+        answered_us: Some(answered),
+        answer: RestockAnswer::Done,
+    }
+}
+
+fn read(product_id: i64, stock: i64, sent: u64, answered: u64) -> Record {
+    Record::Read {
+        client: 0,
+        product_id,
+        sent_us: sent,
+        answered_us: Some(answered),
+        stock: Some(stock),
+    }
+}
+
+fn linearizable(history: &[Record]) -> bool {
+    match check(history, BUDGET).expect("a well-formed history") {
+        Verdict::Linearizable => true,
+        Verdict::NotLinearizable { .. } => false,
+        Verdict::Unknown { .. } => panic!("the budget ran out on {history:?}"),
+    }
+}
+
+use DeductAnswer::{Duplicate, Refused, Sold, Unknown};
+
+#[test]
+fn the_corpus_is_judged_as_written() {
+    let cases: Vec<(&str, bool, Vec<Record>)> = vec![
+        (
+            "sold until sold out, then refused",
+            true,
+            vec![
+                init(1, 2),
+                sale("a", 0, 1, Sold),
+                sale("b", 2, 3, Sold),
+                sale("c", 4, 5, Refused),
+            ],
+        ),
+        (
+            "oversold: two sales of the one unit, one after the other",
+            false,
+            vec![init(1, 1), sale("a", 0, 1, Sold), sale("b", 2, 3, Sold)],
+        ),
+        (
+            "false sold-out: refused, answered before the only sale was sent",
+            false,
+            vec![init(1, 1), sale("a", 0, 1, Refused), sale("b", 2, 3, Sold)],
+        ),
+        (
+            "concurrent: the refusal overlaps the sale, which must be put first",
+            true,
+            vec![init(1, 1), sale("a", 0, 10, Sold), sale("b", 1, 5, Refused)],
+        ),
+        (
+            "an unknown outcome taken: it explains the refusal after it",
+            true,
+            vec![
+                init(1, 1),
+                deduct("a", &[(1, 1)], (0, None), Unknown),
+                sale("b", 5, 6, Refused),
+            ],
+        ),
+        (
+            "an unknown outcome not taken: the sale after it had the unit",
+            true,
+            vec![
+                init(1, 1),
+                deduct("a", &[(1, 1)], (0, None), Unknown),
+                sale("b", 5, 6, Sold),
+            ],
+        ),
+        (
+            "a retry answered with the stored sale",
+            true,
+            vec![
+                init(1, 5),
+                sale("a", 0, 1, Sold),
+                sale("a", 2, 3, Duplicate),
+            ],
+        ),
+        (
+            "double sale: one request id sold twice",
+            false,
+            vec![init(1, 5), sale("a", 0, 1, Sold), sale("a", 2, 3, Sold)],
+        ),
+        (
+            "a duplicate with no original",
+            false,
+            vec![init(1, 5), sale("a", 0, 1, Duplicate)],
+        ),
+        (
+            "a restock mid-load: refused before it, sold after it",
+            true,
+            vec![
+                init(1, 0),
+                sale("a", 0, 1, Refused),
+                restock(2, 2, 3),
+                sale("b", 4, 5, Sold),
+                sale("c", 6, 7, Sold),
+                sale("d", 8, 9, Refused),
+            ],
+        ),
+        (
+            "stale read: the stock before a sale, read after it",
+            false,
+            vec![init(1, 2), sale("a", 0, 1, Sold), read(1, 2, 2, 3)],
+        ),
+        (
+            "a multi-item order across two products, then a read and a refusal",
+            true,
+            vec![
+                init(1, 1),
+                init(2, 1),
+                deduct("a", &[(1, 1), (2, 1)], (0, Some(1)), Sold),
+                read(2, 0, 2, 3),
+                sale("b", 4, 5, Refused),
+            ],
+        ),
+        (
+            "a multi-item order sold while one of its products had none",
+            false,
+            vec![
+                init(1, 1),
+                init(2, 0),
+                deduct("a", &[(1, 1), (2, 1)], (0, Some(1)), Sold),
+            ],
+        ),
+    ];
+    for (name, valid, history) in cases {
+        assert_eq!(linearizable(&history), valid, "{name}");
+        assert_eq!(brute_force(&history), valid, "{name} (brute force)");
+    }
+}
+
+#[test]
+fn a_history_is_read_from_json_lines() {
+    let text = r#"
+{"type":"init","product_id":1,"stock":1}
+{"type":"deduct","client":0,"request_id":"a","items":[{"product_id":1,"quantity":1}],"sent_us":0,"answered_us":5,"answer":"sold"}
+{"type":"deduct","client":1,"request_id":"b","items":[{"product_id":1,"quantity":1}],"sent_us":6,"answered_us":9,"answer":"refused"}
+"#;
+    let history = super::history::parse(text).expect("parses");
+    assert_eq!(history.len(), 3);
+    assert!(linearizable(&history));
+    let bad = super::history::parse("{\"type\":\"init\"}\n").unwrap_err();
+    assert!(bad.starts_with("line 1:"), "{bad}");
+}
+
+/// Whether some order of every part's operations respects real time and is accepted
+/// by the model: every order tried.
+fn brute_force(history: &[Record]) -> bool {
+    partition(history)
+        .expect("a well-formed history")
+        .iter()
+        .all(|part| {
+            let mut placed = vec![false; part.ops.len()];
+            orders(part, &mut placed, &part.init)
+        })
+}
+
+fn orders(part: &Part, placed: &mut [bool], state: &super::model::State) -> bool {
+    if placed.iter().all(|&p| p) {
+        return true;
+    }
+    for op in 0..part.ops.len() {
+        // Next only if every operation answered before it was sent is placed.
+        let ready = !placed[op]
+            && (0..part.ops.len()).all(|o| placed[o] || part.returns[o] >= part.calls[op]);
+        if !ready {
+            continue;
+        }
+        if let Some(after) = step(state, &part.ops[op]) {
+            placed[op] = true;
+            let found = orders(part, placed, &after);
+            placed[op] = false;
+            if found {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// A random history of at most 8 operations on one or two products: a real execution
+/// (each operation taking effect at a random instant of its interval), sometimes with
+/// one answer changed afterwards.
+fn random_history(rng: &mut StdRng) -> Vec<Record> {
+    let products: i64 = rng.random_range(1..=2);
+    let mut stock: Vec<i64> = (0..products).map(|_| rng.random_range(0..=3)).collect();
+    let mut history: Vec<Record> = (0..products)
+        .map(|p| init(p + 1, stock[p as usize]))
+        .collect();
+    let n = rng.random_range(1..=8);
+    // (the instant it takes effect, the operation with its answer still to fill in)
+    let mut ops: Vec<(u64, Record)> = Vec::new();
+    for _ in 0..n {
+        let sent = rng.random_range(0..20);
+        let answered = sent + rng.random_range(0..10);
+        let point = rng.random_range(sent..=answered);
+        let product = rng.random_range(1..=products);
+        let record = match rng.random_range(0..100) {
+            0..60 => {
+                let id = ["a", "b", "c", "d"][rng.random_range(0..4)];
+                let mut items = vec![(product, rng.random_range(1..=2))];
+                if products == 2 && rng.random_bool(0.3) {
+                    items = vec![(1, 1), (2, 1)];
+                }
+                let open = rng.random_bool(0.1);
+                deduct(id, &items, (sent, (!open).then_some(answered)), Unknown)
+            }
+            60..75 => Record::Restock {
+                client: 0,
+                product_id: product,
+                stock: rng.random_range(0..=3),
+                sent_us: sent,
+                answered_us: Some(answered),
+                answer: RestockAnswer::Done,
+            },
+            _ => read(product, 0, sent, answered),
+        };
+        ops.push((point, record));
+    }
+    ops.sort_by_key(|(point, _)| *point);
+    let mut sold: Vec<String> = Vec::new();
+    for (_, record) in &mut ops {
+        match record {
+            Record::Deduct {
+                request_id,
+                items,
+                answered_us,
+                answer,
+                ..
+            } => {
+                let enough = items
+                    .iter()
+                    .all(|i| stock[(i.product_id - 1) as usize] >= i.quantity);
+                let taken = answered_us.is_some() || rng.random_bool(0.5);
+                *answer = if sold.contains(request_id) {
+                    Duplicate
+                } else if enough && taken {
+                    for i in items.iter() {
+                        stock[(i.product_id - 1) as usize] -= i.quantity;
+                    }
+                    sold.push(request_id.clone());
+                    Sold
+                } else {
+                    Refused
+                };
+                if answered_us.is_none() {
+                    *answer = Unknown;
+                }
+            }
+            Record::Restock {
+                product_id,
+                stock: s,
+                ..
+            } => stock[(*product_id - 1) as usize] = *s,
+            Record::Read {
+                product_id,
+                stock: s,
+                ..
+            } => *s = Some(stock[(*product_id - 1) as usize]),
+            Record::Init { .. } => {}
+        }
+    }
+    let mut ops: Vec<Record> = ops.into_iter().map(|(_, r)| r).collect();
+    if rng.random_bool(0.5) {
+        let i = rng.random_range(0..ops.len());
+        match &mut ops[i] {
+            Record::Deduct { answer, .. } => {
+                *answer = match *answer {
+                    Sold => Refused,
+                    Refused => Sold,
+                    Duplicate => Sold,
+                    other => other,
+                }
+            }
+            Record::Read { stock: Some(s), .. } => *s += if rng.random_bool(0.5) { 1 } else { -1 },
+            _ => {}
+        }
+    }
+    history.extend(ops);
+    history
+}
+
+/// Thousands of random histories, the search and the brute force agreeing on every one,
+/// a third or more valid and a third or more not.
+#[test]
+fn the_search_agrees_with_every_order_tried() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (total, mut valid) = (5_000, 0);
+    for _ in 0..total {
+        let history = random_history(&mut rng);
+        let expected = brute_force(&history);
+        assert_eq!(linearizable(&history), expected, "{history:#?}");
+        valid += usize::from(expected);
+    }
+    let invalid = total - valid;
+    println!("{total} random histories: {valid} linearizable, {invalid} not");
+    assert!(
+        valid * 3 >= total && invalid * 3 >= total,
+        "{valid} valid, {invalid} not"
+    );
+}
