@@ -81,6 +81,44 @@ pub enum Record {
     },
 }
 
+impl Record {
+    /// When the operation was sent, and answered (`None` for `init`).
+    pub fn interval(&self) -> Option<(u64, Option<u64>)> {
+        match self {
+            Record::Deduct {
+                sent_us,
+                answered_us,
+                ..
+            }
+            | Record::Restock {
+                sent_us,
+                answered_us,
+                ..
+            }
+            | Record::Read {
+                sent_us,
+                answered_us,
+                ..
+            } => Some((*sent_us, *answered_us)),
+            Record::Init { .. } => None,
+        }
+    }
+
+    /// Whether its outcome is unknown: it may take effect any time after it was sent.
+    pub fn open(&self) -> bool {
+        matches!(
+            self,
+            Record::Deduct {
+                answer: DeductAnswer::Unknown,
+                ..
+            } | Record::Restock {
+                answer: RestockAnswer::Unknown,
+                ..
+            }
+        )
+    }
+}
+
 /// Reads a history, one record per line (blank lines skipped), naming the line of the
 /// first that does not parse.
 pub fn parse(text: &str) -> Result<Vec<Record>, String> {

@@ -14,7 +14,7 @@
 //! nothing observes it. A definite failure changes nothing, and a read without an
 //! answer says nothing: both are left out.
 
-use super::history::{DeductAnswer, Record, RestockAnswer};
+use super::history::{DeductAnswer, Record};
 use std::collections::BTreeMap;
 
 /// An operation as the model sees it: products by their index in the part, request
@@ -118,7 +118,7 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
             } => {}
             Record::Read { stock: None, .. } => {}
             other => {
-                if let Some((sent, answered)) = times(other)
+                if let Some((sent, Some(answered))) = other.interval()
                     && answered < sent
                 {
                     return Err(format!(
@@ -171,27 +171,6 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
         .collect())
 }
 
-fn times(record: &Record) -> Option<(u64, u64)> {
-    match record {
-        Record::Deduct {
-            sent_us,
-            answered_us,
-            ..
-        }
-        | Record::Restock {
-            sent_us,
-            answered_us,
-            ..
-        }
-        | Record::Read {
-            sent_us,
-            answered_us,
-            ..
-        } => Some((*sent_us, (*answered_us)?)),
-        Record::Init { .. } => None,
-    }
-}
-
 fn products_of(record: &Record) -> Vec<i64> {
     match record {
         Record::Deduct { items, .. } => items.iter().map(|i| i.product_id).collect(),
@@ -205,59 +184,35 @@ fn build(products: Vec<i64>, records: &[&Record], stock: &BTreeMap<i64, i64>) ->
     let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut ops, mut calls, mut returns) = (Vec::new(), Vec::new(), Vec::new());
     for record in records {
-        let (op, sent, answered) = match record {
+        let op = match record {
             Record::Deduct {
                 request_id,
                 items,
-                sent_us,
-                answered_us,
                 answer,
                 ..
             } => {
                 let next = ids.len();
                 let id = *ids.entry(request_id.as_str()).or_insert(next);
-                let items = items
-                    .iter()
-                    .map(|i| (index(i.product_id), i.quantity))
-                    .collect();
-                let open = *answer == DeductAnswer::Unknown;
-                let op = Op::Deduct {
-                    id,
-                    items,
-                    answer: *answer,
-                };
-                (op, *sent_us, if open { None } else { *answered_us })
+                let items = items.iter().map(|i| (index(i.product_id), i.quantity));
+                let (items, answer) = (items.collect(), *answer);
+                Op::Deduct { id, items, answer }
             }
             Record::Restock {
-                product_id,
-                stock,
-                sent_us,
-                answered_us,
-                answer,
-                ..
-            } => {
-                let op = Op::Restock {
-                    product: index(*product_id),
-                    stock: *stock,
-                };
-                let open = *answer == RestockAnswer::Unknown;
-                (op, *sent_us, if open { None } else { *answered_us })
-            }
+                product_id, stock, ..
+            } => Op::Restock {
+                product: index(*product_id),
+                stock: *stock,
+            },
             Record::Read {
-                product_id,
-                sent_us,
-                answered_us,
-                stock,
-                ..
-            } => {
-                let op = Op::Read {
-                    product: index(*product_id),
-                    stock: stock.expect("reads without an answer are left out"),
-                };
-                (op, *sent_us, *answered_us)
-            }
+                product_id, stock, ..
+            } => Op::Read {
+                product: index(*product_id),
+                stock: stock.expect("reads without an answer are left out"),
+            },
             Record::Init { .. } => unreachable!("init records are not operations"),
         };
+        let (sent, answered) = record.interval().expect("an operation");
+        let answered = if record.open() { None } else { answered };
         ops.push(op);
         calls.push(sent);
         // (An answer before its request is refused by `partition`.)
