@@ -2,7 +2,8 @@
 
 use anyhow::bail;
 use clap::{Parser, Subcommand};
-use cli::{book::BookArgs, chaos::ChaosArgs, demo::DemoArgs, run::RunArgs, sweep::SweepArgs};
+use cli::book::BookArgs;
+use cli::{chaos::ChaosArgs, check::CheckArgs, demo::DemoArgs, run::RunArgs, sweep::SweepArgs};
 
 mod cli;
 
@@ -32,6 +33,9 @@ enum Command {
     /// Render the book's generated pages (its figures from book/data, its reference
     /// from the code) and the README's strategy map; `--check` compares instead.
     Book(BookArgs),
+    /// Judge recorded histories (JSON lines) against the model of a stock counter:
+    /// linearizable, or which products no order of the operations explains.
+    Check(CheckArgs),
 }
 
 #[tokio::main]
@@ -51,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Book(args) => cli::book::book(args).await,
+        Command::Check(args) => cli::check::check(args),
         Command::Demo(args) => {
             // Everything started is owned by `demo` and stopped when it returns,
             // including on Ctrl-C (the servers are in their own process groups, so

@@ -3,6 +3,7 @@
 
 pub mod book;
 pub mod chaos;
+pub mod check;
 pub mod demo;
 pub mod run;
 pub mod sweep;
