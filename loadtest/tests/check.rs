@@ -15,7 +15,7 @@ fn check(history: &str) -> (bool, String) {
         .unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
     (out.status.success(), text)
 }
 

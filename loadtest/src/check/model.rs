@@ -118,34 +118,32 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
             } => {}
             Record::Read { stock: None, .. } => {}
             other => {
-                if let Some((sent, Some(answered))) = other.interval()
-                    && answered < sent
-                {
-                    return Err(format!(
-                        "an answer at {answered} µs before its request at {sent} µs"
-                    ));
-                }
+                well_formed(other)?;
                 ops.push(other)
             }
         }
     }
-    // Union-find over products: each operation joins its products.
+    // Union-find over products: each operation joins its products, and operations
+    // with one request id join theirs (the ids sold are a part's state).
     let mut parent: BTreeMap<i64, i64> = stock.keys().map(|&p| (p, p)).collect();
-    fn root(parent: &mut BTreeMap<i64, i64>, p: i64) -> i64 {
-        let up = parent[&p];
-        if up == p {
-            return p;
+    fn root(parent: &mut BTreeMap<i64, i64>, mut p: i64) -> i64 {
+        while parent[&p] != p {
+            let up = parent[&parent[&p]];
+            parent.insert(p, up);
+            p = up;
         }
-        let top = root(parent, up);
-        parent.insert(p, top);
-        top
+        p
     }
+    let mut first_of_id: BTreeMap<&str, i64> = BTreeMap::new();
     for op in &ops {
-        let products = products_of(op);
+        let mut products = products_of(op);
         for p in &products {
             if !parent.contains_key(p) {
                 return Err(format!("product {p} has no init record"));
             }
+        }
+        if let Record::Deduct { request_id, .. } = op {
+            products.push(*first_of_id.entry(request_id).or_insert(products[0]));
         }
         for pair in products.windows(2) {
             let (a, b) = (root(&mut parent, pair[0]), root(&mut parent, pair[1]));
@@ -171,6 +169,30 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
         .collect())
 }
 
+/// Refuses what no service answers: an answer before its request, a definite answer
+/// without its time, an order with no items or a quantity below 1.
+fn well_formed(record: &Record) -> Result<(), String> {
+    let (sent, answered) = record.interval().expect("an operation");
+    if let Some(answered) = answered
+        && answered < sent
+    {
+        return Err(format!(
+            "an answer at {answered} µs before its request at {sent} µs"
+        ));
+    }
+    if answered.is_none() && !record.open() {
+        return Err(format!("an answer without answered_us, sent at {sent} µs"));
+    }
+    if let Record::Deduct { items, .. } = record
+        && (items.is_empty() || items.iter().any(|i| i.quantity < 1))
+    {
+        return Err(format!(
+            "an order sent at {sent} µs with no items or a quantity below 1"
+        ));
+    }
+    Ok(())
+}
+
 fn products_of(record: &Record) -> Vec<i64> {
     match record {
         Record::Deduct { items, .. } => items.iter().map(|i| i.product_id).collect(),
@@ -193,8 +215,13 @@ fn build(products: Vec<i64>, records: &[&Record], stock: &BTreeMap<i64, i64>) ->
             } => {
                 let next = ids.len();
                 let id = *ids.entry(request_id.as_str()).or_insert(next);
-                let items = items.iter().map(|i| (index(i.product_id), i.quantity));
-                let (items, answer) = (items.collect(), *answer);
+                // A product named twice is one item of the sum (the service refuses
+                // such an order; another tool's history may hold one).
+                let mut summed: BTreeMap<usize, i64> = BTreeMap::new();
+                for item in items {
+                    *summed.entry(index(item.product_id)).or_default() += item.quantity;
+                }
+                let (items, answer) = (summed.into_iter().collect(), *answer);
                 Op::Deduct { id, items, answer }
             }
             Record::Restock {
