@@ -351,6 +351,34 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
     (history, changed)
 }
 
+/// Where the O(n log n) test applies, it agrees with the search: on every part of the
+/// random histories that holds only deductions of one product.
+#[test]
+fn the_quick_test_agrees_with_the_search() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let (mut applied, mut failing) = (0, 0);
+    for _ in 0..5_000 {
+        let (history, _) = random_history(&mut rng);
+        for part in partition(&history).expect("well-formed") {
+            if let Some(quick) = super::search::quick(&part) {
+                let searched = super::search::linearizable(&part, BUDGET);
+                assert_eq!(
+                    quick,
+                    searched == super::search::Outcome::Linearizable,
+                    "{part:#?}"
+                );
+                applied += 1;
+                failing += usize::from(!quick);
+            }
+        }
+    }
+    println!("the quick test applied to {applied} parts, {failing} of them not linearizable");
+    assert!(
+        applied >= 1_000 && failing * 5 >= applied,
+        "{applied} parts, {failing} failing"
+    );
+}
+
 /// Thousands of random histories, the search and the brute force agreeing on every one,
 /// every real execution left as it was judged linearizable (an oracle that shares
 /// nothing with the model), a third or more valid and a third or more not.
