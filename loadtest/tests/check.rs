@@ -4,9 +4,8 @@
 use std::process::Command;
 
 fn check(history: &str) -> (bool, String) {
-    let dir = std::env::temp_dir().join(format!("loadtest-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{}.jsonl", history.len()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.jsonl");
     std::fs::write(&path, history).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_loadtest"))
         .arg("check")
@@ -15,7 +14,6 @@ fn check(history: &str) -> (bool, String) {
         .unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    std::fs::remove_dir_all(&dir).unwrap();
     (out.status.success(), text)
 }
 

@@ -109,45 +109,34 @@ impl Subject for Mysql {
     }
 }
 
-/// The Redisson-style lock on the first testbed Redis.
+/// A lock on the first testbed Redis: the Redisson-style hash lock, or (`simple`) the
+/// minimal `SET NX PX` one.
 struct Redis {
     url: String,
+    simple: bool,
 }
 
 impl Redis {
     fn new() -> Redis {
+        let url = servers("REDIS_URLS").remove(0);
+        Redis { url, simple: false }
+    }
+
+    fn simple() -> Redis {
         Redis {
-            url: servers("REDIS_URLS").remove(0),
+            simple: true,
+            ..Redis::new()
         }
     }
 }
 
 impl Subject for Redis {
     async fn locker(&self) -> Locker {
-        Locker::new(RedisLock::connect(&self.url).await.unwrap())
-    }
-
-    async fn remove_from_outside(&self, key: &str) {
-        redis_del(&self.url, key).await;
-    }
-}
-
-/// The minimal `SET NX PX` lock on the first testbed Redis.
-struct SimpleRedis {
-    url: String,
-}
-
-impl SimpleRedis {
-    fn new() -> SimpleRedis {
-        SimpleRedis {
-            url: servers("REDIS_URLS").remove(0),
+        if self.simple {
+            Locker::new(SimpleRedisLock::connect(&self.url).await.unwrap())
+        } else {
+            Locker::new(RedisLock::connect(&self.url).await.unwrap())
         }
-    }
-}
-
-impl Subject for SimpleRedis {
-    async fn locker(&self) -> Locker {
-        Locker::new(SimpleRedisLock::connect(&self.url).await.unwrap())
     }
 
     async fn remove_from_outside(&self, key: &str) {
@@ -155,7 +144,7 @@ impl Subject for SimpleRedis {
     }
 
     fn reentrant_and_fenced(&self) -> bool {
-        false
+        !self.simple
     }
 }
 
@@ -875,7 +864,7 @@ subjects! {
     etcd: Etcd::new() => passes [every_check, dropped_guard];
     // The minimal `SET NX PX` lock passes what it promises (it has no token and is not
     // reentrant, which the reentrancy check verifies).
-    simple_redis: SimpleRedis::new() => passes [
+    simple_redis: Redis::simple() => passes [
         mutual_exclusion,
         live_under_contention,
         reentrancy,

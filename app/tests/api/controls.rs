@@ -35,9 +35,10 @@ enum Second {
     Waited,
 }
 
-/// How often `app`'s requests passed `before_lock` and `after_lock`.
+/// How often `app`'s requests passed `before_lock` and `after_lock`, at one moment.
 async fn lock_hits(app: &TestApp) -> (u64, u64) {
-    (app.hits("before_lock").await, app.hits("after_lock").await)
+    let [before, after] = app.hits_of(["before_lock", "after_lock"]).await;
+    (before, after)
 }
 
 /// Waits until request 2 is seen held up where request 1 holds the product: for a row

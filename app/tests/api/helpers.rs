@@ -318,8 +318,13 @@ impl TestApp {
 
     /// How many requests reached `failpoint` so far.
     pub async fn hits(&self, failpoint: &str) -> u64 {
+        self.hits_of([failpoint]).await[0]
+    }
+
+    /// How often each of `failpoints` was passed, read at one moment (one `GET /hooks`).
+    pub async fn hits_of<const N: usize>(&self, failpoints: [&str; N]) -> [u64; N] {
         let state: Value = self.get("/hooks").await.json().await.unwrap();
-        state["failpoints"][failpoint]["hits"].as_u64().unwrap()
+        failpoints.map(|f| state["failpoints"][f]["hits"].as_u64().unwrap())
     }
 
     pub async fn stop(self) {

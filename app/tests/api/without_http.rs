@@ -6,6 +6,7 @@ use locks::{BackendKind, LockError};
 use std::error::Error;
 use std::sync::Arc;
 use std::time::Instant;
+use stock_app::Settings;
 use stock_app::domain::error::DeductError;
 use stock_app::domain::order::{Item, Order};
 use stock_app::domain::probe::{Knobs, NoProbe};
@@ -13,7 +14,13 @@ use stock_app::service::{Service, ServiceError};
 
 /// A service on a fresh database, its failpoints going nowhere (no test hooks).
 async fn service() -> Service {
-    let settings = test_settings(&fresh_database().await);
+    service_with(|_| {}).await
+}
+
+/// The same, its settings changed by `change` first.
+async fn service_with(change: impl FnOnce(&mut Settings)) -> Service {
+    let mut settings = test_settings(&fresh_database().await);
+    change(&mut settings);
     stock_app::startup::service(&settings, Arc::new(NoProbe))
         .await
         .expect("the service starts")
@@ -156,12 +163,11 @@ async fn an_unknown_strategy_is_named() {
 /// reading a message).
 #[tokio::test]
 async fn a_backend_failure_keeps_its_cause() {
-    let mut settings = test_settings(&fresh_database().await);
-    settings.shared.redis_urls = vec!["redis://127.0.0.1:1".into()];
-    settings.shared.redis_sentinels.clear();
-    let service = stock_app::startup::service(&settings, Arc::new(NoProbe))
-        .await
-        .expect("the service starts without its Redis");
+    let service = service_with(|settings| {
+        settings.shared.redis_urls = vec!["redis://127.0.0.1:1".into()];
+        settings.shared.redis_sentinels.clear();
+    })
+    .await;
     service.restock(1, 3, 0).await.expect("restocked");
     let strategy = service.strategy("redis-lock").expect("served");
 

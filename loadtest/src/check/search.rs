@@ -120,11 +120,16 @@ pub fn quick(part: &Part) -> Option<bool> {
             return None;
         };
         match answer {
-            Sold => (at.push((part.calls[i], 0, i)), sold.push(*id)),
-            Refused => (at.push((part.returns[i], 1, i)), refused.push(*id)),
-            Duplicate => (at.push((part.returns[i], 1, i)), ()),
+            Sold => sold.push(*id),
+            Refused => refused.push(*id),
+            Duplicate => {}
             _ => return None,
-        };
+        }
+        // A sale as early as it can be, a refusal or duplicate as late (sales first
+        // at one instant).
+        let sale = *answer == Sold;
+        let when = if sale { part.calls[i] } else { part.returns[i] };
+        at.push((when, u8::from(!sale), i));
     }
     if refused.iter().any(|id| sold.contains(id)) {
         return None;
