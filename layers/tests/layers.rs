@@ -67,7 +67,7 @@ const TREES: &[Tree] = &[
         root: "loadtest/src/lib.rs",
         layers: &[
             &["check", "engine", "verify", "timing", "catalogue", "cost"],
-            &["rate"],
+            &["rate", "history"],
             &["report"],
             &["html", "lab", "baseline", "claims", "plan"],
             &["live"],

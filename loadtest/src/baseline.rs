@@ -58,6 +58,8 @@ pub async fn fire(
             Answer {
                 outcome,
                 request_id,
+                items: vec![(product_id, 1)],
+                duplicate: false,
                 attempts,
                 micros: sent.elapsed().as_micros() as u64,
                 instance: 0,

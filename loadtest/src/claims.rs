@@ -266,6 +266,8 @@ mod tests {
                         Outcome::SoldOut
                     },
                     request_id: format!("{strategy}-{i}"),
+                    items: vec![(1, 1)],
+                    duplicate: false,
                     attempts: 1,
                     micros: 10_000,
                     instance: i % 2,

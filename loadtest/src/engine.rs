@@ -115,6 +115,10 @@ pub struct Fired {
     /// to the earliest buyers).
     pub overtaken: Vec<u64>,
     pub elapsed: Duration,
+    /// CLOCK_MONOTONIC when the load started, in microseconds ([`monotonic_us`]): the
+    /// record's times (`sent_us`, `done_us`) are counted from it, and a history's from
+    /// the clock itself, which every process on this host shares.
+    pub clock_start_us: u64,
     /// A strategy that records later: units sold, acknowledged and not yet in the
     /// database when the
     /// last answer came, and how long the persisters took to record them.
@@ -126,6 +130,7 @@ impl Fired {
     /// Counts, records and sorts out every answer of a run that took `elapsed` with
     /// `concurrency` in flight.
     pub fn from_answers(answers: Vec<Answer>, elapsed: Duration, concurrency: usize) -> Fired {
+        let clock_start_us = monotonic_us().saturating_sub(elapsed.as_micros() as u64);
         let mut fired = Fired {
             outcomes: BTreeMap::new(),
             latency_us: Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram bounds"),
@@ -144,6 +149,7 @@ impl Fired {
             transactions: 0.0,
             overtaken: overtaken(&answers),
             elapsed,
+            clock_start_us,
             pending_at_end: 0,
             drain: Duration::ZERO,
         };
@@ -270,6 +276,10 @@ impl Outcome {
 pub struct Answer {
     pub outcome: Outcome,
     pub request_id: String,
+    /// What it ordered: (product, units) per item.
+    pub items: Vec<(i64, i64)>,
+    /// A 200 that was the stored answer to an earlier request with this id.
+    pub duplicate: bool,
     /// Transactions the service ran (the 200 body's `attempts`).
     pub attempts: u64,
     pub micros: u64,
@@ -305,22 +315,49 @@ fn overtaken(answers: &[Answer]) -> Vec<u64> {
     overtaken
 }
 
-fn body(load: &Load, i: usize) -> (String, Value) {
-    let request_id = format!("{}-{i}", load.id_prefix);
+/// Microseconds on CLOCK_MONOTONIC: on one Linux host every process reads the same
+/// clock, so the loadtest's histories and the instances' lock intervals line up.
+/// (`std::time::Instant` reads it too, but does not show its value.)
+pub fn monotonic_us() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is given, and CLOCK_MONOTONIC
+    // exists on every Linux.
+    let done = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    assert_eq!(done, 0, "CLOCK_MONOTONIC is readable");
+    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000
+}
+
+/// Request `i`'s items: (product, units) each.
+fn items(load: &Load, i: usize) -> Vec<(i64, i64)> {
     let product = load.products[i % load.products.len()];
     // Deterministic spread of multi-item requests: every k-th request.
     let multi = load.multi_item_share > 0.0
         && load.products.len() > 1
         && ((i as f64 * load.multi_item_share).floor()
             != ((i + 1) as f64 * load.multi_item_share).floor());
-    let mut body = if multi {
+    if multi {
         let next = load.products[(i + 1) % load.products.len()];
-        json!({"request_id": request_id, "items": [
-            {"product_id": product, "quantity": load.quantity},
-            {"product_id": next, "quantity": load.quantity},
-        ]})
+        vec![(product, load.quantity), (next, load.quantity)]
     } else {
-        json!({"request_id": request_id, "product_id": product, "quantity": load.quantity})
+        vec![(product, load.quantity)]
+    }
+}
+
+fn body(load: &Load, i: usize, items: &[(i64, i64)]) -> (String, Value) {
+    let request_id = format!("{}-{i}", load.id_prefix);
+    let mut body = match items {
+        [(product, quantity)] => {
+            json!({"request_id": request_id, "product_id": product, "quantity": quantity})
+        }
+        items => {
+            let items: Vec<Value> = (items.iter())
+                .map(|(product, quantity)| json!({"product_id": product, "quantity": quantity}))
+                .collect();
+            json!({"request_id": request_id, "items": items})
+        }
     };
     if let Some(hold) = load.hold_ms {
         body["hold_ms"] = json!(hold);
@@ -339,7 +376,8 @@ async fn send(
 ) -> Answer {
     let instance = i % load.bases.len();
     let url = format!("{}/deduct/{}", load.bases[instance], load.strategy);
-    let (request_id, body) = body(load, i);
+    let items = items(load, i);
+    let (request_id, body) = body(load, i, &items);
     let first = Instant::now();
     budget.started();
     let mut retries = 0;
@@ -359,6 +397,8 @@ async fn send(
     Answer {
         outcome: reply.outcome,
         request_id,
+        items,
+        duplicate: reply.duplicate,
         attempts: reply.attempts,
         micros: sent.elapsed().as_micros() as u64,
         instance,
@@ -477,6 +517,7 @@ async fn fire_quietly(
     load: &Load,
     bar: &indicatif::ProgressBar,
 ) -> Fired {
+    let clock_start_us = monotonic_us();
     let started = Instant::now();
     let budget = Arc::new(RetryBudget::default());
     let deadline = load.duration.map(|d| started + d);
@@ -526,6 +567,7 @@ async fn fire_quietly(
     let elapsed = started.elapsed();
     let mut fired = Fired::from_answers(answers, elapsed, load.concurrency);
     fired.ceiling_reached = ceiling_reached;
+    fired.clock_start_us = clock_start_us;
     fired.open_loop = load.rate.is_some();
     fired
 }

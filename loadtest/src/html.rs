@@ -211,7 +211,7 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
     let mut html = format!(
         "<table><tr><th>strategy</th><th>concurrency</th>{rate_head}<th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th>\
          <th>sold</th><th>left</th><th>409</th><th>503 busy</th><th>other</th><th>tries/sale</th>\
-         <th>lost</th><th>beyond stock</th><th>CPU per sale</th><th>verdict</th></tr>",
+         <th>lost</th><th>beyond stock</th><th>CPU per sale</th><th>history</th><th>verdict</th></tr>",
     );
     for r in rows {
         let other: u64 = r.other().map(|(_, n)| n).sum();
@@ -224,7 +224,7 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
             html,
             "<tr><td><a href=\"#s-{name}\">{name}</a></td><td>{}</td><td>{rate}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td>\
-             <td><small>{}</small></td><td class=\"{class}\">{}</td></tr>",
+             <td><small>{}</small></td>{}<td class=\"{class}\">{}</td></tr>",
             r.concurrency,
             r.latency_ms.p50,
             r.latency_ms.p90,
@@ -239,6 +239,7 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
             r.verdict.lost_updates,
             r.verdict.beyond_stock,
             escape(&r.cpu_text()),
+            history_cell(r),
             escape(r.verdict_text()),
             name = escape(&r.strategy),
         );
@@ -253,6 +254,23 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
         })
     );
     html
+}
+
+/// The checker's verdict on a row's history, linked to the history file.
+fn history_cell(row: &Row) -> String {
+    let class = match row.history_text() {
+        "linearizable" => "ok",
+        "NOT linearizable" => "bad",
+        _ => "",
+    };
+    let text = escape(row.history_text());
+    match row.history.as_ref().and_then(|h| h.file.as_ref()) {
+        Some(file) => format!(
+            "<td class=\"{class}\"><a href=\"{}\">{text}</a></td>",
+            escape(file)
+        ),
+        None => format!("<td class=\"{class}\">{text}</td>"),
+    }
 }
 
 /// The throughput section at a distance beside the loopback one: each strategy's

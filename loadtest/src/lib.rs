@@ -9,6 +9,8 @@
 //! - [`check`]: a recorded history checked against a stock counter's model
 //!   (linearizability, the Wing-Gong/Lowe search as Porcupine runs it); depends on
 //!   nothing of the service.
+//! - [`history`]: a run's history in the checker's format (clients as lanes, unknown
+//!   outcomes settled by the ledger), written under `reports/` and judged.
 //! - [`verify`]: the verdict from the database: lost updates, units sold beyond stock,
 //!   acknowledged sales missing from the ledger.
 //! - [`report`]: rows, the table, the JSON report (its schema version in [`report::SCHEMA_VERSION`]). A leaf: what a
@@ -61,6 +63,7 @@ pub mod distance;
 pub mod engine;
 pub mod flash;
 pub mod flood;
+pub mod history;
 pub mod html;
 pub mod lab;
 pub mod live;

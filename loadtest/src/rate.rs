@@ -355,6 +355,8 @@ mod tests {
         Answer {
             outcome,
             request_id: String::new(),
+            items: vec![(1, 1)],
+            duplicate: false,
             attempts: 1,
             micros: (done_ms - sent_ms) * 1000,
             instance: 0,

@@ -109,6 +109,10 @@ pub struct Row {
     /// Units per item.
     #[serde(default = "one_unit")]
     pub quantity: i64,
+    /// The checker's verdict on the run's history (every answer, not the ledger's
+    /// sum), and where the history was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::history::Judged>,
 }
 
 fn one_unit() -> i64 {
@@ -148,6 +152,17 @@ impl Row {
             (Expect::Oversells, false, _) => "UNEXPECTED: the control did not oversell",
             (Expect::Either, true, _) => "oversold (not safe across instances)",
             (Expect::Either, false, _) => "did not oversell this time (not safe across instances)",
+        }
+    }
+
+    /// The checker's word on the run's history: `linearizable`, `NOT linearizable`,
+    /// `undecided`, or `-` where none was checked.
+    pub fn history_text(&self) -> &'static str {
+        match self.history.as_ref().map(|h| h.verdict.as_str()) {
+            Some("linearizable") => "linearizable",
+            Some("not linearizable") => "NOT linearizable",
+            Some(_) => "undecided",
+            None => "-",
         }
     }
 
@@ -361,7 +376,7 @@ pub enum Columns {
 pub const THROUGHPUT_COUNTS: &str = "sales/s = deductions answered 200 per second over the steady window (after the first wave's answers, until the last request was sent), stock never the limit; (q1–q3) = its spread, the interquartile range over ten slices of the window (of every round's window together, with --rounds)";
 
 /// The line under a verdict table.
-pub const VERDICT_COUNTS: &str = "sold = the ledger's sum; lost = ledger - (stock - left): sales the stock row never saw; beyond = sold past the stock; tries = transactions per sale";
+pub const VERDICT_COUNTS: &str = "history = the checker's verdict on every answer (is there one order of the requests, each taking effect between its sending and its answer, that a single correct stock counter would have answered so?); sold = the ledger's sum; lost = ledger - (stock - left): sales the stock row never saw; beyond = sold past the stock; tries = transactions per sale";
 
 /// Prints a section's rows as a table.
 pub fn print_table(title: &str, rows: &[&Row], columns: Columns) {
@@ -375,8 +390,8 @@ pub fn print_table(title: &str, rows: &[&Row], columns: Columns) {
         ),
     };
     println!(
-        "{:<12} {head} {:>8} {:>8} {:>5} {:>6} {:>6} {:>5} {:>7}  verdict",
-        "strategy", "p50 ms", "p99 ms", "busy", "other", "tries", "lost", "beyond",
+        "{:<12} {head} {:>8} {:>8} {:>5} {:>6} {:>6} {:>5} {:>7}  {:<16}  verdict",
+        "strategy", "p50 ms", "p99 ms", "busy", "other", "tries", "lost", "beyond", "history",
     );
     for row in rows {
         let other: u64 = row.other().map(|(_, n)| n).sum();
@@ -391,7 +406,7 @@ pub fn print_table(title: &str, rows: &[&Row], columns: Columns) {
             ),
         };
         println!(
-            "{:<12} {cells} {:>8.2} {:>8.2} {:>5} {:>6} {:>6.2} {:>5} {:>7}  {}",
+            "{:<12} {cells} {:>8.2} {:>8.2} {:>5} {:>6} {:>6.2} {:>5} {:>7}  {:<16}  {}",
             row.strategy,
             row.latency_ms.p50,
             row.latency_ms.p99,
@@ -400,6 +415,7 @@ pub fn print_table(title: &str, rows: &[&Row], columns: Columns) {
             row.attempts_per_success,
             row.verdict.lost_updates,
             row.verdict.beyond_stock,
+            row.history_text(),
             row.verdict_text(),
         );
         for (kind, n) in row.other() {

@@ -1,7 +1,7 @@
 //! One strategy's run, start to verdict ([`Runner`]), and runs measured in rounds.
 
 use crate::plan::{DRAIN_TIMEOUT, Plan};
-use crate::{catalogue, cost, engine, live, rate, report, timing, verify};
+use crate::{catalogue, cost, engine, history, live, rate, report, timing, verify};
 use engine::Fired;
 use engine::{Load, fire, restock};
 use futures::{StreamExt, TryStreamExt};
@@ -30,6 +30,11 @@ pub struct Runner {
     /// name; this load generator always), and a Redis whose own time it reads.
     pub processes: Vec<(String, u32)>,
     pub redis_url: Option<String>,
+    /// The folder each run's history is written to (`<section>.<strategy>.jsonl`,
+    /// numbered from the second run of one setup), if any; every run is judged either way.
+    pub histories: Option<std::path::PathBuf>,
+    /// Runs per history name so far (the runner's own count).
+    pub written: std::sync::Mutex<std::collections::BTreeMap<String, u32>>,
 }
 
 impl Runner {
@@ -51,6 +56,8 @@ impl Runner {
             network: None,
             processes: Vec::new(),
             redis_url: None,
+            histories: None,
+            written: Default::default(),
         }
     }
 
@@ -170,6 +177,7 @@ impl Runner {
         )
         .await?;
         let mut row = Row::new(plan, self.bases.len(), &fired, verdict);
+        row.history = Some(self.judge(plan, &fired, &load.id_prefix).await?);
         // CPU per sale, until every sale was recorded (the drain included).
         let sales = fired.count(&engine::Outcome::Sold) as f64;
         if sales > 0.0 {
@@ -219,6 +227,46 @@ impl Runner {
             run.finish(&row);
         }
         Ok((row, fired))
+    }
+
+    /// The run's history (its unknown outcomes settled by the ledger, read now that
+    /// nothing is in flight and nothing pending), checked, and written to
+    /// [`Runner::histories`].
+    async fn judge(
+        &self,
+        plan: &Plan,
+        fired: &Fired,
+        id_prefix: &str,
+    ) -> anyhow::Result<history::Judged> {
+        let stock: Vec<(i64, i64)> = plan.products.iter().map(|&p| (p, plan.stock)).collect();
+        let recorded = history::recorded(&self.db, id_prefix).await?;
+        let records = history::of_run(fired, &stock, &recorded);
+        // The search is CPU work: off the runtime's threads.
+        let (mut judged, records) = tokio::task::spawn_blocking(move || {
+            history::judge(&records).map(|judged| (judged, records))
+        })
+        .await?
+        .map_err(|e| anyhow::anyhow!("the run's history: {e}"))?;
+        if let Some(dir) = &self.histories {
+            let name = format!("{}.{}", history::slug(&plan.section), plan.strategy);
+            let runs = {
+                let mut written = self.written.lock().expect("not poisoned");
+                let runs = written.entry(name.clone()).or_default();
+                *runs += 1;
+                *runs
+            };
+            let file = match runs {
+                1 => format!("{name}.jsonl"),
+                n => format!("{name}.{n}.jsonl"),
+            };
+            history::write(&dir.join(&file), &records)?;
+            let folder = dir.file_name().map(|f| f.to_string_lossy().into_owned());
+            judged.file = Some(match folder {
+                Some(folder) => format!("{folder}/{file}"),
+                None => file,
+            });
+        }
+        Ok(judged)
     }
 
     /// Runs `plans` in `rounds` rounds ([`in_rounds`]); one row per plan, its sales
@@ -359,6 +407,7 @@ impl Row {
             timed_s: plan.duration.map(|d| d.as_secs_f64()),
             rate: plan.rate,
             quantity: plan.quantity,
+            history: None,
         }
     }
 }

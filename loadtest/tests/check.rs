@@ -4,17 +4,27 @@
 use std::process::Command;
 
 fn check(history: &str) -> (bool, String) {
+    let (code, text) = check_files(&[history]);
+    (code == 0, text)
+}
+
+/// `loadtest check` on one file per history (`None`: a file that is not there): its
+/// exit code and what it printed.
+fn check_files(histories: &[&str]) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("history.jsonl");
-    std::fs::write(&path, history).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_loadtest"))
-        .arg("check")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_loadtest"));
+    command.arg("check");
+    for (i, history) in histories.iter().enumerate() {
+        let path = dir.path().join(format!("h{i}.jsonl"));
+        if !history.is_empty() {
+            std::fs::write(&path, history).unwrap();
+        }
+        command.arg(&path);
+    }
+    let out = command.output().unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
+    (out.status.code().expect("an exit code"), text)
 }
 
 const INIT: &str = r#"{"type":"init","product_id":7,"stock":1}"#;
@@ -46,4 +56,30 @@ fn a_linearizable_history_passes_and_a_false_sold_out_fails() {
         assert_eq!(passed, passes, "{said}");
         assert!(said.contains(says), "{said}");
     }
+}
+
+/// Several files: each judged, one missing named and the rest still checked; the exit
+/// code says the worst (1: not linearizable; 2: undecided or unreadable only).
+#[test]
+fn every_file_is_judged_and_the_exit_code_says_the_worst() {
+    let good = [INIT.to_string(), deduct("a", 0, 10, "sold")].join("\n");
+    let bad = [
+        INIT.to_string(),
+        deduct("a", 0, 4, "refused"),
+        deduct("b", 5, 8, "sold"),
+    ]
+    .join("\n");
+    let (code, said) = check_files(&["", &good]);
+    assert_eq!(code, 2, "{said}");
+    assert!(said.contains("h0.jsonl: not checked: reading it"), "{said}");
+    assert!(
+        said.contains("h1.jsonl: 1 operations: linearizable"),
+        "{said}"
+    );
+    let (code, said) = check_files(&["", &bad, &good]);
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("1 of 3 histories not linearizable, 1 undecided or unreadable"),
+        "{said}"
+    );
 }

@@ -86,6 +86,12 @@ async fn the_checker_finds_what_the_database_says() {
     assert_eq!(clean.responses.get("409"), Some(&40));
     assert!(clean.verdict.is_clean() && clean.as_expected, "{clean:?}");
     assert_eq!(clean.verdict.missing_acknowledged, 0);
+    // Every answer checked against a stock counter: 20 sales, then refusals.
+    let history = clean.history.as_ref().expect("every run is judged");
+    assert_eq!(
+        (history.verdict.as_str(), history.operations),
+        ("linearizable", 60)
+    );
     // Where the time goes, from the service's /metrics around the run (the warm-up
     // before it not counted): no lock, all of it in the transaction and around it.
     let split = clean.time_split.expect("the service's /metrics was read");
@@ -116,6 +122,11 @@ async fn the_checker_finds_what_the_database_says() {
         "expected safe, found oversold: the checker fails the run"
     );
     assert_eq!(red.verdict_text(), "UNEXPECTED: OVERSOLD");
+    // More sales answered than the stock had (a lost update lets the row run out
+    // late): no order of the answers explains them.
+    assert!(red.verdict.sold > 20, "{:?}", red.verdict);
+    let history = red.history.as_ref().expect("every run is judged");
+    assert_eq!(history.verdict, "not linearizable", "{history:?}");
     // The 20 ms sleep after the read is inside the control's work.
     let split = red.time_split.expect("the service's /metrics was read");
     assert!(split.transaction_ms >= 18.0, "{split:?}");

@@ -11,7 +11,8 @@
 //! Times are microseconds on one monotonic clock shared by every client. An answer
 //! that never came (a timeout, a broken connection, `outcome_unknown`) has no
 //! `answered_us`: the operation may have taken effect at any time after it was sent,
-//! or never.
+//! or never. A deduction may say whether its request id was in the ledger once the
+//! system was quiet (`"recorded":true|false`): an unknown outcome is then settled.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +62,11 @@ pub enum Record {
         sent_us: u64,
         answered_us: Option<u64>,
         answer: DeductAnswer,
+        /// Whether the request id was in the ledger once the system was quiet (absent:
+        /// not looked). An unknown outcome found there took effect; one not found
+        /// never did (as etcd's robustness tests patch theirs from the log).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recorded: Option<bool>,
     },
     /// A restock: the product's stock set to `stock`.
     Restock {
@@ -105,6 +111,7 @@ impl Record {
     }
 
     /// Whether its outcome is unknown: it may take effect any time after it was sent.
+    /// (Settled by the ledger or not, it has no answer time.)
     pub fn open(&self) -> bool {
         matches!(
             self,

@@ -11,8 +11,9 @@
 //! An operation without a known outcome (no answer, or `outcome_unknown`) is given an
 //! open end: it may take effect at any point after it was sent. Its step sells if it
 //! can; "it never happened" is the same as taking effect after everything else, where
-//! nothing observes it. A definite failure changes nothing, and a read without an
-//! answer says nothing: both are left out.
+//! nothing observes it. Where the ledger settled it (`recorded`), it is a sale with an
+//! open end (found) or left out (not found). A definite failure changes nothing, and a
+//! read without an answer says nothing: both are left out.
 
 use super::history::{DeductAnswer, Record};
 use std::collections::BTreeMap;
@@ -22,7 +23,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     Deduct {
-        id: usize,
+        /// The request id's number, if another operation of the part has it too (one
+        /// that no other has needs no memory of being sold: it keeps states small).
+        id: Option<usize>,
         items: Vec<(usize, i64)>,
         answer: DeductAnswer,
     },
@@ -44,16 +47,18 @@ pub struct State {
 }
 
 impl State {
-    fn is_sold(&self, id: usize) -> bool {
-        self.sold[id / 64] & (1 << (id % 64)) != 0
+    fn is_sold(&self, id: Option<usize>) -> bool {
+        id.is_some_and(|id| self.sold[id / 64] & (1 << (id % 64)) != 0)
     }
 
-    fn sell(&self, id: usize, items: &[(usize, i64)]) -> State {
+    fn sell(&self, id: Option<usize>, items: &[(usize, i64)]) -> State {
         let mut next = self.clone();
         for &(product, quantity) in items {
             next.stock[product] -= quantity;
         }
-        next.sold[id / 64] |= 1 << (id % 64);
+        if let Some(id) = id {
+            next.sold[id / 64] |= 1 << (id % 64);
+        }
         next
     }
 }
@@ -114,6 +119,11 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
             }
             Record::Deduct {
                 answer: DeductAnswer::Failed,
+                ..
+            }
+            | Record::Deduct {
+                answer: DeductAnswer::Unknown,
+                recorded: Some(false),
                 ..
             } => {}
             Record::Read { stock: None, .. } => {}
@@ -203,6 +213,12 @@ fn products_of(record: &Record) -> Vec<i64> {
 
 fn build(products: Vec<i64>, records: &[&Record], stock: &BTreeMap<i64, i64>) -> Part {
     let index = |p: i64| products.iter().position(|&q| q == p).expect("in the part");
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for record in records {
+        if let Record::Deduct { request_id, .. } = record {
+            *seen.entry(request_id).or_default() += 1;
+        }
+    }
     let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut ops, mut calls, mut returns) = (Vec::new(), Vec::new(), Vec::new());
     for record in records {
@@ -211,17 +227,24 @@ fn build(products: Vec<i64>, records: &[&Record], stock: &BTreeMap<i64, i64>) ->
                 request_id,
                 items,
                 answer,
+                recorded,
                 ..
             } => {
                 let next = ids.len();
-                let id = *ids.entry(request_id.as_str()).or_insert(next);
+                let id = (seen[request_id.as_str()] > 1)
+                    .then(|| *ids.entry(request_id.as_str()).or_insert(next));
                 // A product named twice is one item of the sum (the service refuses
                 // such an order; another tool's history may hold one).
                 let mut summed: BTreeMap<usize, i64> = BTreeMap::new();
                 for item in items {
                     *summed.entry(index(item.product_id)).or_default() += item.quantity;
                 }
-                let (items, answer) = (summed.into_iter().collect(), *answer);
+                // An unknown outcome the ledger holds took effect: a sale, whenever.
+                let answer = match (answer, recorded) {
+                    (DeductAnswer::Unknown, Some(true)) => DeductAnswer::Sold,
+                    _ => *answer,
+                };
+                let items = summed.into_iter().collect();
                 Op::Deduct { id, items, answer }
             }
             Record::Restock {

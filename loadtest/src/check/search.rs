@@ -131,7 +131,8 @@ pub fn quick(part: &Part) -> Option<bool> {
         let when = if sale { part.calls[i] } else { part.returns[i] };
         at.push((when, u8::from(!sale), i));
     }
-    if refused.iter().any(|id| sold.contains(id)) {
+    let sold: std::collections::HashSet<usize> = sold.into_iter().flatten().collect();
+    if refused.iter().flatten().any(|id| sold.contains(id)) {
         return None;
     }
     at.sort_unstable();

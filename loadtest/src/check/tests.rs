@@ -28,7 +28,18 @@ fn deduct(id: &str, items: &[(i64, i64)], at: (u64, Option<u64>), answer: Deduct
         sent_us: at.0,
         answered_us: at.1,
         answer,
+        recorded: None,
     }
+}
+
+/// An order of one unit of product 1 whose outcome is unknown, settled by the ledger
+/// (`recorded`) or not.
+fn unknown(id: &str, sent: u64, settled: Option<bool>) -> Record {
+    let mut record = deduct(id, &[(1, 1)], (sent, None), Unknown);
+    if let Record::Deduct { recorded, .. } = &mut record {
+        *recorded = settled;
+    }
+    record
 }
 
 fn sale(id: &str, sent: u64, answered: u64, answer: DeductAnswer) -> Record {
@@ -116,6 +127,33 @@ fn the_corpus_is_judged_as_written() {
                 init(1, 1),
                 deduct("a", &[(1, 1)], (0, None), Unknown),
                 sale("b", 5, 6, Sold),
+            ],
+        ),
+        (
+            "an unknown outcome the ledger holds: it took the unit, the sale after it oversold",
+            false,
+            vec![
+                init(1, 1),
+                unknown("a", 0, Some(true)),
+                sale("b", 5, 6, Sold),
+            ],
+        ),
+        (
+            "an unknown outcome the ledger holds explains the refusal after it",
+            true,
+            vec![
+                init(1, 1),
+                unknown("a", 0, Some(true)),
+                sale("b", 5, 6, Refused),
+            ],
+        ),
+        (
+            "an unknown outcome the ledger does not hold cannot explain a refusal",
+            false,
+            vec![
+                init(1, 1),
+                unknown("a", 0, Some(false)),
+                sale("b", 5, 6, Refused),
             ],
         ),
         (
@@ -296,6 +334,7 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
                 items,
                 answered_us,
                 answer,
+                recorded,
                 ..
             } => {
                 let enough = items
@@ -314,6 +353,10 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
                     Refused
                 };
                 if answered_us.is_none() {
+                    // Half the unknown outcomes settled by the ledger, as a run's are.
+                    if rng.random_bool(0.5) {
+                        *recorded = Some(*answer == Sold);
+                    }
                     *answer = Unknown;
                 }
             }
@@ -335,6 +378,11 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
     if changed {
         let i = rng.random_range(0..ops.len());
         match &mut ops[i] {
+            Record::Deduct {
+                answer: Unknown,
+                recorded: Some(found),
+                ..
+            } => *found = !*found,
             Record::Deduct { answer, .. } => {
                 *answer = match *answer {
                     Sold => Refused,

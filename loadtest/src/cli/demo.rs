@@ -192,7 +192,9 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         .get("REDIS_URLS")
         .and_then(|urls| urls.split(',').next())
         .map(str::to_string);
+    let histories = super::histories(args.load.json.as_deref(), "demo")?;
     let runner_on = |instances: &[Instance]| Runner {
+        histories: Some(histories.clone()),
         live: live.clone(),
         network: network.clone(),
         processes: loadtest::lab::processes(instances, &server_pids),

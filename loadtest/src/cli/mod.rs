@@ -127,6 +127,24 @@ pub fn write_reports(report: &Report, json: Option<&Path>, name: &str) -> anyhow
     Ok(html_path)
 }
 
+/// The folder a command's histories go to, emptied: next to its JSON report
+/// (`reports/demo.json` -> `reports/demo.history/`).
+pub fn histories(json: Option<&Path>, name: &str) -> anyhow::Result<PathBuf> {
+    let json_path = match json {
+        Some(path) => path.to_path_buf(),
+        None => Path::new("reports").join(format!("{name}.json")),
+    };
+    let dir = json_path.with_extension("history");
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("emptying {}", dir.display()))?
+        }
+        _ => {}
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
 pub fn write_json(path: &Path, report: &Report) -> anyhow::Result<()> {
     std::fs::write(path, serde_json::to_vec_pretty(report)?)
         .with_context(|| format!("writing {}", path.display()))

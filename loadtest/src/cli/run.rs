@@ -31,7 +31,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .connect(&args.database_url)
         .await?;
     let client = loadtest::lab::http_client(args.load.concurrency)?;
-    let runner = Runner::new(client, db, args.urls.clone(), &args.admin_token);
+    let runner = Runner {
+        histories: Some(super::histories(args.load.json.as_deref(), "run")?),
+        ..Runner::new(client, db, args.urls.clone(), &args.admin_token)
+    };
     let mut rows = Vec::new();
     let mut capacities = Vec::new();
     let catalogue = runner.strategies().await?;

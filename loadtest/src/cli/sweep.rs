@@ -100,6 +100,7 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         instances.iter().map(|i| i.base.clone()).collect(),
         ADMIN_TOKEN,
     );
+    runner.histories = Some(super::histories(args.json.as_deref(), "sweep")?);
     runner.processes = loadtest::lab::processes(&instances, &stack.pids());
     runner.redis_url = env
         .get("REDIS_URLS")

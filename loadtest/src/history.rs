@@ -1,0 +1,276 @@
+//! A run's history: what its clients saw, request by request ([`crate::engine::Fired`]'s
+//! record), in the checker's format ([`crate::check::history`]), with each deduction's
+//! presence in the ledger read once the system is quiet; written under `reports/` and
+//! judged ([`judge`]).
+//!
+//! The clients are lanes: a closed loop's requests laid out, in the order they were
+//! sent, on the first lane whose last request was answered by then. A lane is a
+//! sequential process, as Jepsen's are; after an unknown answer its process is
+//! retired and the lane's next request comes from a new one (a new `client`), because
+//! an operation still possibly in flight must not look answered to the checker.
+
+use crate::check::history::{DeductAnswer, Item, Record};
+use crate::check::{self, Verdict};
+use crate::engine::{Answer, Fired, Outcome};
+use serde::{Deserialize, Serialize};
+use sqlx::MySqlPool;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long the checker may search one independent part of a run's history before it
+/// answers "undecided".
+pub const BUDGET: Duration = Duration::from_secs(10);
+
+/// What the checker said of one run's history, for the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judged {
+    /// `linearizable`, `not linearizable`, or `undecided` (a part ran out of budget).
+    pub verdict: String,
+    /// The operations checked (deductions, restocks, reads).
+    pub operations: usize,
+    /// The products of each part that failed (or, when undecided, ran out of budget).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub products: Vec<Vec<i64>>,
+    /// Deductions answered with an unknown outcome, and how many of them the ledger
+    /// showed applied once the system was quiet.
+    pub unknown: usize,
+    pub unknown_applied: usize,
+    /// The history file, relative to the report's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// How long the check took, in milliseconds.
+    pub check_ms: f64,
+}
+
+impl Judged {
+    pub fn is_linearizable(&self) -> bool {
+        self.verdict == "linearizable"
+    }
+}
+
+/// The request ids of the run with id prefix `prefix` that the ledger holds.
+pub async fn recorded(db: &MySqlPool, prefix: &str) -> sqlx::Result<HashSet<String>> {
+    // An ASCII binary column: sqlx reads it as bytes.
+    let ids: Vec<Vec<u8>> =
+        sqlx::query_scalar("SELECT DISTINCT request_id FROM ledger WHERE request_id LIKE ?")
+            .bind(format!("{prefix}-%"))
+            .fetch_all(db)
+            .await?;
+    Ok((ids.into_iter())
+        .map(|id| String::from_utf8_lossy(&id).into_owned())
+        .collect())
+}
+
+/// What a deduction's answer says for the checker: sold, a duplicate, refused, a
+/// definite failure (by the API's contract nothing changed: `busy`, `lock_lost`,
+/// `backend_unavailable`, a 429 or another 4xx, a request that never left), or unknown
+/// (no answer, `outcome_unknown`, or a 5xx the contract says nothing about).
+pub fn answer_of(answer: &Answer) -> DeductAnswer {
+    match &answer.outcome {
+        Outcome::Sold if answer.duplicate => DeductAnswer::Duplicate,
+        Outcome::Sold => DeductAnswer::Sold,
+        Outcome::SoldOut => DeductAnswer::Refused,
+        outcome if outcome.is_unknown() => DeductAnswer::Unknown,
+        Outcome::ServerError => DeductAnswer::Unknown,
+        Outcome::Unavailable(_)
+        | Outcome::Overloaded
+        | Outcome::ClientError
+        | Outcome::Unreachable
+        | Outcome::Transport => DeductAnswer::Failed,
+    }
+}
+
+/// The history of one run: an `init` per product (its stock at the start), then
+/// every deduction, in the order they were sent, on the lanes described above, times
+/// on CLOCK_MONOTONIC. `recorded` holds the request ids the ledger has.
+pub fn of_run(fired: &Fired, stock: &[(i64, i64)], recorded: &HashSet<String>) -> Vec<Record> {
+    let mut records: Vec<Record> = (stock.iter())
+        .map(|&(product_id, stock)| Record::Init { product_id, stock })
+        .collect();
+    let mut order: Vec<&Answer> = fired.record.iter().collect();
+    order.sort_by_key(|a| (a.sent_us, a.done_us));
+    // Lanes free from a time, the earliest first; a new process id for each new lane
+    // and for a lane whose last answer was unknown.
+    let mut free: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+    let mut processes = 0u64;
+    for a in order {
+        let client = match free.peek() {
+            Some(Reverse((at, client))) if *at <= a.sent_us => {
+                let client = *client;
+                free.pop();
+                client
+            }
+            _ => {
+                processes += 1;
+                processes - 1
+            }
+        };
+        let answer = answer_of(a);
+        if answer == DeductAnswer::Unknown {
+            processes += 1;
+            free.push(Reverse((a.done_us, processes - 1)));
+        } else {
+            free.push(Reverse((a.done_us, client)));
+        }
+        let known = answer != DeductAnswer::Unknown;
+        records.push(Record::Deduct {
+            client,
+            request_id: a.request_id.clone(),
+            items: (a.items.iter())
+                .map(|&(product_id, quantity)| Item {
+                    product_id,
+                    quantity,
+                })
+                .collect(),
+            sent_us: fired.clock_start_us + a.sent_us,
+            answered_us: known.then_some(fired.clock_start_us + a.done_us),
+            answer,
+            recorded: Some(recorded.contains(&a.request_id)),
+        });
+    }
+    records
+}
+
+/// Writes `records` as JSON lines.
+pub fn write(path: &Path, records: &[Record]) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for record in records {
+        serde_json::to_writer(&mut out, record)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+/// Checks `records` (each part for at most [`BUDGET`]).
+pub fn judge(records: &[Record]) -> Result<Judged, String> {
+    let started = Instant::now();
+    let verdict = check::check(records, BUDGET)?;
+    let (verdict, products) = match verdict {
+        Verdict::Linearizable => ("linearizable", Vec::new()),
+        Verdict::NotLinearizable { products } => ("not linearizable", products),
+        Verdict::Unknown { products } => ("undecided", products),
+    };
+    let unknown = (records.iter())
+        .filter(|r| matches!(r, Record::Deduct { answer, .. } if *answer == DeductAnswer::Unknown));
+    Ok(Judged {
+        verdict: verdict.into(),
+        operations: records.iter().filter(|r| r.interval().is_some()).count(),
+        products,
+        unknown: unknown.clone().count(),
+        unknown_applied: unknown
+            .filter(|r| matches!(r, Record::Deduct { recorded, .. } if *recorded == Some(true)))
+            .count(),
+        file: None,
+        check_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// A section's name as a file name's part: lower case, letters and digits, the rest
+/// one `-` (`flash c=256` -> `flash-c-256`).
+pub fn slug(section: &str) -> String {
+    let mut slug = String::new();
+    for c in section.chars().map(|c| c.to_ascii_lowercase()) {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c);
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    slug.trim_end_matches('-').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(id: &str, outcome: Outcome, sent_us: u64, done_us: u64) -> Answer {
+        Answer {
+            outcome,
+            request_id: id.into(),
+            items: vec![(7, 1)],
+            duplicate: false,
+            attempts: 1,
+            micros: done_us - sent_us,
+            instance: 0,
+            sent_us,
+            batch_size: None,
+            retries: 0,
+            done_us,
+            error: None,
+        }
+    }
+
+    /// Requests laid on lanes: a lane is reused once its last answer came, and after
+    /// an unknown answer it goes on as a new process; times are the clock's, the
+    /// unknown one without an answer, each settled by the ledger.
+    #[test]
+    fn a_run_becomes_a_history_of_sequential_clients() {
+        let answers = vec![
+            answer("a", Outcome::Sold, 0, 10),
+            answer("b", Outcome::Transport, 5, 15),
+            answer("c", Outcome::SoldOut, 12, 20),
+            answer("d", Outcome::Unavailable("busy".into()), 16, 30),
+        ];
+        let mut fired = Fired::from_answers(answers, Duration::from_millis(1), 2);
+        fired.clock_start_us = 1_000;
+        let recorded: HashSet<String> = ["a".to_string(), "b".to_string()].into();
+        let history = of_run(&fired, &[(7, 2)], &recorded);
+        assert_eq!(
+            history[0],
+            Record::Init {
+                product_id: 7,
+                stock: 2
+            }
+        );
+        type Seen<'a> = (u64, &'a str, Option<u64>, DeductAnswer, Option<bool>);
+        let seen: Vec<Seen> = (history[1..].iter())
+            .map(|r| match r {
+                Record::Deduct {
+                    client,
+                    request_id,
+                    answered_us,
+                    answer,
+                    recorded,
+                    ..
+                } => (
+                    *client,
+                    request_id.as_str(),
+                    *answered_us,
+                    *answer,
+                    *recorded,
+                ),
+                other => panic!("not a deduction: {other:?}"),
+            })
+            .collect();
+        use DeductAnswer::*;
+        assert_eq!(
+            seen,
+            [
+                (0, "a", Some(1_010), Sold, Some(true)),
+                (1, "b", None, Unknown, Some(true)),
+                (0, "c", Some(1_020), Refused, Some(false)),
+                (2, "d", Some(1_030), Failed, Some(false)),
+            ]
+        );
+        // Settled by the ledger, the unknown sale took the last unit: the refusal
+        // after it is explained. Not in the ledger, it took nothing: the refusal was
+        // a false sold-out.
+        let judged = judge(&history).unwrap();
+        assert!(judged.is_linearizable(), "{judged:?}");
+        assert_eq!((judged.unknown, judged.unknown_applied), (1, 1));
+        let without_b = of_run(&fired, &[(7, 2)], &["a".to_string()].into());
+        assert_eq!(judge(&without_b).unwrap().verdict, "not linearizable");
+    }
+
+    #[test]
+    fn a_section_becomes_a_file_name() {
+        assert_eq!(slug("flash c=256"), "flash-c-256");
+        assert_eq!(slug("One instance"), "one-instance");
+    }
+}
