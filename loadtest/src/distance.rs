@@ -70,6 +70,8 @@ pub async fn measure_round_trips(
                     server_hold_ms: 0,
                     warmup: 0,
                     retries: 0,
+                    read_every: None,
+                    restock_during: None,
                     expect: if *safe { Expect::Safe } else { Expect::Either },
                 };
                 n += 1;

@@ -42,6 +42,41 @@ pub struct Load {
     /// 0.5-1.5, so the refused do not come back together), up to this many times,
     /// within the load's retry budget ([`RetryBudget`]).
     pub retries: u32,
+    /// Reads and restocks sent beside the deductions.
+    pub beside: Beside,
+}
+
+/// Operations sent beside a load's deductions, so that a history holds something
+/// besides sales for the checker to disagree with: reads of what is left, a restock.
+#[derive(Debug, Clone, Default)]
+pub struct Beside {
+    /// A `GET /stock/{product}` every this long while the load runs, over its products
+    /// and instances in turn.
+    pub read_every: Option<Duration>,
+    /// A restock of every product of the load, once this many deductions were answered.
+    pub restock: Option<MidRestock>,
+}
+
+/// A restock in the middle of a load.
+#[derive(Debug, Clone)]
+pub struct MidRestock {
+    pub after_answers: u64,
+    pub stock: i64,
+    pub buckets: u16,
+    pub admin_token: String,
+}
+
+/// A read or a restock sent beside the deductions, as its client saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    pub product: i64,
+    /// A read: the stock it was shown; a restock: the stock it set.
+    pub stock: Option<i64>,
+    pub restock: bool,
+    /// Microseconds since the load started; `done_us` is `None` when no answer came
+    /// (or, for a restock, an error whose outcome is unknown).
+    pub sent_us: u64,
+    pub done_us: Option<u64>,
 }
 
 /// A load's retry budget, as Finagle's `RetryBudget` has it: retries may add at most
@@ -83,6 +118,8 @@ pub struct Fired {
     pub sold_latency_us: Histogram<u64>,
     /// Requests sent again after a 429 (each resend counts).
     pub retries: u64,
+    /// Reads and restocks sent beside the deductions ([`Beside`]).
+    pub beside: Vec<Probe>,
     /// The run's record: every request's outcome, instance, when it was sent and
     /// when its answer came (in the order they were answered). Rates come from it
     /// ([`Fired::sales`]).
@@ -137,6 +174,7 @@ impl Fired {
             sold_latency_us: Histogram::new_with_bounds(1, 120_000_000, 3)
                 .expect("histogram bounds"),
             retries: 0,
+            beside: Vec::new(),
             record: Vec::new(),
             concurrency,
             open_loop: false,
@@ -520,6 +558,20 @@ async fn fire_quietly(
     let clock_start_us = monotonic_us();
     let started = Instant::now();
     let budget = Arc::new(RetryBudget::default());
+    // The answers counted (for the live page, and for a restock beside the load).
+    let answered = load.answered.clone().unwrap_or_default();
+    let load = &Load {
+        answered: Some(answered.clone()),
+        ..load.clone()
+    };
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let beside = tokio::spawn(beside(
+        client.clone(),
+        load.clone(),
+        started,
+        answered,
+        finished.clone(),
+    ));
     let deadline = load.duration.map(|d| started + d);
     let open = move || deadline.is_none_or(|d| Instant::now() < d);
     let mut ceiling_reached = false;
@@ -565,14 +617,109 @@ async fn fire_quietly(
         }
     };
     let elapsed = started.elapsed();
+    finished.store(true, std::sync::atomic::Ordering::Relaxed);
+    let probes = beside
+        .await
+        .expect("the reads and restocks beside the load");
     let mut fired = Fired::from_answers(answers, elapsed, load.concurrency);
+    fired.beside = probes;
     fired.ceiling_reached = ceiling_reached;
     fired.clock_start_us = clock_start_us;
     fired.open_loop = load.rate.is_some();
     fired
 }
 
-/// Restocks a product through the admin API (a new epoch).
+/// Sends the load's reads and restock ([`Beside`]) until `finished`.
+async fn beside(
+    client: reqwest::Client,
+    load: Load,
+    started: Instant,
+    answered: Arc<std::sync::atomic::AtomicU64>,
+    finished: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<Probe> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Beside {
+        read_every,
+        restock: pending,
+    } = load.beside.clone();
+    if read_every.is_none() && pending.is_none() {
+        return Vec::new();
+    }
+    let since = |at: Instant| at.duration_since(started).as_micros() as u64;
+    let mut probes = Vec::new();
+    let mut pending = pending;
+    let mut next_read = Instant::now();
+    let mut reads = 0usize;
+    while !finished.load(Relaxed) {
+        if let Some(every) = read_every
+            && Instant::now() >= next_read
+        {
+            let product = load.products[reads % load.products.len()];
+            let base = &load.bases[reads % load.bases.len()];
+            reads += 1;
+            let sent = Instant::now();
+            let stock = read_stock(&client, base, product).await;
+            let done = stock.is_some().then(|| since(Instant::now()));
+            probes.push(Probe {
+                product,
+                stock,
+                restock: false,
+                sent_us: since(sent),
+                done_us: done,
+            });
+            next_read = sent + every;
+        }
+        if let Some(mid) = pending.take_if(|mid| answered.load(Relaxed) >= mid.after_answers) {
+            // Every product at once, each from its own instance in turn.
+            let sent = Instant::now();
+            let done =
+                futures::future::join_all(load.products.iter().enumerate().map(|(i, &product)| {
+                    let base = &load.bases[i % load.bases.len()];
+                    restock(
+                        &client,
+                        base,
+                        &mid.admin_token,
+                        product,
+                        mid.stock,
+                        mid.buckets,
+                    )
+                }))
+                .await;
+            let answered_at = since(Instant::now());
+            for (&product, done) in load.products.iter().zip(done) {
+                probes.push(Probe {
+                    product,
+                    stock: Some(mid.stock),
+                    restock: true,
+                    sent_us: since(sent),
+                    done_us: done.is_ok().then_some(answered_at),
+                });
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    probes
+}
+
+/// What `GET /stock/{product}` shows is left to sell: the units of the view the
+/// strategies sell from (the Redis counter's `stock` where one exists, the database's
+/// `quantity` otherwise); `None` when no answer came.
+pub async fn read_stock(client: &reqwest::Client, base: &str, product: i64) -> Option<i64> {
+    let view: Value = (client
+        .get(format!("{base}/stock/{product}"))
+        .send()
+        .await
+        .ok()?)
+    .error_for_status()
+    .ok()?
+    .json()
+    .await
+    .ok()?;
+    view["redis"]["stock"]
+        .as_i64()
+        .or_else(|| view["quantity"].as_i64())
+}
+
 /// Waits until no product of `products` has sales pending in Redis (`GET /stock`'s
 /// `pending`: sales not yet in the database), up to `timeout`.
 /// Returns the units pending at the first look and how long the drain took.
@@ -606,6 +753,7 @@ pub async fn drained(
     }
 }
 
+/// Restocks a product through the admin API (a new epoch).
 pub async fn restock(
     client: &reqwest::Client,
     base: &str,

@@ -61,6 +61,12 @@ pub struct FlashOptions {
     /// The sell-out's stock and buyers.
     pub sell_out_stock: i64,
     pub sell_out_buyers: usize,
+    /// The sell-out's restock: once half the buyers were answered (long after the
+    /// stock ran out), the product restocked to this many units while the others keep
+    /// buying: the sold-out marks must not outlive it. 0: none.
+    pub sell_out_restock: i64,
+    /// A read of what is left every this long during the sell-out (the history's reads).
+    pub sell_out_read_every: Option<std::time::Duration>,
 }
 
 impl Default for FlashOptions {
@@ -72,6 +78,8 @@ impl Default for FlashOptions {
             rounds: 1,
             sell_out_stock: 1000,
             sell_out_buyers: 20_000,
+            sell_out_restock: 500,
+            sell_out_read_every: Some(std::time::Duration::from_millis(5)),
         }
     }
 }
@@ -116,6 +124,13 @@ pub struct SellOut {
     pub strategy: String,
     pub stock: i64,
     pub buyers: usize,
+    /// Units restocked during the sell-out (once `restocked_after` buyers were
+    /// answered); 0: none.
+    #[serde(default)]
+    pub restocked: i64,
+    #[serde(default)]
+    pub restocked_after: u64,
+    /// Units the ledger holds for the run (its request ids, every epoch).
     pub sold: i64,
     pub refused: u64,
     /// Of the refusals, those the sold-out fast path gave without running the strategy.
@@ -128,6 +143,19 @@ pub struct SellOut {
     pub overtaken: Vec<u64>,
     /// Exactly the stock sold, everyone else 409, the ledger clean.
     pub exact: bool,
+}
+
+impl SellOut {
+    /// ` + 500 restocked after 10000 answers`, or nothing without a restock.
+    pub fn restock_text(&self) -> String {
+        match self.restocked {
+            0 => String::new(),
+            units => format!(
+                " + {units} restocked after {} answers",
+                self.restocked_after
+            ),
+        }
+    }
 }
 
 /// The flash sale's part of the report, under `flash_sale`: written by
@@ -329,27 +357,45 @@ pub async fn run(
             "flash sale: {strategy} sells out: stock {}, {} buyers ...",
             options.sell_out_stock, options.sell_out_buyers
         );
-        let plan = flash_plan(
-            "sell-out",
-            strategy,
-            next(),
-            Some((options.sell_out_stock, options.sell_out_buyers)),
-            &options,
-        );
+        let restocked_after = options.sell_out_buyers as u64 / 2;
+        let plan = Plan {
+            read_every: options.sell_out_read_every,
+            restock_during: (options.sell_out_restock > 0)
+                .then_some((restocked_after, options.sell_out_restock)),
+            ..flash_plan(
+                "sell-out",
+                strategy,
+                next(),
+                Some((options.sell_out_stock, options.sell_out_buyers)),
+                &options,
+            )
+        };
         let (row, fired) = runner.run_fired(&plan).await?;
         let refused = row.responses.get("409").copied().unwrap_or(0);
         let answered: u64 = row.responses.values().sum();
         let sold_answers = row.responses.get("200").copied().unwrap_or(0);
         let other = answered - refused - sold_answers;
+        // The ledger over both epochs (one unit a buyer); the verdict is the last
+        // epoch's: the restock's units, all sold.
+        let sold = row.history.as_ref().map_or(0, |h| h.recorded) as i64;
+        let restocked = options.sell_out_restock;
+        let last_epoch = if restocked > 0 {
+            restocked
+        } else {
+            options.sell_out_stock
+        };
         let exact = row.verdict.is_clean()
-            && row.verdict.sold == options.sell_out_stock
-            && sold_answers as i64 == options.sell_out_stock
+            && row.verdict.sold == last_epoch
+            && sold == options.sell_out_stock + restocked
+            && sold_answers as i64 == sold
             && other == 0;
         sale.sell_outs.push(SellOut {
             strategy: strategy.into(),
             stock: options.sell_out_stock,
             buyers: options.sell_out_buyers,
-            sold: row.verdict.sold,
+            restocked,
+            restocked_after: if restocked > 0 { restocked_after } else { 0 },
+            sold,
             refused,
             refused_by_fast_path: row.refused_by_fast_path,
             answers_per_second: row.answers_per_second,
@@ -610,13 +656,21 @@ impl FlashSale {
 
         let _ = write!(
             html,
-            "<h3>Sell-out: stock {}, {} buyers</h3><p>Exactly the stock must be sold, everyone else told 409, nobody \
-             twice (the ledger decides). <b>Overtaken</b>: per instance, buyers refused although a buyer who sent \
+            "<h3>Sell-out: stock {}, {} buyers{}</h3><p>Exactly the stock must be sold, everyone else told 409, nobody \
+             twice (the ledger decides); <b>history</b>: whether one order of every answer (and of the reads of what \
+             was left) explains them all, as a single stock counter would have given them. <b>Overtaken</b>: per instance, buyers refused although a buyer who sent \
              later to the same instance got a unit (first come, first served would make it 0). Refusals are the subject \
              here: <b>by fast path</b> counts those the sold-out fast path gave without running the strategy, \
              <b>answers/s</b> all answers over the whole run.</p>\
-             <table><tr><th>strategy</th><th>sold</th><th>409</th><th>by fast path</th><th>other</th><th>overtaken (per instance)</th><th>answers/s</th><th>p99 ms</th><th>exact</th></tr>",
-            o.sell_out_stock, o.sell_out_buyers
+             <table><tr><th>strategy</th><th>sold</th><th>409</th><th>by fast path</th><th>other</th><th>overtaken (per instance)</th><th>answers/s</th><th>p99 ms</th><th>exact</th><th>history</th></tr>",
+            o.sell_out_stock,
+            o.sell_out_buyers,
+            match o.sell_out_restock {
+                0 => String::new(),
+                units => format!(
+                    "; restocked to {units} once half the buyers were answered, while the rest kept buying"
+                ),
+            }
         );
         let sell_rows = self.rows.iter().filter(|r| r.section == "sell-out");
         for (s, row) in self.sell_outs.iter().zip(sell_rows) {
@@ -624,7 +678,7 @@ impl FlashSale {
             let class = if s.exact { "ok" } else { "bad" };
             let _ = write!(
                 html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td class=\"{class}\">{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td class=\"{class}\">{}</td>{}</tr>",
                 escape(&s.strategy),
                 s.sold,
                 s.refused,
@@ -634,6 +688,7 @@ impl FlashSale {
                 s.answers_per_second,
                 row.latency_ms.p99,
                 if s.exact { "exact" } else { "NOT EXACT" },
+                crate::html::history_cell(row),
             );
         }
         html.push_str("</table>");

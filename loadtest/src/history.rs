@@ -9,7 +9,8 @@
 //! retired and the lane's next request comes from a new one (a new `client`), because
 //! an operation still possibly in flight must not look answered to the checker.
 
-use crate::check::history::{DeductAnswer, Item, Record};
+use crate::check::classes::Class;
+use crate::check::history::{DeductAnswer, Item, Record, RestockAnswer};
 use crate::check::{self, Verdict};
 use crate::engine::{Answer, Fired, Outcome};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,12 @@ pub struct Judged {
     /// showed applied once the system was quiet.
     pub unknown: usize,
     pub unknown_applied: usize,
+    /// Deductions whose request id the ledger holds (every epoch of the run).
+    #[serde(default)]
+    pub recorded: usize,
+    /// The anomalies found, by class (none when linearizable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub anomalies: Vec<Found>,
     /// The history file, relative to the report's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
@@ -44,9 +51,58 @@ pub struct Judged {
     pub check_ms: f64,
 }
 
+/// One class of anomaly in a run: how many, and the first one's proof.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Found {
+    /// `oversold`, `lost update`, `false sold-out`, `stale read`, `double sale`, ...
+    pub class: String,
+    pub count: u64,
+    /// What the first one shows, in words.
+    pub says: String,
+    /// Its proving operations: their lines in the history file (1 is the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<usize>,
+}
+
 impl Judged {
     pub fn is_linearizable(&self) -> bool {
         self.verdict == "linearizable"
+    }
+
+    /// `oversold 1, stale read 37, lost update 983`, or nothing.
+    pub fn anomalies_text(&self) -> String {
+        (self.anomalies.iter())
+            .map(|f| format!("{} {}", f.class, f.count))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Adds what the ledger says against the stock row: lost updates, and units sold
+    /// beyond the stock if the history did not show them (answers it never saw).
+    pub fn add_ledger(&mut self, verdict: &crate::verify::Verdict) {
+        if verdict.lost_updates > 0 {
+            self.anomalies.push(Found {
+                class: Class::LostUpdate.name().into(),
+                count: verdict.lost_updates as u64,
+                says: format!(
+                    "the ledger has {} units sold that the stock row never lost",
+                    verdict.lost_updates
+                ),
+                lines: Vec::new(),
+            });
+        }
+        let oversold = Class::Oversold.name();
+        if verdict.beyond_stock > 0 && !self.anomalies.iter().any(|f| f.class == oversold) {
+            self.anomalies.push(Found {
+                class: oversold.into(),
+                count: 1,
+                says: format!(
+                    "the ledger has {} units sold beyond the stock",
+                    verdict.beyond_stock
+                ),
+                lines: Vec::new(),
+            });
+        }
     }
 }
 
@@ -83,21 +139,72 @@ pub fn answer_of(answer: &Answer) -> DeductAnswer {
 }
 
 /// The history of one run: an `init` per product (its stock at the start), then
-/// every deduction, in the order they were sent, on the lanes described above, times
-/// on CLOCK_MONOTONIC. `recorded` holds the request ids the ledger has.
+/// every deduction, read and restock, in the order they were sent, on the lanes
+/// described above, times on CLOCK_MONOTONIC. `recorded` holds the request ids the
+/// ledger has.
 pub fn of_run(fired: &Fired, stock: &[(i64, i64)], recorded: &HashSet<String>) -> Vec<Record> {
+    let clock = |us: u64| fired.clock_start_us + us;
+    // (sent, when its client was free again, outcome unknown, the record)
+    let mut ops: Vec<(u64, u64, bool, Record)> = Vec::new();
+    for a in &fired.record {
+        let answer = answer_of(a);
+        let unknown = answer == DeductAnswer::Unknown;
+        ops.push((
+            a.sent_us,
+            a.done_us,
+            unknown,
+            Record::Deduct {
+                client: 0,
+                request_id: a.request_id.clone(),
+                items: (a.items.iter())
+                    .map(|&(product_id, quantity)| Item {
+                        product_id,
+                        quantity,
+                    })
+                    .collect(),
+                sent_us: clock(a.sent_us),
+                answered_us: (!unknown).then_some(clock(a.done_us)),
+                answer,
+                recorded: Some(recorded.contains(&a.request_id)),
+            },
+        ));
+    }
+    for p in &fired.beside {
+        let record = if p.restock {
+            Record::Restock {
+                client: 0,
+                product_id: p.product,
+                stock: p.stock.expect("a restock's units"),
+                sent_us: clock(p.sent_us),
+                answered_us: p.done_us.map(clock),
+                answer: match p.done_us {
+                    Some(_) => RestockAnswer::Done,
+                    None => RestockAnswer::Unknown,
+                },
+            }
+        } else {
+            Record::Read {
+                client: 0,
+                product_id: p.product,
+                sent_us: clock(p.sent_us),
+                answered_us: p.done_us.map(clock),
+                stock: p.stock,
+            }
+        };
+        let done = p.done_us.unwrap_or(p.sent_us);
+        ops.push((p.sent_us, done, p.restock && p.done_us.is_none(), record));
+    }
+    ops.sort_by_key(|(sent, done, _, _)| (*sent, *done));
     let mut records: Vec<Record> = (stock.iter())
         .map(|&(product_id, stock)| Record::Init { product_id, stock })
         .collect();
-    let mut order: Vec<&Answer> = fired.record.iter().collect();
-    order.sort_by_key(|a| (a.sent_us, a.done_us));
     // Lanes free from a time, the earliest first; a new process id for each new lane
     // and for a lane whose last answer was unknown.
     let mut free: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut processes = 0u64;
-    for a in order {
+    for (sent, done, unknown, mut record) in ops {
         let client = match free.peek() {
-            Some(Reverse((at, client))) if *at <= a.sent_us => {
+            Some(Reverse((at, client))) if *at <= sent => {
                 let client = *client;
                 free.pop();
                 client
@@ -107,28 +214,19 @@ pub fn of_run(fired: &Fired, stock: &[(i64, i64)], recorded: &HashSet<String>) -
                 processes - 1
             }
         };
-        let answer = answer_of(a);
-        if answer == DeductAnswer::Unknown {
+        if unknown {
             processes += 1;
-            free.push(Reverse((a.done_us, processes - 1)));
+            free.push(Reverse((done, processes - 1)));
         } else {
-            free.push(Reverse((a.done_us, client)));
+            free.push(Reverse((done, client)));
         }
-        let known = answer != DeductAnswer::Unknown;
-        records.push(Record::Deduct {
-            client,
-            request_id: a.request_id.clone(),
-            items: (a.items.iter())
-                .map(|&(product_id, quantity)| Item {
-                    product_id,
-                    quantity,
-                })
-                .collect(),
-            sent_us: fired.clock_start_us + a.sent_us,
-            answered_us: known.then_some(fired.clock_start_us + a.done_us),
-            answer,
-            recorded: Some(recorded.contains(&a.request_id)),
-        });
+        match &mut record {
+            Record::Deduct { client: c, .. }
+            | Record::Restock { client: c, .. }
+            | Record::Read { client: c, .. } => *c = client,
+            Record::Init { .. } => {}
+        }
+        records.push(record);
     }
     records
 }
@@ -151,6 +249,19 @@ pub fn write(path: &Path, records: &[Record]) -> std::io::Result<()> {
 pub fn judge(records: &[Record]) -> Result<Judged, String> {
     let started = Instant::now();
     let verdict = check::check(records, BUDGET)?;
+    let mut anomalies: Vec<Found> = Vec::new();
+    for anomaly in check::anomalies(records, &verdict) {
+        let class = anomaly.class.name();
+        match anomalies.iter_mut().find(|f| f.class == class) {
+            Some(found) => found.count += 1,
+            None => anomalies.push(Found {
+                class: class.into(),
+                count: 1,
+                says: anomaly.says,
+                lines: anomaly.ops.iter().map(|i| i + 1).collect(),
+            }),
+        }
+    }
     let (verdict, products) = match verdict {
         Verdict::Linearizable => ("linearizable", Vec::new()),
         Verdict::NotLinearizable { products } => ("not linearizable", products),
@@ -166,6 +277,10 @@ pub fn judge(records: &[Record]) -> Result<Judged, String> {
         unknown_applied: unknown
             .filter(|r| matches!(r, Record::Deduct { recorded, .. } if *recorded == Some(true)))
             .count(),
+        recorded: (records.iter())
+            .filter(|r| matches!(r, Record::Deduct { recorded, .. } if *recorded == Some(true)))
+            .count(),
+        anomalies,
         file: None,
         check_ms: started.elapsed().as_secs_f64() * 1e3,
     })

@@ -257,13 +257,20 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
 }
 
 /// The checker's verdict on a row's history, linked to the history file.
-fn history_cell(row: &Row) -> String {
+pub fn history_cell(row: &Row) -> String {
     let class = match row.history_text() {
         "linearizable" => "ok",
         "NOT linearizable" => "bad",
         _ => "",
     };
-    let text = escape(row.history_text());
+    let mut text = escape(row.history_text());
+    if let Some(history) = row.history.as_ref().filter(|h| !h.anomalies.is_empty()) {
+        let _ = write!(
+            text,
+            "<br><small>{}</small>",
+            escape(&history.anomalies_text())
+        );
+    }
     match row.history.as_ref().and_then(|h| h.file.as_ref()) {
         Some(file) => format!(
             "<td class=\"{class}\"><a href=\"{}\">{text}</a></td>",

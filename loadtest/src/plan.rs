@@ -44,6 +44,12 @@ pub struct Plan {
     pub warmup: usize,
     /// A 429 is sent again after its Retry-After, up to this many times.
     pub retries: u32,
+    /// A `GET /stock` of the plan's products every this long during the load
+    /// (recorded in the history for the checker).
+    pub read_every: Option<std::time::Duration>,
+    /// Once this many deductions were answered, every product restocked to this many
+    /// units (a new epoch) during the load: (answers, units).
+    pub restock_during: Option<(u64, i64)>,
     pub expect: Expect,
 }
 
@@ -74,6 +80,8 @@ impl Plan {
             server_hold_ms: 0,
             warmup: concurrency,
             retries: 0,
+            read_every: None,
+            restock_during: None,
             expect: report::Expect::Safe,
         }
         .timed(seconds)

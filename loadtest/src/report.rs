@@ -421,6 +421,12 @@ pub fn print_table(title: &str, rows: &[&Row], columns: Columns) {
         for (kind, n) in row.other() {
             println!("{:<12}   other: {n} x {kind}", "");
         }
+        if let Some(history) = row.history.as_ref().filter(|h| !h.anomalies.is_empty()) {
+            println!("{:<12}   history: {}", "", history.anomalies_text());
+            if let Some(first) = history.anomalies.first() {
+                println!("{:<12}     e.g. {}: {}", "", first.class, first.says);
+            }
+        }
         for (error, n) in &row.transport_errors {
             println!("{:<12}   no answer: {n} x {error}", "");
         }

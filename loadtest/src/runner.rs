@@ -101,6 +101,7 @@ impl Runner {
                 id_prefix: format!("warm-{id}"),
                 answered: None,
                 retries: plan.retries,
+                beside: Default::default(),
             };
             fire(&self.client, &warm).await;
         }
@@ -137,6 +138,15 @@ impl Runner {
             id_prefix: format!("lt-{id}"),
             answered: live.as_ref().map(|run| run.answered.clone()),
             retries: plan.retries,
+            beside: engine::Beside {
+                read_every: plan.read_every,
+                restock: (plan.restock_during).map(|(after_answers, stock)| engine::MidRestock {
+                    after_answers,
+                    stock,
+                    buckets,
+                    admin_token: self.admin_token.clone(),
+                }),
+            },
         };
         let watch = live
             .as_ref()
@@ -177,7 +187,9 @@ impl Runner {
         )
         .await?;
         let mut row = Row::new(plan, self.bases.len(), &fired, verdict);
-        row.history = Some(self.judge(plan, &fired, &load.id_prefix).await?);
+        let mut judged = self.judge(plan, &fired, &load.id_prefix).await?;
+        judged.add_ledger(&row.verdict);
+        row.history = Some(judged);
         // CPU per sale, until every sale was recorded (the drain included).
         let sales = fired.count(&engine::Outcome::Sold) as f64;
         if sales > 0.0 {

@@ -64,6 +64,8 @@ fn plan(strategy: &str, expect: Expect) -> Plan {
         server_hold_ms: 0,
         warmup: 5,
         retries: 0,
+        read_every: None,
+        restock_during: None,
         expect,
     }
 }
@@ -301,6 +303,9 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         rounds: 2,
         sell_out_stock: 40,
         sell_out_buyers: 300,
+        // Restocked to 20 once 150 buyers were answered, reads all along.
+        sell_out_restock: 20,
+        sell_out_read_every: Some(std::time::Duration::from_millis(2)),
     };
     let sale = run(&runner, &strategies, options, &Vec::new(), |n| {
         1 + n as i64 * 10_000
@@ -323,8 +328,18 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     );
     for s in &sale.sell_outs {
         assert!(s.exact, "{s:?}");
-        assert_eq!((s.sold, s.refused, s.other), (40, 260, 0), "{s:?}");
+        assert_eq!((s.sold, s.refused, s.other), (60, 240, 0), "{s:?}");
+        assert_eq!((s.restocked, s.restocked_after), (20, 150), "{s:?}");
         assert_eq!(s.overtaken.len(), 2, "one count per instance");
+    }
+    // Every sell-out's answers, its reads and its restock, explained by one order.
+    for row in sale.rows.iter().filter(|r| r.section == "sell-out") {
+        let history = row.history.as_ref().expect("judged");
+        assert!(history.is_linearizable(), "{}: {history:?}", row.strategy);
+        assert!(
+            history.operations > 300,
+            "the reads and the restock too: {history:?}"
+        );
     }
     let batched = sale
         .limits

@@ -280,6 +280,8 @@ impl Service {
         let _entered = self.in_flight.enter(&order.request_id).await;
         // When the evidence of a refusal was read: a sold-out mark lasts from there.
         let mut evidence_at = Instant::now();
+        // A mark the database did not bear out (units left: restocked elsewhere).
+        let mut stale = None;
         let result = match knobs.mistake.as_deref() {
             // Known sold out here: refused without running the strategy (one read of
             // `orders`, for a retry of an earlier success, on the fast path's own pool).
@@ -289,16 +291,25 @@ impl Service {
                     .iter()
                     .find(|item| item.product_id == product_id)
                     .map_or(1, |item| item.quantity);
-                self.metrics.sold_out_fast(served);
-                let sold_out = DeductError::InsufficientStock {
+                let sold_out = || DeductError::InsufficientStock {
                     product_id,
                     requested: requested.into(),
                     available: Some(0),
                 };
-                // Read with the other refusals asking now, in one statement.
-                self.sold_out_reads
-                    .after_refusal(&d, sold_out, held_sold_out)
-                    .await
+                // Read with the other refusals asking now, in one statement each, with
+                // what the database has left: the refusal stands only if nothing.
+                let read =
+                    (self.sold_out_reads).after_refusal(&d, product_id, sold_out(), held_sold_out);
+                match read.await {
+                    Some(answer) => {
+                        self.metrics.sold_out_fast(served);
+                        answer
+                    }
+                    None => {
+                        stale = Some(product_id);
+                        Err(sold_out())
+                    }
+                }
             }
             // The strategy runs; a refusal asks `orders` once (`idempotency::once`, in
             // two steps here to note when its evidence was read, for the sold-out mark).
@@ -332,6 +343,13 @@ impl Service {
                 ))),
             },
         };
+        // A stale mark: forgotten, and the request runs again from the top (the
+        // strategy, in the admission line), its twin guard let go first.
+        if let Some(product_id) = stale {
+            self.sold_out.forget(product_id);
+            drop(_entered);
+            return Box::pin(self.run(strategy, order, knobs)).await;
+        }
         // The strategy itself found nothing left: mark the product sold out here.
         if known_sold_out.is_none()
             && knobs.mistake.is_none()

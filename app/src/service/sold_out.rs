@@ -28,6 +28,15 @@
 //! shared store: the cost is a restock that takes `T` longer, and one real refusal per
 //! product, strategy and instance every `T` (which renews the mark).
 //!
+//! That alone leaves the restock's own `T`: a buyer on another instance, sending while
+//! the restock is under way, could be refused from an old mark after someone else was
+//! sold one of the new units (a history no single stock counter gives: the checker of
+//! `loadtest` found it in a sell-out restocked halfway). So a mark is not enough: the
+//! refusal's read of `orders` also reads what the database has left of the product,
+//! and the refusal stands only if that is nothing; then it takes effect at that read.
+//! Units left mean the mark is stale: it is forgotten and the request runs the
+//! strategy ([`crate::service::sold_out_reads`]).
+//!
 //! # When a mark expires
 //! The first request to find it expired runs the strategy again; the others wait for
 //! it ([`Lookup::Wait`]) and then look at the mark once more. Without that, a flood's
@@ -268,6 +277,11 @@ impl SoldOut {
     /// A restock here: `product`'s marks go at once (the other instances' expire
     /// before the restock answers, see the module).
     pub fn restocked(&self, product: i64) {
+        self.forget(product);
+    }
+
+    /// `product`'s marks go (restocked, or found stale: the database had units left).
+    pub fn forget(&self, product: i64) {
         let mut marks = self.marks.lock().expect("sold-out marks poisoned");
         marks.retain(|(_, p), _| *p != product);
     }

@@ -1,4 +1,5 @@
-//! The sold-out fast path's reads of `orders`, many refusals to one statement.
+//! The sold-out fast path's reads of `orders` and of what is left, many refusals to
+//! one statement each.
 //!
 //! Every refusal reads `orders` once, by its request id, so that a retry of an earlier
 //! success gets its stored answer ([`crate::strategies::idempotency`]). A flood of
@@ -22,6 +23,17 @@
 //!
 //! The task, not the request that opened the batch, reads it: a client that goes away
 //! takes only its own answer with it.
+//!
+//! # What is left, read with them
+//! A mark is this instance's evidence, from before the read; another instance may have
+//! restocked since, and sold some of the new units already. So the batch also reads
+//! what the database has left of each member's product (its row and its buckets), and
+//! a refusal stands only if that is 0: the refusal then takes effect at that read,
+//! when nothing was left, and no order of events has a buyer told "sold out" after
+//! another was sold a unit of the restock. If units are left, the mark was stale:
+//! the member is told so and runs the strategy. (For a strategy that sells from a
+//! counter in front of the database, units the database still has are more than the
+//! counter's, never fewer: a refusal that stands is still right.)
 //!
 //! # When a batch cannot answer
 //! If its read fails, every member reads alone ([`SoldOutReads::after_refusal`]), as
@@ -50,11 +62,20 @@ pub struct Stored {
     pub response: String,
 }
 
-/// One member of the open batch: its request id and where its answer goes.
+/// What a batch read for one member: its stored answer, if any, and the units the
+/// database had left of its product.
+#[derive(Debug, Clone)]
+struct Read {
+    stored: Option<Stored>,
+    left: i64,
+}
+
+/// One member of the open batch: its request id, its product and where its answer goes.
 #[derive(Debug)]
 struct Member {
     request_id: String,
-    answer: oneshot::Sender<Option<Stored>>,
+    product_id: i64,
+    answer: oneshot::Sender<Read>,
 }
 
 /// The batch open now, if one is. A std mutex: its guard never crosses an `.await`.
@@ -107,33 +128,41 @@ impl SoldOutReads {
         &self.pool
     }
 
-    /// The fast path's refusal of `d` (`refusal`, the product sold out): its stored
+    /// The fast path's refusal of `d` (`refusal`, `product_id` sold out): its stored
     /// answer if this request id succeeded before, read in a batch with the other
     /// refusals asking now (`held`: this one waited out a hold), else the refusal; read
-    /// alone when the batch could not answer.
+    /// alone when the batch could not answer. `None`: the database has units of the
+    /// product left (the mark was stale): run the strategy.
     pub async fn after_refusal(
         &self,
         d: &Deduction<'_>,
+        product_id: i64,
         refusal: DeductError,
         held: bool,
-    ) -> Result<Deducted, DeductError> {
-        match self.stored(&d.order.request_id, held).await {
-            Some(stored) => idempotency::answer(
+    ) -> Option<Result<Deducted, DeductError>> {
+        match self.read(&d.order.request_id, product_id, held).await {
+            Some(read) if read.left > 0 => None,
+            Some(read) => Some(idempotency::answer(
                 d,
                 refusal,
                 None,
-                stored.map(|s| (s.request_hash, s.response)),
-            ),
-            None => idempotency::after_refusal(&self.pool, d, refusal).await,
+                read.stored.map(|s| (s.request_hash, s.response)),
+            )),
+            None => match left(&self.pool, &[product_id]).await {
+                Ok(left) if left.get(&product_id).copied().unwrap_or(0) > 0 => None,
+                Ok(_) => Some(idempotency::after_refusal(&self.pool, d, refusal).await),
+                Err(e) => Some(Err(e.into())),
+            },
         }
     }
 
-    /// `request_id`'s stored answer, read in a batch: `Some(None)` when it has none,
+    /// `request_id`'s stored answer and what is left of `product_id`, read in a batch;
     /// `None` when the batch could not answer.
-    async fn stored(&self, request_id: &str, held: bool) -> Option<Option<Stored>> {
+    async fn read(&self, request_id: &str, product_id: i64, held: bool) -> Option<Read> {
         let (answer, answered) = oneshot::channel();
         let member = Member {
             request_id: request_id.to_owned(),
+            product_id,
             answer,
         };
         let opened = {
@@ -170,8 +199,32 @@ impl SoldOutReads {
     }
 }
 
-/// Reads the stored answers of `batch`'s ids on `connection` and hands each member its
-/// own; on an error, none (each reads alone).
+/// Units the database has left of each of `products` (the row and its buckets), in one
+/// statement.
+async fn left<'c>(
+    connection: impl sqlx::MySqlExecutor<'c>,
+    products: &[i64],
+) -> sqlx::Result<HashMap<i64, i64>> {
+    let mut query = QueryBuilder::new(
+        "SELECT s.product_id, CAST(s.quantity + COALESCE((SELECT SUM(b.quantity) \
+         FROM stock_bucket b WHERE b.product_id = s.product_id), 0) AS SIGNED) \
+         FROM stock s WHERE s.product_id IN (",
+    );
+    let mut ids = query.separated(", ");
+    for product in products {
+        ids.push_bind(product);
+    }
+    query.push(")");
+    let rows: Vec<(i64, i64)> = query
+        .build_query_as()
+        .persistent(false)
+        .fetch_all(connection)
+        .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Reads the stored answers of `batch`'s ids and what is left of their products on
+/// `connection`, and hands each member its own; on an error, none (each reads alone).
 async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
     let mut found = HashMap::new();
     for chunk in batch.chunks(IDS_PER_STATEMENT) {
@@ -207,9 +260,23 @@ async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
             }
         }
     }
+    // After the stored answers: a refusal takes effect at this read.
+    let mut products: Vec<i64> = batch.iter().map(|m| m.product_id).collect();
+    products.sort_unstable();
+    products.dedup();
+    let left = match left(&mut *connection, &products).await {
+        Ok(left) => left,
+        Err(e) => {
+            tracing::warn!(error = %e, "sold-out reads: a batch failed, each reads alone");
+            return;
+        }
+    };
     for member in batch {
         // A member whose client went away is not waiting: nothing to do.
-        let _ = member.answer.send(found.get(&member.request_id).cloned());
+        let _ = member.answer.send(Read {
+            stored: found.get(&member.request_id).cloned(),
+            left: left.get(&member.product_id).copied().unwrap_or(0),
+        });
     }
 }
 
@@ -229,7 +296,7 @@ mod tests {
         let reads = SoldOutReads::new(pool);
         let asked = (0..6).map(|i| {
             let reads = &reads;
-            async move { reads.stored(&format!("r{i}"), i % 2 == 0).await }
+            async move { reads.read(&format!("r{i}"), 7, i % 2 == 0).await }
         });
         let answers = futures::future::join_all(asked).await;
         assert_eq!(answers.len(), 6);

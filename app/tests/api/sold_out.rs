@@ -2,7 +2,10 @@
 //! found with nothing left is refused on that instance without running the strategy,
 //! and a restock reopens it on every instance before it answers.
 
-use crate::helpers::{TestApp, assert_error, each_strategy, fresh_database, sample, spawn_app_on};
+use crate::helpers::{
+    TestApp, assert_error, each_strategy, fresh_database, sample, spawn_app_on, spawn_with,
+    test_settings,
+};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::sync::Arc;
@@ -99,5 +102,36 @@ async fn the_sold_out_fast_path_refuses_only_what_is_gone(strategy: &str) {
         let left: serde_json::Value = a.get("/stock/1").await.json().await.unwrap();
         assert!(left["quantity"].as_i64().unwrap() > 0, "{left}");
     }
+}
+}
+
+each_strategy! {
+/// A mark that a restock on another instance has outdated is not believed: here it
+/// would last a minute (so the restock answers while it lasts), yet after the restock
+/// the instance sells, because the fast path's own read of the database found units
+/// left. (A refusal from it would be a buyer told "sold out" after the stock came
+/// back: the history checker's false sold-out.)
+async fn a_mark_outdated_by_a_restock_elsewhere_is_not_believed(strategy: &str) {
+    let database = fresh_database().await;
+    let a = spawn_app_on(&database).await;
+    let b = spawn_with(test_settings(&database).with(|s| s.sold_out_cache_ms = 60_000)).await;
+    a.stock(1, 1).await;
+    let deduct = |id: &str| {
+        let body = json!({"product_id": 1, "quantity": 1, "request_id": id});
+        b.client.post(b.url(&format!("/deduct/{strategy}"))).json(&body).send()
+    };
+    assert_eq!(deduct("one").await.unwrap().status(), StatusCode::OK);
+    // The strategy sees nothing left and marks the product; the next refusal is the
+    // fast path's.
+    for id in ["marks", "fast"] {
+        let refused = deduct(id).await.unwrap();
+        assert_error(refused, StatusCode::CONFLICT, "insufficient_stock").await;
+    }
+    assert_eq!(fast_refusals(&b, strategy).await, 1);
+
+    a.stock(1, 5).await;
+    let sold = deduct("after").await.unwrap();
+    assert_eq!(sold.status(), StatusCode::OK, "{}", sold.text().await.unwrap());
+    assert_eq!(fast_refusals(&b, strategy).await, 1, "no refusal from the old mark");
 }
 }

@@ -87,11 +87,13 @@ fn throughput_page(flash: &FlashPart, results: &[Row], facts: &mut Facts) -> Str
 
 fn sell_out_page(flash: &FlashPart) -> String {
     let mut page = banner(SOURCE);
+    // A restock during the sell-out gets its column (reference runs before it had none).
+    let restocked = flash.sell_out.iter().any(|s| s.restocked > 0);
     let body: Vec<Vec<String>> = flash
         .sell_out
         .iter()
         .map(|s| {
-            vec![
+            let mut row = vec![
                 linked(&s.strategy),
                 s.stock.to_string(),
                 s.buyers.to_string(),
@@ -105,23 +107,28 @@ fn sell_out_page(flash: &FlashPart) -> String {
                 } else {
                     "**not exact**".to_string()
                 },
-            ]
+            ];
+            if restocked {
+                row.insert(3, format!("{} after {}", s.restocked, s.restocked_after));
+            }
+            row
         })
         .collect();
-    page.push_str(&table(
-        &[
-            "strategy",
-            ">stock",
-            ">buyers",
-            ">sold",
-            ">refused (sold out)",
-            ">of them by the fast path",
-            ">answers/s",
-            ">other",
-            "ledger",
-        ],
-        &body,
-    ));
+    let mut head = vec![
+        "strategy",
+        ">stock",
+        ">buyers",
+        ">sold",
+        ">refused (sold out)",
+        ">of them by the fast path",
+        ">answers/s",
+        ">other",
+        "ledger",
+    ];
+    if restocked {
+        head.insert(3, ">restocked (after answers)");
+    }
+    page.push_str(&table(&head, &body));
     let _ = writeln!(
         page,
         "\nRefusals are the subject here, not a throughput: the sold-out fast path answers many of them without running the strategy (its column counts them); answers/s counts every answer over the whole run."

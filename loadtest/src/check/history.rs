@@ -24,7 +24,7 @@ pub struct Item {
 }
 
 /// What a deduction was answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeductAnswer {
     /// Sold: every item deducted.

@@ -8,10 +8,13 @@
 //! - [`history`]: the format (JSON lines), readable from any tool;
 //! - [`model`]: the stock model, and the history cut into independent parts;
 //! - [`search`]: the Wing-Gong/Lowe search, with a time budget per part, and the exact
-//!   O(n log n) test where a part holds sales and refusals of one product only.
+//!   O(n log n) test where a part holds sales and refusals of one product only;
+//! - [`classes`]: the anomalies by name (oversold, false sold-out, stale read, double
+//!   sale, ...), each with the operations that prove it.
 //!
 //! Depends on nothing of the service.
 
+pub mod classes;
 pub mod history;
 pub mod model;
 pub mod search;
@@ -36,6 +39,27 @@ pub enum Verdict {
     Unknown {
         products: Vec<Vec<i64>>,
     },
+}
+
+/// Every anomaly of `records` ([`classes::find`]), and, for each part the search found
+/// no order for where none of them was found, that part as not linearizable.
+pub fn anomalies(records: &[Record], verdict: &Verdict) -> Vec<classes::Anomaly> {
+    let mut found = classes::find(records);
+    if let Verdict::NotLinearizable { products } = verdict {
+        for part in products {
+            if !(found.iter()).any(|a| a.products.iter().any(|p| part.contains(p))) {
+                found.push(classes::Anomaly {
+                    class: classes::Class::NotLinearizable,
+                    products: part.clone(),
+                    ops: Vec::new(),
+                    says: format!(
+                        "no order of the operations on products {part:?} explains their answers"
+                    ),
+                });
+            }
+        }
+    }
+    found
 }
 
 /// Checks `records`, each independent part for at most `budget`.

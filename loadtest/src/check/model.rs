@@ -19,8 +19,8 @@ use super::history::{DeductAnswer, Record};
 use std::collections::BTreeMap;
 
 /// An operation as the model sees it: products by their index in the part, request
-/// ids by number.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// ids by number. Two equal operations have the same effect in every state.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Op {
     Deduct {
         /// The request id's number, if another operation of the part has it too (one

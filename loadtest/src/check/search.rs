@@ -1,13 +1,22 @@
 //! Linearizability of one part by the Wing-Gong search with Lowe's memoization, as
 //! Porcupine runs it: the operations' calls and returns in time order on a linked
-//! list; take the first call whose operation the model accepts in the current state,
-//! lift it (its call and its return) off the list, go on; reaching a return whose
-//! operation is still on the list, undo the last lift and try the next call. A
-//! (set of operations taken, state) seen before is not explored twice. Linearizable
-//! when the list empties; not when there is nothing left to undo.
+//! list; take a call whose operation the model accepts in the current state, lift it
+//! (its call and its return) off the list, go on; when every call before the list's
+//! first return has been tried, undo the last lift and try the next. A (set of
+//! operations taken, state) seen before is not explored twice. Linearizable when the
+//! list empties; not when there is nothing left to undo.
+//!
+//! One reduction on top, exact: of the calls that could be taken now, equal
+//! operations (the same effect in every state: two sales of one unit of a product
+//! under request ids nothing else names, two refusals, two reads of one value) are
+//! tried only once, the one answered first. If an order takes the later-answered one
+//! first, swapping the two gives an order as legal (the states are the same, and the
+//! one answered first is put earlier, the other where the first was, which its later
+//! answer allows). A stock counter's history is mostly such operations in flight
+//! together; without it the search tries every subset of them.
 
-use super::model::{Part, State, step};
-use std::collections::HashSet;
+use super::model::{Op, Part, State, step};
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// What the search found for one part.
@@ -23,6 +32,15 @@ pub enum Outcome {
 struct Entry {
     op: usize,
     call: bool,
+}
+
+/// One level of the search: the calls that may be taken next (one per kind of
+/// operation), the next to try, and what the level was entered with.
+struct Level {
+    candidates: Vec<usize>,
+    next: usize,
+    /// The call entry lifted to reach this level, and the state before it.
+    came_by: Option<(usize, State)>,
 }
 
 /// Searches `part` for an order of its operations that respects real time (an
@@ -59,36 +77,47 @@ pub fn linearizable(part: &Part, budget: Duration) -> Outcome {
         next[prev[i]] = i;
         prev[next[i]] = i;
     };
+    // The calls before the list's first return: of equal operations, the one answered
+    // first (its return entry is earliest).
+    let candidates = |next: &Vec<usize>| {
+        let mut first: HashMap<&Op, usize> = HashMap::new();
+        let mut at = next[head];
+        while at != head && entries[at].call {
+            let op = entries[at].op;
+            first
+                .entry(&part.ops[op])
+                .and_modify(|kept| {
+                    if return_of[op] < return_of[entries[*kept].op] {
+                        *kept = at;
+                    }
+                })
+                .or_insert(at);
+            at = next[at];
+        }
+        let mut calls: Vec<usize> = first.into_values().collect();
+        calls.sort_unstable();
+        calls
+    };
 
     let started = Instant::now();
     let mut taken = vec![0u64; n.div_ceil(64).max(1)];
     let mut seen: HashSet<(Vec<u64>, State)> = HashSet::new();
-    let mut undo: Vec<(usize, State)> = Vec::new();
     let mut state = part.init.clone();
-    let mut at = next[head];
+    let mut levels = vec![Level {
+        candidates: candidates(&next),
+        next: 0,
+        came_by: None,
+    }];
     let mut steps = 0u64;
     while next[head] != head {
         steps += 1;
         if steps.is_multiple_of(4096) && started.elapsed() > budget {
             return Outcome::Unknown;
         }
-        let entry = entries[at];
-        if entry.call {
-            if let Some(after) = step(&state, &part.ops[entry.op]) {
-                taken[entry.op / 64] |= 1 << (entry.op % 64);
-                if seen.insert((taken.clone(), after.clone())) {
-                    undo.push((at, std::mem::replace(&mut state, after)));
-                    lift(&mut next, &mut prev, at);
-                    lift(&mut next, &mut prev, return_of[entry.op]);
-                    at = next[head];
-                    continue;
-                }
-                taken[entry.op / 64] &= !(1 << (entry.op % 64));
-            }
-            at = next[at];
-        } else {
-            // An operation answered before any order could take it: undo the last.
-            let Some((call, before)) = undo.pop() else {
+        let level = levels.last_mut().expect("the first level stays");
+        let Some(&call) = level.candidates.get(level.next) else {
+            // Every candidate tried: undo the lift that led here.
+            let Some((call, before)) = levels.pop().and_then(|l| l.came_by) else {
                 return Outcome::NotLinearizable;
             };
             let op = entries[call].op;
@@ -96,8 +125,26 @@ pub fn linearizable(part: &Part, budget: Duration) -> Outcome {
             taken[op / 64] &= !(1 << (op % 64));
             unlift(&mut next, &mut prev, return_of[op]);
             unlift(&mut next, &mut prev, call);
-            at = next[call];
+            continue;
+        };
+        level.next += 1;
+        let op = entries[call].op;
+        let Some(after) = step(&state, &part.ops[op]) else {
+            continue;
+        };
+        taken[op / 64] |= 1 << (op % 64);
+        if !seen.insert((taken.clone(), after.clone())) {
+            taken[op / 64] &= !(1 << (op % 64));
+            continue;
         }
+        let before = std::mem::replace(&mut state, after);
+        lift(&mut next, &mut prev, call);
+        lift(&mut next, &mut prev, return_of[op]);
+        levels.push(Level {
+            candidates: candidates(&next),
+            next: 0,
+            came_by: Some((call, before)),
+        });
     }
     Outcome::Linearizable
 }

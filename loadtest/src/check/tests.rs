@@ -451,3 +451,139 @@ fn the_search_agrees_with_every_order_tried() {
         "{valid} valid, {invalid} not"
     );
 }
+
+/// `records` with the ledger's word on each deduction set to `recorded`.
+fn settled(mut record: Record, settled: Option<bool>) -> Record {
+    if let Record::Deduct { recorded, .. } = &mut record {
+        *recorded = settled;
+    }
+    record
+}
+
+/// Each class caught in a history of its own, by the operations that prove it (indices
+/// into the history), and nothing else found there.
+#[test]
+fn each_class_is_caught_in_its_case() {
+    use super::classes::Class;
+    let cases: Vec<(&str, Class, Vec<usize>, Vec<Record>)> = vec![
+        (
+            "oversold: two sales of the one unit",
+            Class::Oversold,
+            vec![1, 2],
+            vec![init(1, 1), sale("a", 0, 1, Sold), sale("b", 2, 3, Sold)],
+        ),
+        (
+            "oversold after a restock",
+            Class::Oversold,
+            vec![2, 3, 4],
+            vec![
+                init(1, 5),
+                sale("a", 0, 1, Sold),
+                restock(1, 2, 3),
+                sale("b", 4, 5, Sold),
+                sale("c", 6, 7, Sold),
+            ],
+        ),
+        (
+            "false sold-out: refused before the only unit was sold",
+            Class::FalseSoldOut,
+            vec![1],
+            vec![init(1, 1), sale("a", 0, 1, Refused), sale("b", 2, 3, Sold)],
+        ),
+        (
+            "false sold-out after a restock, whatever overlapped it",
+            Class::FalseSoldOut,
+            vec![3, 4],
+            vec![
+                init(1, 0),
+                sale("a", 0, 1, Refused),
+                sale("b", 2, 9, Sold),
+                restock(2, 3, 4),
+                sale("c", 5, 6, Refused),
+            ],
+        ),
+        (
+            "stale read: the stock before a sale, read after it",
+            Class::StaleRead,
+            vec![2],
+            vec![init(1, 2), sale("a", 0, 1, Sold), read(1, 2, 2, 3)],
+        ),
+        (
+            "double sale: one request id sold twice",
+            Class::DoubleSale,
+            vec![1, 2],
+            vec![init(1, 5), sale("a", 0, 1, Sold), sale("a", 2, 3, Sold)],
+        ),
+        (
+            "double sale: a retry's stored answer with no sale of it",
+            Class::DoubleSale,
+            vec![1],
+            vec![init(1, 5), sale("a", 0, 1, Duplicate)],
+        ),
+        (
+            "acknowledged but not recorded",
+            Class::AcknowledgedNotRecorded,
+            vec![1],
+            vec![init(1, 5), settled(sale("a", 0, 1, Sold), Some(false))],
+        ),
+        (
+            "failed but recorded",
+            Class::FailedButRecorded,
+            vec![1],
+            vec![
+                init(1, 5),
+                settled(
+                    deduct("a", &[(1, 1)], (0, Some(1)), DeductAnswer::Failed),
+                    Some(true),
+                ),
+            ],
+        ),
+        (
+            "not linearizable: an order of two products refused while both had units",
+            Class::NotLinearizable,
+            vec![],
+            vec![
+                init(1, 1),
+                init(2, 1),
+                deduct("a", &[(1, 1), (2, 1)], (0, Some(1)), Refused),
+                sale("b", 2, 3, Sold),
+            ],
+        ),
+    ];
+    for (name, class, ops, history) in cases {
+        let verdict = check(&history, BUDGET).expect("well-formed");
+        let found = super::anomalies(&history, &verdict);
+        assert_eq!(found.len(), 1, "{name}: {found:#?}");
+        assert_eq!(
+            (found[0].class, &found[0].ops),
+            (class, &ops),
+            "{name}: {found:#?}"
+        );
+    }
+}
+
+/// No class is ever found in a history the brute force judges linearizable (a class
+/// is a proof, never a suspicion), and every history it judges not linearizable has
+/// at least one: over the random histories of the property test.
+#[test]
+fn a_class_is_found_exactly_where_no_order_explains_the_answers() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (mut named, mut not_linearizable) = (0, 0);
+    for _ in 0..5_000 {
+        let (history, _) = random_history(&mut rng);
+        let verdict = check(&history, BUDGET).expect("well-formed");
+        let found = super::anomalies(&history, &verdict);
+        if brute_force(&history) {
+            assert!(found.is_empty(), "{history:#?}\n{found:#?}");
+        } else {
+            assert!(!found.is_empty(), "{history:#?}");
+            not_linearizable += 1;
+            named += usize::from(
+                found
+                    .iter()
+                    .any(|a| a.class != super::classes::Class::NotLinearizable),
+            );
+        }
+    }
+    println!("{not_linearizable} histories not linearizable, {named} of them with a named class");
+}

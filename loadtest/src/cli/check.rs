@@ -4,9 +4,13 @@
 //! one is not, 2 when one was undecided or could not be read.
 
 use anyhow::{Context, anyhow};
+use loadtest::check::classes::Anomaly;
 use loadtest::check::{Verdict, check as judge, history};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Anomalies shown per class (each with its proving lines); the rest are counted.
+const SHOWN: usize = 3;
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
@@ -29,7 +33,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     for path in &args.histories {
         let name = path.display();
         match judged(path, budget) {
-            Ok((operations, verdict)) => {
+            Ok((operations, verdict, anomalies)) => {
                 let said = match &verdict {
                     Verdict::Linearizable => "linearizable".to_string(),
                     Verdict::NotLinearizable { products } => {
@@ -44,6 +48,20 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
                     }
                 };
                 println!("{name}: {operations} operations: {said}");
+                // Per class: how many, and the first few with their proving lines.
+                let mut classes: Vec<_> = anomalies.iter().map(|a| a.class).collect();
+                classes.dedup();
+                classes.sort();
+                classes.dedup();
+                for class in classes {
+                    let of: Vec<&Anomaly> = anomalies.iter().filter(|a| a.class == class).collect();
+                    println!("  {} x {}", class.name(), of.len());
+                    for anomaly in of.iter().take(SHOWN) {
+                        let lines: Vec<String> =
+                            anomaly.ops.iter().map(|i| (i + 1).to_string()).collect();
+                        println!("    {} (lines {})", anomaly.says, lines.join(", "));
+                    }
+                }
             }
             Err(e) => {
                 open += 1;
@@ -61,11 +79,12 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One history's operations (dropped ones included) and its verdict.
-fn judged(path: &Path, budget: Duration) -> anyhow::Result<(usize, Verdict)> {
+/// One history's operations (dropped ones included), its verdict and its anomalies.
+fn judged(path: &Path, budget: Duration) -> anyhow::Result<(usize, Verdict, Vec<Anomaly>)> {
     let text = std::fs::read_to_string(path).context("reading it")?;
     let records = history::parse(&text).map_err(|e| anyhow!(e))?;
     let operations = records.iter().filter(|r| r.interval().is_some()).count();
     let verdict = judge(&records, budget).map_err(|e| anyhow!(e))?;
-    Ok((operations, verdict))
+    let anomalies = loadtest::check::anomalies(&records, &verdict);
+    Ok((operations, verdict, anomalies))
 }

@@ -59,6 +59,17 @@ pub struct LoadArgs {
     /// Retry-After (jittered 0.5-1.5x), up to this many times.
     #[arg(long, default_value_t = 3)]
     pub retries: u32,
+    /// Read each product's stock (`GET /stock`) every this many milliseconds during
+    /// the load: the reads go into the history the checker judges.
+    #[arg(long)]
+    pub read_every_ms: Option<u64>,
+    /// Restock every product during the load, once this many deductions were
+    /// answered, to --restock-to units (a new epoch; into the history too).
+    #[arg(long, requires = "restock_to")]
+    pub restock_after: Option<u64>,
+    /// The units of the restock during the load (with --restock-after).
+    #[arg(long, requires = "restock_after")]
+    pub restock_to: Option<i64>,
     /// Write the JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -94,6 +105,8 @@ pub fn plan(
         server_hold_ms: 0,
         warmup: load.warmup,
         retries: load.retries,
+        read_every: load.read_every_ms.map(std::time::Duration::from_millis),
+        restock_during: load.restock_after.zip(load.restock_to),
         expect,
     }
 }
