@@ -688,7 +688,7 @@ impl FlashSale {
                 s.answers_per_second,
                 row.latency_ms.p99,
                 if s.exact { "exact" } else { "NOT EXACT" },
-                crate::html::history_cell(row),
+                crate::html::history_cell(row.history.as_ref()),
             );
         }
         html.push_str("</table>");

@@ -64,6 +64,17 @@ pub struct Found {
     pub lines: Vec<usize>,
 }
 
+/// The checker's word on a history: `linearizable`, `NOT linearizable`, `undecided`,
+/// or `-` where none was checked.
+pub fn verdict_text(judged: Option<&Judged>) -> &'static str {
+    match judged.map(|h| h.verdict.as_str()) {
+        Some("linearizable") => "linearizable",
+        Some("not linearizable") => "NOT linearizable",
+        Some(_) => "undecided",
+        None => "-",
+    }
+}
+
 impl Judged {
     pub fn is_linearizable(&self) -> bool {
         self.verdict == "linearizable"
@@ -143,10 +154,28 @@ pub fn answer_of(answer: &Answer) -> DeductAnswer {
 /// described above, times on CLOCK_MONOTONIC. `recorded` holds the request ids the
 /// ledger has.
 pub fn of_run(fired: &Fired, stock: &[(i64, i64)], recorded: &HashSet<String>) -> Vec<Record> {
-    let clock = |us: u64| fired.clock_start_us + us;
+    of_answers(
+        &fired.record,
+        &fired.beside,
+        fired.clock_start_us,
+        stock,
+        recorded,
+    )
+}
+
+/// [`of_run`] from its parts: the answers and the operations beside them, their times
+/// counted from `clock_start_us` on CLOCK_MONOTONIC.
+pub fn of_answers(
+    answers: &[Answer],
+    beside: &[crate::engine::Probe],
+    clock_start_us: u64,
+    stock: &[(i64, i64)],
+    recorded: &HashSet<String>,
+) -> Vec<Record> {
+    let clock = |us: u64| clock_start_us + us;
     // (sent, when its client was free again, outcome unknown, the record)
     let mut ops: Vec<(u64, u64, bool, Record)> = Vec::new();
-    for a in &fired.record {
+    for a in answers {
         let answer = answer_of(a);
         let unknown = answer == DeductAnswer::Unknown;
         ops.push((
@@ -169,7 +198,7 @@ pub fn of_run(fired: &Fired, stock: &[(i64, i64)], recorded: &HashSet<String>) -
             },
         ));
     }
-    for p in &fired.beside {
+    for p in beside {
         let record = if p.restock {
             Record::Restock {
                 client: 0,
@@ -229,6 +258,29 @@ pub fn of_run(fired: &Fired, stock: &[(i64, i64)], recorded: &HashSet<String>) -
         records.push(record);
     }
     records
+}
+
+/// Judges `records` off the runtime's threads (the search is CPU work) and writes them
+/// to `dir/file` if a folder is given, the file named in the verdict as
+/// `<folder>/<file>` (relative to the report next to the folder).
+pub async fn judge_and_write(
+    records: Vec<Record>,
+    dir: Option<&Path>,
+    file: &str,
+) -> anyhow::Result<Judged> {
+    let (mut judged, records) =
+        tokio::task::spawn_blocking(move || judge(&records).map(|judged| (judged, records)))
+            .await?
+            .map_err(|e| anyhow::anyhow!("the run's history: {e}"))?;
+    if let Some(dir) = dir {
+        write(&dir.join(file), &records)?;
+        let folder = dir.file_name().map(|f| f.to_string_lossy().into_owned());
+        judged.file = Some(match folder {
+            Some(folder) => format!("{folder}/{file}"),
+            None => file.to_string(),
+        });
+    }
+    Ok(judged)
 }
 
 /// Writes `records` as JSON lines.

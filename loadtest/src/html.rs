@@ -239,7 +239,7 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
             r.verdict.lost_updates,
             r.verdict.beyond_stock,
             escape(&r.cpu_text()),
-            history_cell(r),
+            history_cell(r.history.as_ref()),
             escape(r.verdict_text()),
             name = escape(&r.strategy),
         );
@@ -256,22 +256,24 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
     html
 }
 
-/// The checker's verdict on a row's history, linked to the history file.
-pub fn history_cell(row: &Row) -> String {
-    let class = match row.history_text() {
+/// The checker's verdict on a history (a row's, a cell's), its anomalies, linked to
+/// the history file.
+pub fn history_cell(history: Option<&crate::history::Judged>) -> String {
+    let said = crate::history::verdict_text(history);
+    let class = match said {
         "linearizable" => "ok",
         "NOT linearizable" => "bad",
         _ => "",
     };
-    let mut text = escape(row.history_text());
-    if let Some(history) = row.history.as_ref().filter(|h| !h.anomalies.is_empty()) {
+    let mut text = escape(said);
+    if let Some(history) = history.filter(|h| !h.anomalies.is_empty()) {
         let _ = write!(
             text,
             "<br><small>{}</small>",
             escape(&history.anomalies_text())
         );
     }
-    match row.history.as_ref().and_then(|h| h.file.as_ref()) {
+    match history.and_then(|h| h.file.as_ref()) {
         Some(file) => format!(
             "<td class=\"{class}\"><a href=\"{}\">{text}</a></td>",
             escape(file)

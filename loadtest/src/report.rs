@@ -158,12 +158,7 @@ impl Row {
     /// The checker's word on the run's history: `linearizable`, `NOT linearizable`,
     /// `undecided`, or `-` where none was checked.
     pub fn history_text(&self) -> &'static str {
-        match self.history.as_ref().map(|h| h.verdict.as_str()) {
-            Some("linearizable") => "linearizable",
-            Some("not linearizable") => "NOT linearizable",
-            Some(_) => "undecided",
-            None => "-",
-        }
+        crate::history::verdict_text(self.history.as_ref())
     }
 
     /// Whether the stock never limited the run: nobody was told "sold out", and some

@@ -253,32 +253,18 @@ impl Runner {
         let stock: Vec<(i64, i64)> = plan.products.iter().map(|&p| (p, plan.stock)).collect();
         let recorded = history::recorded(&self.db, id_prefix).await?;
         let records = history::of_run(fired, &stock, &recorded);
-        // The search is CPU work: off the runtime's threads.
-        let (mut judged, records) = tokio::task::spawn_blocking(move || {
-            history::judge(&records).map(|judged| (judged, records))
-        })
-        .await?
-        .map_err(|e| anyhow::anyhow!("the run's history: {e}"))?;
-        if let Some(dir) = &self.histories {
-            let name = format!("{}.{}", history::slug(&plan.section), plan.strategy);
-            let runs = {
-                let mut written = self.written.lock().expect("not poisoned");
-                let runs = written.entry(name.clone()).or_default();
-                *runs += 1;
-                *runs
-            };
-            let file = match runs {
-                1 => format!("{name}.jsonl"),
-                n => format!("{name}.{n}.jsonl"),
-            };
-            history::write(&dir.join(&file), &records)?;
-            let folder = dir.file_name().map(|f| f.to_string_lossy().into_owned());
-            judged.file = Some(match folder {
-                Some(folder) => format!("{folder}/{file}"),
-                None => file,
-            });
-        }
-        Ok(judged)
+        let name = format!("{}.{}", history::slug(&plan.section), plan.strategy);
+        let runs = {
+            let mut written = self.written.lock().expect("not poisoned");
+            let runs = written.entry(name.clone()).or_default();
+            *runs += 1;
+            *runs
+        };
+        let file = match runs {
+            1 => format!("{name}.jsonl"),
+            n => format!("{name}.{n}.jsonl"),
+        };
+        history::judge_and_write(records, self.histories.as_deref(), &file).await
     }
 
     /// Runs `plans` in `rounds` rounds ([`in_rounds`]); one row per plan, its sales

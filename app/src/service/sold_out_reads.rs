@@ -200,7 +200,7 @@ impl SoldOutReads {
 }
 
 /// Units the database has left of each of `products` (the row and its buckets), in one
-/// statement.
+/// statement (a member that reads alone).
 async fn left<'c>(
     connection: impl sqlx::MySqlExecutor<'c>,
     products: &[i64],
@@ -224,53 +224,71 @@ async fn left<'c>(
 }
 
 /// Reads the stored answers of `batch`'s ids and what is left of their products on
-/// `connection`, and hands each member its own; on an error, none (each reads alone).
+/// `connection`, one statement, and hands each member its own; on an error, none (each
+/// reads alone).
 async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
-    let mut found = HashMap::new();
-    for chunk in batch.chunks(IDS_PER_STATEMENT) {
-        // CAST: `ascii_bin` and JSON columns come back as binary, not text, to sqlx.
+    let mut products: Vec<i64> = batch.iter().map(|m| m.product_id).collect();
+    products.sort_unstable();
+    products.dedup();
+    let (mut found, mut left) = (HashMap::new(), HashMap::new());
+    for (k, chunk) in batch.chunks(IDS_PER_STATEMENT).enumerate() {
+        // One statement: the chunk's stored answers (`o` rows) and, in the first, what
+        // is left of every member's product (`s` rows), read at one moment. CAST:
+        // `ascii_bin` and JSON columns come back as binary, not text, to sqlx.
         let mut query = QueryBuilder::new(
-            "SELECT CAST(request_id AS CHAR), CAST(request_hash AS CHAR), \
-             CAST(response AS CHAR) FROM orders WHERE request_id IN (",
+            "SELECT 'o', CAST(request_id AS CHAR), CAST(request_hash AS CHAR), \
+             CAST(response AS CHAR), NULL FROM orders WHERE request_id IN (",
         );
         let mut ids = query.separated(", ");
         for member in chunk {
             ids.push_bind(&member.request_id);
         }
         query.push(")");
+        if k == 0 {
+            query.push(
+                " UNION ALL SELECT 's', CAST(s.product_id AS CHAR), NULL, NULL, \
+                 CAST(s.quantity + COALESCE((SELECT SUM(b.quantity) FROM stock_bucket b \
+                 WHERE b.product_id = s.product_id), 0) AS SIGNED) \
+                 FROM stock s WHERE s.product_id IN (",
+            );
+            let mut ids = query.separated(", ");
+            for product in &products {
+                ids.push_bind(product);
+            }
+            query.push(")");
+        }
+        type Row = (String, String, Option<String>, Option<String>, Option<i64>);
         // Not prepared and kept: every batch size is a statement text of its own.
-        let rows: Result<Vec<(String, String, String)>, _> = query
+        let rows: Result<Vec<Row>, _> = query
             .build_query_as()
             .persistent(false)
             .fetch_all(&mut *connection)
             .await;
-        match rows {
-            Ok(rows) => found.extend(rows.into_iter().map(|(id, request_hash, response)| {
-                (
-                    id,
-                    Stored {
-                        request_hash,
-                        response,
-                    },
-                )
-            })),
+        let rows = match rows {
+            Ok(rows) => rows,
             Err(e) => {
                 tracing::warn!(error = %e, "sold-out reads: a batch failed, each reads alone");
                 return;
             }
+        };
+        for (kind, id, request_hash, response, units) in rows {
+            match (kind.as_str(), request_hash.zip(response), units) {
+                ("o", Some((request_hash, response)), _) => {
+                    found.insert(
+                        id,
+                        Stored {
+                            request_hash,
+                            response,
+                        },
+                    );
+                }
+                ("s", _, Some(units)) => {
+                    left.insert(id.parse::<i64>().unwrap_or_default(), units);
+                }
+                _ => {}
+            }
         }
     }
-    // After the stored answers: a refusal takes effect at this read.
-    let mut products: Vec<i64> = batch.iter().map(|m| m.product_id).collect();
-    products.sort_unstable();
-    products.dedup();
-    let left = match left(&mut *connection, &products).await {
-        Ok(left) => left,
-        Err(e) => {
-            tracing::warn!(error = %e, "sold-out reads: a batch failed, each reads alone");
-            return;
-        }
-    };
     for member in batch {
         // A member whose client went away is not waiting: nothing to do.
         let _ = member.answer.send(Read {

@@ -115,7 +115,7 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
     for s in &f.scenarios {
         let _ = write!(
             html,
-            "<h3 id=\"fault-{id}\">{n}. {title}</h3><p>{how}</p><table class=\"why\"><tr><th>strategy</th><th>verdict</th>\
+            "<h3 id=\"fault-{id}\">{n}. {title}</h3><p>{how}</p><table class=\"why\"><tr><th>strategy</th><th>verdict</th><th>history</th>\
              <th>sold</th><th>refused</th><th>busy</th><th>failed</th><th>lost</th><th>double</th><th>blocked ms</th><th>max gap ms</th>\
              <th>recovery ms</th><th>why</th></tr>",
             id = s.id,
@@ -126,12 +126,13 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
         for c in f.cells.iter().filter(|c| c.scenario.id() == s.id) {
             let _ = write!(
                 html,
-                "<tr><td>{}</td><td class=\"{}{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                "<tr><td>{}</td><td class=\"{}{}\">{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
                  <td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
                 escape(&cell_name(&c.strategy, c.fencing)),
                 verdict_class(c.verdict),
                 if c.as_expected { "" } else { " surprise" },
                 c.verdict.as_str(),
+                crate::html::history_cell(c.history.as_ref()),
                 c.succeeded,
                 c.refused,
                 c.busy,

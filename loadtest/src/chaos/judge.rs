@@ -98,6 +98,7 @@ pub(super) fn judge(
         expected: spec.expect.to_vec(),
         as_expected: spec.expect.contains(&cell_verdict),
         why: String::new(),
+        history: None,
         traits: spec.traits.clone(),
     };
     cell.why = why(&cell, timing);

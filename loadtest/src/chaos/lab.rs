@@ -25,6 +25,9 @@ pub struct Lab {
     replica: Option<testbed::replication::Replica>,
     /// The strategies as instance A serves them: their cards declare the cells.
     pub catalogue: crate::catalogue::Catalogue,
+    /// Where each cell's history is written (`<scenario>.<cell>.jsonl`), if anywhere;
+    /// every cell is judged either way.
+    pub histories: Option<std::path::PathBuf>,
 }
 
 impl Lab {
@@ -111,6 +114,7 @@ impl Lab {
             movable_clock: false,
             replica: None,
             catalogue,
+            histories: None,
         })
     }
 
@@ -294,6 +298,7 @@ impl Lab {
         tokio::time::sleep(Duration::from_millis(self.timing.warm_ms)).await;
         let window = self.inject(spec, &load, product).await?;
         tokio::time::sleep(Duration::from_millis(self.timing.after_ms)).await;
+        let (clock_start_us, load_prefix) = (load.clock_start_us, load.prefix.clone());
         let mut samples = load.stop().await;
         let (retried, duplicates) = self.retry_unknown(spec, product, &mut samples).await;
         // A strategy that records later: the verdict waits for the persisters to record
@@ -310,7 +315,7 @@ impl Lab {
             .map(|s| s.request_id.clone())
             .collect();
         let verdict = verify::verify(&self.db, &[product], &acknowledged, 0).await?;
-        Ok(judge(
+        let mut cell = judge(
             spec,
             &samples,
             &window,
@@ -318,7 +323,28 @@ impl Lab {
             retried,
             duplicates,
             &self.timing,
-        ))
+        );
+        // Every answer against a stock counter, unknown outcomes settled by the ledger
+        // (the retries after the run are the ledger's witnesses, not operations).
+        let recorded = crate::history::recorded(&self.db, &load_prefix).await?;
+        let answers: Vec<_> = samples.iter().map(|s| s.answer(product)).collect();
+        let records = crate::history::of_answers(
+            &answers,
+            &[],
+            clock_start_us,
+            &[(product, stock)],
+            &recorded,
+        );
+        let file = format!(
+            "{}.{}.jsonl",
+            spec.scenario.id(),
+            cell_name(&spec.strategy, spec.fencing).replace(' ', "-")
+        );
+        let mut judged =
+            crate::history::judge_and_write(records, self.histories.as_deref(), &file).await?;
+        judged.add_ledger(&verdict);
+        cell.history = Some(judged);
+        Ok(cell)
     }
 
     /// Instance A is respawned when a cell killed it; every server is running.

@@ -29,6 +29,35 @@ pub(super) struct Sample {
     pub(super) request_id: String,
     /// Transactions the service ran for a sale (its `attempts`; 0 otherwise).
     pub(super) attempts: u64,
+    /// A 200 that was the stored answer of an earlier request with this id.
+    pub(super) duplicate: bool,
+    /// The instance it went to (0: A, 1: B).
+    pub(super) instance: usize,
+}
+
+impl Sample {
+    /// As the engine records an answer (one unit of `product`); a request retried after
+    /// the run, whose first outcome was unknown, as that unknown outcome.
+    pub(super) fn answer(&self, product: i64) -> crate::engine::Answer {
+        crate::engine::Answer {
+            outcome: if self.retried {
+                Outcome::Transport
+            } else {
+                self.outcome.clone()
+            },
+            request_id: self.request_id.clone(),
+            items: vec![(product, 1)],
+            duplicate: self.duplicate && !self.retried,
+            attempts: self.attempts,
+            micros: (self.at - self.sent).as_micros() as u64,
+            instance: self.instance,
+            sent_us: self.sent.as_micros() as u64,
+            batch_size: None,
+            retries: 0,
+            done_us: self.at.as_micros() as u64,
+            error: None,
+        }
+    }
 }
 
 /// A single-unit deduction of `product`, with the per-request fencing switch when the
@@ -48,6 +77,10 @@ pub(super) fn deduct_body(request_id: &str, product: i64, spec: &CellSpec) -> Va
 /// request in flight, until stopped.
 pub(super) struct Load {
     pub(super) started: Instant,
+    /// CLOCK_MONOTONIC at `started`, in microseconds.
+    pub(super) clock_start_us: u64,
+    /// The prefix of every request id of this load.
+    pub(super) prefix: String,
     pub(super) stop: Arc<AtomicBool>,
     pub(super) workers: Vec<tokio::task::JoinHandle<Vec<Sample>>>,
 }
@@ -60,9 +93,11 @@ impl Load {
         product: i64,
         per_instance: usize,
     ) -> Load {
+        let clock_start_us = crate::engine::monotonic_us();
         let started = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let run = uuid::Uuid::new_v4().simple().to_string();
+        let load_prefix = format!("chaos-{}", &run[..12]);
         let mut workers = Vec::new();
         for (i, instance) in instances.iter().enumerate() {
             // A runs one buyer: the one whose request the fault catches. More would
@@ -74,7 +109,7 @@ impl Load {
                 let url = format!("{}/deduct/{}", instance.base, spec.strategy);
                 let stop = stop.clone();
                 let spec = spec.clone();
-                let prefix = format!("chaos-{}-{i}-{w}", &run[..12]);
+                let prefix = format!("{load_prefix}-{i}-{w}");
                 workers.push(tokio::spawn(async move {
                     let mut samples = Vec::new();
                     let mut n = 0;
@@ -84,7 +119,8 @@ impl Load {
                         let body = deduct_body(&request_id, product, &spec);
                         let sent = started.elapsed();
                         let reply = post_deduct(&client, &url, &body).await;
-                        let (outcome, attempts) = (reply.outcome, reply.attempts);
+                        let (outcome, attempts, duplicate) =
+                            (reply.outcome, reply.attempts, reply.duplicate);
                         let at = started.elapsed();
                         let failed = outcome.is_transport_failure();
                         samples.push(Sample {
@@ -94,6 +130,8 @@ impl Load {
                             outcome,
                             request_id,
                             attempts,
+                            duplicate,
+                            instance: i,
                         });
                         if failed {
                             // A dead or frozen instance: do not spin.
@@ -106,6 +144,8 @@ impl Load {
         }
         Load {
             started,
+            clock_start_us,
+            prefix: load_prefix,
             stop,
             workers,
         }

@@ -190,6 +190,10 @@ pub struct Cell {
     pub as_expected: bool,
     /// One sentence: why this cell came out as it did.
     pub why: String,
+    /// The checker's verdict on the cell's history (every answer, unknown outcomes
+    /// settled by the ledger), with the ledger's classes added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::history::Judged>,
     /// The strategy's traits (from its card), for the sentences.
     #[serde(skip)]
     pub traits: Vec<String>,
@@ -369,6 +373,7 @@ pub async fn run(
     scenarios: &[Scenario],
     strategies_filter: &[String],
     all: bool,
+    histories: Option<std::path::PathBuf>,
 ) -> anyhow::Result<ChaosReport> {
     let strategies_chosen =
         |filter: &[String], name: &str| filter.is_empty() || filter.iter().any(|s| s == name);
@@ -388,6 +393,7 @@ pub async fn run(
         "chaos: starting MariaDB, 5 Redis, ZooKeeper and etcd ({zk_nodes} node(s) each) and 2 stock-app instances ..."
     );
     let mut lab = Lab::start(app_bin, timing.clone(), zk_nodes).await?;
+    lab.histories = histories;
     if Scenario::ALL.iter().any(|s| chosen(s) && s.lags_replica()) {
         lab.start_replica()?;
     }
@@ -456,7 +462,7 @@ pub async fn run(
 pub fn print_table(report: &ChaosReport) {
     println!();
     println!(
-        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  verdict",
+        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  {:<16}  verdict",
         "#",
         "scenario",
         "strategy",
@@ -470,10 +476,11 @@ pub fn print_table(report: &ChaosReport) {
         "blocked",
         "max gap",
         "recover",
+        "history",
     );
     for c in &report.cells {
         println!(
-            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {}{}",
+            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {:<16}  {}{}{}",
             c.scenario_number,
             c.scenario.id(),
             c.strategy,
@@ -490,8 +497,13 @@ pub fn print_table(report: &ChaosReport) {
             fmt_opt_ms(c.blocked_ms),
             c.longest_gap_ms,
             fmt_opt_ms(c.recovery_ms),
+            crate::history::verdict_text(c.history.as_ref()),
             c.verdict.as_str(),
             if c.as_expected { "" } else { "  UNEXPECTED" },
+            match c.history.as_ref().filter(|h| !h.anomalies.is_empty()) {
+                Some(h) => format!("  ({})", h.anomalies_text()),
+                None => String::new(),
+            },
         );
     }
     println!(

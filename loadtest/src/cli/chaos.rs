@@ -70,8 +70,16 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
     }
     timing.rtt_ms = args.rtt_ms;
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
-    let faults =
-        loadtest::chaos::run(app_bin, timing, &scenarios, &args.strategies, args.all).await?;
+    let histories = super::histories(args.json.as_deref(), "chaos")?;
+    let faults = loadtest::chaos::run(
+        app_bin,
+        timing,
+        &scenarios,
+        &args.strategies,
+        args.all,
+        Some(histories),
+    )
+    .await?;
     loadtest::chaos::print_table(&faults);
     let mut report = Report::new(
         json!({
