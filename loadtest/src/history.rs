@@ -253,7 +253,7 @@ pub fn of_answers(
             Record::Deduct { client: c, .. }
             | Record::Restock { client: c, .. }
             | Record::Read { client: c, .. } => *c = client,
-            Record::Init { .. } => {}
+            Record::Init { .. } | Record::Hold { .. } => {}
         }
         records.push(record);
     }
@@ -281,6 +281,61 @@ pub async fn judge_and_write(
         });
     }
     Ok(judged)
+}
+
+/// The holds of the run with request id prefix `prefix` in the instances' lock logs
+/// (`--lock-log`), as `hold` records: each (key, holder) from its `acquired` to its
+/// `released` or `lost` line, whichever came first.
+pub fn holds(logs: &[std::path::PathBuf], prefix: &str) -> Vec<Record> {
+    #[derive(Deserialize)]
+    struct Line {
+        key: String,
+        holder: String,
+        token: Option<u64>,
+        event: String,
+        at_us: u64,
+    }
+    let mut open: std::collections::BTreeMap<(String, String), usize> = Default::default();
+    let mut holds: Vec<Record> = Vec::new();
+    let lines = (logs.iter())
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .flat_map(|text| {
+            (text.lines())
+                .filter_map(|l| serde_json::from_str::<Line>(l).ok())
+                .collect::<Vec<_>>()
+        });
+    for line in lines {
+        let Some((_, request_id)) = line.holder.split_once(':') else {
+            continue;
+        };
+        if !request_id.starts_with(prefix) {
+            continue;
+        }
+        let at = (line.key.clone(), line.holder.clone());
+        match line.event.as_str() {
+            "acquired" if !open.contains_key(&at) => {
+                open.insert(at, holds.len());
+                holds.push(Record::Hold {
+                    request_id: request_id.to_string(),
+                    key: line.key,
+                    token: line.token,
+                    from_us: line.at_us,
+                    until_us: None,
+                    lost: false,
+                });
+            }
+            "released" | "lost" => {
+                if let Some(i) = open.remove(&at)
+                    && let Record::Hold { until_us, lost, .. } = &mut holds[i]
+                {
+                    *until_us = Some(line.at_us);
+                    *lost = line.event == "lost";
+                }
+            }
+            _ => {}
+        }
+    }
+    holds
 }
 
 /// Writes `records` as JSON lines.

@@ -12,6 +12,9 @@ pub struct Instance {
     pub process: ServerProcess,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
+    /// Its lock log (`--lock-log`), when it runs with test hooks: every distributed
+    /// lock's hold, on CLOCK_MONOTONIC.
+    pub lock_log: Option<PathBuf>,
 }
 
 impl Instance {
@@ -41,6 +44,13 @@ impl Instance {
         let log = std::env::temp_dir().join(format!("stock-locks-{name}-{port}.log"));
         let mut all = vec!["--bind".to_string(), format!("127.0.0.1:{port}")];
         all.extend_from_slice(args);
+        // With test hooks, a lock log of its own (kept across a respawn: appended to).
+        let lock_log = (args.iter().any(|a| a == "--enable-test-hooks"))
+            .then(|| std::env::temp_dir().join(format!("stock-locks-{name}-{port}.locks.jsonl")));
+        if let Some(path) = &lock_log {
+            let _ = std::fs::remove_file(path);
+            all.extend(["--lock-log".to_string(), path.display().to_string()]);
+        }
         let env: Vec<(String, String)> = servers
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
@@ -55,6 +65,7 @@ impl Instance {
         let mut instance = Instance {
             process,
             base: format!("http://127.0.0.1:{port}"),
+            lock_log,
         };
         instance.wait_healthy(client).await?;
         Ok(instance)

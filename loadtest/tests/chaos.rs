@@ -67,6 +67,19 @@ async fn frozen_holder_loses_updates_unless_fenced() {
     .await;
     assert_eq!(unfenced.verdict, CellVerdict::Lost);
     assert!(unfenced.lost_updates >= 1);
+    // Its history: the frozen holder still believed it held the lock while B's took
+    // it, both wrote; the answers themselves are explainable (the ledger's lost update
+    // is what is wrong).
+    let overlap = |cell: &loadtest::chaos::Cell, fenced: &str| {
+        let history = cell.history.as_ref().expect("every cell is judged");
+        let found = (history.anomalies.iter())
+            .find(|f| f.class == "lock overlap")
+            .unwrap_or_else(|| panic!("no overlap seen: {history:?}"));
+        assert!(found.says.contains(fenced), "{}", found.says);
+        history.clone()
+    };
+    let seen = overlap(&unfenced, "both wrote");
+    assert!(seen.anomalies.iter().any(|f| f.class == "lost update"), "{seen:?}");
 
     let fenced = run(
         &mut lab,
@@ -76,6 +89,9 @@ async fn frozen_holder_loses_updates_unless_fenced() {
     assert_eq!(fenced.verdict, CellVerdict::Refused);
     assert_eq!((fenced.lost_updates, fenced.beyond_stock), (0, 0));
     assert!(fenced.refused >= 1);
+    // The same overlap, the fence's refusal, and every answer explained.
+    let seen = overlap(&fenced, "the fence refused it");
+    assert!(seen.is_linearizable(), "{seen:?}");
     // B's buyers got the lock once the lease (400 ms) ran out, long before the
     // freeze (1200 ms) ended.
     let blocked = fenced.blocked_ms.expect("B sold during the freeze");

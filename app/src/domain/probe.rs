@@ -113,6 +113,21 @@ pub trait Probe: Send + Sync {
 
     /// `took` went to waiting for a pooled database connection.
     fn pool_waited(&self, _took: Duration) {}
+
+    /// A distributed lock's hold changed (the service's lock log, `--lock-log`).
+    fn lock_held(&self, _hold: &LockHold<'_>) {}
+}
+
+/// One event of a distributed lock's hold, as its holder saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct LockHold<'a> {
+    pub key: &'a str,
+    /// `<instance>:<request_id>`.
+    pub holder: &'a str,
+    pub token: Option<u64>,
+    /// `acquired` (the acquire returned), `released` (before the release is sent),
+    /// `lost` (a renewal found the lock gone).
+    pub event: &'static str,
 }
 
 impl dyn Probe + '_ {

@@ -95,6 +95,14 @@ pub struct Settings {
     #[arg(long, env = "ENABLE_TEST_HOOKS")]
     pub enable_test_hooks: bool,
 
+    /// With the test hooks on: append every distributed lock's hold to this file, one
+    /// JSON line per event (`acquired` after the acquire returned, `released` before
+    /// the release is sent, `lost` when a renewal finds the lock gone), with the key,
+    /// the holder, the token and the time on CLOCK_MONOTONIC in microseconds: the
+    /// load tester lays two holders of one key side by side. Ignored without the hooks.
+    #[arg(long, env = "LOCK_LOG")]
+    pub lock_log: Option<std::path::PathBuf>,
+
     /// What several strategies share: Redis, ZooKeeper, the locks' lease and wait.
     #[command(flatten)]
     pub shared: crate::strategies::shared::Shared,

@@ -134,6 +134,8 @@ pub struct Hooks {
     /// Bumped on every change of `points`; waiters re-check their condition on it.
     version: watch::Sender<u64>,
     barriers: Mutex<HashMap<String, Arc<Barrier>>>,
+    /// `--lock-log`, open for appending (hooks on only).
+    lock_log: Option<Mutex<std::fs::File>>,
 }
 
 impl Hooks {
@@ -141,6 +143,7 @@ impl Hooks {
         Hooks {
             enabled,
             hold_ms,
+            lock_log: None,
             points: Mutex::new(
                 FAILPOINTS
                     .into_iter()
@@ -154,6 +157,18 @@ impl Hooks {
 
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// These hooks, writing every lock hold to `path` (appended), if the hooks are on.
+    pub fn with_lock_log(mut self, path: Option<&std::path::Path>) -> std::io::Result<Hooks> {
+        if let Some(path) = path.filter(|_| self.enabled) {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            self.lock_log = Some(Mutex::new(file));
+        }
+        Ok(self)
     }
 
     /// The server-wide hold (`--hold-ms`).
@@ -273,6 +288,29 @@ impl Probe for Hooks {
         self.enabled
     }
 
+    /// One JSON line in the lock log, written whole (an instance killed mid-run
+    /// leaves every line it wrote).
+    fn lock_held(&self, hold: &crate::domain::probe::LockHold<'_>) {
+        use std::io::Write;
+        let Some(log) = &self.lock_log else { return };
+        let line = serde_json::json!({
+            "key": hold.key,
+            "holder": hold.holder,
+            "token": hold.token,
+            "event": hold.event,
+            "at_us": monotonic_us(),
+        });
+        let mut line = line.to_string();
+        line.push('\n');
+        if let Err(e) = log
+            .lock()
+            .expect("lock log poisoned")
+            .write_all(line.as_bytes())
+        {
+            tracing::warn!(error = %e, "lock log not written");
+        }
+    }
+
     /// Counts the hit, then sleeps or pauses as set (nothing with hooks off).
     async fn pass(&self, point: Failpoint) -> Passed {
         if self.enabled && self.pass_here(point).await == Mode::Crash {
@@ -330,4 +368,17 @@ impl Drop for PausedHere<'_> {
             state.paused = state.paused.saturating_sub(1);
         });
     }
+}
+
+/// Microseconds on CLOCK_MONOTONIC, which every process on this host shares: the lock
+/// log's times line up with the load tester's.
+fn monotonic_us() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is given, and CLOCK_MONOTONIC
+    // exists on every Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000
 }

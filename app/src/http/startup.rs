@@ -122,7 +122,10 @@ impl Application {
     /// picks a free one, read it back with [`Application::port`]) and builds the server.
     /// Never waits on Redis or ZooKeeper.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
-        let hooks = Arc::new(Hooks::new(settings.enable_test_hooks, settings.hold_ms));
+        let hooks = Hooks::new(settings.enable_test_hooks, settings.hold_ms)
+            .with_lock_log(settings.lock_log.as_deref())
+            .context("opening --lock-log")?;
+        let hooks = Arc::new(hooks);
         let service = service(&settings, hooks.clone()).await?;
         let state = web::Data::new(AppState {
             service,

@@ -328,13 +328,18 @@ impl Lab {
         // (the retries after the run are the ledger's witnesses, not operations).
         let recorded = crate::history::recorded(&self.db, &load_prefix).await?;
         let answers: Vec<_> = samples.iter().map(|s| s.answer(product)).collect();
-        let records = crate::history::of_answers(
+        let mut records = crate::history::of_answers(
             &answers,
             &[],
             clock_start_us,
             &[(product, stock)],
             &recorded,
         );
+        // The locks as their holders logged them: two holders at once show here.
+        let logs: Vec<_> = (self.instances.iter())
+            .filter_map(|i| i.lock_log.clone())
+            .collect();
+        records.extend(crate::history::holds(&logs, &load_prefix));
         let file = format!(
             "{}.{}.jsonl",
             spec.scenario.id(),

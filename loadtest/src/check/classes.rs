@@ -20,6 +20,10 @@
 //!   ledger once the system was quiet.
 //! - **failed but recorded**: a definite failure or a refusal (nothing changed, by the
 //!   API's contract), its request id in the ledger.
+//! - **lock overlap**: two holders of one lock key at once, as their instances logged
+//!   them (`hold` records), and whether the fence refused the stale one (its deduction
+//!   is not in the ledger) or both wrote. Seeing none does not prove the server kept
+//!   them apart: a holder logs what it believed, and a pause can fall between two lines.
 //! - **not linearizable**: a part the search found no order for, where none of the
 //!   above is found.
 //!
@@ -89,7 +93,65 @@ pub fn find(records: &[Record]) -> Vec<Anomaly> {
     for product in products {
         by_window(records, product, &mut found);
     }
+    overlaps(records, &mut found);
     found
+}
+
+/// Two holders of one key at once.
+fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
+    use super::model::OPEN;
+    let mut by_key: BTreeMap<&str, Vec<(usize, &str, u64, u64)>> = BTreeMap::new();
+    for (i, record) in records.iter().enumerate() {
+        if let Record::Hold {
+            request_id,
+            key,
+            from_us,
+            until_us,
+            ..
+        } = record
+        {
+            let held = (i, request_id.as_str(), *from_us, until_us.unwrap_or(OPEN));
+            by_key.entry(key).or_default().push(held);
+        }
+    }
+    let written = |id: &str| {
+        (records.iter()).position(|r| {
+            matches!(r, Record::Deduct { request_id, recorded: Some(true), .. } if request_id == id)
+        })
+    };
+    for (key, mut holds) in by_key {
+        holds.sort_by_key(|h| h.2);
+        for (a, first) in holds.iter().enumerate() {
+            // Every later holder that took the key while this one still believed it
+            // held it: this one is the stale holder, once per pause.
+            let during: Vec<&(usize, &str, u64, u64)> = (holds[a + 1..].iter())
+                .take_while(|h| h.2 < first.3)
+                .filter(|h| h.1 != first.1)
+                .collect();
+            let Some(second) = during.first() else {
+                continue;
+            };
+            let both = second.3.min(first.3) - second.2;
+            let stale_wrote = written(first.1);
+            let product = key.rsplit(':').next().and_then(|p| p.parse().ok());
+            found.push(Anomaly {
+                class: Class::LockOverlap,
+                products: product.into_iter().collect(),
+                ops: [first.0, second.0].into_iter().chain(stale_wrote).collect(),
+                says: format!(
+                    "{key} held by {} while {} other holder(s) took it ({} first, both holding it for {:.0} ms); {}",
+                    first.1,
+                    during.len(),
+                    second.1,
+                    both as f64 / 1000.0,
+                    match stale_wrote {
+                        Some(_) => "the stale holder's deduction is in the ledger too (unfenced: both wrote)",
+                        None => "the stale holder's deduction is not in the ledger (the fence refused it)",
+                    }
+                ),
+            });
+        }
+    }
 }
 
 /// Double sales and the answers the ledger contradicts.

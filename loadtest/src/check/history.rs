@@ -85,6 +85,21 @@ pub enum Record {
         answered_us: Option<u64>,
         stock: Option<i64>,
     },
+    /// A distributed lock as the deduction `request_id` held it (the instances' lock
+    /// logs): from after its acquire returned until before its release was sent, or
+    /// until it learned it had lost the lock (`lost`); no `until_us`: never released
+    /// (its process died). Not an operation on the stock: checked for two holders of
+    /// one key at once.
+    Hold {
+        request_id: String,
+        key: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<u64>,
+        from_us: u64,
+        until_us: Option<u64>,
+        #[serde(default)]
+        lost: bool,
+    },
 }
 
 impl Record {
@@ -106,7 +121,7 @@ impl Record {
                 answered_us,
                 ..
             } => Some((*sent_us, *answered_us)),
-            Record::Init { .. } => None,
+            Record::Init { .. } | Record::Hold { .. } => None,
         }
     }
 

@@ -126,7 +126,7 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
                 recorded: Some(false),
                 ..
             } => {}
-            Record::Read { stock: None, .. } => {}
+            Record::Read { stock: None, .. } | Record::Hold { .. } => {}
             other => {
                 well_formed(other)?;
                 ops.push(other)
@@ -208,6 +208,7 @@ fn products_of(record: &Record) -> Vec<i64> {
         Record::Deduct { items, .. } => items.iter().map(|i| i.product_id).collect(),
         Record::Restock { product_id, .. } | Record::Read { product_id, .. } => vec![*product_id],
         Record::Init { product_id, .. } => vec![*product_id],
+        Record::Hold { .. } => Vec::new(),
     }
 }
 
@@ -259,7 +260,9 @@ fn build(products: Vec<i64>, records: &[&Record], stock: &BTreeMap<i64, i64>) ->
                 product: index(*product_id),
                 stock: stock.expect("reads without an answer are left out"),
             },
-            Record::Init { .. } => unreachable!("init records are not operations"),
+            Record::Init { .. } | Record::Hold { .. } => {
+                unreachable!("init and hold records are not operations")
+            }
         };
         let (sent, answered) = record.interval().expect("an operation");
         let answered = if record.open() { None } else { answered };

@@ -370,7 +370,7 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
                 stock: s,
                 ..
             } => *s = Some(stock[(*product_id - 1) as usize]),
-            Record::Init { .. } => {}
+            Record::Init { .. } | Record::Hold { .. } => {}
         }
     }
     let mut ops: Vec<Record> = ops.into_iter().map(|(_, r)| r).collect();
@@ -586,4 +586,47 @@ fn a_class_is_found_exactly_where_no_order_explains_the_answers() {
         }
     }
     println!("{not_linearizable} histories not linearizable, {named} of them with a named class");
+}
+
+fn hold(request_id: &str, from: u64, until: Option<u64>) -> Record {
+    Record::Hold {
+        request_id: request_id.into(),
+        key: "stock:1".into(),
+        token: None,
+        from_us: from,
+        until_us: until,
+        lost: false,
+    }
+}
+
+/// Two holders of one key at once: one anomaly per stale holder, fenced when its
+/// deduction is not in the ledger, unfenced when it is; holders one after the other
+/// (or one holder re-entering) are none.
+#[test]
+fn a_lock_overlap_is_seen_and_said_fenced_or_not() {
+    use super::classes::{Class, find};
+    // Fenced, the stale holder's write is refused (`lock_lost`, a definite failure).
+    let stale = |recorded| {
+        let answer = if recorded { Sold } else { DeductAnswer::Failed };
+        settled(deduct("a", &[(1, 1)], (0, Some(50)), answer), Some(recorded))
+    };
+    let history = |recorded| {
+        vec![
+            init(1, 10),
+            stale(recorded),
+            hold("a", 1, Some(40)),
+            hold("b", 10, Some(12)),
+            hold("c", 20, Some(22)),
+            hold("d", 45, Some(47)),
+            hold("d", 46, Some(47)),
+        ]
+    };
+    for (recorded, says) in [(true, "both wrote"), (false, "the fence refused it")] {
+        let found = find(&history(recorded));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].class, Class::LockOverlap);
+        assert_eq!(found[0].ops, if recorded { vec![2, 3, 1] } else { vec![2, 3] });
+        assert!(found[0].says.contains("2 other holder(s)"), "{}", found[0].says);
+        assert!(found[0].says.contains(says), "{}", found[0].says);
+    }
 }

@@ -183,7 +183,7 @@ impl Strategy for LockStrategy {
         &self,
         started: &crate::strategies::contract::Started<'_>,
     ) -> Option<tokio::task::JoinHandle<()>> {
-        let counters = super::counters::LockCounters::register(started.registry, self.backend);
+        let counters = super::counters::LockCounters::register(started, self.backend);
         let _ = self.counters.set(counters);
         None
     }

@@ -2,19 +2,28 @@
 //! copy leaves this file out).
 #![cfg(feature = "service")]
 
+use crate::domain::probe::{LockHold, Probe};
+use crate::strategies::contract::Started;
 use async_trait::async_trait;
 use locks::{Acquired, HolderId, LockBackend, LockError, LockGuard, LostReason};
 use prometheus::{IntCounter, IntCounterVec, Opts};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// `backend`, its successful renewals counted once the counters are registered.
+/// `backend`, its successful renewals counted once the counters are registered, and
+/// every hold told to the service's probe (its lock log, with test hooks on).
 pub fn counted(
     backend: Box<dyn LockBackend>,
     counters: Option<&LockCounters>,
 ) -> Box<dyn LockBackend> {
     let renewals = counters.map(LockCounters::connected);
-    Box::new(Counted { backend, renewals })
+    let probe = counters.map(|c| c.probe.clone()).filter(|p| p.enabled());
+    Box::new(Counted {
+        backend,
+        renewals,
+        probe,
+    })
 }
 
 /// A lost guard, counted by its reason, as it is released.
@@ -34,10 +43,13 @@ pub fn count_lost(guard: &LockGuard, counters: Option<&LockCounters>) {
 pub struct LockCounters {
     renewals: IntCounterVec,
     lost: IntCounterVec,
+    /// The service's probe: each hold is told to it ([`Probe::lock_held`]).
+    probe: Arc<dyn Probe>,
 }
 
 impl LockCounters {
-    pub fn register(registry: &prometheus::Registry, backend: &str) -> LockCounters {
+    pub fn register(started: &Started<'_>, backend: &str) -> LockCounters {
+        let registry = started.registry;
         // Series appear at the first scrape after the backend connected.
         let counter = |name: &str, help: &str, labels: &[&str]| {
             let opts = Opts::new(name, help).const_label("backend", backend);
@@ -57,6 +69,7 @@ impl LockCounters {
                 "Locks lost while held (not_holder, expired, max_hold), by backend and reason.",
                 &["reason"],
             ),
+            probe: started.probe.clone(),
         }
     }
 
@@ -81,10 +94,26 @@ fn reason_label(reason: LostReason) -> &'static str {
     }
 }
 
-/// A backend whose successful renewals are counted.
+/// A backend whose successful renewals are counted, and whose holds are told.
 struct Counted {
     backend: Box<dyn LockBackend>,
     renewals: Option<IntCounter>,
+    /// With test hooks on: where each hold is told.
+    probe: Option<Arc<dyn Probe>>,
+}
+
+impl Counted {
+    fn tell(&self, key: &str, holder: &HolderId, token: Option<u64>, event: &'static str) {
+        if let Some(probe) = &self.probe {
+            let holder = holder.as_str();
+            probe.lock_held(&LockHold {
+                key,
+                holder,
+                token,
+                event,
+            });
+        }
+    }
 }
 
 #[async_trait]
@@ -100,7 +129,11 @@ impl LockBackend for Counted {
         lease: Duration,
         wait: Duration,
     ) -> Result<Option<Acquired>, LockError> {
-        self.backend.acquire(key, holder, lease, wait).await
+        let acquired = self.backend.acquire(key, holder, lease, wait).await;
+        if let Ok(Some(acquired)) = &acquired {
+            self.tell(key, holder, acquired.token, "acquired");
+        }
+        acquired
     }
 
     async fn renew(
@@ -113,10 +146,14 @@ impl LockBackend for Counted {
         if let (Ok(Some(_)), Some(renewals)) = (&renewed, &self.renewals) {
             renewals.inc();
         }
+        if let Ok(None) = &renewed {
+            self.tell(key, holder, None, "lost");
+        }
         renewed
     }
 
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
+        self.tell(key, holder, None, "released");
         self.backend.unlock(key, holder).await
     }
 }
