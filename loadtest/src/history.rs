@@ -9,7 +9,9 @@
 //! retired and the lane's next request comes from a new one (a new `client`), because
 //! an operation still possibly in flight must not look answered to the checker.
 
-use crate::check::classes::Class;
+pub mod page;
+
+use crate::check::classes::{Anomaly, Class};
 use crate::check::history::{DeductAnswer, Item, Record, RestockAnswer};
 use crate::check::{self, Verdict};
 use crate::engine::{Answer, Fired, Outcome};
@@ -47,6 +49,9 @@ pub struct Judged {
     /// The history file, relative to the report's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// Its picture ([`page`]), when it shows an anomaly, relative to the report's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
     /// How long the check took, in milliseconds.
     pub check_ms: f64,
 }
@@ -96,7 +101,7 @@ impl Judged {
                 class: Class::LostUpdate.name().into(),
                 count: verdict.lost_updates as u64,
                 says: format!(
-                    "the ledger has {} units sold that the stock row never lost",
+                    "the ledger has {} unit(s) sold that the stock row never lost",
                     verdict.lost_updates
                 ),
                 lines: Vec::new(),
@@ -108,7 +113,7 @@ impl Judged {
                 class: oversold.into(),
                 count: 1,
                 says: format!(
-                    "the ledger has {} units sold beyond the stock",
+                    "the ledger has {} unit(s) sold beyond the stock",
                     verdict.beyond_stock
                 ),
                 lines: Vec::new(),
@@ -268,17 +273,31 @@ pub async fn judge_and_write(
     dir: Option<&Path>,
     file: &str,
 ) -> anyhow::Result<Judged> {
-    let (mut judged, records) =
-        tokio::task::spawn_blocking(move || judge(&records).map(|judged| (judged, records)))
-            .await?
-            .map_err(|e| anyhow::anyhow!("the run's history: {e}"))?;
+    let (mut judged, anomalies, records) = tokio::task::spawn_blocking(move || {
+        judge_with(&records).map(|(judged, anomalies)| (judged, anomalies, records))
+    })
+    .await?
+    .map_err(|e| anyhow::anyhow!("the run's history: {e}"))?;
     if let Some(dir) = dir {
         write(&dir.join(file), &records)?;
         let folder = dir.file_name().map(|f| f.to_string_lossy().into_owned());
-        judged.file = Some(match folder {
+        let linked = |file: &str| match &folder {
             Some(folder) => format!("{folder}/{file}"),
             None => file.to_string(),
-        });
+        };
+        judged.file = Some(linked(file));
+        // A history that fails gets its picture beside it.
+        if !judged.is_linearizable() || !anomalies.is_empty() {
+            let html = file.trim_end_matches(".jsonl").to_string() + ".html";
+            let title = format!("{file}: {}", verdict_text(Some(&judged)));
+            let page = tokio::task::spawn_blocking(move || {
+                let ordered = ordered(&records);
+                page::render(&title, &records, &anomalies, &ordered)
+            })
+            .await?;
+            std::fs::write(dir.join(&html), page)?;
+            judged.page = Some(linked(&html));
+        }
     }
     Ok(judged)
 }
@@ -352,12 +371,41 @@ pub fn write(path: &Path, records: &[Record]) -> std::io::Result<()> {
     out.flush()
 }
 
+/// Every part's operations in the longest order the search found (all of them where
+/// it found one), each with the stock of its part's products after it: for the page.
+fn ordered(records: &[Record]) -> Vec<(usize, Vec<(i64, i64)>)> {
+    let Ok(parts) = check::model::partition(records) else {
+        return Vec::new();
+    };
+    let mut ordered = Vec::new();
+    for part in &parts {
+        let mut state = part.init.clone();
+        for op in check::search::longest_order(part, BUDGET) {
+            let Some(after) = check::model::step(&state, &part.ops[op]) else {
+                break;
+            };
+            state = after;
+            let stock = (part.products.iter().copied())
+                .zip(state.stock.iter().copied())
+                .collect();
+            ordered.push((part.records[op], stock));
+        }
+    }
+    ordered
+}
+
 /// Checks `records` (each part for at most [`BUDGET`]).
 pub fn judge(records: &[Record]) -> Result<Judged, String> {
+    judge_with(records).map(|(judged, _)| judged)
+}
+
+/// [`judge`], with every anomaly found.
+pub fn judge_with(records: &[Record]) -> Result<(Judged, Vec<Anomaly>), String> {
     let started = Instant::now();
     let verdict = check::check(records, BUDGET)?;
+    let every = check::anomalies(records, &verdict);
     let mut anomalies: Vec<Found> = Vec::new();
-    for anomaly in check::anomalies(records, &verdict) {
+    for anomaly in every.iter().cloned() {
         let class = anomaly.class.name();
         match anomalies.iter_mut().find(|f| f.class == class) {
             Some(found) => found.count += 1,
@@ -376,7 +424,7 @@ pub fn judge(records: &[Record]) -> Result<Judged, String> {
     };
     let unknown = (records.iter())
         .filter(|r| matches!(r, Record::Deduct { answer, .. } if *answer == DeductAnswer::Unknown));
-    Ok(Judged {
+    let judged = Judged {
         verdict: verdict.into(),
         operations: records.iter().filter(|r| r.interval().is_some()).count(),
         products,
@@ -389,8 +437,10 @@ pub fn judge(records: &[Record]) -> Result<Judged, String> {
             .count(),
         anomalies,
         file: None,
+        page: None,
         check_ms: started.elapsed().as_secs_f64() * 1e3,
-    })
+    };
+    Ok((judged, every))
 }
 
 /// A section's name as a file name's part: lower case, letters and digits, the rest

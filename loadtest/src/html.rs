@@ -273,7 +273,8 @@ pub fn history_cell(history: Option<&crate::history::Judged>) -> String {
             escape(&history.anomalies_text())
         );
     }
-    match history.and_then(|h| h.file.as_ref()) {
+    // The picture of a failing history, else the history itself.
+    match history.and_then(|h| h.page.as_ref().or(h.file.as_ref())) {
         Some(file) => format!(
             "<td class=\"{class}\"><a href=\"{}\">{text}</a></td>",
             escape(file)

@@ -33,6 +33,8 @@ pub struct Runner {
     /// The folder each run's history is written to (`<section>.<strategy>.jsonl`,
     /// numbered from the second run of one setup), if any; every run is judged either way.
     pub histories: Option<std::path::PathBuf>,
+    /// Whether each run's history is built and checked (on unless told otherwise).
+    pub histories_checked: bool,
     /// Runs per history name so far (the runner's own count).
     pub written: std::sync::Mutex<std::collections::BTreeMap<String, u32>>,
 }
@@ -57,6 +59,7 @@ impl Runner {
             processes: Vec::new(),
             redis_url: None,
             histories: None,
+            histories_checked: true,
             written: Default::default(),
         }
     }
@@ -187,9 +190,11 @@ impl Runner {
         )
         .await?;
         let mut row = Row::new(plan, self.bases.len(), &fired, verdict);
-        let mut judged = self.judge(plan, &fired, &load.id_prefix).await?;
-        judged.add_ledger(&row.verdict);
-        row.history = Some(judged);
+        if self.histories_checked {
+            let mut judged = self.judge(plan, &fired, &load.id_prefix).await?;
+            judged.add_ledger(&row.verdict);
+            row.history = Some(judged);
+        }
         // CPU per sale, until every sale was recorded (the drain included).
         let sales = fired.count(&engine::Outcome::Sold) as f64;
         if sales > 0.0 {

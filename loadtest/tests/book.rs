@@ -690,7 +690,7 @@ fn assert_no_typed_figure(
 /// evidence): moved with the rest. Every other string names something (an id, a
 /// section, a load, a colour, a version) and stays as it is, so the moved data names
 /// the same pages and rows.
-const TEXTS_WITH_FIGURES: &[&str] = &["why", "evidence", "explanation", "load"];
+const TEXTS_WITH_FIGURES: &[&str] = &["why", "evidence", "explanation", "load", "says"];
 
 /// String fields that describe the setup (a scenario, a section, a mode): left as
 /// they are, and their numbers count as settings.

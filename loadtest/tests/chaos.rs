@@ -79,7 +79,10 @@ async fn frozen_holder_loses_updates_unless_fenced() {
         history.clone()
     };
     let seen = overlap(&unfenced, "both wrote");
-    assert!(seen.anomalies.iter().any(|f| f.class == "lost update"), "{seen:?}");
+    assert!(
+        seen.anomalies.iter().any(|f| f.class == "lost update"),
+        "{seen:?}"
+    );
 
     let fenced = run(
         &mut lab,

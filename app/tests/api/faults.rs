@@ -197,8 +197,8 @@ async fn through_sentinel(ha: &testbed::RedisHa, min_replicas: u32) -> crate::he
     app
 }
 
-/// Deducts through `strategy` until an answer is not `backend_unavailable` (the
-/// service following the failover), for up to 10 s.
+/// Deducts through `strategy` until an answer is neither `backend_unavailable` nor
+/// `outcome_unknown` (the service following the failover), for up to 10 s.
 async fn deduct_through_failover(
     app: &crate::helpers::TestApp,
     strategy: &str,
@@ -208,7 +208,9 @@ async fn deduct_through_failover(
         let response = app.deduct(strategy, &body).await;
         let status = response.status();
         let answer: Value = response.json().await.unwrap();
-        if answer["error"] != "backend_unavailable" {
+        // Unavailable, or sent to the dead primary with no answer (`outcome_unknown`):
+        // asked again with the same request id, as the API says.
+        if answer["error"] != "backend_unavailable" && answer["error"] != "outcome_unknown" {
             return (status, answer);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -22,7 +22,8 @@
 //! - the data pages, one file per data file or section: [`run`] (machine.json),
 //!   [`demo`] (the demo's load sections), [`flash`] (its flash sale), [`overload`] (its
 //!   past-capacity runs and the flood), [`chaos`] (the fault grid), [`sweep`] and
-//!   [`distance`], [`bench`] (the lock library's benchmark), [`strategies`] (the
+//!   [`distance`], [`bench`] (the lock library's benchmark), [`checking`] (the
+//!   histories' verdicts and a real example of each anomaly), [`strategies`] (the
 //!   matrix and one page per strategy, from the demo and the grid together).
 //! - the reference pages: [`reference`] (`--help`, `GET /strategies`, `/metrics`),
 //!   [`api`] (the HTTP API from the OpenAPI document), [`prometheus`] (the scrape's
@@ -31,6 +32,7 @@
 pub mod api;
 pub mod bench;
 pub mod chaos;
+pub mod checking;
 pub mod demo;
 pub mod distance;
 pub mod flash;
@@ -259,6 +261,7 @@ pub fn figures(data: &Data) -> Pages {
     if let Some(bench) = &data.bench {
         bench::pages(bench, &mut pages, &mut facts);
     }
+    checking::pages(data, &mut pages);
     strategies::pages(data, &mut pages);
     if let Some(matrix) = strategies::matrix_page(data) {
         pages.insert("matrix.md".to_string(), matrix);

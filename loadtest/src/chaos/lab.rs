@@ -340,11 +340,12 @@ impl Lab {
             .filter_map(|i| i.lock_log.clone())
             .collect();
         records.extend(crate::history::holds(&logs, &load_prefix));
-        let file = format!(
-            "{}.{}.jsonl",
-            spec.scenario.id(),
-            cell_name(&spec.strategy, spec.fencing).replace(' ', "-")
-        );
+        let fencing = match spec.fencing {
+            Some(true) => ".fenced",
+            Some(false) => ".unfenced",
+            None => "",
+        };
+        let file = format!("{}.{}{fencing}.jsonl", spec.scenario.id(), spec.strategy);
         let mut judged =
             crate::history::judge_and_write(records, self.histories.as_deref(), &file).await?;
         judged.add_ledger(&verdict);

@@ -50,6 +50,19 @@ pub enum Class {
 }
 
 impl Class {
+    /// Every class, in the order a report lists them.
+    pub const ALL: [Class; 9] = [
+        Class::Oversold,
+        Class::LostUpdate,
+        Class::AcknowledgedNotRecorded,
+        Class::FailedButRecorded,
+        Class::DoubleSale,
+        Class::FalseSoldOut,
+        Class::StaleRead,
+        Class::LockOverlap,
+        Class::NotLinearizable,
+    ];
+
     /// Its name in a report: `false sold-out`, `double sale`, ...
     pub fn name(self) -> &'static str {
         match self {
@@ -99,18 +112,19 @@ pub fn find(records: &[Record]) -> Vec<Anomaly> {
 
 /// Two holders of one key at once.
 fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
-    use super::model::OPEN;
     let mut by_key: BTreeMap<&str, Vec<(usize, &str, u64, u64)>> = BTreeMap::new();
     for (i, record) in records.iter().enumerate() {
+        // A hold never released (its process died) proves nothing: when it stopped
+        // believing is not known.
         if let Record::Hold {
             request_id,
             key,
             from_us,
-            until_us,
+            until_us: Some(until_us),
             ..
         } = record
         {
-            let held = (i, request_id.as_str(), *from_us, until_us.unwrap_or(OPEN));
+            let held = (i, request_id.as_str(), *from_us, *until_us);
             by_key.entry(key).or_default().push(held);
         }
     }
@@ -131,7 +145,10 @@ fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
             let Some(second) = during.first() else {
                 continue;
             };
-            let both = second.3.min(first.3) - second.2;
+            // From the first other holder's grant until this one let go (or the last
+            // other let go, if that came first).
+            let last = during.iter().map(|h| h.3).max().unwrap_or(second.3);
+            let both = last.min(first.3) - second.2;
             let stale_wrote = written(first.1);
             let product = key.rsplit(':').next().and_then(|p| p.parse().ok());
             found.push(Anomaly {
@@ -139,7 +156,7 @@ fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
                 products: product.into_iter().collect(),
                 ops: [first.0, second.0].into_iter().chain(stale_wrote).collect(),
                 says: format!(
-                    "{key} held by {} while {} other holder(s) took it ({} first, both holding it for {:.0} ms); {}",
+                    "{key} held by {} while {} other holder(s) took it ({} first), for {:.0} ms; {}",
                     first.1,
                     during.len(),
                     second.1,

@@ -101,13 +101,16 @@ pub struct Part {
     /// When each operation was sent, and when answered ([`OPEN`]: unknown outcome).
     pub calls: Vec<u64>,
     pub returns: Vec<u64>,
+    /// Each operation's record: its index in the history.
+    pub records: Vec<usize>,
 }
 
 /// Cuts a history into its independent parts.
 pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
     let mut stock = BTreeMap::new();
-    let mut ops = Vec::new();
-    for record in records {
+    // Each operation with its index in the history.
+    let mut ops: Vec<(usize, &Record)> = Vec::new();
+    for (index, record) in records.iter().enumerate() {
         match record {
             Record::Init {
                 product_id,
@@ -129,7 +132,7 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
             Record::Read { stock: None, .. } | Record::Hold { .. } => {}
             other => {
                 well_formed(other)?;
-                ops.push(other)
+                ops.push((index, other))
             }
         }
     }
@@ -145,7 +148,7 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
         p
     }
     let mut first_of_id: BTreeMap<&str, i64> = BTreeMap::new();
-    for op in &ops {
+    for &(_, op) in &ops {
         let mut products = products_of(op);
         for p in &products {
             if !parent.contains_key(p) {
@@ -160,13 +163,15 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
             parent.insert(a, b);
         }
     }
-    let mut parts: BTreeMap<i64, (Vec<i64>, Vec<&Record>)> = BTreeMap::new();
+    // Per part (by its root product): its products, its operations.
+    type Ops<'a> = Vec<(usize, &'a Record)>;
+    let mut parts: BTreeMap<i64, (Vec<i64>, Ops)> = BTreeMap::new();
     for &p in stock.keys() {
         let r = root(&mut parent, p);
         parts.entry(r).or_default().0.push(p);
     }
     for op in ops {
-        let r = root(&mut parent, products_of(op)[0]);
+        let r = root(&mut parent, products_of(op.1)[0]);
         parts
             .get_mut(&r)
             .expect("every product has a part")
@@ -212,17 +217,17 @@ fn products_of(record: &Record) -> Vec<i64> {
     }
 }
 
-fn build(products: Vec<i64>, records: &[&Record], stock: &BTreeMap<i64, i64>) -> Part {
+fn build(products: Vec<i64>, records: &[(usize, &Record)], stock: &BTreeMap<i64, i64>) -> Part {
     let index = |p: i64| products.iter().position(|&q| q == p).expect("in the part");
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for record in records {
+    for (_, record) in records {
         if let Record::Deduct { request_id, .. } = record {
             *seen.entry(request_id).or_default() += 1;
         }
     }
     let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut ops, mut calls, mut returns) = (Vec::new(), Vec::new(), Vec::new());
-    for record in records {
+    for (_, record) in records {
         let op = match record {
             Record::Deduct {
                 request_id,
@@ -281,5 +286,6 @@ fn build(products: Vec<i64>, records: &[&Record], stock: &BTreeMap<i64, i64>) ->
         ops,
         calls,
         returns,
+        records: records.iter().map(|(index, _)| *index).collect(),
     }
 }

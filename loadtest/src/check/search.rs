@@ -47,6 +47,27 @@ struct Level {
 /// operation answered before another was sent comes first) and that the model
 /// accepts, for at most `budget`.
 pub fn linearizable(part: &Part, budget: Duration) -> Outcome {
+    run(part, budget, None).0
+}
+
+/// The longest order of `part`'s operations the search found (all of them when the
+/// part is linearizable; where it stuck otherwise), as operation indices: the search
+/// runs twice, the second time stopping when it first reaches the first's depth.
+pub fn longest_order(part: &Part, budget: Duration) -> Vec<usize> {
+    let (_, deepest, order) = run(part, budget, None);
+    match order {
+        Some(order) => order,
+        None => run(part, budget, Some(deepest)).2.unwrap_or_default(),
+    }
+}
+
+/// The search: its outcome, the most operations it put in one order, and that order
+/// when it was asked to stop at `stop_at` operations or found them all.
+fn run(
+    part: &Part,
+    budget: Duration,
+    stop_at: Option<usize>,
+) -> (Outcome, usize, Option<Vec<usize>>) {
     let n = part.ops.len();
     // Entries in time order; at the same instant calls first (overlapping, not before).
     let mut entries: Vec<(u64, u8, Entry)> = (0..n)
@@ -109,16 +130,22 @@ pub fn linearizable(part: &Part, budget: Duration) -> Outcome {
         came_by: None,
     }];
     let mut steps = 0u64;
+    let mut deepest = 0;
+    let order = |levels: &[Level]| -> Vec<usize> {
+        (levels.iter())
+            .filter_map(|l| l.came_by.as_ref().map(|(call, _)| entries[*call].op))
+            .collect()
+    };
     while next[head] != head {
         steps += 1;
         if steps.is_multiple_of(4096) && started.elapsed() > budget {
-            return Outcome::Unknown;
+            return (Outcome::Unknown, deepest, None);
         }
         let level = levels.last_mut().expect("the first level stays");
         let Some(&call) = level.candidates.get(level.next) else {
             // Every candidate tried: undo the lift that led here.
             let Some((call, before)) = levels.pop().and_then(|l| l.came_by) else {
-                return Outcome::NotLinearizable;
+                return (Outcome::NotLinearizable, deepest, None);
             };
             let op = entries[call].op;
             state = before;
@@ -145,8 +172,12 @@ pub fn linearizable(part: &Part, budget: Duration) -> Outcome {
             next: 0,
             came_by: Some((call, before)),
         });
+        deepest = deepest.max(levels.len() - 1);
+        if stop_at == Some(levels.len() - 1) {
+            return (Outcome::NotLinearizable, deepest, Some(order(&levels)));
+        }
     }
-    Outcome::Linearizable
+    (Outcome::Linearizable, deepest, Some(order(&levels)))
 }
 
 /// The exact test for a part of one product with deductions only (no restock, no read,

@@ -608,7 +608,10 @@ fn a_lock_overlap_is_seen_and_said_fenced_or_not() {
     // Fenced, the stale holder's write is refused (`lock_lost`, a definite failure).
     let stale = |recorded| {
         let answer = if recorded { Sold } else { DeductAnswer::Failed };
-        settled(deduct("a", &[(1, 1)], (0, Some(50)), answer), Some(recorded))
+        settled(
+            deduct("a", &[(1, 1)], (0, Some(50)), answer),
+            Some(recorded),
+        )
     };
     let history = |recorded| {
         vec![
@@ -625,8 +628,15 @@ fn a_lock_overlap_is_seen_and_said_fenced_or_not() {
         let found = find(&history(recorded));
         assert_eq!(found.len(), 1, "{found:#?}");
         assert_eq!(found[0].class, Class::LockOverlap);
-        assert_eq!(found[0].ops, if recorded { vec![2, 3, 1] } else { vec![2, 3] });
-        assert!(found[0].says.contains("2 other holder(s)"), "{}", found[0].says);
+        assert_eq!(
+            found[0].ops,
+            if recorded { vec![2, 3, 1] } else { vec![2, 3] }
+        );
+        assert!(
+            found[0].says.contains("2 other holder(s)"),
+            "{}",
+            found[0].says
+        );
         assert!(found[0].says.contains(says), "{}", found[0].says);
     }
 }

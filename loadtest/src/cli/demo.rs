@@ -195,6 +195,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     let histories = super::histories(args.load.json.as_deref(), "demo")?;
     let runner_on = |instances: &[Instance]| Runner {
         histories: Some(histories.clone()),
+        histories_checked: !args.load.no_history,
         live: live.clone(),
         network: network.clone(),
         processes: loadtest::lab::processes(instances, &server_pids),

@@ -70,6 +70,10 @@ pub struct LoadArgs {
     /// The units of the restock during the load (with --restock-after).
     #[arg(long, requires = "restock_after")]
     pub restock_to: Option<i64>,
+    /// Neither build, check nor write the runs' histories (what recording costs is
+    /// measured with and without it; the verdicts then come from the ledger alone).
+    #[arg(long)]
+    pub no_history: bool,
     /// Write the JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -257,9 +257,15 @@ impl Strategy for RedisStock {
             let reply: Vec<Value> = match call.invoke_async(&mut conn).await {
                 Ok(reply) => reply,
                 Err(e) => {
-                    // After a failover the next request goes to the new primary (this
-                    // one's outcome is not known: a retry with its id finds out).
+                    // After a failover the next request goes to the new primary.
                     primary.follow(&e, generation).await;
+                    // Sent, then the connection broke: the script may have sold (a
+                    // retry with its id finds out); refused or answered with an error,
+                    // it did not run.
+                    let sent = e.is_io_error() || e.is_timeout() || e.is_connection_dropped();
+                    if sent && !e.is_connection_refusal() {
+                        return Err(DeductError::OutcomeUnknown(format!("redis: {e}")));
+                    }
                     return Err(unavailable(e));
                 }
             };

@@ -1,0 +1,170 @@
+//! What the history checker costs: histories generated as a correct stock counter
+//! would answer them (each operation taking effect at a random instant of its
+//! interval), checked whole by `loadtest::check::check`.
+//!
+//! - `hot-product`: 20,000 operations on one product, 256 in flight, with reads and
+//!   restocks among the deductions (the search's case, not the O(n log n) test's);
+//! - `100-products`: 20,000 operations over 100 products, a tenth of the orders for two
+//!   products at once (independent parts, joined by those orders);
+//! - `failing`: the hot product's history with one refusal turned into a sale, which no
+//!   order explains.
+//!
+//! Each is checked with the runs' budget per part; a check that ran out of it would be
+//! "undecided", and the bench says how many did. Memory: `loadtest check` on the
+//! same histories written out (`LOADTEST_BENCH_WRITE=dir`), under `/usr/bin/time -v`.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use loadtest::check::history::{DeductAnswer, Item, Record, RestockAnswer};
+use loadtest::check::{Verdict, check};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::time::Duration;
+
+/// Operations per history and in flight at once.
+const OPERATIONS: usize = 20_000;
+const IN_FLIGHT: u64 = 256;
+
+/// A history of `OPERATIONS` operations on `products` products (`multi`: the share of
+/// orders for two), `reads` and `restocks` the shares of those, as one correct counter
+/// answers them: each operation sent at its slot, lasting up to `IN_FLIGHT` slots,
+/// taking effect at a random instant between.
+fn history(seed: u64, products: i64, multi: f64, reads: f64, restocks: f64) -> Vec<Record> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut stock: Vec<i64> = (0..products).map(|_| 2_000).collect();
+    let mut history: Vec<Record> = (0..products)
+        .map(|p| Record::Init {
+            product_id: p + 1,
+            stock: stock[p as usize],
+        })
+        .collect();
+    // (effect instant, operation) for every operation, then applied in that order.
+    let mut ops: Vec<(u64, Record)> = Vec::with_capacity(OPERATIONS);
+    for i in 0..OPERATIONS as u64 {
+        let sent = i * 10;
+        let answered = sent + rng.random_range(1..IN_FLIGHT * 10);
+        let effect = rng.random_range(sent..=answered);
+        let product = rng.random_range(1..=products);
+        let kind: f64 = rng.random();
+        let record = if kind < reads {
+            Record::Read {
+                client: i,
+                product_id: product,
+                sent_us: sent,
+                answered_us: Some(answered),
+                stock: None,
+            }
+        } else if kind < reads + restocks {
+            Record::Restock {
+                client: i,
+                product_id: product,
+                stock: rng.random_range(0..2_000),
+                sent_us: sent,
+                answered_us: Some(answered),
+                answer: RestockAnswer::Done,
+            }
+        } else {
+            let mut items = vec![Item {
+                product_id: product,
+                quantity: 1,
+            }];
+            if products > 1 && rng.random_bool(multi) {
+                items.push(Item {
+                    product_id: product % products + 1,
+                    quantity: 1,
+                });
+            }
+            Record::Deduct {
+                client: i,
+                request_id: format!("r{i}"),
+                items,
+                sent_us: sent,
+                answered_us: Some(answered),
+                answer: DeductAnswer::Refused,
+                recorded: None,
+            }
+        };
+        ops.push((effect, record));
+    }
+    ops.sort_by_key(|(effect, _)| *effect);
+    for (_, record) in &mut ops {
+        match record {
+            Record::Read {
+                product_id,
+                stock: s,
+                ..
+            } => *s = Some(stock[(*product_id - 1) as usize]),
+            Record::Restock {
+                product_id,
+                stock: s,
+                ..
+            } => stock[(*product_id - 1) as usize] = *s,
+            Record::Deduct { items, answer, .. } => {
+                if items
+                    .iter()
+                    .all(|i| stock[(i.product_id - 1) as usize] >= 1)
+                {
+                    for i in items.iter() {
+                        stock[(i.product_id - 1) as usize] -= 1;
+                    }
+                    *answer = DeductAnswer::Sold;
+                }
+            }
+            Record::Init { .. } | Record::Hold { .. } => {}
+        }
+    }
+    history.extend(ops.into_iter().map(|(_, r)| r));
+    history
+}
+
+/// The hot product's history with its last refusal answered as a sale instead.
+fn failing(mut history: Vec<Record>) -> Vec<Record> {
+    let refusal = (history.iter_mut()).rev().find_map(|r| match r {
+        Record::Deduct { answer, .. } if *answer == DeductAnswer::Refused => Some(answer),
+        _ => None,
+    });
+    *refusal.expect("a refusal to change") = DeductAnswer::Sold;
+    history
+}
+
+fn bench(c: &mut Criterion) {
+    let budget = loadtest::history::BUDGET;
+    let cases = [
+        ("hot-product", history(1, 1, 0.0, 0.1, 0.001), true),
+        ("100-products", history(2, 100, 0.1, 0.1, 0.001), true),
+        ("failing", failing(history(1, 1, 0.0, 0.1, 0.001)), false),
+    ];
+    if let Some(dir) = std::env::var_os("LOADTEST_BENCH_WRITE") {
+        for (name, records, _) in &cases {
+            let path = std::path::Path::new(&dir).join(format!("{name}.jsonl"));
+            loadtest::history::write(&path, records).expect("written");
+        }
+    }
+    let mut group = c.benchmark_group("check");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    for (name, records, valid) in &cases {
+        let verdict = check(records, budget).expect("well-formed");
+        let undecided = matches!(verdict, Verdict::Unknown { .. });
+        println!(
+            "check/{name}: {} records, {}; budget hit: {}",
+            records.len(),
+            match verdict {
+                Verdict::Linearizable => "linearizable",
+                Verdict::NotLinearizable { .. } => "not linearizable",
+                Verdict::Unknown { .. } => "undecided",
+            },
+            if undecided { "yes" } else { "no" }
+        );
+        assert_eq!(
+            matches!(check(records, budget), Ok(Verdict::Linearizable)),
+            *valid,
+            "{name}"
+        );
+        group.bench_function(*name, |b| b.iter(|| check(records, budget)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

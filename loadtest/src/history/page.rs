@@ -1,0 +1,281 @@
+//! A picture of a history that failed: a self-contained HTML page (no script from a
+//! network, no font, no CDN) with one lane per client, each operation a bar from its
+//! request to its answer, the locks as their holders logged them on lanes of their own
+//! (one per key), the proving operations of each anomaly outlined, and the operations
+//! the search could put in order before it stuck shaded. Hovering a bar shows the
+//! operation, its times and, for a deduction, the units the product had left before
+//! and after it in the order found (where the search found one that far).
+
+use crate::check::classes::Anomaly;
+use crate::check::history::{DeductAnswer, Record, RestockAnswer};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// Height of a lane, its bar, and the width of the drawing, in pixels.
+const LANE: f64 = 9.0;
+const BAR: f64 = 6.0;
+const WIDTH: f64 = 1800.0;
+/// Left margin for the lane names.
+const LEFT: f64 = 150.0;
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The page for `records` (a history), its `anomalies`, and the operations the search
+/// put in order (`ordered`: record index and the stock of each product of its part
+/// after it, in order), titled `title`.
+pub fn render(
+    title: &str,
+    records: &[Record],
+    anomalies: &[Anomaly],
+    ordered: &[(usize, Vec<(i64, i64)>)],
+) -> String {
+    // The time axis: from the first request to the last answer (or request).
+    let times: Vec<u64> = (records.iter())
+        .flat_map(|r| match r {
+            Record::Hold {
+                from_us, until_us, ..
+            } => vec![Some(*from_us), *until_us],
+            other => match other.interval() {
+                Some((sent, answered)) => vec![Some(sent), answered],
+                None => Vec::new(),
+            },
+        })
+        .flatten()
+        .collect();
+    let (start, end) = match (times.iter().min(), times.iter().max()) {
+        (Some(&s), Some(&e)) if e > s => (s, e),
+        (Some(&s), _) => (s, s + 1),
+        _ => (0, 1),
+    };
+    let x = |t: u64| LEFT + (t.saturating_sub(start)) as f64 / (end - start) as f64 * WIDTH;
+    let ms = |t: u64| (t.saturating_sub(start)) as f64 / 1000.0;
+
+    let proving: BTreeMap<usize, Vec<&str>> = {
+        let mut by_op: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+        for a in anomalies {
+            for op in &a.ops {
+                by_op.entry(*op).or_default().push(a.class.name());
+            }
+        }
+        by_op
+    };
+    // Stock before and after each operation in the order found, per product.
+    let mut before_after: BTreeMap<usize, String> = BTreeMap::new();
+    let mut last: BTreeMap<i64, i64> = (records.iter())
+        .filter_map(|r| match r {
+            Record::Init { product_id, stock } => Some((*product_id, *stock)),
+            _ => None,
+        })
+        .collect();
+    for (op, after) in ordered {
+        let text: Vec<String> = (after.iter())
+            .map(|(p, s)| format!("product {p}: {} -> {s}", last.get(p).copied().unwrap_or(0)))
+            .collect();
+        for (p, s) in after {
+            last.insert(*p, *s);
+        }
+        before_after.insert(*op, text.join("; "));
+    }
+    let ordered: BTreeSet<usize> = ordered.iter().map(|(op, _)| *op).collect();
+
+    // Lanes: clients in order, then one per lock key.
+    let mut lanes: BTreeMap<String, usize> = BTreeMap::new();
+    let lane_of = |name: String, lanes: &mut BTreeMap<String, usize>| {
+        let next = lanes.len();
+        *lanes.entry(name).or_insert(next)
+    };
+    let mut bars = String::new();
+    for (i, record) in records.iter().enumerate() {
+        let (lane, from, until, fill, what) = match record {
+            Record::Deduct {
+                client,
+                request_id,
+                items,
+                sent_us,
+                answered_us,
+                answer,
+                recorded,
+            } => {
+                let fill = match answer {
+                    DeductAnswer::Sold => "#2e7d32",
+                    DeductAnswer::Duplicate => "#1565c0",
+                    DeductAnswer::Refused => "#9e9e9e",
+                    DeductAnswer::Failed => "#ef6c00",
+                    DeductAnswer::Unknown => "#6a1b9a",
+                };
+                let items: Vec<String> = (items.iter())
+                    .map(|it| format!("{} x product {}", it.quantity, it.product_id))
+                    .collect();
+                let what = format!(
+                    "deduct {request_id}: {}; answered {answer:?}{}",
+                    items.join(", "),
+                    match recorded {
+                        Some(true) => ", in the ledger",
+                        Some(false) => ", not in the ledger",
+                        None => "",
+                    }
+                );
+                (
+                    lane_of(format!("client {client:>5}"), &mut lanes),
+                    *sent_us,
+                    *answered_us,
+                    fill,
+                    what,
+                )
+            }
+            Record::Restock {
+                client,
+                product_id,
+                stock,
+                sent_us,
+                answered_us,
+                answer,
+            } => (
+                lane_of(format!("client {client:>5}"), &mut lanes),
+                *sent_us,
+                *answered_us,
+                "#000000",
+                format!(
+                    "restock product {product_id} to {stock}{}",
+                    if *answer == RestockAnswer::Unknown {
+                        " (no answer)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            Record::Read {
+                client,
+                product_id,
+                sent_us,
+                answered_us,
+                stock,
+            } => (
+                lane_of(format!("client {client:>5}"), &mut lanes),
+                *sent_us,
+                *answered_us,
+                "#00838f",
+                format!(
+                    "read product {product_id}: {}",
+                    stock.map_or("no answer".to_string(), |s| format!("{s} left"))
+                ),
+            ),
+            Record::Hold {
+                request_id,
+                key,
+                token,
+                from_us,
+                until_us,
+                lost,
+            } => (
+                lane_of(format!("lock {key} {request_id}"), &mut lanes),
+                *from_us,
+                *until_us,
+                "#5d4037",
+                format!(
+                    "{key} held by {request_id}{}{}",
+                    token.map_or(String::new(), |t| format!(", token {t}")),
+                    if *lost {
+                        ", until it learned it was lost"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            Record::Init { .. } => continue,
+        };
+        let y = 30.0 + lane as f64 * LANE;
+        let (x0, x1) = (x(from), until.map_or(LEFT + WIDTH, x));
+        let width = (x1 - x0).max(1.0);
+        let classes = proving.get(&i);
+        let stroke = match classes {
+            Some(_) => " stroke=\"#d50000\" stroke-width=\"2\"",
+            None => "",
+        };
+        let opacity = if until.is_none() {
+            " fill-opacity=\"0.35\""
+        } else {
+            ""
+        };
+        let mut tip = format!(
+            "line {}: {what}\nsent +{:.3} ms, {}",
+            i + 1,
+            ms(from),
+            until.map_or("never answered".to_string(), |u| format!(
+                "answered +{:.3} ms",
+                ms(u)
+            ))
+        );
+        if let Some(stock) = before_after.get(&i) {
+            let _ = write!(tip, "\nin the order found: {stock}");
+        }
+        if let Some(classes) = classes {
+            let _ = write!(tip, "\nproves: {}", classes.join(", "));
+        }
+        let _ = writeln!(
+            bars,
+            "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{width:.1}\" height=\"{BAR}\" fill=\"{fill}\"{opacity}{stroke}><title>{}</title></rect>",
+            escape(&tip)
+        );
+        if ordered.contains(&i) {
+            let _ = writeln!(
+                bars,
+                "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{width:.1}\" height=\"1.5\" fill=\"#ffd600\"/>",
+                y + BAR
+            );
+        }
+    }
+    let height = 40.0 + lanes.len() as f64 * LANE;
+    let mut names = String::new();
+    for (name, lane) in &lanes {
+        let _ = writeln!(
+            names,
+            "<text x=\"4\" y=\"{:.1}\" font-size=\"8\">{}</text>",
+            30.0 + *lane as f64 * LANE + BAR,
+            escape(name)
+        );
+    }
+    let mut found = String::new();
+    for a in anomalies.iter().take(50) {
+        let lines: Vec<String> = a.ops.iter().map(|i| (i + 1).to_string()).collect();
+        let _ = writeln!(
+            found,
+            "<li><b>{}</b>: {} (lines {})</li>",
+            a.class.name(),
+            escape(&a.says),
+            lines.join(", ")
+        );
+    }
+    if anomalies.len() > 50 {
+        let _ = writeln!(found, "<li>and {} more</li>", anomalies.len() - 50);
+    }
+    format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{title}</title>\
+         <style>body{{font-family:sans-serif;margin:1em}} .scroll{{overflow:auto;border:1px solid #ccc}} \
+         .key span{{display:inline-block;width:1em;height:0.7em;margin:0 0.3em 0 1em}}</style></head><body>\
+         <h1>{title}</h1>\
+         <p>One lane per client (a sequential process), each operation a bar from its request to its answer \
+         (faded to the right edge: never answered); the locks as their holders logged them, one lane per key and \
+         holder. Outlined in red: the operations that prove an anomaly. Underlined in yellow: the operations the \
+         search put in one order before no order could go on. Hover a bar for the operation, its times and the \
+         stock before and after it in that order.</p>\
+         <p class=\"key\"><span style=\"background:#2e7d32\"></span>sold<span style=\"background:#1565c0\"></span>duplicate\
+         <span style=\"background:#9e9e9e\"></span>refused<span style=\"background:#ef6c00\"></span>failed\
+         <span style=\"background:#6a1b9a\"></span>unknown<span style=\"background:#00838f\"></span>read\
+         <span style=\"background:#000\"></span>restock<span style=\"background:#5d4037\"></span>lock held</p>\
+         <ul>{found}</ul>\
+         <div class=\"scroll\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{height:.0}\">\
+         <text x=\"{LEFT}\" y=\"14\" font-size=\"10\">+0 ms</text>\
+         <text x=\"{right:.0}\" y=\"14\" font-size=\"10\" text-anchor=\"end\">+{total:.1} ms</text>\
+         {names}{bars}</svg></div></body></html>",
+        title = escape(title),
+        w = LEFT + WIDTH + 10.0,
+        right = LEFT + WIDTH,
+        total = ms(end),
+    )
+}
