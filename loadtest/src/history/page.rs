@@ -270,12 +270,13 @@ pub fn render(
          <span style=\"background:#000\"></span>restock<span style=\"background:#5d4037\"></span>lock held</p>\
          <ul>{found}</ul>\
          <div class=\"scroll\"><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{height:.0}\">\
-         <text x=\"{LEFT}\" y=\"14\" font-size=\"10\">+0 ms</text>\
+         <text x=\"{LEFT}\" y=\"14\" font-size=\"10\">+{first:.1} ms</text>\
          <text x=\"{right:.0}\" y=\"14\" font-size=\"10\" text-anchor=\"end\">+{total:.1} ms</text>\
          {names}{bars}</svg></div></body></html>",
         title = escape(title),
         w = LEFT + WIDTH + 10.0,
         right = LEFT + WIDTH,
+        first = ms(start),
         total = ms(end),
     )
 }
