@@ -169,5 +169,10 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group! {
+    name = benches;
+    // No plots: this machine has no fonts for them, and the figures are the point.
+    config = Criterion::default().without_plots();
+    targets = bench
+}
 criterion_main!(benches);
