@@ -137,20 +137,20 @@ pub async fn recorded(db: &MySqlPool, prefix: &str) -> sqlx::Result<HashSet<Stri
 
 /// What a deduction's answer says for the checker: sold, a duplicate, refused, a
 /// definite failure (by the API's contract nothing changed: `busy`, `lock_lost`,
-/// `backend_unavailable`, a 429 or another 4xx, a request that never left), or unknown
-/// (no answer, `outcome_unknown`, or a 5xx the contract says nothing about).
+/// `backend_unavailable`, a 429 or another 4xx, a 500, a request that never left), or
+/// unknown (no answer, `outcome_unknown`).
 pub fn answer_of(answer: &Answer) -> DeductAnswer {
     match &answer.outcome {
         Outcome::Sold if answer.duplicate => DeductAnswer::Duplicate,
         Outcome::Sold => DeductAnswer::Sold,
         Outcome::SoldOut => DeductAnswer::Refused,
         outcome if outcome.is_unknown() => DeductAnswer::Unknown,
-        Outcome::ServerError => DeductAnswer::Unknown,
         Outcome::Unavailable(_)
         | Outcome::Overloaded
         | Outcome::ClientError
-        | Outcome::Unreachable
-        | Outcome::Transport => DeductAnswer::Failed,
+        | Outcome::ServerError
+        | Outcome::Unreachable => DeductAnswer::Failed,
+        Outcome::Transport => unreachable!("a transport error's outcome is unknown"),
     }
 }
 

@@ -146,6 +146,7 @@ impl Row {
             (_, _, false) if self.verdict.missing_acknowledged > 0 => {
                 "UNEXPECTED: acknowledged sales missing from the ledger"
             }
+            (Expect::Safe, false, false) => "UNEXPECTED: answers no order explains",
             (Expect::Safe, false, _) => "safe",
             (Expect::Safe, true, _) => "UNEXPECTED: OVERSOLD",
             (Expect::Oversells, true, _) => "oversold, as expected",

@@ -78,7 +78,7 @@ async fn frozen_holder_loses_updates_unless_fenced() {
         assert!(found.says.contains(fenced), "{}", found.says);
         history.clone()
     };
-    let seen = overlap(&unfenced, "both wrote");
+    let seen = overlap(&unfenced, "in the ledger too: both wrote");
     assert!(
         seen.anomalies.iter().any(|f| f.class == "lost update"),
         "{seen:?}"
@@ -93,7 +93,7 @@ async fn frozen_holder_loses_updates_unless_fenced() {
     assert_eq!((fenced.lost_updates, fenced.beyond_stock), (0, 0));
     assert!(fenced.refused >= 1);
     // The same overlap, the fence's refusal, and every answer explained.
-    let seen = overlap(&fenced, "the fence refused it");
+    let seen = overlap(&fenced, "not in the ledger: it wrote nothing");
     assert!(seen.is_linearizable(), "{seen:?}");
     // B's buyers got the lock once the lease (400 ms) ran out, long before the
     // freeze (1200 ms) ended.

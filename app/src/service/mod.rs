@@ -201,7 +201,7 @@ impl Service {
         started: Instant,
     ) -> Result<Deducted, ServiceError> {
         let served = strategy.info().name;
-        let result = self.run(strategy, order, knobs).await;
+        let result = self.run(strategy, order, knobs, true).await;
         let outcome = match &result {
             Ok(done) if done.duplicate => "duplicate",
             Ok(_) => "deducted",
@@ -217,11 +217,14 @@ impl Service {
         result
     }
 
+    /// The deduction; `marks`: whether this instance's sold-out marks may answer it
+    /// (not on the one re-run after a mark the database did not bear out).
     async fn run(
         &self,
         strategy: &Arc<dyn Strategy>,
         order: &Order,
         knobs: &Knobs,
+        marks: bool,
     ) -> Result<Deducted, ServiceError> {
         let served = strategy.info().name;
         let products = order.items.iter().map(|item| item.product_id);
@@ -229,6 +232,7 @@ impl Service {
         // expired one request looks again (`looking`) while the others wait for it.
         let (known_sold_out, looking) = match knobs.mistake {
             Some(_) => (None, None),
+            None if !marks => (None, None),
             None => match self.sold_out.find(served, products).await {
                 sold_out::Lookup::Known(known) => (Some(known), None),
                 sold_out::Lookup::LookAgain(looking) => (None, Some(looking)),
@@ -343,12 +347,13 @@ impl Service {
                 ))),
             },
         };
-        // A stale mark: forgotten, and the request runs again from the top (the
-        // strategy, in the admission line), its twin guard let go first.
+        // A stale mark: this strategy's forgotten, and the request runs once more,
+        // without the marks (the strategy, in the admission line), its twin guard let
+        // go first.
         if let Some(product_id) = stale {
-            self.sold_out.forget(product_id);
+            self.sold_out.forget(served, product_id);
             drop(_entered);
-            return Box::pin(self.run(strategy, order, knobs)).await;
+            return Box::pin(self.run(strategy, order, knobs, false)).await;
         }
         // The strategy itself found nothing left: mark the product sold out here.
         if known_sold_out.is_none()

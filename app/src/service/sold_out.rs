@@ -277,13 +277,17 @@ impl SoldOut {
     /// A restock here: `product`'s marks go at once (the other instances' expire
     /// before the restock answers, see the module).
     pub fn restocked(&self, product: i64) {
-        self.forget(product);
-    }
-
-    /// `product`'s marks go (restocked, or found stale: the database had units left).
-    pub fn forget(&self, product: i64) {
         let mut marks = self.marks.lock().expect("sold-out marks poisoned");
         marks.retain(|(_, p), _| *p != product);
+    }
+
+    /// `strategy`'s mark of `product` expires now (found stale: the database had units
+    /// left); its pace and whoever is looking again stay as they are.
+    pub fn forget(&self, strategy: &'static str, product: i64) {
+        let mut marks = self.marks.lock().expect("sold-out marks poisoned");
+        if let Some(mark) = marks.get_mut(&(strategy, product)) {
+            mark.until = Instant::now();
+        }
     }
 }
 

@@ -148,7 +148,7 @@ fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
             // From the first other holder's grant until this one let go (or the last
             // other let go, if that came first).
             let last = during.iter().map(|h| h.3).max().unwrap_or(second.3);
-            let both = last.min(first.3) - second.2;
+            let both = last.min(first.3).saturating_sub(second.2);
             let stale_wrote = written(first.1);
             let product = key.rsplit(':').next().and_then(|p| p.parse().ok());
             found.push(Anomaly {
@@ -162,8 +162,8 @@ fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
                     second.1,
                     both as f64 / 1000.0,
                     match stale_wrote {
-                        Some(_) => "the stale holder's deduction is in the ledger too (unfenced: both wrote)",
-                        None => "the stale holder's deduction is not in the ledger (the fence refused it)",
+                        Some(_) => "the stale holder's deduction is in the ledger too: both wrote",
+                        None => "the stale holder's deduction is not in the ledger: it wrote nothing",
                     }
                 ),
             });

@@ -45,9 +45,16 @@ pub enum Verdict {
 /// no order for where none of them was found, that part as not linearizable.
 pub fn anomalies(records: &[Record], verdict: &Verdict) -> Vec<classes::Anomaly> {
     let mut found = classes::find(records);
+    // The classes that explain why no order exists; the others (a lock overlap, an
+    // answer the ledger contradicts) can come with a linearizable history.
+    use classes::Class::{DoubleSale, FalseSoldOut, Oversold, StaleRead};
+    let explains =
+        |a: &classes::Anomaly| matches!(a.class, Oversold | FalseSoldOut | StaleRead | DoubleSale);
     if let Verdict::NotLinearizable { products } = verdict {
         for part in products {
-            if !(found.iter()).any(|a| a.products.iter().any(|p| part.contains(p))) {
+            let explained =
+                (found.iter()).any(|a| explains(a) && a.products.iter().any(|p| part.contains(p)));
+            if !explained {
                 found.push(classes::Anomaly {
                     class: classes::Class::NotLinearizable,
                     products: part.clone(),

@@ -122,6 +122,7 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
             }
             Record::Deduct {
                 answer: DeductAnswer::Failed,
+                recorded: None | Some(false),
                 ..
             }
             | Record::Deduct {
@@ -245,9 +246,12 @@ fn build(products: Vec<i64>, records: &[(usize, &Record)], stock: &BTreeMap<i64,
                 for item in items {
                     *summed.entry(index(item.product_id)).or_default() += item.quantity;
                 }
-                // An unknown outcome the ledger holds took effect: a sale, whenever.
+                // An unknown outcome, or a failure, that the ledger holds took effect: a
+                // sale, whenever (the failure is named apart: failed but recorded).
                 let answer = match (answer, recorded) {
-                    (DeductAnswer::Unknown, Some(true)) => DeductAnswer::Sold,
+                    (DeductAnswer::Unknown | DeductAnswer::Failed, Some(true)) => {
+                        DeductAnswer::Sold
+                    }
                     _ => *answer,
                 };
                 let items = summed.into_iter().collect();
@@ -270,7 +274,19 @@ fn build(products: Vec<i64>, records: &[(usize, &Record)], stock: &BTreeMap<i64,
             }
         };
         let (sent, answered) = record.interval().expect("an operation");
-        let answered = if record.open() { None } else { answered };
+        let failed_but_recorded = matches!(
+            record,
+            Record::Deduct {
+                answer: DeductAnswer::Failed,
+                recorded: Some(true),
+                ..
+            }
+        );
+        let answered = if record.open() || failed_but_recorded {
+            None
+        } else {
+            answered
+        };
         ops.push(op);
         calls.push(sent);
         // (An answer before its request is refused by `partition`.)

@@ -624,7 +624,7 @@ fn a_lock_overlap_is_seen_and_said_fenced_or_not() {
             hold("d", 46, Some(47)),
         ]
     };
-    for (recorded, says) in [(true, "both wrote"), (false, "the fence refused it")] {
+    for (recorded, says) in [(true, "both wrote"), (false, "it wrote nothing")] {
         let found = find(&history(recorded));
         assert_eq!(found.len(), 1, "{found:#?}");
         assert_eq!(found[0].class, Class::LockOverlap);

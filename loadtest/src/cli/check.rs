@@ -50,7 +50,6 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
                 println!("{name}: {operations} operations: {said}");
                 // Per class: how many, and the first few with their proving lines.
                 let mut classes: Vec<_> = anomalies.iter().map(|a| a.class).collect();
-                classes.dedup();
                 classes.sort();
                 classes.dedup();
                 for class in classes {

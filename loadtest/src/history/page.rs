@@ -2,7 +2,7 @@
 //! network, no font, no CDN) with one lane per client, each operation a bar from its
 //! request to its answer, the locks as their holders logged them on lanes of their own
 //! (one per key), the proving operations of each anomaly outlined, and the operations
-//! the search could put in order before it stuck shaded. Hovering a bar shows the
+//! the search could put in order before it stuck underlined. Hovering a bar shows the
 //! operation, its times and, for a deduction, the units the product had left before
 //! and after it in the order found (where the search found one that far).
 
@@ -17,6 +17,8 @@ const BAR: f64 = 6.0;
 const WIDTH: f64 = 1800.0;
 /// Left margin for the lane names.
 const LEFT: f64 = 150.0;
+/// Anomalies listed per class (each with its proving lines); the rest are counted.
+const SHOWN: usize = 3;
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -240,19 +242,24 @@ pub fn render(
             escape(name)
         );
     }
+    // Per class: how many, and the first few with their proving lines.
     let mut found = String::new();
-    for a in anomalies.iter().take(50) {
-        let lines: Vec<String> = a.ops.iter().map(|i| (i + 1).to_string()).collect();
-        let _ = writeln!(
-            found,
-            "<li><b>{}</b>: {} (lines {})</li>",
-            a.class.name(),
-            escape(&a.says),
-            lines.join(", ")
-        );
-    }
-    if anomalies.len() > 50 {
-        let _ = writeln!(found, "<li>and {} more</li>", anomalies.len() - 50);
+    let mut classes: Vec<_> = anomalies.iter().map(|a| a.class).collect();
+    classes.sort();
+    classes.dedup();
+    for class in classes {
+        let of: Vec<&Anomaly> = anomalies.iter().filter(|a| a.class == class).collect();
+        let _ = write!(found, "<li><b>{}</b> x {}<ul>", class.name(), of.len());
+        for a in of.iter().take(SHOWN) {
+            let lines: Vec<String> = a.ops.iter().map(|i| (i + 1).to_string()).collect();
+            let _ = write!(
+                found,
+                "<li>{} (lines {})</li>",
+                escape(&a.says),
+                lines.join(", ")
+            );
+        }
+        found.push_str("</ul></li>");
     }
     format!(
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{title}</title>\
