@@ -373,7 +373,7 @@ pub fn write(path: &Path, records: &[Record]) -> std::io::Result<()> {
 
 /// Every part's operations in the longest order the search found (all of them where
 /// it found one), each with the stock of its part's products after it: for the page.
-fn ordered(records: &[Record]) -> Vec<(usize, Vec<(i64, i64)>)> {
+pub fn ordered(records: &[Record]) -> Vec<(usize, Vec<(i64, i64)>)> {
     let Ok(parts) = check::model::partition(records) else {
         return Vec::new();
     };

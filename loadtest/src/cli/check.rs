@@ -22,6 +22,10 @@ pub struct CheckArgs {
     /// it, that part's verdict is "undecided".
     #[arg(long, default_value_t = 10)]
     pub budget_secs: u64,
+    /// Also draw each history that shows an anomaly: `<file>.html` beside it (a
+    /// self-contained page: lanes of clients and lock holders, the proof outlined).
+    #[arg(long)]
+    pub pages: bool,
 }
 
 /// Checks every history, one after the other (one that cannot be read is named and
@@ -34,6 +38,17 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         let name = path.display();
         match judged(path, budget) {
             Ok((operations, verdict, anomalies)) => {
+                if args.pages && (verdict != Verdict::Linearizable || !anomalies.is_empty()) {
+                    let records =
+                        history::parse(&std::fs::read_to_string(path)?).map_err(|e| anyhow!(e))?;
+                    let ordered = loadtest::history::ordered(&records);
+                    let title = path
+                        .file_name()
+                        .map_or(name.to_string(), |f| f.to_string_lossy().into());
+                    let page =
+                        loadtest::history::page::render(&title, &records, &anomalies, &ordered);
+                    std::fs::write(path.with_extension("html"), page)?;
+                }
                 let said = match &verdict {
                     Verdict::Linearizable => "linearizable".to_string(),
                     Verdict::NotLinearizable { products } => {

@@ -1,7 +1,8 @@
 //! A picture of a history that failed: a self-contained HTML page (no script from a
 //! network, no font, no CDN) with one lane per client, each operation a bar from its
 //! request to its answer, the locks as their holders logged them on lanes of their own
-//! (one per key), the proving operations of each anomaly outlined, and the operations
+//! (a key's holders one after the other on one lane, two at once on two), the proving
+//! operations of each anomaly outlined, and the operations
 //! the search could put in order before it stuck underlined. Hovering a bar shows the
 //! operation, its times and, for a deduction, the units the product had left before
 //! and after it in the order found (where the search found one that far).
@@ -85,7 +86,38 @@ pub fn render(
     }
     let ordered: BTreeSet<usize> = ordered.iter().map(|(op, _)| *op).collect();
 
-    // Lanes: clients in order, then one per lock key.
+    // A lock's holds packed on as few lanes as its key needs: holders one after the
+    // other share a lane, two at once take two.
+    let mut hold_lane: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut by_key: BTreeMap<&str, Vec<(u64, u64, usize)>> = BTreeMap::new();
+    for (i, record) in records.iter().enumerate() {
+        if let Record::Hold {
+            key,
+            from_us,
+            until_us,
+            ..
+        } = record
+        {
+            let until = until_us.unwrap_or(u64::MAX);
+            by_key.entry(key).or_default().push((*from_us, until, i));
+        }
+    }
+    for holds in by_key.values_mut() {
+        holds.sort_unstable();
+        let mut free_at: Vec<u64> = Vec::new();
+        for &(from, until, i) in holds.iter() {
+            let lane = match free_at.iter().position(|&t| t <= from) {
+                Some(lane) => lane,
+                None => {
+                    free_at.push(0);
+                    free_at.len() - 1
+                }
+            };
+            free_at[lane] = until;
+            hold_lane.insert(i, lane);
+        }
+    }
+    // Lanes: clients in order, then each lock key's.
     let mut lanes: BTreeMap<String, usize> = BTreeMap::new();
     let lane_of = |name: String, lanes: &mut BTreeMap<String, usize>| {
         let next = lanes.len();
@@ -175,7 +207,7 @@ pub fn render(
                 until_us,
                 lost,
             } => (
-                lane_of(format!("lock {key} {request_id}"), &mut lanes),
+                lane_of(format!("lock {key} #{}", hold_lane[&i]), &mut lanes),
                 *from_us,
                 *until_us,
                 "#5d4037",
@@ -267,9 +299,9 @@ pub fn render(
          .key span{{display:inline-block;width:1em;height:0.7em;margin:0 0.3em 0 1em}}</style></head><body>\
          <h1>{title}</h1>\
          <p>One lane per client (a sequential process), each operation a bar from its request to its answer \
-         (faded to the right edge: never answered); the locks as their holders logged them, one lane per key and \
-         holder. Outlined in red: the operations that prove an anomaly. Underlined in yellow: the operations the \
-         search put in one order before no order could go on. Hover a bar for the operation, its times and the \
+         (faded to the right edge: never answered); the locks as their holders logged them, each key's holders one after \
+         the other on one lane, two at once on two. Outlined in red: the operations that prove an anomaly. \
+         Underlined in yellow: the operations the search put in one order before no order could go on. Hover a bar for the operation, its times and the \
          stock before and after it in that order.</p>\
          <p class=\"key\"><span style=\"background:#2e7d32\"></span>sold<span style=\"background:#1565c0\"></span>duplicate\
          <span style=\"background:#9e9e9e\"></span>refused<span style=\"background:#ef6c00\"></span>failed\
