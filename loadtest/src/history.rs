@@ -290,11 +290,9 @@ pub async fn judge_and_write(
         if !judged.is_linearizable() || !anomalies.is_empty() {
             let html = file.trim_end_matches(".jsonl").to_string() + ".html";
             let title = format!("{file}: {}", verdict_text(Some(&judged)));
-            let page = tokio::task::spawn_blocking(move || {
-                let ordered = ordered(&records);
-                page::render(&title, &records, &anomalies, &ordered)
-            })
-            .await?;
+            let page =
+                tokio::task::spawn_blocking(move || page::draw(&title, &records, &anomalies))
+                    .await?;
             std::fs::write(dir.join(&html), page)?;
             judged.page = Some(linked(&html));
         }
@@ -373,7 +371,7 @@ pub fn write(path: &Path, records: &[Record]) -> std::io::Result<()> {
 
 /// Every part's operations in the longest order the search found (all of them where
 /// it found one), each with the stock of its part's products after it: for the page.
-pub fn ordered(records: &[Record]) -> Vec<(usize, Vec<(i64, i64)>)> {
+fn ordered(records: &[Record]) -> Vec<(usize, Vec<(i64, i64)>)> {
     let Ok(parts) = check::model::partition(records) else {
         return Vec::new();
     };

@@ -36,9 +36,9 @@
 //! counter's, never fewer: a refusal that stands is still right.)
 //!
 //! # When a batch cannot answer
-//! If its read fails, every member reads alone ([`SoldOutReads::after_refusal`]), as
-//! any refusal does: errors stay each request's own (a pool timeout is a 503 for the
-//! request that met it, not a guess for the batch).
+//! If its read fails, every member reads alone, the same statement for itself
+//! ([`SoldOutReads::after_refusal`]): errors stay each request's own (a pool timeout
+//! is a 503 for the request that met it, not a guess for the batch).
 
 use crate::domain::error::DeductError;
 use crate::strategies::contract::{Deducted, Deduction};
@@ -140,20 +140,29 @@ impl SoldOutReads {
         refusal: DeductError,
         held: bool,
     ) -> Option<Result<Deducted, DeductError>> {
-        match self.read(&d.order.request_id, product_id, held).await {
-            Some(read) if read.left > 0 => None,
-            Some(read) => Some(idempotency::answer(
-                d,
-                refusal,
-                None,
-                read.stored.map(|s| (s.request_hash, s.response)),
-            )),
-            None => match left(&self.pool, &[product_id]).await {
-                Ok(left) if left.get(&product_id).copied().unwrap_or(0) > 0 => None,
-                Ok(_) => Some(idempotency::after_refusal(&self.pool, d, refusal).await),
-                Err(e) => Some(Err(e.into())),
+        let read = match self.read(&d.order.request_id, product_id, held).await {
+            Some(read) => read,
+            // The same statement for this member alone: its error is its own.
+            None => match self.alone(&d.order.request_id, product_id).await {
+                Ok(read) => read,
+                Err(e) => return Some(Err(e.into())),
             },
+        };
+        if read.left > 0 {
+            return None;
         }
+        let stored = read.stored.map(|s| (s.request_hash, s.response));
+        Some(idempotency::answer(d, refusal, None, stored))
+    }
+
+    /// [`fetch`] for one request on a connection of its own.
+    async fn alone(&self, request_id: &str, product_id: i64) -> sqlx::Result<Read> {
+        let mut connection = self.pool.acquire().await?;
+        let (mut found, left) = fetch(&mut connection, &[request_id], &[product_id]).await?;
+        Ok(Read {
+            stored: found.remove(request_id),
+            left: left.get(&product_id).copied().unwrap_or(0),
+        })
     }
 
     /// `request_id`'s stored answer and what is left of `product_id`, read in a batch;
@@ -199,39 +208,40 @@ impl SoldOutReads {
     }
 }
 
-/// Units the database has left of each of `products` (the row and its buckets), in one
-/// statement (a member that reads alone).
-async fn left<'c>(
-    connection: impl sqlx::MySqlExecutor<'c>,
-    products: &[i64],
-) -> sqlx::Result<HashMap<i64, i64>> {
-    let mut query = QueryBuilder::new(
-        "SELECT s.product_id, CAST(s.quantity + COALESCE((SELECT SUM(b.quantity) \
-         FROM stock_bucket b WHERE b.product_id = s.product_id), 0) AS SIGNED) \
-         FROM stock s WHERE s.product_id IN (",
-    );
-    let mut ids = query.separated(", ");
-    for product in products {
-        ids.push_bind(product);
-    }
-    query.push(")");
-    let rows: Vec<(i64, i64)> = query
-        .build_query_as()
-        .persistent(false)
-        .fetch_all(connection)
-        .await?;
-    Ok(rows.into_iter().collect())
-}
-
 /// Reads the stored answers of `batch`'s ids and what is left of their products on
-/// `connection`, one statement, and hands each member its own; on an error, none (each
+/// `connection` ([`fetch`]), and hands each member its own; on an error, none (each
 /// reads alone).
 async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
+    let ids: Vec<&str> = batch.iter().map(|m| m.request_id.as_str()).collect();
     let mut products: Vec<i64> = batch.iter().map(|m| m.product_id).collect();
     products.sort_unstable();
     products.dedup();
+    let (found, left) = match fetch(connection, &ids, &products).await {
+        Ok(read) => read,
+        Err(e) => {
+            tracing::warn!(error = %e, "sold-out reads: a batch failed, each reads alone");
+            return;
+        }
+    };
+    for member in batch {
+        // A member whose client went away is not waiting: nothing to do.
+        let _ = member.answer.send(Read {
+            stored: found.get(&member.request_id).cloned(),
+            left: left.get(&member.product_id).copied().unwrap_or(0),
+        });
+    }
+}
+
+/// The stored answers of `ids` and the units the database has left of each of
+/// `products` (the row and its buckets), one statement per [`IDS_PER_STATEMENT`] ids,
+/// the first reading what is left at the same moment as its answers.
+async fn fetch(
+    connection: &mut sqlx::MySqlConnection,
+    ids: &[&str],
+    products: &[i64],
+) -> sqlx::Result<(HashMap<String, Stored>, HashMap<i64, i64>)> {
     let (mut found, mut left) = (HashMap::new(), HashMap::new());
-    for (k, chunk) in batch.chunks(IDS_PER_STATEMENT).enumerate() {
+    for (k, chunk) in ids.chunks(IDS_PER_STATEMENT).enumerate() {
         // One statement: the chunk's stored answers (`o` rows) and, in the first, what
         // is left of every member's product (`s` rows), read at one moment. CAST:
         // `ascii_bin` and JSON columns come back as binary, not text, to sqlx.
@@ -239,9 +249,9 @@ async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
             "SELECT 'o', CAST(request_id AS CHAR), CAST(request_hash AS CHAR), \
              CAST(response AS CHAR), NULL FROM orders WHERE request_id IN (",
         );
-        let mut ids = query.separated(", ");
-        for member in chunk {
-            ids.push_bind(&member.request_id);
+        let mut bound = query.separated(", ");
+        for id in chunk {
+            bound.push_bind(*id);
         }
         query.push(")");
         if k == 0 {
@@ -251,26 +261,19 @@ async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
                  WHERE b.product_id = s.product_id), 0) AS SIGNED) \
                  FROM stock s WHERE s.product_id IN (",
             );
-            let mut ids = query.separated(", ");
-            for product in &products {
-                ids.push_bind(product);
+            let mut bound = query.separated(", ");
+            for product in products {
+                bound.push_bind(*product);
             }
             query.push(")");
         }
         type Row = (String, String, Option<String>, Option<String>, Option<i64>);
         // Not prepared and kept: every batch size is a statement text of its own.
-        let rows: Result<Vec<Row>, _> = query
+        let rows: Vec<Row> = query
             .build_query_as()
             .persistent(false)
             .fetch_all(&mut *connection)
-            .await;
-        let rows = match rows {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "sold-out reads: a batch failed, each reads alone");
-                return;
-            }
-        };
+            .await?;
         for (kind, id, request_hash, response, units) in rows {
             match (kind.as_str(), request_hash.zip(response), units) {
                 ("o", Some((request_hash, response)), _) => {
@@ -289,13 +292,7 @@ async fn read(connection: &mut sqlx::MySqlConnection, batch: Vec<Member>) {
             }
         }
     }
-    for member in batch {
-        // A member whose client went away is not waiting: nothing to do.
-        let _ = member.answer.send(Read {
-            stored: found.get(&member.request_id).cloned(),
-            left: left.get(&member.product_id).copied().unwrap_or(0),
-        });
-    }
+    Ok((found, left))
 }
 
 #[cfg(test)]

@@ -37,16 +37,13 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     for path in &args.histories {
         let name = path.display();
         match judged(path, budget) {
-            Ok((operations, verdict, anomalies)) => {
+            Ok((records, verdict, anomalies)) => {
+                let operations = records.iter().filter(|r| r.interval().is_some()).count();
                 if args.pages && (verdict != Verdict::Linearizable || !anomalies.is_empty()) {
-                    let records =
-                        history::parse(&std::fs::read_to_string(path)?).map_err(|e| anyhow!(e))?;
-                    let ordered = loadtest::history::ordered(&records);
                     let title = path
                         .file_name()
                         .map_or(name.to_string(), |f| f.to_string_lossy().into());
-                    let page =
-                        loadtest::history::page::render(&title, &records, &anomalies, &ordered);
+                    let page = loadtest::history::page::draw(&title, &records, &anomalies);
                     std::fs::write(path.with_extension("html"), page)?;
                 }
                 let said = match &verdict {
@@ -93,12 +90,13 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One history's operations (dropped ones included), its verdict and its anomalies.
-fn judged(path: &Path, budget: Duration) -> anyhow::Result<(usize, Verdict, Vec<Anomaly>)> {
+/// One history's records, its verdict and its anomalies.
+type Judged = (Vec<history::Record>, Verdict, Vec<Anomaly>);
+
+fn judged(path: &Path, budget: Duration) -> anyhow::Result<Judged> {
     let text = std::fs::read_to_string(path).context("reading it")?;
     let records = history::parse(&text).map_err(|e| anyhow!(e))?;
-    let operations = records.iter().filter(|r| r.interval().is_some()).count();
     let verdict = judge(&records, budget).map_err(|e| anyhow!(e))?;
     let anomalies = loadtest::check::anomalies(&records, &verdict);
-    Ok((operations, verdict, anomalies))
+    Ok((records, verdict, anomalies))
 }

@@ -28,10 +28,16 @@ fn escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The page for `records` and their `anomalies`, with the longest order the search
+/// finds for each part ([`super::ordered`]).
+pub fn draw(title: &str, records: &[Record], anomalies: &[Anomaly]) -> String {
+    render(title, records, anomalies, &super::ordered(records))
+}
+
 /// The page for `records` (a history), its `anomalies`, and the operations the search
 /// put in order (`ordered`: record index and the stock of each product of its part
 /// after it, in order), titled `title`.
-pub fn render(
+fn render(
     title: &str,
     records: &[Record],
     anomalies: &[Anomaly],
