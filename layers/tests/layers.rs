@@ -66,7 +66,7 @@ const TREES: &[Tree] = &[
     Tree {
         root: "loadtest/src/lib.rs",
         layers: &[
-            &["check", "engine", "verify", "timing", "catalogue", "cost"],
+            &["engine", "verify", "timing", "catalogue", "cost"],
             &["rate", "history"],
             &["report"],
             &["html", "lab", "baseline", "claims", "plan"],
@@ -75,6 +75,18 @@ const TREES: &[Tree] = &[
             &["sweep", "flash", "flood", "chaos"],
             &["distance", "overload"],
             &["book"],
+        ],
+    },
+    // The history checker: the format; the model (and the history cut into parts) and
+    // the named anomalies; the search's look ahead; the search over the model; its corpus and property tests.
+    Tree {
+        root: "check/src/lib.rs",
+        layers: &[
+            &["history"],
+            &["model", "classes"],
+            &["bounds"],
+            &["search"],
+            &["tests"],
         ],
     },
     Tree {

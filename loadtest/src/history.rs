@@ -1,5 +1,5 @@
 //! A run's history: what its clients saw, request by request ([`crate::engine::Fired`]'s
-//! record), in the checker's format ([`crate::check::history`]), with each deduction's
+//! record), in the checker's format ([`stock_check::history`]), with each deduction's
 //! presence in the ledger read once the system is quiet; written under `reports/` and
 //! judged ([`judge`]).
 //!
@@ -11,9 +11,6 @@
 
 pub mod page;
 
-use crate::check::classes::{Anomaly, Class};
-use crate::check::history::{DeductAnswer, Item, Record, RestockAnswer};
-use crate::check::{self, Verdict};
 use crate::engine::{Answer, Fired, Outcome};
 use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
@@ -21,10 +18,13 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
+use stock_check::classes::{Anomaly, Class};
+use stock_check::history::{DeductAnswer, Item, Record, RestockAnswer};
+use stock_check::{self as check, Verdict};
 
 /// How long the checker may search one independent part of a run's history before it
 /// answers "undecided".
-pub const BUDGET: Duration = Duration::from_secs(10);
+pub const BUDGET: Duration = check::BUDGET;
 
 /// What the checker said of one run's history, for the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -355,18 +355,13 @@ pub fn holds(logs: &[std::path::PathBuf], prefix: &str) -> Vec<Record> {
     holds
 }
 
-/// Writes `records` as JSON lines.
+/// Writes `records` as JSON lines (making the folder).
 pub fn write(path: &Path, records: &[Record]) -> std::io::Result<()> {
-    use std::io::Write;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    for record in records {
-        serde_json::to_writer(&mut out, record)?;
-        out.write_all(b"\n")?;
-    }
-    out.flush()
+    let out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    check::history::write(out, records)
 }
 
 /// Every part's operations in the longest order the search found (all of them where

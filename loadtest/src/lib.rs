@@ -6,11 +6,10 @@
 //!   answers ([`engine::Outcome`]), latency in an HdrHistogram, every request recorded.
 //! - [`rate`]: sales per second over a run's steady window, with its spread: the one
 //!   definition of throughput every table, chart and claim uses.
-//! - [`check`]: a recorded history checked against a stock counter's model
-//!   (linearizability, the Wing-Gong/Lowe search as Porcupine runs it); depends on
-//!   nothing of the service.
 //! - [`history`]: a run's history in the checker's format (clients as lanes, unknown
-//!   outcomes settled by the ledger), written under `reports/` and judged.
+//!   outcomes settled by the ledger), written under `reports/` and judged by the
+//!   `stock-check` crate (a stock counter's model, linearizability by the
+//!   Wing-Gong/Lowe search as Porcupine runs it; it depends on nothing of the service).
 //! - [`verify`]: the verdict from the database: lost updates, units sold beyond stock,
 //!   acknowledged sales missing from the ledger.
 //! - [`report`]: rows, the table, the JSON report (its schema version in [`report::SCHEMA_VERSION`]). A leaf: what a
@@ -56,7 +55,6 @@ pub mod baseline;
 pub mod book;
 pub mod catalogue;
 pub mod chaos;
-pub mod check;
 pub mod claims;
 pub mod cost;
 pub mod distance;

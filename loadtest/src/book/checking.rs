@@ -3,8 +3,8 @@
 //! and each named class with the first real example the reference run gave of it.
 
 use super::{Data, Pages, banner, table};
-use crate::check::classes::Class;
 use crate::history::{Judged, verdict_text};
+use stock_check::classes::Class;
 
 const SOURCE: &str = "book/data/demo.json and book/data/chaos.json";
 

@@ -1,13 +1,13 @@
 //! `loadtest check HISTORY...`: each recorded history judged against the model of a
-//! stock counter ([`loadtest::check`]): linearizable, not (on which products), or
+//! stock counter ([`stock_check`]): linearizable, not (on which products), or
 //! undecided within the budget. Exits 0 when every history is linearizable, 1 when
 //! one is not, 2 when one was undecided or could not be read.
 
 use anyhow::{Context, anyhow};
-use loadtest::check::classes::Anomaly;
-use loadtest::check::{Verdict, check as judge, history};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use stock_check::classes::Anomaly;
+use stock_check::{Verdict, check as judge, history};
 
 /// Anomalies shown per class (each with its proving lines); the rest are counted.
 const SHOWN: usize = 3;
@@ -15,7 +15,7 @@ const SHOWN: usize = 3;
 #[derive(clap::Args)]
 pub struct CheckArgs {
     /// History files: JSON lines, one operation each (the format of
-    /// `loadtest::check::history`, written by any tool).
+    /// `stock_check::history`, written by any tool).
     #[arg(required = true)]
     pub histories: Vec<PathBuf>,
     /// How long one independent part of a history may be searched, in seconds; past
@@ -97,6 +97,6 @@ fn judged(path: &Path, budget: Duration) -> anyhow::Result<Judged> {
     let text = std::fs::read_to_string(path).context("reading it")?;
     let records = history::parse(&text).map_err(|e| anyhow!(e))?;
     let verdict = judge(&records, budget).map_err(|e| anyhow!(e))?;
-    let anomalies = loadtest::check::anomalies(&records, &verdict);
+    let anomalies = stock_check::anomalies(&records, &verdict);
     Ok((records, verdict, anomalies))
 }

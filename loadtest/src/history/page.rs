@@ -7,10 +7,10 @@
 //! operation, its times and, for a deduction, the units the product had left before
 //! and after it in the order found (where the search found one that far).
 
-use crate::check::classes::Anomaly;
-use crate::check::history::{DeductAnswer, Record, RestockAnswer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use stock_check::classes::Anomaly;
+use stock_check::history::{DeductAnswer, Record, RestockAnswer};
 
 /// Height of a lane, its bar, and the width of the drawing, in pixels.
 const LANE: f64 = 9.0;

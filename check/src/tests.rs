@@ -83,6 +83,14 @@ fn one_id_on_two_products(second: DeductAnswer) -> Vec<Record> {
     vec![init(1, 5), init(2, 5), sale("a", 0, 1, Sold), again]
 }
 
+/// `history` (on product 1) joined to a product 2 by a refusal of both, which changes
+/// nothing: the part has two products, as the search's look ahead wants.
+fn joined_by_a_refusal(mut history: Vec<Record>) -> Vec<Record> {
+    history.insert(0, init(2, 0));
+    history.push(deduct("z", &[(1, 9), (2, 1)], (30, Some(31)), Refused));
+    history
+}
+
 #[test]
 fn the_corpus_is_judged_as_written() {
     let cases: Vec<(&str, bool, Vec<Record>)> = vec![
@@ -230,6 +238,39 @@ fn the_corpus_is_judged_as_written() {
                 deduct("a", &[(1, 1), (2, 1)], (0, Some(1)), Sold),
             ],
         ),
+        (
+            "two products: sales sent as a restock was answered may come before it",
+            true,
+            joined_by_a_refusal(vec![
+                init(1, 2),
+                restock(1, 0, 10),
+                sale("a", 10, 20, Sold),
+                sale("b", 10, 20, Sold),
+                read(1, 1, 21, 22),
+            ]),
+        ),
+        (
+            "two products: a sale answered as a restock was sent may come after it",
+            true,
+            joined_by_a_refusal(vec![
+                init(1, 6),
+                sale("a", 0, 5, Sold),
+                sale("b", 0, 10, Sold),
+                restock(2, 10, 20),
+                read(1, 1, 21, 22),
+            ]),
+        ),
+        (
+            "two products: a sale on the wrong side of a restock, seen far later",
+            false,
+            joined_by_a_refusal(vec![
+                init(1, 6),
+                sale("a", 0, 5, Sold),
+                restock(2, 10, 20),
+                sale("b", 0, 9, Sold),
+                read(1, 1, 21, 22),
+            ]),
+        ),
     ];
     for (name, valid, history) in cases {
         assert_eq!(linearizable(&history), valid, "{name}");
@@ -286,11 +327,11 @@ fn orders(part: &Part, placed: &mut [bool], state: &super::model::State) -> bool
     false
 }
 
-/// A random history of at most 8 operations on one or two products: a real execution
+/// A random history of at most 8 operations on one to three products: a real execution
 /// (each operation taking effect at a random instant of its interval), and whether one
 /// answer was changed afterwards (if not, it must be linearizable).
 fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
-    let products: i64 = rng.random_range(1..=2);
+    let products: i64 = rng.random_range(1..=3);
     let mut stock: Vec<i64> = (0..products).map(|_| rng.random_range(0..=3)).collect();
     let mut history: Vec<Record> = (0..products)
         .map(|p| init(p + 1, stock[p as usize]))
@@ -307,8 +348,9 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
             0..60 => {
                 let id = ["a", "b", "c", "d"][rng.random_range(0..4)];
                 let mut items = vec![(product, rng.random_range(1..=2))];
-                if products == 2 && rng.random_bool(0.3) {
-                    items = vec![(1, 1), (2, 1)];
+                if products > 1 && rng.random_bool(0.3) {
+                    let other = product % products + 1;
+                    items = vec![(product.min(other), 1), (product.max(other), 1)];
                 }
                 let open = rng.random_bool(0.1);
                 deduct(id, &items, (sent, (!open).then_some(answered)), Unknown)
@@ -422,7 +464,7 @@ fn the_quick_test_agrees_with_the_search() {
     }
     println!("the quick test applied to {applied} parts, {failing} of them not linearizable");
     assert!(
-        applied >= 1_000 && failing * 5 >= applied,
+        applied >= 1_000 && failing * 10 >= applied,
         "{applied} parts, {failing} failing"
     );
 }

@@ -150,3 +150,12 @@ pub fn parse(text: &str) -> Result<Vec<Record>, String> {
         .map(|(i, line)| serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1)))
         .collect()
 }
+
+/// Writes `records` as JSON lines, one record each, in the format [`parse`] reads.
+pub fn write(mut out: impl std::io::Write, records: &[Record]) -> std::io::Result<()> {
+    for record in records {
+        serde_json::to_writer(&mut out, record)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}

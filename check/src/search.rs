@@ -23,9 +23,25 @@
 //! has it to here changes no state, and real time allows it (every operation answered
 //! before it was sent is in the order already). And the others are tried in the order
 //! of their answers, the most urgent first.
+//!
+//! In a part of several products, a look ahead ([`super::bounds`]) gives up a state
+//! no order can lead on from as soon as it is reached.
+//!
+//! And one for parts of many products, exact as well: of the calls that could be taken
+//! now, only those joined to the most urgent operation (the one whose answer comes
+//! first) by a chain of shared products or request ids. Take any legal order from
+//! here, and the operations it puts before the most urgent one that touch none of
+//! what it or those joined before it touch: moved, in their order, to just after it,
+//! every operation still sees the stock it saw, and real time still allows it (each of
+//! them is answered no sooner than the most urgent one, and each one it passes was
+//! sent before that answer). Without it, a search that took a sale too early on one
+//! product would try every interleaving of the other products' operations before
+//! coming back to it.
 
+use super::bounds::Bounds;
 use super::model::{Op, Part, State, step};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashSet;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// What the search found for one part.
@@ -107,24 +123,53 @@ fn run(
         next[prev[i]] = i;
         prev[next[i]] = i;
     };
-    // The calls before the list's first return: of equal operations, the one answered
-    // first (its return entry is earliest).
+    // What each operation reads and writes: its products, and its request id's bit
+    // (numbered after the products).
+    let touches: Vec<Vec<usize>> = (part.ops.iter())
+        .map(|op| footprint(op, part.products.len()))
+        .collect();
+    let keys = part.products.len() + part.init.sold.len() * 64;
+    // Equal operations share a kind (numbered once, here).
+    let mut kinds: HashMap<&Op, usize> = HashMap::new();
+    let kind: Vec<usize> = (part.ops.iter())
+        .map(|op| {
+            let next = kinds.len();
+            *kinds.entry(op).or_insert(next)
+        })
+        .collect();
+    // Per kind, the call kept for it while candidates are gathered (`NONE`: none yet).
+    const NONE: usize = usize::MAX;
+    let kept = std::cell::RefCell::new(vec![NONE; kinds.len()]);
+    // The calls before the list's first return, joined to that return's operation; of
+    // equal operations, the one answered first (its return entry is earliest).
     let candidates = |next: &Vec<usize>| {
-        let mut first: HashMap<&Op, usize> = HashMap::new();
+        let mut window = Vec::new();
         let mut at = next[head];
         while at != head && entries[at].call {
-            let op = entries[at].op;
-            first
-                .entry(&part.ops[op])
-                .and_modify(|kept| {
-                    if return_of[op] < return_of[entries[*kept].op] {
-                        *kept = at;
-                    }
-                })
-                .or_insert(at);
+            window.push(at);
             at = next[at];
         }
-        let mut calls: Vec<usize> = first.into_values().collect();
+        if at != head && part.products.len() > 1 {
+            window = joined(&window, entries[at].op, keys, &touches, |call| {
+                entries[call].op
+            });
+        }
+        let mut kept = kept.borrow_mut();
+        let mut calls = Vec::new();
+        for at in window {
+            let op = entries[at].op;
+            let slot = &mut kept[kind[op]];
+            if *slot == NONE {
+                calls.push(at);
+                *slot = at;
+            } else if return_of[op] < return_of[entries[*slot].op] {
+                *slot = at;
+            }
+        }
+        for call in calls.iter_mut() {
+            let k = kind[entries[*call].op];
+            *call = std::mem::replace(&mut kept[k], NONE);
+        }
         calls.sort_unstable_by_key(|&call| return_of[entries[call].op]);
         calls
     };
@@ -137,9 +182,14 @@ fn run(
         free.map_or(calls, |call| vec![call])
     };
 
+    let mut bounds = Bounds::new(part);
     let started = Instant::now();
     let mut taken = vec![0u64; n.div_ceil(64).max(1)];
-    let mut seen: HashSet<u128> = HashSet::new();
+    // The set taken, hashed as it changes: a random key per operation, XORed in and
+    // out (Zobrist's way); the state is hashed whole at each step (it is small).
+    let keys_of: Vec<u128> = (0..n as u64).map(random_key).collect();
+    let mut taken_key: u128 = 0;
+    let mut seen: FxHashSet<u128> = FxHashSet::default();
     let mut state = part.init.clone();
     let mut levels = vec![Level {
         candidates: pruned(candidates(&next), &state),
@@ -167,6 +217,8 @@ fn run(
             let op = entries[call].op;
             state = before;
             taken[op / 64] &= !(1 << (op % 64));
+            taken_key ^= keys_of[op];
+            bounds.untaken(op);
             unlift(&mut next, &mut prev, return_of[op]);
             unlift(&mut next, &mut prev, call);
             continue;
@@ -176,11 +228,19 @@ fn run(
         let Some(after) = step(&state, &part.ops[op]) else {
             continue;
         };
-        taken[op / 64] |= 1 << (op % 64);
-        if !seen.insert(digest(&taken, &after)) {
-            taken[op / 64] &= !(1 << (op % 64));
+        if !seen.insert(digest(taken_key ^ keys_of[op], &after)) {
             continue;
         }
+        taken[op / 64] |= 1 << (op % 64);
+        if part.products.len() > 1
+            && !no_effect(&part.ops[op])
+            && !bounds.feasible(part, op, &after, &taken)
+        {
+            taken[op / 64] &= !(1 << (op % 64));
+            bounds.untaken(op);
+            continue;
+        }
+        taken_key ^= keys_of[op];
         let before = std::mem::replace(&mut state, after);
         lift(&mut next, &mut prev, call);
         lift(&mut next, &mut prev, return_of[op]);
@@ -197,17 +257,79 @@ fn run(
     (Outcome::Linearizable, deepest, Some(order(&levels)))
 }
 
-/// A 128-bit digest of a configuration: two 64-bit hashes with different salts.
-fn digest(taken: &[u64], state: &State) -> u128 {
+/// The calls of `window` joined to operation `urgent` by a chain of shared keys.
+fn joined(
+    window: &[usize],
+    urgent: usize,
+    keys: usize,
+    touches: &[Vec<usize>],
+    op_of: impl Fn(usize) -> usize,
+) -> Vec<usize> {
+    let mut touched = vec![false; keys];
+    for &k in &touches[urgent] {
+        touched[k] = true;
+    }
+    let mut inside = vec![false; window.len()];
+    // Until no call joins: a few passes, the window being at most the calls in flight.
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (i, &call) in window.iter().enumerate() {
+            let keys = &touches[op_of(call)];
+            if !inside[i] && keys.iter().any(|&k| touched[k]) {
+                inside[i] = true;
+                grew = true;
+                for &k in keys {
+                    touched[k] = true;
+                }
+            }
+        }
+    }
+    (window.iter().zip(inside))
+        .filter_map(|(&call, inside)| inside.then_some(call))
+        .collect()
+}
+
+/// The keys `op` reads or writes: its products (by index), and its request id's bit
+/// as key `products + id`.
+fn footprint(op: &Op, products: usize) -> Vec<usize> {
+    match op {
+        Op::Deduct { id, items, .. } => (items.iter().map(|&(p, _)| p))
+            .chain(id.map(|id| products + id))
+            .collect(),
+        Op::Restock { product, .. } | Op::Read { product, .. } => vec![*product],
+    }
+}
+
+/// A 128-bit digest of a configuration: the taken set's key XOR two 64-bit hashes of
+/// the state with different salts.
+fn digest(taken_key: u128, state: &State) -> u128 {
     use std::hash::{Hash, Hasher};
     let half = |salt: u64| {
         let mut hasher = std::hash::DefaultHasher::new();
         salt.hash(&mut hasher);
-        taken.hash(&mut hasher);
         state.hash(&mut hasher);
         hasher.finish()
     };
-    (u128::from(half(0x5eed_0001)) << 64) | u128::from(half(0x5eed_0002))
+    taken_key ^ ((u128::from(half(0x5eed_0001)) << 64) | u128::from(half(0x5eed_0002)))
+}
+
+/// Operation `i`'s random key (SplitMix64, twice): the same in every run.
+fn random_key(i: u64) -> u128 {
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let a = mix(i
+        .wrapping_mul(2)
+        .wrapping_add(1)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let b = mix(i
+        .wrapping_mul(2)
+        .wrapping_add(2)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    (u128::from(a) << 64) | u128::from(b)
 }
 
 /// Whether `op` changes nothing in any state it is legal in.

@@ -7,13 +7,17 @@
 //!
 //! - [`history`]: the format (JSON lines), readable from any tool;
 //! - [`model`]: the stock model, and the history cut into independent parts;
+//! - [`bounds`]: the search's look ahead: a product's stock weighed against its
+//!   operations still to come;
 //! - [`search`]: the Wing-Gong/Lowe search, with a time budget per part, and the exact
 //!   O(n log n) test where a part holds sales and refusals of one product only;
 //! - [`classes`]: the anomalies by name (oversold, false sold-out, stale read, double
 //!   sale, ...), each with the operations that prove it.
 //!
-//! Depends on nothing of the service.
+//! Depends on nothing of the service: serde to read and write the format, rustc-hash
+//! for the search's memory of the configurations it saw.
 
+pub mod bounds;
 pub mod classes;
 pub mod history;
 pub mod model;
@@ -25,6 +29,10 @@ mod tests;
 use history::Record;
 use search::Outcome;
 use std::time::Duration;
+
+/// How long a check may search one independent part before it answers "unknown", by
+/// default: the runs' budget, and the bench's.
+pub const BUDGET: Duration = Duration::from_secs(10);
 
 /// The verdict on a whole history.
 #[derive(Debug, Clone, PartialEq, Eq)]
