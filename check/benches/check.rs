@@ -5,7 +5,7 @@
 //! - `hot-product`: 20,000 operations on one product, 256 in flight, with reads and
 //!   restocks among the deductions (the search's case, not the O(n log n) test's);
 //! - `100-products`: 20,000 operations over 100 products, a tenth of the orders for two
-//!   products at once (independent parts, joined by those orders);
+//!   products at once (which join all the products into one part);
 //! - `failing`: the hot product's history without its restocks and with one refusal
 //!   turned into a sale: one sale more than the stock, which no order explains.
 //!

@@ -1,24 +1,32 @@
 //! A look ahead for the search, exact: after a step changes a product's stock, the
-//! operations on that product still to come are weighed against it, and a state no
-//! order can lead on from is given up at once instead of when its fault is reached.
+//! operations on that product still to come are weighed against it, and a state that
+//! fails one of the conditions below is given up at once instead of when its fault is
+//! reached.
 //!
-//! Until the product's next possible restock, its stock only goes down. So for an
-//! operation `c` still to come, with `s` the stock now:
+//! Between restocks a product's stock only goes down. So for an operation `c` still
+//! to come that no restock still to come can precede, with `s` the stock now:
 //! - the sales that must come before `c` (answered before it was sent) leave at most
 //!   `s - must` units at its point, and a read of more, or a sale of more, is
 //!   impossible;
-//! - the sales and unknown outcomes that may come before it (sent before it was
-//!   answered) leave at least `s - could`, and a read of fewer, or a refusal (of one
-//!   item) while at least the quantity asked is left, is impossible.
+//! - the sales and unknown outcomes that may come before it (sent no later than it
+//!   was answered) leave at least `s - could`, and a read of fewer, or a refusal (of
+//!   one item) while at least the quantity asked is left, is impossible.
+//!
+//! For an operation that the first restock still to come surely precedes (answered
+//! before it was sent) and no other can, the same from the restock's stock, counting
+//! only the sales that must come after the restock (sent after it was answered), or
+//! may (not answered before it was sent). An operation overlapping the first restock,
+//! or one a second restock may precede, is not weighed.
 //!
 //! Each is a condition every order from here must meet: failing one proves there is
 //! none, and meeting them all proves nothing (the search goes on). A search that took
-//! a sale on the wrong side of a restock learns it at the next read instead of
-//! thousands of steps later, after trying every interleaving of the products between.
-//! Each check looks at most [`AHEAD`] operations of the product ahead, and runs in
-//! parts of several products only: in one product alone the search's equal-operation
-//! reduction already keeps going back cheap, and there the look ahead cost more time
-//! than it saved (measured with the bench).
+//! a sale on the wrong side of a restock learns it at the first read after the restock
+//! that the sale's side changes, instead of thousands of steps later, after trying
+//! every interleaving of the products between. Each check looks at most [`AHEAD`]
+//! operations of the product ahead, and runs in parts of several products only: in one
+//! product alone the search's equal-operation reduction already keeps going back
+//! cheap, and there the look ahead cost more time than it saved (measured with the
+//! bench). Sums are taken in `i128`: another tool's history may ask for any quantity.
 
 use super::history::DeductAnswer;
 use super::model::{OPEN, Op, Part, State};
@@ -45,9 +53,9 @@ enum Role {
 
 impl Role {
     /// The units it takes or may take.
-    fn takes(self) -> i64 {
+    fn takes(self) -> i128 {
         match self {
-            Role::Sale(q) | Role::Maybe(q) => q,
+            Role::Sale(q) | Role::Maybe(q) => q.into(),
             _ => 0,
         }
     }
@@ -71,9 +79,9 @@ pub struct Bounds {
 #[derive(Default)]
 struct Scratch {
     ahead: Vec<(usize, Role)>,
-    could: [Vec<i64>; 2],
+    could: [Vec<i128>; 2],
     sales: [Vec<(u64, i64)>; 2],
-    must: [Vec<i64>; 2],
+    must: [Vec<i128>; 2],
 }
 
 impl Bounds {
@@ -203,7 +211,7 @@ impl Bounds {
             sales[k].sort_unstable();
             for &(_, q) in &sales[k] {
                 let last = *must[k].last().expect("starts with 0");
-                must[k].push(last + q);
+                must[k].push(last + i128::from(q));
             }
         }
         for (i, &(op, role)) in ahead.iter().enumerate() {
@@ -214,9 +222,9 @@ impl Bounds {
                 continue;
             }
             let (k, base) = if answer < first_call {
-                (0, state.stock[p])
+                (0, i128::from(state.stock[p]))
             } else if first_answer < call {
-                (1, first.map_or(0, |(_, v)| v))
+                (1, first.map_or(0, |(_, v)| v.into()))
             } else {
                 continue;
             };
@@ -226,9 +234,9 @@ impl Bounds {
             let own = could[k][i + 1] - could[k][i];
             let least = base - (could[k][sent_by] - own);
             let possible = match role {
-                Role::Read(v) => least <= v && v <= most,
-                Role::Sale(q) => most >= q,
-                Role::Refusal(q) => least < q,
+                Role::Read(v) => least <= v.into() && i128::from(v) <= most,
+                Role::Sale(q) => most >= q.into(),
+                Role::Refusal(q) => least < q.into(),
                 Role::Maybe(_) | Role::Restock(_) | Role::Nothing => true,
             };
             if !possible {

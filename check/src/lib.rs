@@ -14,8 +14,8 @@
 //! - [`classes`]: the anomalies by name (oversold, false sold-out, stale read, double
 //!   sale, ...), each with the operations that prove it.
 //!
-//! Depends on nothing of the service: serde to read and write the format, rustc-hash
-//! for the search's memory of the configurations it saw.
+//! Depends on nothing of the service: serde and serde_json to read and write the
+//! format, rustc-hash for the search's memory of the configurations it saw.
 
 pub mod bounds;
 pub mod classes;

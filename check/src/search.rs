@@ -24,17 +24,17 @@
 //! before it was sent is in the order already). And the others are tried in the order
 //! of their answers, the most urgent first.
 //!
-//! In a part of several products, a look ahead ([`super::bounds`]) gives up a state
-//! no order can lead on from as soon as it is reached.
+//! In a part of more than one product, a look ahead ([`super::bounds`]) gives up at
+//! once a state that fails one of its necessary conditions.
 //!
-//! And one for parts of many products, exact as well: of the calls that could be taken
+//! And one for parts of more than one product, exact as well: of the calls that could be taken
 //! now, only those joined to the most urgent operation (the one whose answer comes
 //! first) by a chain of shared products or request ids. Take any legal order from
 //! here, and the operations it puts before the most urgent one that touch none of
 //! what it or those joined before it touch: moved, in their order, to just after it,
 //! every operation still sees the stock it saw, and real time still allows it (each of
 //! them is answered no sooner than the most urgent one, and each one it passes was
-//! sent before that answer). Without it, a search that took a sale too early on one
+//! sent no later than that answer). Without it, a search that took a sale too early on one
 //! product would try every interleaving of the other products' operations before
 //! coming back to it.
 

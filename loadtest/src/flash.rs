@@ -377,7 +377,10 @@ pub async fn run(
         let other = answered - refused - sold_answers;
         // The ledger over both epochs (one unit a buyer); the verdict is the last
         // epoch's: the restock's units, all sold.
-        let sold = row.history.as_ref().map_or(0, |h| h.recorded) as i64;
+        let sold = match &row.history {
+            Some(judged) => judged.recorded,
+            None => crate::history::recorded_count(&runner.db, &fired).await?,
+        } as i64;
         let restocked = options.sell_out_restock;
         let last_epoch = if restocked > 0 {
             restocked

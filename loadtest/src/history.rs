@@ -26,11 +26,22 @@ use stock_check::{self as check, Verdict};
 /// answers "undecided".
 pub const BUDGET: Duration = check::BUDGET;
 
+/// The checker's word on one history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Said {
+    #[serde(rename = "linearizable")]
+    Linearizable,
+    #[serde(rename = "not linearizable")]
+    NotLinearizable,
+    /// A part ran out of budget.
+    #[serde(rename = "undecided")]
+    Undecided,
+}
+
 /// What the checker said of one run's history, for the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judged {
-    /// `linearizable`, `not linearizable`, or `undecided` (a part ran out of budget).
-    pub verdict: String,
+    pub verdict: Said,
     /// The operations checked (deductions, restocks, reads).
     pub operations: usize,
     /// The products of each part that failed (or, when undecided, ran out of budget).
@@ -72,17 +83,17 @@ pub struct Found {
 /// The checker's word on a history: `linearizable`, `NOT linearizable`, `undecided`,
 /// or `-` where none was checked.
 pub fn verdict_text(judged: Option<&Judged>) -> &'static str {
-    match judged.map(|h| h.verdict.as_str()) {
-        Some("linearizable") => "linearizable",
-        Some("not linearizable") => "NOT linearizable",
-        Some(_) => "undecided",
+    match judged.map(|h| h.verdict) {
+        Some(Said::Linearizable) => "linearizable",
+        Some(Said::NotLinearizable) => "NOT linearizable",
+        Some(Said::Undecided) => "undecided",
         None => "-",
     }
 }
 
 impl Judged {
     pub fn is_linearizable(&self) -> bool {
-        self.verdict == "linearizable"
+        self.verdict == Said::Linearizable
     }
 
     /// `oversold 1, stale read 37, lost update 983`, or nothing.
@@ -133,6 +144,17 @@ pub async fn recorded(db: &MySqlPool, prefix: &str) -> sqlx::Result<HashSet<Stri
     Ok((ids.into_iter())
         .map(|id| String::from_utf8_lossy(&id).into_owned())
         .collect())
+}
+
+/// How many of a run's deductions the ledger holds (every epoch), for a run whose
+/// history was not checked (`--no-history`): read from the ledger by the run's id
+/// prefix (its request ids are `<prefix>-<n>`).
+pub async fn recorded_count(db: &MySqlPool, fired: &Fired) -> sqlx::Result<usize> {
+    let prefix = (fired.record.first()).and_then(|a| a.request_id.rsplit_once('-'));
+    match prefix {
+        Some((prefix, _)) => Ok(recorded(db, prefix).await?.len()),
+        None => Ok(0),
+    }
 }
 
 /// What a deduction's answer says for the checker: sold, a duplicate, refused, a
@@ -411,14 +433,14 @@ pub fn judge_with(records: &[Record]) -> Result<(Judged, Vec<Anomaly>), String> 
         }
     }
     let (verdict, products) = match verdict {
-        Verdict::Linearizable => ("linearizable", Vec::new()),
-        Verdict::NotLinearizable { products } => ("not linearizable", products),
-        Verdict::Unknown { products } => ("undecided", products),
+        Verdict::Linearizable => (Said::Linearizable, Vec::new()),
+        Verdict::NotLinearizable { products } => (Said::NotLinearizable, products),
+        Verdict::Unknown { products } => (Said::Undecided, products),
     };
     let unknown = (records.iter())
         .filter(|r| matches!(r, Record::Deduct { answer, .. } if *answer == DeductAnswer::Unknown));
     let judged = Judged {
-        verdict: verdict.into(),
+        verdict,
         operations: records.iter().filter(|r| r.interval().is_some()).count(),
         products,
         unknown: unknown.clone().count(),
@@ -530,7 +552,7 @@ mod tests {
         assert!(judged.is_linearizable(), "{judged:?}");
         assert_eq!((judged.unknown, judged.unknown_applied), (1, 1));
         let without_b = of_run(&fired, &[(7, 2)], &["a".to_string()].into());
-        assert_eq!(judge(&without_b).unwrap().verdict, "not linearizable");
+        assert_eq!(judge(&without_b).unwrap().verdict, Said::NotLinearizable);
     }
 
     #[test]

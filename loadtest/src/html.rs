@@ -259,11 +259,12 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
 /// The checker's verdict on a history (a row's, a cell's), its anomalies, linked to
 /// the history file.
 pub fn history_cell(history: Option<&crate::history::Judged>) -> String {
+    use crate::history::Said;
     let said = crate::history::verdict_text(history);
-    let class = match said {
-        "linearizable" => "ok",
-        "NOT linearizable" => "bad",
-        _ => "",
+    let class = match history.map(|h| h.verdict) {
+        Some(Said::Linearizable) => "ok",
+        Some(Said::NotLinearizable) => "bad",
+        Some(Said::Undecided) | None => "",
     };
     let mut text = escape(said);
     if let Some(history) = history.filter(|h| !h.anomalies.is_empty()) {

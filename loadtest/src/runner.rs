@@ -194,7 +194,7 @@ impl Runner {
             let mut judged = self.judge(plan, &fired, &load.id_prefix).await?;
             judged.add_ledger(&row.verdict);
             // A safe strategy's answers must be explained by one order, too.
-            if plan.expect == Expect::Safe && judged.verdict == "not linearizable" {
+            if plan.expect == Expect::Safe && judged.verdict == history::Said::NotLinearizable {
                 row.as_expected = false;
             }
             row.history = Some(judged);

@@ -3,6 +3,7 @@
 
 mod support;
 
+use loadtest::history::Said;
 use loadtest::plan::Plan;
 use loadtest::report::Expect;
 use loadtest::runner::Runner;
@@ -91,8 +92,8 @@ async fn the_checker_finds_what_the_database_says() {
     // Every answer checked against a stock counter: 20 sales, then refusals.
     let history = clean.history.as_ref().expect("every run is judged");
     assert_eq!(
-        (history.verdict.as_str(), history.operations),
-        ("linearizable", 60)
+        (history.verdict, history.operations),
+        (Said::Linearizable, 60)
     );
     // Where the time goes, from the service's /metrics around the run (the warm-up
     // before it not counted): no lock, all of it in the transaction and around it.
@@ -128,7 +129,7 @@ async fn the_checker_finds_what_the_database_says() {
     // late): no order of the answers explains them.
     assert!(red.verdict.sold > 20, "{:?}", red.verdict);
     let history = red.history.as_ref().expect("every run is judged");
-    assert_eq!(history.verdict, "not linearizable", "{history:?}");
+    assert_eq!(history.verdict, Said::NotLinearizable, "{history:?}");
     // The 20 ms sleep after the read is inside the control's work.
     let split = red.time_split.expect("the service's /metrics was read");
     assert!(split.transaction_ms >= 18.0, "{split:?}");

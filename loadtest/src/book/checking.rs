@@ -3,7 +3,7 @@
 //! and each named class with the first real example the reference run gave of it.
 
 use super::{Data, Pages, banner, table};
-use crate::history::{Judged, verdict_text};
+use crate::history::{Judged, Said, verdict_text};
 use stock_check::classes::Class;
 
 const SOURCE: &str = "book/data/demo.json and book/data/chaos.json";
@@ -35,20 +35,16 @@ pub fn pages(data: &Data, pages: &mut Pages) {
         return;
     }
     let mut page = banner(SOURCE);
-    let count = |said: &str| {
-        runs.iter()
-            .filter(|r| verdict_text(Some(r.2)) == said)
-            .count()
-    };
+    let count = |said: Said| runs.iter().filter(|r| r.2.verdict == said).count();
     let longest = (runs.iter())
         .max_by(|a, b| a.2.check_ms.total_cmp(&b.2.check_ms))
         .expect("a run");
     page.push_str(&format!(
         "{} histories checked: {} linearizable, {} not, {} undecided. The longest check took {:.0} ms ({} operations: {}, {}).\n\n",
         runs.len(),
-        count("linearizable"),
-        count("NOT linearizable"),
-        count("undecided"),
+        count(Said::Linearizable),
+        count(Said::NotLinearizable),
+        count(Said::Undecided),
         longest.2.check_ms,
         longest.2.operations,
         longest.0,
