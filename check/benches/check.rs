@@ -12,7 +12,7 @@
 //! Each is checked with the runs' budget per part, on ten seeds before the first is
 //! timed: a check that ran out of it would be "undecided", and the bench says how many
 //! did and the longest check. Memory: `loadtest check` on the
-//! same histories written out (`LOADTEST_BENCH_WRITE=dir`), under `/usr/bin/time -v`.
+//! same histories written out (`CHECK_BENCH_WRITE=dir`), under `/usr/bin/time -v`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::rngs::StdRng;
@@ -152,7 +152,7 @@ fn bench(c: &mut Criterion) {
             false,
         ),
     ];
-    if let Some(dir) = std::env::var_os("LOADTEST_BENCH_WRITE") {
+    if let Some(dir) = std::env::var_os("CHECK_BENCH_WRITE") {
         for (name, make, _) in &cases {
             let path = std::path::Path::new(&dir).join(format!("{name}.jsonl"));
             let file = std::fs::File::create(&path).expect("created");

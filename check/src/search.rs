@@ -4,10 +4,10 @@
 //! (its call and its return) off the list, go on; when every call before the list's
 //! first return has been tried, undo the last lift and try the next. A (set of
 //! operations taken, state) seen before is not explored twice (kept as a 128-bit
-//! digest, not whole: a search of 20,000 operations visits hundreds of thousands of
-//! them; two different ones sharing a digest is less likely than a bit flipping in
-//! memory). Linearizable when the
-//! list empties; not when there is nothing left to undo.
+//! digest, not whole: a long history's search meets far more of them than it could
+//! keep whole; two different ones sharing a digest is less likely than a bit flipping
+//! in memory). Linearizable when the list empties; not when there is nothing left to
+//! undo.
 //!
 //! One reduction on top, exact: of the calls that could be taken now, equal
 //! operations (the same effect in every state: two sales of one unit of a product
@@ -21,22 +21,20 @@
 //! Two more, exact too: an operation without effect (a read, a refusal, a duplicate)
 //! that the model accepts now is taken now, alone: moving it from wherever an order
 //! has it to here changes no state, and real time allows it (every operation answered
-//! before it was sent is in the order already). And the others are tried in the order
-//! of their answers, the most urgent first.
+//! before it was sent is in the order already). And, in a part of more than one
+//! product, of the calls that could be taken now, only those joined to the most
+//! urgent operation (the one whose answer comes first) by a chain of shared products
+//! or request ids. Take any legal order from here, and the operations it puts before
+//! the most urgent one that touch none of what it or those joined before it touch:
+//! moved, in their order, to just after it, every operation still sees the stock it
+//! saw, and real time still allows it (each of them is answered no sooner than the
+//! most urgent one, and each one it passes was sent no later than that answer).
+//! Without it, a search that took a sale too early on one product would try every
+//! interleaving of the other products' operations before coming back to it.
 //!
-//! In a part of more than one product, a look ahead ([`super::bounds`]) gives up at
-//! once a state that fails one of its necessary conditions.
-//!
-//! And one for parts of more than one product, exact as well: of the calls that could be taken
-//! now, only those joined to the most urgent operation (the one whose answer comes
-//! first) by a chain of shared products or request ids. Take any legal order from
-//! here, and the operations it puts before the most urgent one that touch none of
-//! what it or those joined before it touch: moved, in their order, to just after it,
-//! every operation still sees the stock it saw, and real time still allows it (each of
-//! them is answered no sooner than the most urgent one, and each one it passes was
-//! sent no later than that answer). Without it, a search that took a sale too early on one
-//! product would try every interleaving of the other products' operations before
-//! coming back to it.
+//! The calls left are tried in the order of their answers, the most urgent first. In
+//! a part of more than one product, a look ahead ([`super::bounds`]) gives up at once
+//! a state that fails one of its necessary conditions.
 
 use super::bounds::Bounds;
 use super::model::{Op, Part, State, step};

@@ -78,7 +78,8 @@ const TREES: &[Tree] = &[
         ],
     },
     // The history checker: the format; the model (and the history cut into parts) and
-    // the named anomalies; the search's look ahead; the search over the model; its corpus and property tests.
+    // the named anomalies; the search's look ahead; the search over the model; its
+    // corpus and property tests.
     Tree {
         root: "check/src/lib.rs",
         layers: &[

@@ -161,6 +161,9 @@ pub struct Fired {
     /// last answer came, and how long the persisters took to record them.
     pub pending_at_end: i64,
     pub drain: Duration,
+    /// The run's request ids are `<id_prefix>-<n>` (empty for answers gathered
+    /// otherwise).
+    pub id_prefix: String,
 }
 
 impl Fired {
@@ -190,6 +193,7 @@ impl Fired {
             clock_start_us,
             pending_at_end: 0,
             drain: Duration::ZERO,
+            id_prefix: String::new(),
         };
         for answer in &answers {
             *fired.outcomes.entry(answer.outcome.key()).or_default() += 1;
@@ -626,6 +630,7 @@ async fn fire_quietly(
     fired.ceiling_reached = ceiling_reached;
     fired.clock_start_us = clock_start_us;
     fired.open_loop = load.rate.is_some();
+    fired.id_prefix = load.id_prefix.clone();
     fired
 }
 

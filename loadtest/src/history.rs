@@ -148,13 +148,13 @@ pub async fn recorded(db: &MySqlPool, prefix: &str) -> sqlx::Result<HashSet<Stri
 
 /// How many of a run's deductions the ledger holds (every epoch), for a run whose
 /// history was not checked (`--no-history`): read from the ledger by the run's id
-/// prefix (its request ids are `<prefix>-<n>`).
-pub async fn recorded_count(db: &MySqlPool, fired: &Fired) -> sqlx::Result<usize> {
-    let prefix = (fired.record.first()).and_then(|a| a.request_id.rsplit_once('-'));
-    match prefix {
-        Some((prefix, _)) => Ok(recorded(db, prefix).await?.len()),
-        None => Ok(0),
-    }
+/// prefix.
+pub async fn recorded_count(db: &MySqlPool, fired: &Fired) -> anyhow::Result<usize> {
+    anyhow::ensure!(
+        !fired.id_prefix.is_empty(),
+        "a run without request ids cannot be found in the ledger"
+    );
+    Ok(recorded(db, &fired.id_prefix).await?.len())
 }
 
 /// What a deduction's answer says for the checker: sold, a duplicate, refused, a

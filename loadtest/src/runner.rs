@@ -191,7 +191,7 @@ impl Runner {
         .await?;
         let mut row = Row::new(plan, self.bases.len(), &fired, verdict);
         if self.histories_checked {
-            let mut judged = self.judge(plan, &fired, &load.id_prefix).await?;
+            let mut judged = self.judge(plan, &fired).await?;
             judged.add_ledger(&row.verdict);
             // A safe strategy's answers must be explained by one order, too.
             if plan.expect == Expect::Safe && judged.verdict == history::Said::NotLinearizable {
@@ -253,14 +253,9 @@ impl Runner {
     /// The run's history (its unknown outcomes settled by the ledger, read now that
     /// nothing is in flight and nothing pending), checked, and written to
     /// [`Runner::histories`].
-    async fn judge(
-        &self,
-        plan: &Plan,
-        fired: &Fired,
-        id_prefix: &str,
-    ) -> anyhow::Result<history::Judged> {
+    async fn judge(&self, plan: &Plan, fired: &Fired) -> anyhow::Result<history::Judged> {
         let stock: Vec<(i64, i64)> = plan.products.iter().map(|&p| (p, plan.stock)).collect();
-        let recorded = history::recorded(&self.db, id_prefix).await?;
+        let recorded = history::recorded(&self.db, &fired.id_prefix).await?;
         let records = history::of_run(fired, &stock, &recorded);
         let name = format!("{}.{}", history::slug(&plan.section), plan.strategy);
         let runs = {

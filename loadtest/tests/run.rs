@@ -308,7 +308,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         sell_out_restock: 20,
         sell_out_read_every: Some(std::time::Duration::from_millis(2)),
     };
-    let sale = run(&runner, &strategies, options, &Vec::new(), |n| {
+    let sale = run(&runner, &strategies, options.clone(), &Vec::new(), |n| {
         1 + n as i64 * 10_000
     })
     .await
@@ -392,6 +392,33 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     let html = loadtest::html::render(&report);
     assert!(html.contains("Flash sale: one hot product") && html.contains("Sell-out"));
     assert!(html.contains("Batching beats row locking on a hot product"));
+
+    // Without histories (`--no-history`), a sell-out still counts what the ledger sold,
+    // both epochs, by the run's request ids.
+    let mut unchecked = runner;
+    unchecked.histories_checked = false;
+    let atomic = loadtest::catalogue::Catalogue(
+        (strategies.0.iter())
+            .filter(|c| c.name == "atomic-sql")
+            .cloned()
+            .collect(),
+    );
+    let quiet = run(
+        &unchecked,
+        &atomic,
+        FlashOptions {
+            rounds: 1,
+            ..options
+        },
+        &Vec::new(),
+        |n| 5_000_001 + n as i64 * 10_000,
+    )
+    .await
+    .unwrap();
+    let sell_out = &quiet.sell_outs[0];
+    assert!(sell_out.exact, "{sell_out:?}");
+    assert_eq!((sell_out.sold, sell_out.refused), (60, 240), "{sell_out:?}");
+    assert!(quiet.rows.iter().all(|r| r.history.is_none()));
 }
 
 /// At a distance: a service whose database is behind the testbed's proxy. Its round

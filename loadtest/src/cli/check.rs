@@ -20,7 +20,7 @@ pub struct CheckArgs {
     pub histories: Vec<PathBuf>,
     /// How long one independent part of a history may be searched, in seconds; past
     /// it, that part's verdict is "undecided".
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = stock_check::BUDGET.as_secs())]
     pub budget_secs: u64,
     /// Also draw each history that shows an anomaly: `<file>.html` beside it (a
     /// self-contained page: lanes of clients and lock holders, the proof outlined).
