@@ -47,8 +47,6 @@ enum Role {
     Refusal(i64),
     /// A restock to `v`.
     Restock(i64),
-    /// No effect and no condition here (a duplicate, a failure, a refusal of several).
-    Nothing,
 }
 
 impl Role {
@@ -90,14 +88,16 @@ impl Bounds {
         for (op, kind) in part.ops.iter().enumerate() {
             match kind {
                 Op::Deduct { items, answer, .. } => {
+                    // A duplicate, or a refusal of several products, has no effect and
+                    // no condition on one product: not listed.
                     for &(p, q) in items {
                         let role = match answer {
-                            DeductAnswer::Sold => Role::Sale(q),
-                            DeductAnswer::Unknown => Role::Maybe(q),
-                            DeductAnswer::Refused if items.len() == 1 => Role::Refusal(q),
-                            _ => Role::Nothing,
+                            DeductAnswer::Sold => Some(Role::Sale(q)),
+                            DeductAnswer::Unknown => Some(Role::Maybe(q)),
+                            DeductAnswer::Refused if items.len() == 1 => Some(Role::Refusal(q)),
+                            _ => None,
                         };
-                        lists[p].push((op, role));
+                        lists[p].extend(role.map(|role| (op, role)));
                     }
                 }
                 Op::Read { product, stock } => lists[*product].push((op, Role::Read(*stock))),
@@ -177,7 +177,7 @@ impl Bounds {
             if part.calls[op] >= end {
                 break;
             }
-            if is_taken(op) || matches!(role, Role::Nothing) {
+            if is_taken(op) {
                 continue;
             }
             if ahead.len() == AHEAD {
@@ -237,7 +237,7 @@ impl Bounds {
                 Role::Read(v) => least <= v.into() && i128::from(v) <= most,
                 Role::Sale(q) => most >= q.into(),
                 Role::Refusal(q) => least < q.into(),
-                Role::Maybe(_) | Role::Restock(_) | Role::Nothing => true,
+                Role::Maybe(_) | Role::Restock(_) => true,
             };
             if !possible {
                 return false;

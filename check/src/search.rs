@@ -273,11 +273,11 @@ fn joined(
     while grew {
         grew = false;
         for (i, &call) in window.iter().enumerate() {
-            let keys = &touches[op_of(call)];
-            if !inside[i] && keys.iter().any(|&k| touched[k]) {
+            let its = &touches[op_of(call)];
+            if !inside[i] && its.iter().any(|&k| touched[k]) {
                 inside[i] = true;
                 grew = true;
-                for &k in keys {
+                for &k in its {
                     touched[k] = true;
                 }
             }
