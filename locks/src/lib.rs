@@ -11,6 +11,8 @@
 //!     DDL in `sql/`; waits by jittered retry;
 //!   - [`redis`]: the Redisson-style reentrant hash lock in Lua (`lua/`), waking
 //!     waiters by pub/sub;
+//!   - [`redis_sentinel`] and [`redis_cluster`] (optional in a copy): the same lock
+//!     on Sentinel's primary, and on a Redis Cluster (hash tags, sharded pub/sub);
 //!   - [`redis_simple`]: the minimal `SET NX PX` lock the hash lock grows from;
 //!   - [`redlock`]: RedLock over N independent Redis masters (5 by default), fanning
 //!     each step out to all nodes;
@@ -98,6 +100,8 @@ pub mod mysql;
 pub mod noop;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "redis")]
+pub mod redis_cluster;
 #[cfg(feature = "redis")]
 pub mod redis_sentinel;
 #[cfg(feature = "redis")]

@@ -54,18 +54,18 @@
 //! fence refuses holders until it catches up, and never lets a stale one through.
 //! (ZooKeeper's zxid puts an election epoch in its high 32 bits for the same reason.)
 //!
-//! # Sentinel
-//! [`RedisLock::connect`]: one server; `redis_sentinel.rs` (optional): Sentinel's primary.
+//! # Sentinel, Cluster
+//! [`RedisLock::connect`]: one server; optional: `redis_sentinel.rs`, `redis_cluster.rs`.
 
 use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
+use redis::{FromRedisValue, RedisError, Script, ScriptInvocation, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot::Sender};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -76,10 +76,9 @@ static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../l
 /// Every lock's release channel starts with this; the process subscribes to the pattern.
 const CHANNEL_PREFIX: &str = "lock-released:";
 
-/// The key's last token. (In Redis Cluster, wrap the lock key in a hash tag,
-/// `{stock:42}`, so the lock and its counter live in the same slot.)
-fn token_key(key: &str) -> String {
-    format!("{key}:fence")
+/// `key` with a hash tag: its token and channel are then in its slot (Redis Cluster).
+fn tagged(key: &str) -> String {
+    (key.contains('{').then(|| key.into())).unwrap_or_else(|| format!("{{{key}}}"))
 }
 
 pub(crate) fn backend(e: RedisError) -> LockError {
@@ -93,13 +92,9 @@ pub(crate) fn backend(e: RedisError) -> LockError {
     LockError::Backend("redis", kind, e.into())
 }
 
-fn lease_ms(lease: Duration) -> u64 {
-    (lease.as_millis() as u64).max(1)
-}
-
-/// Local waiters by key. A release announced on Redis wakes one of them.
+/// Local waiters by channel. A release announced on Redis wakes one of them.
 #[derive(Default)]
-struct Wakeups {
+pub struct Wakeups {
     // A std mutex: held only to look up or insert an entry, never across an `.await`.
     by_key: Mutex<HashMap<String, Weak<Notify>>>,
 }
@@ -118,7 +113,7 @@ impl Wakeups {
         notify
     }
 
-    fn released(&self, key: &str) {
+    pub fn released(&self, key: &str) {
         let by_key = self.by_key.lock().expect("wakeups poisoned");
         // One waiter per release: the others stay asleep instead of stampeding.
         if let Some(notify) = by_key.get(key).and_then(Weak::upgrade) {
@@ -130,15 +125,15 @@ impl Wakeups {
 /// The process's one subscription: a task that keeps a pattern subscription to every
 /// release channel and wakes local waiters. It reconnects after a failure; meanwhile
 /// waiters fall back to the holder's PTTL.
-async fn subscribe(
-    primary: Arc<dyn Connection>,
+pub async fn subscribe(
+    client: impl Fn() -> redis::Client,
     wakeups: Arc<Wakeups>,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
     let mut ready = Some(ready);
     loop {
         // The primary of now: after a failover, the new one.
-        let client = primary.client();
+        let client = client();
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => match pubsub.psubscribe(format!("{CHANNEL_PREFIX}*")).await {
                 Ok(()) => {
@@ -147,9 +142,7 @@ async fn subscribe(
                     }
                     let mut messages = pubsub.into_on_message();
                     while let Some(message) = messages.next().await {
-                        if let Some(key) = message.get_channel_name().strip_prefix(CHANNEL_PREFIX) {
-                            wakeups.released(key);
-                        }
+                        wakeups.released(message.get_channel_name());
                     }
                     tracing::warn!("redis lock: release subscription ended; reconnecting");
                 }
@@ -163,31 +156,41 @@ async fn subscribe(
     }
 }
 
-/// Where the lock's commands go: one server ([`Single`]), or the primary Sentinel
-/// names, followed across failovers (`redis_sentinel.rs`).
+/// Where the lock's commands go: one server ([`Single`]), the primary Sentinel names
+/// (`redis_sentinel.rs`), or the master of the key's slot (`redis_cluster.rs`).
 #[async_trait]
 pub trait Connection: Send + Sync + 'static {
-    /// The connection now, and its generation (pass it to [`Connection::follow`]).
-    fn conn(&self) -> (ConnectionManager, u64);
-    /// A client for the server of now (the release subscription opens its own).
-    fn client(&self) -> redis::Client;
-    /// After `error` on the connection of `generation`: `true` when it moved to
-    /// another server (retry there, once). One server never moves.
-    async fn follow(&self, _error: &RedisError, _generation: u64) -> bool {
+    /// Runs a lock script (EVALSHA, loading it on NOSCRIPT) where `key` lives.
+    async fn run(&self, key: &str, script: &ScriptInvocation<'_>) -> Result<Value, RedisError>;
+    /// Runs `cmd` (`WAIT`) on the server that holds `key`.
+    async fn query(&self, key: &str, cmd: &redis::Cmd) -> Result<Value, RedisError>;
+    /// The release subscription ([`subscribe`]), for the process's lifetime.
+    async fn subscribe(self: Arc<Self>, wakeups: Arc<Wakeups>, ready: Sender<()>);
+    /// Before waiting on `channel`: `true` when it had to start listening (try again).
+    async fn watch(&self, _channel: &str) -> bool {
         false
+    }
+    /// How `unlock.lua` announces a release: `publish`, or a cluster's `spublish`.
+    fn publish(&self) -> &'static str {
+        "publish"
     }
 }
 
 /// One server: its client and connection.
 pub struct Single(redis::Client, ConnectionManager);
 
+#[async_trait]
 impl Connection for Single {
-    fn conn(&self) -> (ConnectionManager, u64) {
-        (self.1.clone(), 0)
+    async fn run(&self, _key: &str, script: &ScriptInvocation<'_>) -> Result<Value, RedisError> {
+        script.invoke_async(&mut self.1.clone()).await
     }
 
-    fn client(&self) -> redis::Client {
-        self.0.clone()
+    async fn query(&self, _key: &str, cmd: &redis::Cmd) -> Result<Value, RedisError> {
+        cmd.query_async(&mut self.1.clone()).await
+    }
+
+    async fn subscribe(self: Arc<Self>, wakeups: Arc<Wakeups>, ready: Sender<()>) {
+        subscribe(|| self.0.clone(), wakeups, ready).await
     }
 }
 
@@ -220,11 +223,9 @@ impl RedisLock {
     pub async fn on(primary: Arc<dyn Connection>) -> RedisLock {
         let wakeups = Arc::new(Wakeups::default());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let subscription = tokio::spawn(subscribe(primary.clone(), wakeups.clone(), ready_tx));
-        if tokio::time::timeout(Duration::from_secs(2), ready_rx)
-            .await
-            .is_err()
-        {
+        let subscription = tokio::spawn(primary.clone().subscribe(wakeups.clone(), ready_tx));
+        let confirmed = tokio::time::timeout(Duration::from_secs(2), ready_rx).await;
+        if confirmed.is_err() {
             tracing::warn!(
                 "redis lock: release subscription not confirmed yet; waiters use PTTL until it is"
             );
@@ -241,20 +242,14 @@ impl RedisLock {
         &self.primary
     }
 
-    /// Runs a script on the primary; after a failover, once more on the new one.
+    /// Runs a script where `key` lives.
     async fn run<T: FromRedisValue>(
         &self,
-        invocation: ScriptInvocation<'_>,
+        key: &str,
+        s: ScriptInvocation<'_>,
     ) -> Result<T, LockError> {
-        let (mut conn, generation) = self.primary.conn();
-        match invocation.invoke_async(&mut conn).await {
-            Ok(answer) => Ok(answer),
-            Err(e) if self.primary.follow(&e, generation).await => {
-                let (mut conn, _) = self.primary.conn();
-                invocation.invoke_async(&mut conn).await.map_err(backend)
-            }
-            Err(e) => Err(backend(e)),
-        }
+        let value = self.primary.run(key, &s).await.map_err(backend)?;
+        redis::from_redis_value(value).map_err(|e| backend(e.into()))
     }
 }
 
@@ -289,20 +284,20 @@ impl LockBackend for RedisLock {
         wait: Duration,
     ) -> Result<Option<Acquired>, LockError> {
         let deadline = Instant::now() + wait;
+        let channel = format!("{CHANNEL_PREFIX}{}", tagged(key));
         loop {
             // Registered before the attempt: a release right after it still wakes us.
-            let mut released = std::pin::pin!(self.wakeups.register(key).notified_owned());
+            let mut released = std::pin::pin!(self.wakeups.register(&channel).notified_owned());
             released.as_mut().enable();
             let since = Instant::now();
             // One attempt (`lock.lua`): the token, or the holder's remaining lease.
             let mut invocation = LOCK.prepare_invoke();
-            let lease_ms = lease_ms(lease);
             invocation
                 .key(key)
-                .key(token_key(key))
+                .key(format!("{}:fence", tagged(key)))
                 .arg(holder.as_str())
-                .arg(lease_ms);
-            let (acquired, value): (i64, i64) = self.run(invocation).await?;
+                .arg(lease.as_millis().max(1) as u64);
+            let (acquired, value): (i64, i64) = self.run(key, invocation).await?;
             if acquired == 1 {
                 let token = Some(value as u64);
                 return Ok(Some(Acquired { token, since }));
@@ -312,6 +307,8 @@ impl LockBackend for RedisLock {
             let now = Instant::now();
             if now >= deadline {
                 return Ok(None);
+            } else if self.primary.watch(&channel).await {
+                continue;
             }
             // A release wakes us earlier; the PTTL is the fallback when none comes.
             let fallback = pttl
@@ -333,8 +330,8 @@ impl LockBackend for RedisLock {
         invocation
             .key(key)
             .arg(holder.as_str())
-            .arg(lease_ms(lease));
-        let renewed: i64 = self.run(invocation).await?;
+            .arg(lease.as_millis().max(1) as u64);
+        let renewed: i64 = self.run(key, invocation).await?;
         Ok((renewed == 1).then_some(since))
     }
 
@@ -346,8 +343,9 @@ impl LockBackend for RedisLock {
         invocation
             .key(key)
             .arg(holder.as_str())
-            .arg(format!("{CHANNEL_PREFIX}{key}"));
-        let left: i64 = self.run(invocation).await?;
+            .arg(format!("{CHANNEL_PREFIX}{}", tagged(key)))
+            .arg(self.primary.publish());
+        let left: i64 = self.run(key, invocation).await?;
         if left < 0 {
             return Err(LockError::not_holder(key, holder));
         }

@@ -24,11 +24,11 @@
 //! that restarts empty forgets. For a guarantee, fence the writes.
 
 use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
-use crate::redis::{Connection, RedisLock, open};
+use crate::redis::{Connection, RedisLock, Wakeups, open, subscribe};
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 use redis::sentinel::{SentinelClient, SentinelServerType};
-use redis::{ErrorKind, RedisError, ServerErrorKind};
+use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -89,12 +89,40 @@ impl Primary {
 
 #[async_trait]
 impl Connection for Primary {
-    fn conn(&self) -> (ConnectionManager, u64) {
+    /// Runs a script on the primary; after a failover, once more on the new one.
+    async fn run(&self, _key: &str, script: &ScriptInvocation<'_>) -> Result<Value, RedisError> {
+        let (mut conn, generation) = self.conn();
+        match script.invoke_async(&mut conn).await {
+            Err(e) if self.follow(&e, generation).await => {
+                script.invoke_async(&mut self.conn().0).await
+            }
+            answer => answer,
+        }
+    }
+
+    /// Runs `cmd` on the primary of now.
+    async fn query(&self, _key: &str, cmd: &redis::Cmd) -> Result<Value, RedisError> {
+        cmd.query_async(&mut self.conn().0).await
+    }
+
+    async fn subscribe(
+        self: Arc<Self>,
+        wakeups: Arc<Wakeups>,
+        ready: tokio::sync::oneshot::Sender<()>,
+    ) {
+        subscribe(|| self.client(), wakeups, ready).await
+    }
+}
+
+impl Primary {
+    /// The connection now, and its generation (pass it to [`Primary::follow`]).
+    pub fn conn(&self) -> (ConnectionManager, u64) {
         let current = self.current.lock().expect("primary poisoned");
         (current.conn.clone(), current.generation)
     }
 
-    fn client(&self) -> redis::Client {
+    /// A client for the primary of now (the release subscription opens its own).
+    pub fn client(&self) -> redis::Client {
         self.current
             .lock()
             .expect("primary poisoned")
@@ -102,9 +130,10 @@ impl Connection for Primary {
             .clone()
     }
 
-    /// With Sentinel, and an error a dead or demoted primary gives, asks which server
-    /// is the primary now and moves there.
-    async fn follow(&self, error: &RedisError, generation: u64) -> bool {
+    /// After `error` on the connection of `generation`: `true` when it moved to
+    /// another server (retry there, once). With Sentinel, and an error a dead or
+    /// demoted primary gives, asks which server is the primary now and moves there.
+    pub async fn follow(&self, error: &RedisError, generation: u64) -> bool {
         let Some(sentinel) = &self.sentinel else {
             return false;
         };
@@ -194,12 +223,11 @@ impl LockBackend for Replicated {
         if acquired.is_none() || self.replicas == 0 {
             return Ok(acquired);
         }
-        let (mut conn, _) = self.lock.connection().conn();
-        let acked: i64 = redis::cmd("WAIT")
-            .arg(self.replicas)
-            .arg(self.timeout.as_millis() as u64)
-            .query_async(&mut conn)
-            .await
+        // On the node that holds `key`: the one that took the lock.
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(self.replicas).arg(self.timeout.as_millis() as u64);
+        let acked = (self.lock.connection().query(key, &wait).await)
+            .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
             .map_err(crate::redis::backend)?;
         if acked < i64::from(self.replicas) {
             let _ = self.lock.unlock(key, holder).await;

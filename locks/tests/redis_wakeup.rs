@@ -1,6 +1,7 @@
 //! Waiting for a Redis lock costs a small constant number of lock-script calls per
 //! acquisition: waiters sleep until a release is announced (pub/sub) instead of
-//! polling. Counted by Redis itself (`INFO commandstats`) on a private server.
+//! polling. Counted by Redis itself (`INFO commandstats`) on a private server, and on
+//! a private Redis Cluster (sharded pub/sub, counted on the key's master).
 
 use locks::redis::RedisLock;
 use locks::{HolderId, LockOptions, Locker};
@@ -23,15 +24,34 @@ fn calls(info: &str, command: &str) -> u64 {
 /// a woken waiter loses the race to a task that re-acquires right after releasing:
 /// at most 1 + 1 + waiters/acquisitions ≈ 2.2 per acquisition here; the test allows 3.
 /// Polling every 1-20 ms would cost hundreds per hand-off.
+///
+/// On a cluster each waiter also subscribes to the lock's channel after its first
+/// failed attempt (once per process and lock) and tries once more: one more attempt
+/// per waiter, within the same bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_sleep_until_a_release_wakes_one() {
-    const WAITERS: usize = 20;
-    const HANDOFFS: usize = 100;
     let server = testbed::Redis::start("redis-wakeup").unwrap();
     let locker = Locker::new(RedisLock::connect(&server.url()).await.unwrap());
-    let client = redis::Client::open(server.url()).unwrap();
+    hand_offs(locker, &server.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_waiters_sleep_until_a_release_wakes_one() {
+    let cluster = testbed::RedisCluster::start("cluster-wakeup", 6).unwrap();
+    let locker = Locker::new(RedisLock::connect_cluster(&cluster.urls()).await.unwrap());
+    let master = cluster.master_of(cluster.slot_of(KEY).unwrap()).unwrap();
+    hand_offs(locker, &format!("redis://127.0.0.1:{master}")).await;
+}
+
+const KEY: &str = "stock:wakeup";
+
+/// The hand-offs through `locker`, counted on the Redis at `stats` (the key's).
+async fn hand_offs(locker: Locker, stats: &str) {
+    const WAITERS: usize = 20;
+    const HANDOFFS: usize = 100;
+    let client = redis::Client::open(stats).unwrap();
     let mut admin = client.get_multiplexed_async_connection().await.unwrap();
-    let key = "stock:wakeup";
+    let key = KEY;
     // A long lease: no renewals, and a waiter that missed a release would sit out the
     // whole PTTL (and the test would take minutes), so timely hand-offs prove wake-ups.
     let options = LockOptions {

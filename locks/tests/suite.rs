@@ -148,6 +148,28 @@ impl Subject for Redis {
     }
 }
 
+/// The hash lock on the testbed's Redis Cluster (`REDIS_CLUSTER_URLS`): hash tags,
+/// sharded pub/sub, the client following the slots.
+struct Cluster {
+    urls: Vec<String>,
+}
+
+impl Subject for Cluster {
+    async fn locker(&self) -> Locker {
+        Locker::new(RedisLock::connect_cluster(&self.urls).await.unwrap())
+    }
+
+    async fn remove_from_outside(&self, key: &str) {
+        let client = ::redis::cluster::ClusterClient::new(self.urls.clone()).unwrap();
+        let mut conn = client.get_async_connection().await.unwrap();
+        let _: i64 = ::redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+}
+
 /// RedLock over the five testbed Redis.
 struct RedLock {
     urls: Vec<String>,
@@ -861,6 +883,7 @@ macro_rules! check {
 subjects! {
     mysql: Mysql::new().await => passes [every_check, dropped_guard];
     redis: Redis::new() => passes [every_check, dropped_guard];
+    redis_cluster: Cluster { urls: servers("REDIS_CLUSTER_URLS") } => passes [every_check, dropped_guard];
     etcd: Etcd::new() => passes [every_check, dropped_guard];
     // The minimal `SET NX PX` lock passes what it promises (it has no token and is not
     // reentrant, which the reentrancy check verifies).

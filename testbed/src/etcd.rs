@@ -24,6 +24,7 @@ pub static KIND: ServerKind = ServerKind {
     package: "etcd-server",
     default_nodes: 1,
     behind_lab_proxies: true,
+    behind_a_distance: true,
     start: |nodes, _| Ok(Box::new(Etcd::start_cluster(nodes)?)),
 };
 

@@ -23,6 +23,10 @@ pub struct ServerKind {
     /// node (the partition cells cut A off them): every lock server. Not the
     /// database, which the lab faults otherwise (kill, replica lag).
     pub behind_lab_proxies: bool,
+    /// Whether a stack at a distance puts a proxy in front of every node: not for a
+    /// Redis Cluster, whose clients follow the addresses the nodes announce and would
+    /// bypass it (its variable then names the nodes themselves).
+    pub behind_a_distance: bool,
     /// Starts `nodes` of them (at least one) for `config`, ready.
     pub start: fn(nodes: usize, config: &StackConfig) -> Result<Box<dyn Servers>>,
 }

@@ -32,6 +32,8 @@
 //! - [`redis`]: [`Redis`], one independent `redis-server` (no persistence), with a
 //!   wall clock a test can move ([`Redis::with_movable_clock`], an `LD_PRELOAD` shim
 //!   built from `clockjump.c`).
+//! - [`redis_cluster`]: [`RedisCluster`], three masters and three replicas, with
+//!   failover (kill a master) and a slot moved under load.
 //! - [`sentinel`]: [`RedisHa`], a primary, a replica behind a proxy, and three
 //!   Sentinels: a real failover, with replication held back on purpose.
 //! - [`zookeeper`]: [`ZooKeeper`], standalone or a 3-node ensemble (`tickTime=500`).
@@ -63,6 +65,7 @@ pub mod mariadb;
 pub mod process;
 pub mod proxy;
 pub mod redis;
+pub mod redis_cluster;
 pub mod replication;
 pub mod sentinel;
 pub mod stack;
@@ -74,6 +77,7 @@ pub use mariadb::MariaDb;
 pub use process::ServerProcess;
 pub use proxy::Latency;
 pub use redis::{Persistence, Redis};
+pub use redis_cluster::RedisCluster;
 pub use sentinel::RedisHa;
 pub use stack::{Distance, KINDS, RoundTrips, SERVER_VARIABLES, Stack};
 pub use zookeeper::ZooKeeper;

@@ -15,6 +15,7 @@ pub static KIND: ServerKind = ServerKind {
     package: "mariadb-server",
     default_nodes: 1,
     behind_lab_proxies: false,
+    behind_a_distance: true,
     start: |_, config| {
         let role = if config.mariadb_primary {
             Role::Primary

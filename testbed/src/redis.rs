@@ -13,6 +13,7 @@ pub static KIND: ServerKind = ServerKind {
     package: "redis-server",
     default_nodes: 5,
     behind_lab_proxies: true,
+    behind_a_distance: true,
     start: |nodes, _| {
         let servers = (1..=nodes)
             .map(|i| Redis::start(&format!("redis-{i}")))

@@ -15,9 +15,10 @@ use std::sync::{Arc, LazyLock};
 /// them); the stack's start, environment and pids, `testbed run`'s "already given"
 /// check, the proxies of a [`Distance`] and of the chaos lab, and
 /// [`SERVER_VARIABLES`] all iterate this list.
-pub const KINDS: [&ServerKind; 4] = [
+pub const KINDS: [&ServerKind; 5] = [
     &crate::mariadb::KIND,
     &crate::redis::KIND,
+    &crate::redis_cluster::KIND,
     &crate::zookeeper::KIND,
     &crate::etcd::KIND,
 ];
@@ -180,6 +181,10 @@ impl Distance {
             let Some(kind) = ServerKind::of_variable(name) else {
                 continue;
             };
+            if !kind.behind_a_distance {
+                env.push((*name, value.clone()));
+                continue;
+            }
             let mut proxied = Vec::new();
             for address in value.split(',') {
                 let (before, port, after) = split_port(address).ok_or_else(|| Error::Io {

@@ -30,6 +30,7 @@ pub static KIND: ServerKind = ServerKind {
     package: "zookeeper",
     default_nodes: 1,
     behind_lab_proxies: true,
+    behind_a_distance: true,
     start: |nodes, _| Ok(Box::new(ZooKeeper::start_ensemble(nodes)?)),
 };
 

@@ -79,7 +79,7 @@ pub use contract::{
     Context, Declare, Deducted, Deduction, ItemResult, NoSettings, Started, Strategy,
 };
 use serde::Serialize;
-use shared::Shared;
+use shared::{RedisTarget, Shared};
 use std::sync::Arc;
 
 /// An entry of `GET /strategies`: a strategy's [`StrategyInfo`], and where it stands
@@ -256,8 +256,9 @@ impl distributed::algorithm::LockShared for Shared {
     }
 }
 
-/// `redis-lock`'s Redis is the single Redis too, followed across failovers, its
-/// locks granted once `--redis-lock-min-replicas` replicas have them.
+/// `redis-lock`'s Redis is the single Redis too, followed across failovers, or the
+/// Redis Cluster when one is configured; its locks granted once
+/// `--redis-lock-min-replicas` replicas have them.
 impl distributed::redis_lock::RedisLockShared for Shared {
     fn redis_lock(&self) -> Option<distributed::algorithm::Connect> {
         use distributed::algorithm::{connector, unavailable};
@@ -265,10 +266,15 @@ impl distributed::redis_lock::RedisLockShared for Shared {
             self.redis_lock_min_replicas,
             std::time::Duration::from_millis(self.redis_lock_replica_timeout_ms),
         );
-        let config = (Shared::redis_endpoint(self)?, replicas);
-        Some(connector(config, async |(endpoint, (n, timeout))| {
-            let lock = locks::redis::RedisLock::connect_to(&endpoint)
-                .await
+        let config = (self.redis_target()?, replicas);
+        Some(connector(config, async |(target, (n, timeout))| {
+            let lock = match target {
+                RedisTarget::Cluster(nodes) => {
+                    locks::redis::RedisLock::connect_cluster(&nodes).await
+                }
+                RedisTarget::One(endpoint) => locks::redis::RedisLock::connect_to(&endpoint).await,
+            };
+            let lock = lock
                 .map_err(unavailable("redis"))?
                 .with_min_replicas(n, timeout);
             Ok(Box::new(lock) as Box<dyn locks::LockBackend>)

@@ -25,6 +25,14 @@ pub struct Shared {
     #[arg(long, env = "REDIS_SENTINELS", value_delimiter = ',')]
     pub redis_sentinels: Vec<String>,
 
+    /// A Redis Cluster's nodes (any of them will do), comma-separated
+    /// `redis://host:port/`. When set, `redis-lock` and `redis-stock` run on the
+    /// cluster instead of the single Redis (the lock hash tags its keys; `redis-stock`
+    /// spreads products, and a hot product's shards, over the masters by slot).
+    /// RedLock keeps `REDIS_URLS`. Reported by /ready; never waited on at start.
+    #[arg(long, env = "REDIS_CLUSTER_URLS", value_delimiter = ',')]
+    pub redis_cluster_urls: Vec<String>,
+
     /// The name the Sentinels monitor the primary under.
     #[arg(long, env = "REDIS_MASTER_NAME", default_value = "mymaster")]
     pub redis_master_name: String,
@@ -102,6 +110,15 @@ impl Shared {
         }
     }
 
+    /// Where `redis-lock` and `redis-stock` run: the Redis Cluster when one is
+    /// configured, else the single Redis ([`Shared::redis_endpoint`]).
+    pub fn redis_target(&self) -> Option<RedisTarget> {
+        match self.redis_cluster_urls.is_empty() {
+            false => Some(RedisTarget::Cluster(self.redis_cluster_urls.clone())),
+            true => self.redis_endpoint().map(RedisTarget::One),
+        }
+    }
+
     /// The lease, renewal and maximum hold of every lock the service takes.
     pub fn lock_options(&self) -> LockOptions {
         LockOptions {
@@ -143,7 +160,13 @@ impl Shared {
                 None => Reached::NotConfigured("ZK_CONNECT is not set"),
             }
         };
-        let (redis, zookeeper) = tokio::join!(redis, zookeeper);
+        let cluster = async {
+            match self.redis_cluster_urls.is_empty() {
+                true => None,
+                false => Some(bounded(Box::pin(cluster_state(&self.redis_cluster_urls))).await),
+            }
+        };
+        let (redis, zookeeper, cluster) = tokio::join!(redis, zookeeper, cluster);
         let mut checks = Vec::new();
         if self.redis_urls.is_empty() {
             checks.push((
@@ -154,9 +177,19 @@ impl Shared {
         for (i, result) in redis.into_iter().enumerate() {
             checks.push((format!("redis-{}", i + 1), Reached::Answered(result)));
         }
+        if let Some(cluster) = cluster {
+            checks.push(("redis-cluster".into(), Reached::Answered(cluster)));
+        }
         checks.push(("zookeeper".into(), zookeeper));
         checks
     }
+}
+
+/// One Redis (or Sentinel's primary), or a Redis Cluster's nodes.
+#[derive(Debug, Clone)]
+pub enum RedisTarget {
+    One(locks::redis_sentinel::Endpoint),
+    Cluster(Vec<String>),
 }
 
 type BoxedCheck<'a> = std::pin::Pin<Box<dyn Future<Output = Result<String, String>> + 'a>>;
@@ -172,6 +205,40 @@ async fn redis_ping(url: &str) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     Ok(pong)
+}
+
+/// `CLUSTER INFO` from the first node that answers: ready when its state is `ok` (every
+/// slot served).
+async fn cluster_state(nodes: &[String]) -> Result<String, String> {
+    let mut errors = Vec::new();
+    for node in nodes {
+        let info = async {
+            let client = redis::Client::open(node.as_str()).map_err(|e| e.to_string())?;
+            let mut conn =
+                (client.get_multiplexed_async_connection().await).map_err(|e| e.to_string())?;
+            redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query_async::<String>(&mut conn)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match info.await {
+            Ok(info) if info.contains("cluster_state:ok") => {
+                let masters = (info.lines())
+                    .find_map(|l| l.strip_prefix("cluster_size:"))
+                    .unwrap_or("?")
+                    .trim()
+                    .to_string();
+                return Ok(format!("{node}: state ok, {masters} masters"));
+            }
+            Ok(info) => errors.push(format!(
+                "{node}: {}",
+                info.lines().next().unwrap_or_default()
+            )),
+            Err(e) => errors.push(format!("{node}: {e}")),
+        }
+    }
+    Err(errors.join("; "))
 }
 
 /// Asks each server of the connect string for `srvr` (the four-letter word allowed by

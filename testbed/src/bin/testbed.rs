@@ -6,6 +6,7 @@
 //!   "use that server": it is not started.
 //! - `testbed up` starts the stack, prints the `export` lines and the server PIDs, and
 //!   runs until Ctrl-C (or SIGTERM).
+//! - `--redis-cluster` (both) also starts a Redis Cluster (`REDIS_CLUSTER_URLS`).
 //! - `--rtt-ms X` (both) puts every server behind a proxy that adds a round trip of X
 //!   ms (`--jitter-ms` on each hop): the exported addresses are the proxies', so every
 //!   client sees a production network's distance instead of loopback's.
@@ -31,6 +32,10 @@ struct StackArgs {
     /// How many independent Redis servers to start.
     #[arg(long, default_value_t = 5)]
     redis: usize,
+    /// Also a Redis Cluster (three masters, three replicas), exported as
+    /// `REDIS_CLUSTER_URLS`.
+    #[arg(long)]
+    redis_cluster: bool,
     /// ZooKeeper servers: 1 (standalone) or 3 (an ensemble); 0 for none.
     #[arg(long, default_value_t = 1)]
     zookeeper_nodes: usize,
@@ -102,6 +107,10 @@ fn config(args: &StackArgs, respect_env: bool) -> StackConfig {
         ..StackConfig::default()
     }
     .with_nodes(&testbed::redis::KIND, args.redis)
+    .with_nodes(
+        &testbed::redis_cluster::KIND,
+        if args.redis_cluster { 6 } else { 0 },
+    )
     .with_nodes(&testbed::zookeeper::KIND, args.zookeeper_nodes)
     .with_nodes(&testbed::etcd::KIND, args.etcd_nodes);
     // Every kind whose variable is given is not started.

@@ -34,7 +34,7 @@ use crate::strategies::plain::{self, read_check_write};
 use crate::strategies::shared::Shared;
 use crate::strategies::txn::{self, Sold, check_enough};
 use async_trait::async_trait;
-use locks::redis::{Connection, RedisLock};
+use locks::redis::RedisLock;
 use locks::redis_sentinel::{Endpoint, Primary};
 use locks::{HolderId, LockGuard, LockOptions, Locker};
 use redis::aio::ConnectionManager;

@@ -6,7 +6,6 @@
 
 use super::connection::{Connect, Endpoint, Primary};
 use async_trait::async_trait;
-use locks::redis::Connection;
 use locks::redis_sentinel;
 use redis::RedisError;
 use redis::aio::ConnectionManager;
@@ -33,10 +32,10 @@ impl Connect for Sentinel {
 #[async_trait]
 impl Primary for redis_sentinel::Primary {
     fn conn(&self) -> (ConnectionManager, u64) {
-        Connection::conn(self)
+        redis_sentinel::Primary::conn(self)
     }
 
     async fn follow(&self, error: &RedisError, generation: u64) -> bool {
-        Connection::follow(self, error, generation).await
+        redis_sentinel::Primary::follow(self, error, generation).await
     }
 }
