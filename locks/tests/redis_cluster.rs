@@ -121,3 +121,131 @@ async fn a_slot_moved_under_a_held_lock_keeps_it_and_still_wakes_its_waiters() {
         "tokens grow across the move: {tokens:?}"
     );
 }
+
+/// A cluster, the master and replica serving `key`, and an options with a lease
+/// longer than the failover takes (the lease does not end the lock; the failover does).
+fn cluster_for(name: &str, key: &str) -> (testbed::RedisCluster, u16, u16, LockOptions) {
+    let cluster = testbed::RedisCluster::start(name, 6).unwrap();
+    let master = cluster.master_of(cluster.slot_of(key).unwrap()).unwrap();
+    let replica = cluster.replica_of(master).unwrap();
+    let options = LockOptions {
+        lease: Duration::from_secs(15),
+        renew: true,
+        max_hold: None,
+        lock_delay: Duration::ZERO,
+    };
+    (cluster, master, replica, options)
+}
+
+/// Kills the master on `port` and waits (off the runtime's threads) for its replica.
+fn fail_over(cluster: &mut testbed::RedisCluster, port: u16) -> u16 {
+    tokio::task::block_in_place(|| {
+        cluster.node_mut(port).unwrap().process().kill();
+        cluster
+            .wait_for_promotion(port, Duration::from_secs(20))
+            .unwrap()
+    })
+}
+
+/// The failover the source articles warn about, made to happen: the lock's master
+/// acknowledges it, its replica never gets it (the replication link held back, and
+/// checked: the key is on the master, not on the replica), the master dies, the
+/// replica is promoted without it, and a second holder acquires while the first still
+/// believes it holds the lock. Its token is newer, so a fenced resource refuses the
+/// first; the first is told at its next renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_that_lost_the_lock_lets_a_second_holder_in_with_a_newer_token() {
+    let key = "stock:failover";
+    let (mut cluster, master, replica, options) = cluster_for("cluster-failover", key);
+    cluster
+        .replication(master)
+        .unwrap()
+        .set(testbed::proxy::ProxyMode::Blackhole);
+    let first = Locker::new(RedisLock::connect_cluster(&cluster.urls()).await.unwrap());
+    let guard = (first
+        .try_acquire(key, &HolderId::random(), &options)
+        .await
+        .unwrap())
+    .unwrap();
+    let held_until = Instant::now() + options.lease;
+    // Longer than replication takes when the link is up.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        cluster.has_key(master, key).unwrap(),
+        "the lock is on the master"
+    );
+    assert!(
+        !cluster.has_key(replica, key).unwrap(),
+        "and not on the replica"
+    );
+
+    let promoted = fail_over(&mut cluster, master);
+    assert_eq!(promoted, replica);
+    let second = Locker::new(RedisLock::connect_cluster(&cluster.urls()).await.unwrap());
+    let other = (second.acquire(key, &HolderId::random(), &options, Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let overlap = Instant::now();
+    assert!(
+        overlap < held_until,
+        "the first holder's lease still runs: two holders"
+    );
+    assert!(
+        other.token().unwrap() > guard.token().unwrap(),
+        "a fence refuses the first holder: tokens {:?} then {:?}",
+        guard.token(),
+        other.token()
+    );
+    within(
+        Duration::from_secs(10),
+        "the first holder learns it lost the lock",
+        async || guard.is_lost(),
+    )
+    .await;
+    other.release().await.unwrap();
+}
+
+/// The same failover with `WAIT` after acquiring (`with_min_replicas(1)`, as Redisson
+/// does by default): while the replica's link is held back, no lock is granted (the
+/// acquisition fails and leaves nothing); with the link up, a granted lock is on the
+/// replica before the holder hears of it, and survives the master's death.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_a_failover_keeps_the_lock() {
+    let key = "stock:failover-wait";
+    let (mut cluster, master, replica, options) = cluster_for("cluster-failover-wait", key);
+    let replicated =
+        |lock: RedisLock| Locker::new(lock.with_min_replicas(1, Duration::from_millis(300)));
+    let first = replicated(RedisLock::connect_cluster(&cluster.urls()).await.unwrap());
+    let link = cluster.replication(master).unwrap();
+    link.set(testbed::proxy::ProxyMode::Blackhole);
+    let refused = first.try_acquire(key, &HolderId::random(), &options).await;
+    let error = refused.err().expect("no lock granted without a replica");
+    println!("refused while the replica's link is held back: {error}");
+    assert!(
+        !cluster.has_key(master, key).unwrap(),
+        "given back on the master"
+    );
+    link.set(testbed::proxy::ProxyMode::Pass);
+
+    // The link comes back by itself (the replica reconnects); then a grant is on both.
+    let holder = HolderId::random();
+    let guard = loop {
+        match first.try_acquire(key, &holder, &options).await {
+            Ok(Some(guard)) => break guard,
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    assert!(
+        cluster.has_key(replica, key).unwrap(),
+        "on the replica when granted"
+    );
+    assert_eq!(fail_over(&mut cluster, master), replica);
+    let second = Locker::new(RedisLock::connect_cluster(&cluster.urls()).await.unwrap());
+    let other = second
+        .try_acquire(key, &HolderId::random(), &options)
+        .await
+        .unwrap();
+    assert!(other.is_none(), "a second holder after the failover");
+    assert!(!guard.is_lost());
+    guard.release().await.unwrap();
+}

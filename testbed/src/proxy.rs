@@ -151,8 +151,20 @@ impl Proxy {
     /// Starts a proxy on a free loopback port in front of `127.0.0.1:upstream_port`.
     pub fn start(upstream_port: u16) -> Result<Proxy> {
         let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, upstream_port));
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .map_err(Error::io("proxy: binding"))?;
+        Self::start_at(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), upstream)
+    }
+
+    /// Starts a proxy listening on `listen` (another loopback address, `127.0.0.2`,
+    /// with the upstream's own port: what a Redis Cluster node announces to its peers)
+    /// in front of `upstream`. A taken address is [`Error::PortInUse`].
+    pub fn start_at(listen: SocketAddr, upstream: SocketAddr) -> Result<Proxy> {
+        let listener = std::net::TcpListener::bind(listen).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => Error::PortInUse {
+                server: "proxy".into(),
+                port: listen.port(),
+            },
+            _ => Error::io("proxy: binding")(e),
+        })?;
         listener
             .set_nonblocking(true)
             .map_err(Error::io("proxy: binding"))?;

@@ -11,6 +11,14 @@
 //! - Clients follow the addresses the nodes announce (`CLUSTER SLOTS`), not the ones
 //!   they were given: a proxy in front of a node is bypassed, so the cluster is never
 //!   put behind a stack's distance or the chaos lab's proxies.
+//! - **Links a test can hold back.** Each node announces itself to its peers at
+//!   `127.0.0.2` (same ports), where two [`Proxy`]s forward to it: one for its cluster
+//!   bus, one for the replication link a replica opens to it. Clients are given its
+//!   hostname, `127.0.0.1` (`cluster-preferred-endpoint-type hostname`), and reach it
+//!   directly. Blackhole a master's [`RedisCluster::replication`] proxy and every
+//!   write it acknowledges from then on stays on the master only, while the bus keeps
+//!   gossiping: kill it then, and its replica is promoted without those writes (as
+//!   [`crate::RedisHa`] does for Sentinel).
 //! - Ready only when every node sees every slot covered (`cluster_state:ok`) and every
 //!   master has a replica whose link is up: a failover test can start at once.
 //!
@@ -29,8 +37,10 @@
 
 use crate::kind::{ServerKind, Servers, StackConfig};
 use crate::process::{find_binary, free_port, retry_on_port_in_use, run_to_end, wait_until};
+use crate::proxy::Proxy;
 use crate::redis::{Redis, info};
 use crate::{Error, READY_TIMEOUT, Result};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// A Redis Cluster as a [`crate::Stack`] starts it: none by default (`--redis-cluster`
@@ -48,9 +58,14 @@ pub static KIND: ServerKind = ServerKind {
 /// How long a node may go unanswered before the others count it failed.
 pub const NODE_TIMEOUT: Duration = Duration::from_millis(2000);
 
+/// The address each node announces to its peers (its proxies listen there).
+pub const PEER_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+
 /// The cluster's nodes; dropping it stops them all.
 pub struct RedisCluster {
     nodes: Vec<Redis>,
+    /// Per node (same order): the proxy its replicas reach it through, and its bus's.
+    links: Vec<(Proxy, Proxy)>,
 }
 
 /// One node as `CLUSTER NODES` describes it.
@@ -88,11 +103,16 @@ impl RedisCluster {
                 output: "needs an even number, at least 6 (3 masters, 3 replicas)".into(),
             });
         }
-        let mut started = Vec::new();
+        let (mut started, mut links) = (Vec::new(), Vec::new());
         for i in 1..=nodes {
             let node_name = format!("{name}-{}", i);
-            let node = retry_on_port_in_use(5, || {
-                let bus = free_port()?;
+            let (node, link) = retry_on_port_in_use(5, || {
+                let (port, bus) = (free_port()?, free_port()?);
+                let proxy = |port: u16| {
+                    let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+                    Proxy::start_at(SocketAddr::from((PEER_IP, port)), upstream)
+                };
+                let link = (proxy(port)?, proxy(bus)?);
                 let extra = [
                     "--cluster-enabled",
                     "yes",
@@ -102,13 +122,31 @@ impl RedisCluster {
                     &NODE_TIMEOUT.as_millis().to_string(),
                     "--cluster-port",
                     &bus.to_string(),
+                    "--cluster-announce-ip",
+                    &PEER_IP.to_string(),
+                    "--cluster-announce-hostname",
+                    "127.0.0.1",
+                    "--cluster-preferred-endpoint-type",
+                    "hostname",
                 ]
                 .map(String::from);
-                Redis::start_with(&node_name, None, &extra).map(|(redis, _)| redis)
+                let (node, _) = Redis::start_with(&node_name, Some(port), &extra)?;
+                if node.port() != port {
+                    // Its proxies listen for another port: start over.
+                    return Err(Error::PortInUse {
+                        server: node_name.clone(),
+                        port,
+                    });
+                }
+                Ok((node, link))
             })?;
             started.push(node);
+            links.push(link);
         }
-        let cluster = RedisCluster { nodes: started };
+        let cluster = RedisCluster {
+            nodes: started,
+            links,
+        };
         let mut args = vec!["--cluster".to_string(), "create".into()];
         args.extend(
             cluster
@@ -164,6 +202,27 @@ impl RedisCluster {
     /// Every node, in the order started.
     pub fn nodes(&self) -> &[Redis] {
         &self.nodes
+    }
+
+    /// The proxy the replicas of the node on `port` replicate through: blackhole it
+    /// ([`crate::proxy::ProxyMode::Blackhole`]) to hold its replication back.
+    pub fn replication(&self, port: u16) -> Option<&Proxy> {
+        let i = self.nodes.iter().position(|n| n.port() == port)?;
+        Some(&self.links[i].0)
+    }
+
+    /// Whether the node on `port` has `key` (`EXISTS`; on a replica too, `READONLY`).
+    pub fn has_key(&self, port: u16, key: &str) -> Result<bool> {
+        let request = format!("READONLY\r\nEXISTS {key}\r\nPING\r\n");
+        let answer = crate::process::tcp_exchange(port, request.as_bytes(), b"+PONG\r\n");
+        let answer = String::from_utf8_lossy(&answer.unwrap_or_default()).into_owned();
+        match answer.lines().find(|l| l.starts_with(':')) {
+            Some(count) => Ok(count != ":0"),
+            None => Err(Error::Command {
+                what: format!("EXISTS {key} on port {port}"),
+                output: answer,
+            }),
+        }
     }
 
     /// The node on `port`, to make faults on it (kill, pause, restart).
