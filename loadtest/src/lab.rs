@@ -51,10 +51,17 @@ impl Instance {
             let _ = std::fs::remove_file(path);
             all.extend(["--lock-log".to_string(), path.display().to_string()]);
         }
-        let env: Vec<(String, String)> = servers
+        let mut env: Vec<(String, String)> = servers
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
+        // A Redis Cluster only when given (the service reads an empty list as none):
+        // under `testbed run --redis-cluster`, redis-lock would otherwise move to the
+        // cluster this program inherited.
+        let cluster = testbed::redis_cluster::KIND.variable;
+        if !servers.iter().any(|(k, _)| *k == cluster) {
+            env.push((cluster.to_string(), String::new()));
+        }
         let process = ServerProcess::spawn_with_env(name, app_bin, &all, &env, log);
         let process = process.with_context(|| {
             format!(

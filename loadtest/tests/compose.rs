@@ -95,6 +95,7 @@ fn app_settings(env: &BTreeMap<String, String>) -> Settings {
 const REDIS: [&str; 5] = ["redis-1", "redis-2", "redis-3", "redis-4", "redis-5"];
 const ZOOKEEPER: [&str; 3] = ["zk-1", "zk-2", "zk-3"];
 const APPS: [&str; 2] = ["app-a", "app-b"];
+const CLUSTER: [&str; 6] = ["rc-1", "rc-2", "rc-3", "rc-4", "rc-5", "rc-6"];
 
 /// The services are the topology of DESIGN.md: one MariaDB 10.11, five Redis 7, a
 /// three-node ZooKeeper 3.8 ensemble, one etcd 3.4, two stock-app instances, the load
@@ -110,6 +111,8 @@ fn the_services_are_the_designed_topology() {
         .collect();
     let mut expected = vec!["mariadb"];
     expected.extend(REDIS);
+    expected.extend(CLUSTER);
+    expected.push("rc-create");
     expected.extend(ZOOKEEPER);
     expected.push("etcd");
     expected.extend(APPS);
@@ -129,6 +132,39 @@ fn the_services_are_the_designed_topology() {
     for zk in ZOOKEEPER {
         assert_eq!(image(zk), "zookeeper:3.8");
     }
+    // The Redis Cluster: only with its profile; cluster mode, the testbed's node timeout,
+    // no persistence; joined by rc-create once every node runs.
+    for node in CLUSTER.iter().chain(&["rc-create"]) {
+        assert_eq!(image(node), "redis:7");
+        assert_eq!(
+            strings(&service(&compose, node)["profiles"]),
+            ["cluster"],
+            "{node}"
+        );
+    }
+    for node in CLUSTER {
+        let command = strings(&service(&compose, node)["command"]).join(" ");
+        let timeout = testbed::redis_cluster::NODE_TIMEOUT.as_millis();
+        assert_eq!(
+            command,
+            format!(
+                "redis-server --cluster-enabled yes --cluster-node-timeout {timeout} --save  --appendonly no"
+            )
+        );
+    }
+    let create = strings(&service(&compose, "rc-create")["command"]).join(" ");
+    assert!(
+        create.contains("--cluster create") && create.contains("--cluster-replicas 1"),
+        "{create}"
+    );
+    assert!(
+        create.contains("for n in 1 2 3 4 5 6") && create.contains("getent hosts rc-$$n"),
+        "{create}"
+    );
+    assert_eq!(
+        strings(&service(&compose, "rc-create")["depends_on"]),
+        CLUSTER
+    );
     // The etcd testbed starts from Debian (3.4).
     assert_eq!(image("etcd"), "quay.io/coreos/etcd:v3.4.23");
     // Both instances and the load tester run the image the Dockerfile builds.
@@ -202,6 +238,20 @@ fn the_instances_are_wired_to_every_server() {
         .collect();
     let expected: Vec<(String, u16)> = REDIS.iter().map(|r| (r.to_string(), 6379)).collect();
     assert_eq!(redis, expected);
+
+    // REDIS_CLUSTER_URLS: taken from the host's environment, empty by default (the
+    // instances then use redis-1); the header's command names the cluster's nodes.
+    let header = std::fs::read_to_string(repo_file("docker-compose.yml")).unwrap();
+    let given = (header.lines())
+        .find_map(|l| l.strip_prefix("#   REDIS_CLUSTER_URLS="))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("the header shows how to start the cluster profile");
+    for url in given.split(',') {
+        let url = Url::parse(url).unwrap();
+        assert!(CLUSTER.contains(&url.host_str().unwrap()), "{url}");
+        assert_eq!(url.port(), Some(6379));
+    }
+    assert_eq!(env_a["REDIS_CLUSTER_URLS"], "${REDIS_CLUSTER_URLS:-}");
 
     // ZK_CONNECT: every ensemble member at its client port.
     let zk_connect = settings

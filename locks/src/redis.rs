@@ -78,7 +78,8 @@ const CHANNEL_PREFIX: &str = "lock-released:";
 
 /// `key` with a hash tag: its token and channel are then in its slot (Redis Cluster).
 fn tagged(key: &str) -> String {
-    (key.contains('{').then(|| key.into())).unwrap_or_else(|| format!("{{{key}}}"))
+    let brace = |b: &'static str| if key.contains('{') { "" } else { b };
+    format!("{}{key}{}", brace("{"), brace("}"))
 }
 
 pub(crate) fn backend(e: RedisError) -> LockError {
@@ -227,7 +228,7 @@ impl RedisLock {
         let confirmed = tokio::time::timeout(Duration::from_secs(2), ready_rx).await;
         if confirmed.is_err() {
             tracing::warn!(
-                "redis lock: release subscription not confirmed yet; waiters use PTTL until it is"
+                "redis lock: release subscription unconfirmed; waiters use PTTL meanwhile"
             );
         }
         RedisLock {

@@ -97,7 +97,7 @@ impl RedisCluster {
     /// Starts `nodes` servers (an even number, at least six: half masters, each with
     /// one replica), creates the cluster and waits until it is ready (see the module).
     pub fn start(name: &str, nodes: usize) -> Result<RedisCluster> {
-        if nodes < 6 || nodes % 2 != 0 {
+        if nodes < 6 || !nodes.is_multiple_of(2) {
             return Err(Error::Command {
                 what: format!("a Redis Cluster of {nodes} nodes"),
                 output: "needs an even number, at least 6 (3 masters, 3 replicas)".into(),

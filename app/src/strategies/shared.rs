@@ -26,10 +26,9 @@ pub struct Shared {
     pub redis_sentinels: Vec<String>,
 
     /// A Redis Cluster's nodes (any of them will do), comma-separated
-    /// `redis://host:port/`. When set, `redis-lock` and `redis-stock` run on the
-    /// cluster instead of the single Redis (the lock hash tags its keys; `redis-stock`
-    /// spreads products, and a hot product's shards, over the masters by slot).
-    /// RedLock keeps `REDIS_URLS`. Reported by /ready; never waited on at start.
+    /// `redis://host:port/`. When set, `redis-lock` runs on the cluster instead of the
+    /// single Redis (the lock hash-tags its keys into one slot per lock). RedLock keeps
+    /// `REDIS_URLS`. Reported by /ready; never waited on at start.
     #[arg(long, env = "REDIS_CLUSTER_URLS", value_delimiter = ',')]
     pub redis_cluster_urls: Vec<String>,
 
@@ -110,11 +109,16 @@ impl Shared {
         }
     }
 
-    /// Where `redis-lock` and `redis-stock` run: the Redis Cluster when one is
-    /// configured, else the single Redis ([`Shared::redis_endpoint`]).
+    /// Where `redis-lock` runs: the Redis Cluster when one is configured, else the
+    /// single Redis ([`Shared::redis_endpoint`]).
     pub fn redis_target(&self) -> Option<RedisTarget> {
-        match self.redis_cluster_urls.is_empty() {
-            false => Some(RedisTarget::Cluster(self.redis_cluster_urls.clone())),
+        // Empty entries (an empty variable) name no node.
+        let nodes: Vec<String> = (self.redis_cluster_urls.iter())
+            .filter(|url| !url.is_empty())
+            .cloned()
+            .collect();
+        match nodes.is_empty() {
+            false => Some(RedisTarget::Cluster(nodes)),
             true => self.redis_endpoint().map(RedisTarget::One),
         }
     }
@@ -161,9 +165,11 @@ impl Shared {
             }
         };
         let cluster = async {
-            match self.redis_cluster_urls.is_empty() {
-                true => None,
-                false => Some(bounded(Box::pin(cluster_state(&self.redis_cluster_urls))).await),
+            match self.redis_target() {
+                Some(RedisTarget::Cluster(nodes)) => {
+                    Some(bounded(Box::pin(cluster_state(&nodes))).await)
+                }
+                _ => None,
             }
         };
         let (redis, zookeeper, cluster) = tokio::join!(redis, zookeeper, cluster);

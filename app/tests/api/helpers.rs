@@ -90,9 +90,22 @@ pub fn test_settings(database_url: &str) -> Settings {
 /// variables (`testbed::SERVER_VARIABLES`: `REDIS_URLS`, `ZK_CONNECT`,
 /// `ETCD_ENDPOINTS`), as the binary's flags do: a strategy whose server is a flag of
 /// its own gets it here with nothing to add. Nothing else is read from the
-/// environment.
+/// environment, nor `REDIS_CLUSTER_URLS`: `redis-lock` stays on the single Redis
+/// unless a test puts it on the cluster ([`cluster_urls`]).
 pub fn servers_from_env(database_url: &str) -> Settings {
-    Settings::for_database_reading(database_url, |var| testbed::SERVER_VARIABLES.contains(&var))
+    let cluster = testbed::redis_cluster::KIND.variable;
+    Settings::for_database_reading(database_url, |var| {
+        testbed::SERVER_VARIABLES.contains(&var) && var != cluster
+    })
+}
+
+/// The testbed's Redis Cluster (`REDIS_CLUSTER_URLS`, set by `./scripts/test`).
+pub fn cluster_urls() -> Vec<String> {
+    let variable = testbed::redis_cluster::KIND.variable;
+    let value = std::env::var(variable).unwrap_or_else(|_| {
+        panic!("{variable}: run under ./scripts/test (testbed run --redis-cluster)")
+    });
+    value.split(',').map(str::to_string).collect()
 }
 
 /// Turns `async fn name(strategy: &str)` into that function plus one test per strategy,

@@ -2,7 +2,8 @@
 //! against a holder that outlives its lease, and backends that are not there.
 
 use crate::helpers::{
-    assert_error, deduct_in_background, fresh_database, spawn_app_on, spawn_with, test_settings,
+    TestApp, assert_error, cluster_urls, deduct_in_background, fresh_database, spawn_app_on,
+    spawn_with, test_settings,
 };
 use futures::StreamExt;
 use reqwest::StatusCode;
@@ -16,7 +17,21 @@ use std::time::{Duration, Instant};
 async fn race(strategy: &str, requests: usize, concurrency: usize) {
     let database = fresh_database().await;
     let apps = [spawn_app_on(&database).await, spawn_app_on(&database).await];
-    apps[0].stock(1, 50).await;
+    race_on(&apps, 1, strategy, requests, concurrency).await;
+    for app in apps {
+        app.stop().await;
+    }
+}
+
+/// The race on `apps`, selling product `product`.
+async fn race_on(
+    apps: &[TestApp; 2],
+    product: i64,
+    strategy: &str,
+    requests: usize,
+    concurrency: usize,
+) {
+    apps[0].stock(product, 50).await;
     let started = Instant::now();
     let answers: Vec<(u16, Duration)> = futures::stream::iter(0..requests)
         .map(|i| {
@@ -26,7 +41,7 @@ async fn race(strategy: &str, requests: usize, concurrency: usize) {
                 let response = app
                     .deduct(
                         strategy,
-                        &json!({"product_id": 1, "request_id": format!("r{i}")}),
+                        &json!({"product_id": product, "request_id": format!("r{i}")}),
                     )
                     .await;
                 let status = response.status().as_u16();
@@ -62,7 +77,7 @@ async fn race(strategy: &str, requests: usize, concurrency: usize) {
         slowest < Duration::from_secs(30),
         "{strategy}: a request took {slowest:?}"
     );
-    let state = apps[0].db_state(1).await;
+    let state = apps[0].db_state(product).await;
     assert_eq!(
         (state.remaining, state.ledger_sum, state.lost_updates()),
         (0, 50, 0),
@@ -76,9 +91,6 @@ async fn race(strategy: &str, requests: usize, concurrency: usize) {
             .unwrap();
     let expected = if strategy == "redlock" { 0 } else { 50 };
     assert_eq!(fenced, expected, "{strategy}: fencing tokens in the ledger");
-    for app in apps {
-        app.stop().await;
-    }
 }
 
 /// `mysql-lock`, 200 requests.
@@ -133,6 +145,57 @@ async fn etcd_lock_400_requests_two_instances() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_lock_200_requests_two_instances() {
     race("redis-lock", 200, 64).await;
+}
+
+/// `redis-lock` on the testbed's Redis Cluster, 400 requests over two instances: the
+/// same exact sale, and the locks were the cluster's: its token counter for the
+/// product (`{stock:ID}:fence`, in the lock's slot) is at or past the last token the
+/// ledger recorded, the single Redis has none, and `/ready` names the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lock_on_a_cluster_400_requests_two_instances() {
+    let database = fresh_database().await;
+    let settings =
+        || test_settings(&database).with(|s| s.shared.redis_cluster_urls = cluster_urls());
+    let apps = [spawn_with(settings()).await, spawn_with(settings()).await];
+    // A product of its own: no other test locks it on the shared cluster.
+    let product = 7_401;
+    race_on(&apps, product, "redis-lock", 400, 64).await;
+    let last: u64 = sqlx::query_scalar("SELECT MAX(fence_token) FROM ledger WHERE product_id = ?")
+        .bind(product)
+        .fetch_one(&apps[0].db)
+        .await
+        .unwrap();
+    let client = redis::cluster::ClusterClient::new(cluster_urls()).unwrap();
+    let mut conn = client.get_async_connection().await.unwrap();
+    let counter: u64 = redis::cmd("GET")
+        .arg(format!("{{stock:{product}}}:fence"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // Refusals take the lock too, after the last sale: its token or a later one.
+    assert!(
+        counter >= last,
+        "the cluster issued the ledger's tokens: {counter} < {last}"
+    );
+    let single = redis::Client::open(
+        crate::helpers::servers_from_env(&database)
+            .shared
+            .redis_urls[0]
+            .as_str(),
+    )
+    .unwrap();
+    let mut single = single.get_multiplexed_async_connection().await.unwrap();
+    let elsewhere: bool = redis::cmd("EXISTS")
+        .arg(format!("{{stock:{product}}}:fence"))
+        .query_async(&mut single)
+        .await
+        .unwrap();
+    assert!(!elsewhere, "no lock of this product on the single Redis");
+    let ready: Value = apps[0].get("/ready").await.json().await.unwrap();
+    assert!(ready.to_string().contains("redis-cluster"), "{ready}");
+    for app in apps {
+        app.stop().await;
+    }
 }
 
 /// `redis-lock`, 400 requests.
