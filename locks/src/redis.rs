@@ -76,11 +76,13 @@ static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../l
 /// Every lock's release channel starts with this; the process subscribes to the pattern.
 const CHANNEL_PREFIX: &str = "lock-released:";
 
+// ANCHOR: tagged
 /// `key` with a hash tag: its token and channel are then in its slot (Redis Cluster).
 fn tagged(key: &str) -> String {
     let brace = |b: &'static str| if key.contains('{') { "" } else { b };
     format!("{}{key}{}", brace("{"), brace("}"))
 }
+// ANCHOR_END: tagged
 
 pub(crate) fn backend(e: RedisError) -> LockError {
     let kind = if e.is_timeout() {

@@ -134,6 +134,7 @@ impl Connection for Cluster {
         }
     }
 
+    // ANCHOR: watch
     /// Subscribes to `channel` (`SSUBSCRIBE`, on the lock's master) the first time a
     /// waiter of this process waits on it.
     async fn watch(&self, channel: &str) -> bool {
@@ -163,6 +164,7 @@ impl Connection for Cluster {
             }
         }
     }
+    // ANCHOR_END: watch
 
     fn publish(&self) -> &'static str {
         "spublish"
