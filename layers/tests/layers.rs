@@ -39,7 +39,7 @@ const TREES: &[Tree] = &[
                 "redlock",
                 "zookeeper",
             ],
-            &["redis_sentinel"],
+            &["redis_sentinel", "redis_cluster"],
         ],
     },
     // Processes and proxies; a kind of server (what each server's file declares); one

@@ -56,8 +56,8 @@ impl Instance {
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
         // A Redis Cluster only when given (the service reads an empty list as none):
-        // under `testbed run --redis-cluster`, redis-lock would otherwise move to the
-        // cluster this program inherited.
+        // under `testbed run --redis-cluster`, the Redis lock would otherwise move to
+        // the cluster this program inherited.
         let cluster = testbed::redis_cluster::KIND.variable;
         if !servers.iter().any(|(k, _)| *k == cluster) {
             env.push((cluster.to_string(), String::new()));

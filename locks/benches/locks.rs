@@ -19,8 +19,17 @@
 //!     against the same ZooKeeper; timed by the harness itself, not criterion);
 //! - **contended**: 16 tasks on one key for 5 s, empty critical section: acquisitions
 //!   per second, and fairness: acquisitions per task (min–max), Jain's index (1 = every
-//!   task got the same share, 1/16 = one task got everything) and FIFO overtakes (how
-//!   often a task that asked later got the lock earlier, per acquisition; 0 = FIFO);
+//!   task got the same share, 1/16 = one task got everything), FIFO overtakes (how
+//!   often a task that asked later got the lock earlier, per acquisition; 0 = FIFO) and
+//!   the longest wait; overtakes and acquisitions/s also per fifth of the window (their
+//!   median and range: the spread a claim is judged with);
+//! - **steadiness**: 1 to 256 tasks, each on a key of its own (no waiting for each
+//!   other: what grows is the servers' and the clients' load), for the lock services
+//!   (Redis, alone and as a cluster, ZooKeeper, etcd, MariaDB, RedLock): acquire +
+//!   release latency p50 and p99, their ratio (1 = every acquisition as fast as the
+//!   median) and acquisitions per second, each per fifth of the window, as median and
+//!   range: the source articles' "ZooKeeper's response times are steadier, Redis suits
+//!   high concurrency" measured;
 //! - a summary: the medians as ratios against the issue's goals, and a markdown copy
 //!   in `target/criterion/locks-summary.md` (the README's table).
 //!
@@ -58,6 +67,7 @@ enum Row {
     RedisLock,
     RedisLockReplica,
     RedisLockWait,
+    RedisLockCluster,
     Redlock5,
     ZooKeeper,
     Etcd,
@@ -71,7 +81,7 @@ enum Row {
 use Row::*;
 
 impl Row {
-    const UNCONTENDED: [Row; 17] = [
+    const UNCONTENDED: [Row; 18] = [
         RedisPing,
         RedisNoopScript,
         ZkCreateDelete,
@@ -82,6 +92,7 @@ impl Row {
         RedisLock,
         RedisLockReplica,
         RedisLockWait,
+        RedisLockCluster,
         Redlock5,
         ZooKeeper,
         Etcd,
@@ -95,7 +106,7 @@ impl Row {
     /// before these, from its harness): the servers warm up and drift over a run
     /// (ZooKeeper's JVM above all), and rows far apart compared ±8% apart that were
     /// level when run side by side.
-    const LOCKS: [Row; 12] = [
+    const LOCKS: [Row; 13] = [
         Curator,
         ZooKeeper,
         ZkClientLock,
@@ -107,7 +118,17 @@ impl Row {
         Rslock1,
         RedisLockReplica,
         RedisLockWait,
+        RedisLockCluster,
         MysqlLock,
+    ];
+    /// The lock services whose latency is swept over concurrency (steadiness).
+    const STEADINESS: [Row; 6] = [
+        RedisLock,
+        RedisLockCluster,
+        ZooKeeper,
+        Etcd,
+        MysqlLock,
+        Redlock5,
     ];
 
     fn name(self) -> &'static str {
@@ -122,6 +143,7 @@ impl Row {
             RedisLock => "ours: redis-lock",
             RedisLockReplica => "ours: redis-lock (1 replica)",
             RedisLockWait => "ours: redis-lock with WAIT (1 replica)",
+            RedisLockCluster => "ours: redis-lock (cluster)",
             Redlock5 => "ours: redlock (5 nodes)",
             ZooKeeper => "ours: zookeeper",
             Etcd => "ours: etcd",
@@ -131,6 +153,20 @@ impl Row {
             EtcdClientLock => "peer: etcd-client lease + lock",
             Curator => "peer: Curator InterProcessMutex",
         }
+    }
+
+    /// The server one of our locks runs on, as the summary's data names it (the book
+    /// judges the source articles' Redis-vs-ZooKeeper claims by it).
+    fn server(self) -> Option<&'static str> {
+        Some(match self {
+            MysqlLock => "MariaDB",
+            RedisLock => "Redis",
+            RedisLockCluster => "Redis Cluster",
+            Redlock5 => "5 Redis",
+            ZooKeeper => "ZooKeeper",
+            Etcd => "etcd",
+            _ => return None,
+        })
     }
 
     /// criterion's id (and directory) for the row.
@@ -156,6 +192,7 @@ struct Subjects {
     redis_lock: Locker,
     redis_lock_replica: Locker,
     redis_lock_wait: Locker,
+    redis_lock_cluster: Locker,
     redlock: Locker,
     zookeeper: Locker,
     etcd: Locker,
@@ -169,8 +206,12 @@ const ZK_ROOT: &str = "/bench";
 const LEASE: Duration = Duration::from_secs(10);
 
 impl Subjects {
-    /// `primary` has a replica in sync (the WAIT rows).
-    async fn connect(stack: &Stack, primary: &testbed::Redis) -> Subjects {
+    /// `primary` has a replica in sync (the WAIT rows); `cluster`, a Redis Cluster.
+    async fn connect(
+        stack: &Stack,
+        primary: &testbed::Redis,
+        cluster: &testbed::RedisCluster,
+    ) -> Subjects {
         let env: BTreeMap<&str, String> = stack.env().into_iter().collect();
         let db_url = &env["DATABASE_URL"];
         let redis_urls: Vec<String> = env["REDIS_URLS"].split(',').map(String::from).collect();
@@ -211,6 +252,9 @@ impl Subjects {
                     .await
                     .unwrap()
                     .with_min_replicas(1, Duration::from_secs(1)),
+            ),
+            redis_lock_cluster: Locker::new(
+                RedisLock::connect_cluster(&cluster.urls()).await.unwrap(),
             ),
             redlock: Locker::new(RedLock::new(&redis_urls).unwrap()),
             zookeeper: Locker::new(
@@ -334,6 +378,7 @@ impl Subjects {
             RedisLock => ours(&self.redis_lock).await,
             RedisLockReplica => ours(&self.redis_lock_replica).await,
             RedisLockWait => ours(&self.redis_lock_wait).await,
+            RedisLockCluster => ours(&self.redis_lock_cluster).await,
             Redlock5 => ours(&self.redlock).await,
             ZooKeeper => ours(&self.zookeeper).await,
             Etcd => ours(&self.etcd).await,
@@ -462,8 +507,66 @@ struct Contended {
     per_task: Vec<usize>,
     jain: f64,
     overtakes: f64,
+    /// The longest any acquisition waited, in ms.
+    longest_wait_ms: f64,
+    /// Acquisitions per second and overtakes per acquisition in each fifth of the
+    /// window: their median and range.
+    per_second_spread: Spread,
+    overtakes_spread: Spread,
     errors: usize,
     first_error: Option<String>,
+}
+
+/// How many parts a window is cut into for a figure's spread.
+const PARTS: u32 = 5;
+
+/// A figure measured in each part of a window: the median and the range of the parts.
+#[derive(Debug, Clone, Copy, Default)]
+struct Spread {
+    median: f64,
+    low: f64,
+    high: f64,
+}
+
+impl Spread {
+    fn of(mut values: Vec<f64>) -> Spread {
+        values.retain(|v| v.is_finite());
+        values.sort_by(f64::total_cmp);
+        match (values.first(), values.last()) {
+            (Some(&low), Some(&high)) => Spread {
+                median: values[values.len() / 2],
+                low,
+                high,
+            },
+            _ => Spread::default(),
+        }
+    }
+
+    fn json(self) -> serde_json::Value {
+        serde_json::json!({ "median": self.median, "low": self.low, "high": self.high })
+    }
+
+    /// `median (low–high)`, with `digits` decimals.
+    fn text(self, digits: usize) -> String {
+        format!(
+            "{:.digits$} ({:.digits$}–{:.digits$})",
+            self.median, self.low, self.high
+        )
+    }
+}
+
+/// The samples acquired in each of [`PARTS`] equal parts of `window`.
+fn parts(samples: &[Sample], window: Duration) -> Vec<(Duration, Vec<Sample>)> {
+    let part = window / PARTS;
+    (0..PARTS)
+        .map(|i| {
+            let (from, to) = (part * i, part * (i + 1));
+            let inside = (samples.iter().copied())
+                .filter(|s| s.acquired >= from && s.acquired < to)
+                .collect();
+            (part, inside)
+        })
+        .collect()
 }
 
 impl Contended {
@@ -484,7 +587,21 @@ impl Contended {
         }
         let sum: f64 = per_task.iter().map(|&n| n as f64).sum();
         let squares: f64 = per_task.iter().map(|&n| (n as f64).powi(2)).sum();
+        let fifths = parts(&counted, window);
         Contended {
+            longest_wait_ms: (counted.iter())
+                .map(|s| (s.acquired - s.requested).as_secs_f64() * 1e3)
+                .fold(0.0, f64::max),
+            per_second_spread: Spread::of(
+                (fifths.iter())
+                    .map(|(part, s)| s.len() as f64 / part.as_secs_f64())
+                    .collect(),
+            ),
+            overtakes_spread: Spread::of(
+                (fifths.iter())
+                    .map(|(_, s)| overtakes(s) as f64 / s.len().max(1) as f64)
+                    .collect(),
+            ),
             per_second: counted.len() as f64 / window.as_secs_f64(),
             jain: if squares > 0.0 {
                 sum * sum / (tasks as f64 * squares)
@@ -581,6 +698,98 @@ async fn contend(
         errors.extend(e);
     }
     Contended::from_samples(&samples, tasks, window, errors)
+}
+
+/// The concurrency levels of the steadiness sweep.
+const LEVELS: [usize; 5] = [1, 4, 16, 64, 256];
+
+/// One level of the steadiness sweep: acquire + release latency and throughput, each
+/// per part of the window ([`PARTS`]).
+struct Steady {
+    tasks: usize,
+    per_second: Spread,
+    p50_us: Spread,
+    p99_us: Spread,
+    /// p99 / p50 in each part.
+    ratio: Spread,
+    errors: usize,
+    first_error: Option<String>,
+}
+
+/// The `q` quantile of sorted `values` (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        n => sorted[((n - 1) as f64 * q).round() as usize],
+    }
+}
+
+/// `tasks` tasks, each acquiring and releasing a key of its own in a loop for
+/// `window` after `warmup`: nobody waits for anybody, so what grows with the tasks is
+/// the load on the server and on this process's connections.
+async fn steadiness(
+    subjects: &Arc<Subjects>,
+    row: Row,
+    tasks: usize,
+    warmup: Duration,
+    window: Duration,
+) -> Steady {
+    let start = Instant::now() + warmup;
+    let end = start + window;
+    let handles: Vec<_> = (0..tasks)
+        .map(|task| {
+            let subjects = subjects.clone();
+            let key = format!("steady-{}-{task}", row.id());
+            tokio::spawn(async move {
+                let holder = HolderId::random();
+                let (mut latencies, mut errors) = (Vec::new(), Vec::new());
+                loop {
+                    let requested = Instant::now();
+                    if requested >= end {
+                        break;
+                    }
+                    match subjects.cycle(row, &key, &holder).await {
+                        Ok(_) if requested >= start => {
+                            let done = Instant::now();
+                            latencies.push((done - start, done - requested));
+                        }
+                        Ok(_) => {}
+                        Err(e) => errors.push(e),
+                    }
+                }
+                (latencies, errors)
+            })
+        })
+        .collect();
+    let (mut latencies, mut errors) = (Vec::new(), Vec::new());
+    for handle in handles {
+        let (l, e) = handle.await.unwrap();
+        latencies.extend(l);
+        errors.extend(e);
+    }
+    let part = window / PARTS;
+    let (mut per_second, mut p50, mut p99, mut ratio) = (vec![], vec![], vec![], vec![]);
+    for i in 0..PARTS {
+        let mut inside: Vec<f64> = (latencies.iter())
+            .filter(|(at, _)| *at >= part * i && *at < part * (i + 1))
+            .map(|(_, d)| d.as_secs_f64() * 1e6)
+            .collect();
+        inside.sort_by(f64::total_cmp);
+        per_second.push(inside.len() as f64 / part.as_secs_f64());
+        let (a, b) = (quantile(&inside, 0.5), quantile(&inside, 0.99));
+        p50.push(a);
+        p99.push(b);
+        ratio.push(b / a);
+    }
+    Steady {
+        tasks,
+        per_second: Spread::of(per_second),
+        p50_us: Spread::of(p50),
+        p99_us: Spread::of(p99),
+        ratio: Spread::of(ratio),
+        errors: errors.len(),
+        first_error: errors.into_iter().next(),
+    }
 }
 
 /// Apache Curator, through `benches/CuratorBench.java`: compiled into the target
@@ -682,6 +891,9 @@ fn main() {
     // on the main thread, which lives until the end.
     let stack =
         Stack::start(&StackConfig::default()).expect("testbed: start MariaDB, 5 Redis, ZooKeeper");
+    // A Redis Cluster (three masters, three replicas) for the cluster rows.
+    let cluster =
+        testbed::RedisCluster::start("bench-cluster", 6).expect("testbed: start a Redis Cluster");
     // A primary with one replica, replicating directly (no proxy), for the WAIT rows.
     let primary = testbed::Redis::start("bench-primary").expect("testbed: start a Redis primary");
     let replica = testbed::Redis::start_replica_of("bench-replica", primary.port())
@@ -690,7 +902,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let subjects = Arc::new(runtime.block_on(Subjects::connect(&stack, &primary)));
+    let subjects = Arc::new(runtime.block_on(Subjects::connect(&stack, &primary, &cluster)));
     let dir = criterion_dir();
     let (warm_up, measure, contended_window, contended_warmup) = if args.test_mode {
         (
@@ -810,8 +1022,33 @@ fn main() {
         contended.insert(row, figures);
     }
 
-    // 4. The summary.
-    let summary = summary(&medians, &contended, &notes, contended_window);
+    // 4. Steadiness: 1 to 256 tasks, a key each.
+    let steady_window = contended_window;
+    let mut steady: BTreeMap<Row, Vec<Steady>> = BTreeMap::new();
+    for row in Row::STEADINESS {
+        if !args.wants(&row.id()) {
+            continue;
+        }
+        for tasks in LEVELS {
+            let level = runtime.block_on(steadiness(
+                &subjects,
+                row,
+                tasks,
+                contended_warmup,
+                steady_window,
+            ));
+            println!(
+                "{:<48} {tasks:>3} tasks: p99/p50 {}, {}/s",
+                row.id(),
+                level.ratio.text(2),
+                level.per_second.text(0)
+            );
+            steady.entry(row).or_default().push(level);
+        }
+    }
+
+    // 5. The summary.
+    let summary = summary(&medians, &contended, &steady, &notes, contended_window);
     println!("\n{summary}");
     let path = dir.join("locks-summary.md");
     if std::fs::write(&path, &summary).is_ok() {
@@ -821,7 +1058,13 @@ fn main() {
     let path = dir.join("locks-summary.json");
     if std::fs::write(
         &path,
-        summary_json(&medians, &contended, &notes, contended_window),
+        summary_json(
+            &medians,
+            &contended,
+            &steady,
+            &notes,
+            (contended_window, steady_window),
+        ),
     )
     .is_ok()
     {
@@ -830,7 +1073,7 @@ fn main() {
     criterion.final_summary();
     drop(subjects);
     runtime.shutdown_timeout(Duration::from_secs(2));
-    drop((replica, primary));
+    drop((replica, primary, cluster));
     drop(stack);
 }
 
@@ -839,8 +1082,9 @@ fn main() {
 fn summary_json(
     medians: &BTreeMap<Row, f64>,
     contended: &BTreeMap<Row, Contended>,
+    steady: &BTreeMap<Row, Vec<Steady>>,
     notes: &[String],
-    window: Duration,
+    (window, steady_window): (Duration, Duration),
 ) -> String {
     let uncontended: Vec<serde_json::Value> = medians
         .iter()
@@ -851,21 +1095,47 @@ fn summary_json(
         .map(|(row, c)| {
             serde_json::json!({
                 "row": row.name(),
+                "server": row.server(),
                 "tasks": c.per_task.len(),
                 "per_second": c.per_second,
                 "per_task_min": c.per_task.iter().min(),
                 "per_task_max": c.per_task.iter().max(),
                 "jain": c.jain,
                 "overtakes_per_acquisition": c.overtakes,
+                "overtakes_spread": c.overtakes_spread.json(),
+                "per_second_spread": c.per_second_spread.json(),
+                "longest_wait_ms": c.longest_wait_ms,
                 "errors": c.errors,
                 "first_error": c.first_error,
             })
+        })
+        .collect();
+    let steadiness: Vec<serde_json::Value> = steady
+        .iter()
+        .map(|(row, levels)| {
+            let levels: Vec<serde_json::Value> = (levels.iter())
+                .map(|l| {
+                    serde_json::json!({
+                        "tasks": l.tasks,
+                        "per_second": l.per_second.json(),
+                        "p50_us": l.p50_us.json(),
+                        "p99_us": l.p99_us.json(),
+                        "p99_over_p50": l.ratio.json(),
+                        "errors": l.errors,
+                        "first_error": l.first_error,
+                    })
+                })
+                .collect();
+            serde_json::json!({ "row": row.name(), "server": row.server(), "levels": levels })
         })
         .collect();
     let json = serde_json::json!({
         "uncontended": uncontended,
         "contended_seconds": window.as_secs_f64(),
         "contended": contended,
+        "parts": PARTS,
+        "steadiness_seconds": steady_window.as_secs_f64(),
+        "steadiness": steadiness,
         "notes": notes,
     });
     serde_json::to_string_pretty(&json).expect("plain JSON")
@@ -874,6 +1144,7 @@ fn summary_json(
 fn summary(
     medians: &BTreeMap<Row, f64>,
     contended: &BTreeMap<Row, Contended>,
+    steady: &BTreeMap<Row, Vec<Steady>>,
     notes: &[String],
     window: Duration,
 ) -> String {
@@ -881,9 +1152,8 @@ fn summary(
     let floor_of = |row: Row| -> Option<(Row, f64)> {
         let base = match row {
             MysqlLock | MariadbForUpdateTx => MariadbUpdate,
-            RedisLock | RedisLockReplica | RedisLockWait | Redlock5 | Rslock5 | Rslock1 => {
-                RedisNoopScript
-            }
+            RedisLock | RedisLockReplica | RedisLockWait | RedisLockCluster | Redlock5
+            | Rslock5 | Rslock1 => RedisNoopScript,
             ZooKeeper | ZkClientLock | Curator => ZkCreateDelete,
             Etcd | EtcdClientLock => EtcdPutDelete,
             _ => return None,
@@ -944,7 +1214,7 @@ fn summary(
     );
     let _ = writeln!(
         out,
-        "| lock | acquisitions/s | per task min–max | Jain | FIFO overtakes / acq | errors |\n|---|---:|---:|---:|---:|---:|"
+        "| lock | acquisitions/s | per task min–max | Jain | FIFO overtakes / acq (per fifth) | longest wait ms | errors |\n|---|---:|---:|---:|---:|---:|---:|"
     );
     for (row, c) in contended {
         let min = c.per_task.iter().min().copied().unwrap_or(0);
@@ -955,12 +1225,43 @@ fn summary(
         };
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {min}–{max} | {:.2} | {:.2} | {errors} |",
+            "| {} | {:.0} | {min}–{max} | {:.2} | {:.2} ({}) | {:.1} | {errors} |",
             row.name(),
             c.per_second,
             c.jain,
-            c.overtakes
+            c.overtakes,
+            c.overtakes_spread.text(2),
+            c.longest_wait_ms
         );
+    }
+    if !steady.is_empty() {
+        let header: Vec<String> = (LEVELS.iter())
+            .map(|&t| format!("{t} task{}", if t == 1 { "" } else { "s" }))
+            .collect();
+        for (title, figure) in [
+            ("p99 / p50 of acquire + release", 0),
+            ("acquisitions per second", 1),
+        ] {
+            let _ = writeln!(
+                out,
+                "\n### Steadiness: {title}, a key per task, median (range) of {PARTS} parts\n"
+            );
+            let _ = writeln!(
+                out,
+                "| lock | {} |\n|---|{}",
+                header.join(" | "),
+                "---:|".repeat(LEVELS.len())
+            );
+            for (row, levels) in steady {
+                let cells: Vec<String> = (levels.iter())
+                    .map(|l| match figure {
+                        0 => l.ratio.text(2),
+                        _ => l.per_second.text(0),
+                    })
+                    .collect();
+                let _ = writeln!(out, "| {} | {} |", row.name(), cells.join(" | "));
+            }
+        }
     }
     for note in notes {
         let _ = writeln!(out, "\nnote: {note}");

@@ -1,7 +1,10 @@
 //! The lock library's benchmark (`book/data/bench.json`): one client's acquire and
-//! release, and 16 tasks contending for one key.
+//! release, 16 tasks contending for one key, the latency's steadiness as concurrency
+//! rises, and the source articles' Redis-vs-ZooKeeper claims judged on them.
 
 use super::{Facts, Pages, banner, num, table};
+use crate::claims::{all, claim, source};
+use crate::report::Claim;
 use serde::Deserialize;
 use std::fmt::Write as _;
 
@@ -16,6 +19,71 @@ pub struct Bench {
     /// How long the contended runs ran, seconds.
     pub contended_seconds: f64,
     pub contended: Vec<Contended>,
+    /// Into how many parts a window was cut for a figure's spread.
+    #[serde(default)]
+    pub parts: u32,
+    /// How long each steadiness level ran, seconds.
+    #[serde(default)]
+    pub steadiness_seconds: f64,
+    #[serde(default)]
+    pub steadiness: Vec<Steadiness>,
+}
+
+/// A figure measured in each part of a window: the median and range of the parts.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct Spread {
+    pub median: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Spread {
+    /// `median (low–high)`.
+    fn text(&self) -> String {
+        format!(
+            "{} ({}–{})",
+            num(self.median),
+            num(self.low),
+            num(self.high)
+        )
+    }
+}
+
+/// `Some(true)` when `a` is decisively larger than `b`: apart by more than both
+/// ranges and by more than [`crate::rate::MARGIN`]; `Some(false)` when `b` is
+/// decisively larger; `None` otherwise (the rule of the claims table).
+fn decisively_larger(a: &Spread, b: &Spread) -> Option<bool> {
+    let above = |a: &Spread, b: &Spread| {
+        a.low > b.high && a.median > b.median * (1.0 + crate::rate::MARGIN)
+    };
+    if above(a, b) {
+        Some(true)
+    } else if above(b, a) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// One lock service over the concurrency levels: a key per task.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Steadiness {
+    pub row: String,
+    /// The server it runs on (`Redis`, `Redis Cluster`, `ZooKeeper`, `etcd`, ...).
+    #[serde(default)]
+    pub server: Option<String>,
+    pub levels: Vec<Level>,
+}
+
+/// One concurrency level.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Level {
+    pub tasks: u64,
+    pub per_second: Spread,
+    pub p50_us: Spread,
+    pub p99_us: Spread,
+    pub p99_over_p50: Spread,
+    pub errors: u64,
 }
 
 /// One client, acquire + release: its median.
@@ -31,6 +99,11 @@ pub struct Contended {
     /// The lock it measures: one of the `locks` backends (`ours: <backend>`), or another
     /// library's lock.
     pub row: String,
+    /// For one of ours, the server it runs on.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// How many tasks contended.
+    pub tasks: u64,
     pub per_second: f64,
     /// Acquisitions of the task that got the fewest and the most (none: no task).
     pub per_task_min: Option<u64>,
@@ -38,6 +111,12 @@ pub struct Contended {
     /// Jain's fairness index over the tasks' acquisitions.
     pub jain: f64,
     pub overtakes_per_acquisition: f64,
+    /// Overtakes per acquisition in each part of the window.
+    #[serde(default)]
+    pub overtakes_spread: Option<Spread>,
+    /// The longest an acquisition waited, ms.
+    #[serde(default)]
+    pub longest_wait_ms: Option<f64>,
     pub errors: u64,
 }
 
@@ -73,6 +152,8 @@ pub fn pages(bench: &Bench, pages: &mut Pages, facts: &mut Facts) {
                 format!("{}–{}", count(r.per_task_min), count(r.per_task_max)),
                 num(r.jain),
                 num(r.overtakes_per_acquisition),
+                r.overtakes_spread.map_or_else(String::new, |s| s.text()),
+                r.longest_wait_ms.map_or_else(String::new, num),
                 r.errors.to_string(),
             ]
         })
@@ -84,9 +165,179 @@ pub fn pages(bench: &Bench, pages: &mut Pages, facts: &mut Facts) {
             ">per task min–max",
             ">Jain fairness",
             ">FIFO overtakes per acquisition",
+            ">per part of the window: median (range)",
+            ">longest wait ms",
             ">errors",
         ],
         &body,
     ));
     pages.insert("bench/contended.md".to_string(), page);
+    if !bench.steadiness.is_empty() {
+        steadiness_page(bench, pages);
+        let mut page = banner(SOURCE);
+        page.push_str(&claims_table(&claims(bench)));
+        pages.insert("bench/claims.md".to_string(), page);
+    }
+}
+
+/// Two tables, p99/p50 and acquisitions per second, a column per level.
+fn steadiness_page(bench: &Bench, pages: &mut Pages) {
+    let mut page = banner(SOURCE);
+    let _ = writeln!(
+        page,
+        "*Each task acquires and releases a key of its own for {} s per level; each figure is the median (range) of its {} parts.*\n",
+        num(bench.steadiness_seconds),
+        bench.parts
+    );
+    let levels: Vec<String> = (bench.steadiness.first().into_iter())
+        .flat_map(|s| s.levels.iter())
+        .map(|l| format!(">{} task{}", l.tasks, if l.tasks == 1 { "" } else { "s" }))
+        .collect();
+    for (title, figure) in [
+        ("p99 / p50 of acquire + release", 0),
+        ("acquisitions per second", 1),
+    ] {
+        let mut header = vec![title.to_string()];
+        header.extend(levels.iter().cloned());
+        let body: Vec<Vec<String>> = (bench.steadiness.iter())
+            .map(|s| {
+                let mut row = vec![s.row.clone()];
+                row.extend(s.levels.iter().map(|l| match figure {
+                    0 => l.p99_over_p50.text(),
+                    _ => l.per_second.text(),
+                }));
+                row
+            })
+            .collect();
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        page.push_str(&table(&header, &body));
+        page.push('\n');
+    }
+    pages.insert("bench/steadiness.md".to_string(), page);
+}
+
+fn claims_table(claims: &[Claim]) -> String {
+    let body: Vec<Vec<String>> = (claims.iter())
+        .map(|c| {
+            vec![
+                c.claim.clone(),
+                c.source.clone(),
+                format!("{}: {}", c.section, c.load),
+                format!("**{}**", c.verdict),
+                c.evidence.clone(),
+            ]
+        })
+        .collect();
+    let mut text = table(
+        &["claim", "from", "judged on", "verdict", "evidence"],
+        &body,
+    );
+    let _ = writeln!(
+        text,
+        "\nConfirmed or refuted only when the figures differ by more than both ranges and by more than {} %, otherwise inconclusive.",
+        num(100.0 * crate::rate::MARGIN)
+    );
+    text
+}
+
+/// The Redis-vs-ZooKeeper table of the interview article, judged on the bench: Redis
+/// (alone and as a cluster) against ZooKeeper (and etcd, the other consensus store).
+pub fn claims(bench: &Bench) -> Vec<Claim> {
+    // Our locks, by the server they run on.
+    let redis = ["Redis", "Redis Cluster"];
+    let consensus = ["ZooKeeper", "etcd"];
+    let steady = |on: &str| (bench.steadiness.iter()).find(|s| s.server.as_deref() == Some(on));
+    let contended = |on: &str| (bench.contended.iter()).find(|c| c.server.as_deref() == Some(on));
+    let short = |on: &str| on.to_string();
+    let mut claims = Vec::new();
+    let load = format!(
+        "a key per task, {} s per level in {} parts",
+        num(bench.steadiness_seconds),
+        bench.parts
+    );
+
+    // Throughput at the highest concurrency.
+    let top = |row: &str| steady(row).and_then(|s| s.levels.last());
+    let mut verdicts = Vec::new();
+    let mut evidence = Vec::new();
+    for row in redis.iter().chain(&consensus) {
+        if let Some(level) = top(row) {
+            evidence.push(format!("{} {}/s", short(row), level.per_second.text()));
+        }
+    }
+    for r in redis {
+        for c in consensus {
+            if let (Some(a), Some(b)) = (top(r), top(c)) {
+                verdicts.push(decisively_larger(&a.per_second, &b.per_second));
+            }
+        }
+    }
+    let tasks = top(redis[0]).map_or(0, |l| l.tasks);
+    claims.push(claim(
+        "Redis locks suit high concurrency: more acquisitions per second than ZooKeeper and etcd",
+        source::INTERVIEW,
+        ("lock bench, steadiness", &format!("{tasks} tasks, {load}")),
+        all(&verdicts),
+        evidence.join("; "),
+    ));
+
+    // Steadiness at every level: Redis's p99/p50 above ZooKeeper's.
+    let mut verdicts = Vec::new();
+    let mut evidence = Vec::new();
+    let zk = consensus[0];
+    if let Some(zk_levels) = steady(zk) {
+        for (i, z) in zk_levels.levels.iter().enumerate() {
+            let mut line = vec![format!("{} {}", short(zk), z.p99_over_p50.text())];
+            for r in redis {
+                if let Some(l) = steady(r).and_then(|s| s.levels.get(i)) {
+                    verdicts.push(decisively_larger(&l.p99_over_p50, &z.p99_over_p50));
+                    line.push(format!("{} {}", short(r), l.p99_over_p50.text()));
+                }
+            }
+            evidence.push(format!("{} tasks: {}", z.tasks, line.join(", ")));
+        }
+    }
+    claims.push(claim(
+        "ZooKeeper's response times are steadier than Redis's (p99 / p50 lower)",
+        source::INTERVIEW,
+        (
+            "lock bench, steadiness",
+            &format!("1 to {tasks} tasks, {load}"),
+        ),
+        all(&verdicts),
+        evidence.join("; "),
+    ));
+
+    // Fairness under contention: overtakes per acquisition.
+    let mut verdicts = Vec::new();
+    let mut evidence = Vec::new();
+    let overtakes = |row: &str| contended(row).and_then(|c| c.overtakes_spread.map(|s| (c, s)));
+    if let Some((zc, z)) = overtakes(zk) {
+        let wait = |c: &Contended| {
+            c.longest_wait_ms
+                .map_or_else(String::new, |w| format!(", longest wait {} ms", num(w)))
+        };
+        evidence.push(format!("{} {}{}", short(zk), z.text(), wait(zc)));
+        for r in redis {
+            if let Some((rc, o)) = overtakes(r) {
+                verdicts.push(decisively_larger(&o, &z));
+                evidence.push(format!("{} {}{}", short(r), o.text(), wait(rc)));
+            }
+        }
+    }
+    claims.push(claim(
+        "ZooKeeper locks are fair (first come, first served), Redis locks are not",
+        source::INTERVIEW,
+        (
+            "lock bench, contended",
+            &format!(
+                "{} tasks on one key, {} s, FIFO overtakes per acquisition",
+                bench.contended.first().map_or(0, |c| c.tasks),
+                num(bench.contended_seconds)
+            ),
+        ),
+        all(&verdicts),
+        evidence.join("; "),
+    ));
+    claims
 }
