@@ -879,6 +879,11 @@ const CODE_SETTINGS: &[(&str, &str, &str)] = &[
         "the margin a claim needs, loadtest::claims",
     ),
     (
+        "bench/claims.md",
+        "15.0 %",
+        "the margin a claim needs, loadtest::claims",
+    ),
+    (
         "demo/overload.md",
         "20 %",
         "the client's retry budget, as Finagle's RetryBudget",

@@ -511,8 +511,8 @@ struct Contended {
     longest_wait_ms: f64,
     /// Acquisitions per second and overtakes per acquisition in each fifth of the
     /// window: their median and range.
-    per_second_spread: Spread,
-    overtakes_spread: Spread,
+    per_second_spread: Option<Spread>,
+    overtakes_spread: Option<Spread>,
     errors: usize,
     first_error: Option<String>,
 }
@@ -529,29 +529,33 @@ struct Spread {
 }
 
 impl Spread {
-    fn of(mut values: Vec<f64>) -> Spread {
+    /// The spread of the parts that have a figure (`None` if none has: no data is not
+    /// a zero).
+    fn of(mut values: Vec<f64>) -> Option<Spread> {
         values.retain(|v| v.is_finite());
         values.sort_by(f64::total_cmp);
-        match (values.first(), values.last()) {
-            (Some(&low), Some(&high)) => Spread {
-                median: values[values.len() / 2],
-                low,
-                high,
-            },
-            _ => Spread::default(),
-        }
+        Some(Spread {
+            median: values.get(values.len() / 2).copied()?,
+            low: *values.first()?,
+            high: *values.last()?,
+        })
     }
 
-    fn json(self) -> serde_json::Value {
-        serde_json::json!({ "median": self.median, "low": self.low, "high": self.high })
-    }
-
-    /// `median (low–high)`, with `digits` decimals.
-    fn text(self, digits: usize) -> String {
-        format!(
-            "{:.digits$} ({:.digits$}–{:.digits$})",
-            self.median, self.low, self.high
+    fn json(spread: Option<Spread>) -> serde_json::Value {
+        spread.map_or(
+            serde_json::Value::Null,
+            |s| serde_json::json!({ "median": s.median, "low": s.low, "high": s.high }),
         )
+    }
+
+    /// `median (low–high)`, with `digits` decimals (`–` without data).
+    fn text(spread: Option<Spread>, digits: usize) -> String {
+        spread.map_or("–".into(), |s| {
+            format!(
+                "{:.digits$} ({:.digits$}–{:.digits$})",
+                s.median, s.low, s.high
+            )
+        })
     }
 }
 
@@ -707,11 +711,11 @@ const LEVELS: [usize; 5] = [1, 4, 16, 64, 256];
 /// per part of the window ([`PARTS`]).
 struct Steady {
     tasks: usize,
-    per_second: Spread,
-    p50_us: Spread,
-    p99_us: Spread,
+    per_second: Option<Spread>,
+    p50_us: Option<Spread>,
+    p99_us: Option<Spread>,
     /// p99 / p50 in each part.
-    ratio: Spread,
+    ratio: Option<Spread>,
     errors: usize,
     first_error: Option<String>,
 }
@@ -726,7 +730,9 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 /// `tasks` tasks, each acquiring and releasing a key of its own in a loop for
 /// `window` after `warmup`: nobody waits for anybody, so what grows with the tasks is
-/// the load on the server and on this process's connections.
+/// the load on the server and on this process's connections. Each acquisition counts
+/// in the part in which it was asked for (one that ends after the window still
+/// counts: leaving out the slowest would flatter the last part's p99).
 async fn steadiness(
     subjects: &Arc<Subjects>,
     row: Row,
@@ -750,8 +756,7 @@ async fn steadiness(
                     }
                     match subjects.cycle(row, &key, &holder).await {
                         Ok(_) if requested >= start => {
-                            let done = Instant::now();
-                            latencies.push((done - start, done - requested));
+                            latencies.push((requested - start, requested.elapsed()));
                         }
                         Ok(_) => {}
                         Err(e) => errors.push(e),
@@ -776,6 +781,7 @@ async fn steadiness(
             .collect();
         inside.sort_by(f64::total_cmp);
         per_second.push(inside.len() as f64 / part.as_secs_f64());
+        // A part with no acquisition has no latency (NaN, left out of the spread).
         let (a, b) = (quantile(&inside, 0.5), quantile(&inside, 0.99));
         p50.push(a);
         p99.push(b);
@@ -1040,8 +1046,8 @@ fn main() {
             println!(
                 "{:<48} {tasks:>3} tasks: p99/p50 {}, {}/s",
                 row.id(),
-                level.ratio.text(2),
-                level.per_second.text(0)
+                Spread::text(level.ratio, 2),
+                Spread::text(level.per_second, 0)
             );
             steady.entry(row).or_default().push(level);
         }
@@ -1102,8 +1108,8 @@ fn summary_json(
                 "per_task_max": c.per_task.iter().max(),
                 "jain": c.jain,
                 "overtakes_per_acquisition": c.overtakes,
-                "overtakes_spread": c.overtakes_spread.json(),
-                "per_second_spread": c.per_second_spread.json(),
+                "overtakes_spread": Spread::json(c.overtakes_spread),
+                "per_second_spread": Spread::json(c.per_second_spread),
                 "longest_wait_ms": c.longest_wait_ms,
                 "errors": c.errors,
                 "first_error": c.first_error,
@@ -1117,10 +1123,10 @@ fn summary_json(
                 .map(|l| {
                     serde_json::json!({
                         "tasks": l.tasks,
-                        "per_second": l.per_second.json(),
-                        "p50_us": l.p50_us.json(),
-                        "p99_us": l.p99_us.json(),
-                        "p99_over_p50": l.ratio.json(),
+                        "per_second": Spread::json(l.per_second),
+                        "p50_us": Spread::json(l.p50_us),
+                        "p99_us": Spread::json(l.p99_us),
+                        "p99_over_p50": Spread::json(l.ratio),
                         "errors": l.errors,
                         "first_error": l.first_error,
                     })
@@ -1230,7 +1236,7 @@ fn summary(
             c.per_second,
             c.jain,
             c.overtakes,
-            c.overtakes_spread.text(2),
+            Spread::text(c.overtakes_spread, 2),
             c.longest_wait_ms
         );
     }
@@ -1255,8 +1261,8 @@ fn summary(
             for (row, levels) in steady {
                 let cells: Vec<String> = (levels.iter())
                     .map(|l| match figure {
-                        0 => l.ratio.text(2),
-                        _ => l.per_second.text(0),
+                        0 => Spread::text(l.ratio, 2),
+                        _ => Spread::text(l.per_second, 0),
                     })
                     .collect();
                 let _ = writeln!(out, "| {} | {} |", row.name(), cells.join(" | "));

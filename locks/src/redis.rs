@@ -116,10 +116,10 @@ impl Wakeups {
         notify
     }
 
-    pub fn released(&self, key: &str) {
+    /// A release on `channel` wakes one waiter: the others stay asleep, no stampede.
+    pub fn released(&self, channel: &str) {
         let by_key = self.by_key.lock().expect("wakeups poisoned");
-        // One waiter per release: the others stay asleep instead of stampeding.
-        if let Some(notify) = by_key.get(key).and_then(Weak::upgrade) {
+        if let Some(notify) = by_key.get(channel).and_then(Weak::upgrade) {
             notify.notify_one();
         }
     }
@@ -221,8 +221,8 @@ impl RedisLock {
         Ok(Self::on(Arc::new(Single(client, conn))).await)
     }
 
-    /// The lock on `primary`, its release subscription open (waiting up to 2 s for it
-    /// to be confirmed, so that no release after this returns is missed).
+    /// The lock on `primary`, its release subscription open (up to 2 s for it to be
+    /// confirmed: no release after this returns is missed; a cluster's, per lock, later).
     pub async fn on(primary: Arc<dyn Connection>) -> RedisLock {
         let wakeups = Arc::new(Wakeups::default());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();

@@ -11,7 +11,9 @@
 //! live together. `redis.rs` does it for every key: `stock:42` becomes the hash
 //! `stock:42`, the counter `{stock:42}:fence` and the channel
 //! `lock-released:{stock:42}`; a key without braces hashes like its tag, so the three
-//! share its slot. (A key of your own with braces in it must hold a whole tag.)
+//! share its slot. A key with braces in it is taken as it is: it must hold a
+//! non-empty tag (`{stock}:42`) before any other brace, or its three names fall in
+//! different slots and the cluster answers `CROSSSLOT`.
 //!
 //! # Waking waiters: sharded pub/sub
 //! On one server, each process keeps one pattern subscription to every release. In a
@@ -20,9 +22,12 @@
 //! release is announced with `SPUBLISH` on the lock's channel, which only the lock's
 //! master carries, and a waiter subscribes to that channel (`SSUBSCRIBE`, once per
 //! lock and process, [`Connection::watch`]) before its next attempt. When a slot moves
-//! to another master (a reshard, a failover), Redis drops its sharded subscribers with
-//! a `sunsubscribe`; this file subscribes them again, on the slot's new master. Until
-//! it has, waiters fall back to the holder's lease (`PTTL`), as on one server.
+//! to another master in a reshard, Redis drops its sharded subscribers with a
+//! `sunsubscribe`, and this file subscribes them again, on the slot's new master;
+//! after a failover or a reconnection the `redis` crate subscribes again by itself. A
+//! release announced in between reaches nobody, so each new subscription also wakes a
+//! waiter of its lock, which tries again (a spare attempt, never a missed release).
+//! Until then waiters fall back to the holder's lease (`PTTL`), as on one server.
 //!
 //! # Moves and redirections
 //! The `redis` crate's cluster client routes each script by its first key, follows
@@ -35,8 +40,11 @@
 //! had not yet sent to its replica is not on the replica promoted in its place, and a
 //! second holder gets it. `WAIT` after acquiring
 //! ([`RedisLock::with_min_replicas`](crate::redis_sentinel), `redis_sentinel.rs`; the
-//! `WAIT` goes to the key's master) makes that window close, at a round trip and a
-//! replica's acknowledgement per acquisition; fencing the writes makes it harmless.
+//! `WAIT` goes to the master of the key's slot) narrows that window, at a round trip
+//! and a replica's acknowledgement per acquisition. It does not close it: renewals are
+//! not waited for, and while the slot moves the lock may be taken on the target
+//! (through `ASK`) and the `WAIT` asked of the source, which then has nothing to wait
+//! for. Fencing the writes makes a second holder harmless.
 
 use crate::lock::LockError;
 use crate::redis::{Connection, RedisLock, Wakeups, backend};
@@ -45,22 +53,26 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{PushInfo, PushKind, RedisError, ScriptInvocation, Value};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot::Sender;
 
-/// At most this many lock channels subscribed per process; past it, all are dropped
-/// and waiters subscribe again as they wait.
+/// Past this many lock channels subscribed by one process, those no waiter asked for
+/// in [`IDLE`] are dropped (a waiter asks each time it goes back to sleep, and sleeps
+/// at most its wait, or the holder's lease when no release comes).
 const MAX_WATCHED: usize = 1024;
 
+/// How long a subscription may go without a waiter asking for it before it may go.
+const IDLE: Duration = Duration::from_secs(120);
+
 /// A cluster connection (RESP3: sharded subscriptions share it) and the lock
-/// channels this process listens on.
+/// channels this process listens on, each with when a waiter last asked for it.
 pub struct Cluster {
     conn: ClusterConnection,
     // A std mutex: held to look up, insert or take, never across an `.await`.
-    watched: Mutex<HashSet<String>>,
+    watched: Mutex<HashMap<String, Instant>>,
     pushes: Mutex<Option<UnboundedReceiver<PushInfo>>>,
 }
 
@@ -77,7 +89,7 @@ impl Cluster {
             .build()?;
         Ok(Cluster {
             conn: client.get_async_connection().await?,
-            watched: Mutex::new(HashSet::new()),
+            watched: Mutex::new(HashMap::new()),
             pushes: Mutex::new(Some(rx)),
         })
     }
@@ -102,8 +114,9 @@ impl Connection for Cluster {
         self.conn.clone().route_command(cmd.clone(), routing).await
     }
 
-    /// Wakes waiters on each `smessage`; subscribes again to a channel Redis dropped
-    /// (its slot moved) while this process still listens on it.
+    /// Wakes a waiter on each `smessage`, and on each new subscription of a channel
+    /// (a release may have gone unheard before it); subscribes again to a channel Redis
+    /// dropped (its slot moved) while this process still listens on it.
     async fn subscribe(self: Arc<Self>, wakeups: Arc<Wakeups>, ready: Sender<()>) {
         let Some(mut pushes) = self.pushes.lock().expect("pushes poisoned").take() else {
             return;
@@ -114,11 +127,11 @@ impl Connection for Cluster {
                 Some(Value::BulkString(name)) => String::from_utf8_lossy(name).into_owned(),
                 _ => continue,
             };
+            let watched = self.watched.lock().expect("watched").contains_key(&channel);
             match push.kind {
                 PushKind::SMessage => wakeups.released(&channel),
-                PushKind::SUnsubscribe
-                    if self.watched.lock().expect("watched").contains(&channel) =>
-                {
+                PushKind::SSubscribe if watched => wakeups.released(&channel),
+                PushKind::SUnsubscribe if watched => {
                     tracing::debug!(%channel, "redis lock: a lock's slot moved; subscribing again");
                     let mut conn = self.conn.clone();
                     let this = self.clone();
@@ -138,24 +151,29 @@ impl Connection for Cluster {
     /// Subscribes to `channel` (`SSUBSCRIBE`, on the lock's master) the first time a
     /// waiter of this process waits on it.
     async fn watch(&self, channel: &str) -> bool {
-        let dropped = {
+        let now = Instant::now();
+        let idle = {
             let mut watched = self.watched.lock().expect("watched poisoned");
-            if !watched.insert(channel.to_string()) {
+            if watched.insert(channel.to_string(), now).is_some() {
                 return false;
             }
+            let mut idle = Vec::new();
             if watched.len() > MAX_WATCHED {
-                let all: Vec<String> = watched.drain().filter(|c| c != channel).collect();
-                watched.insert(channel.to_string());
-                all
-            } else {
-                Vec::new()
+                watched.retain(|c, asked| {
+                    let keep = now.duration_since(*asked) < IDLE;
+                    if !keep {
+                        idle.push(c.clone());
+                    }
+                    keep
+                });
             }
+            idle
         };
-        let mut conn = self.conn.clone();
-        for old in dropped {
-            let _ = conn.sunsubscribe(&old).await;
+        if !idle.is_empty() {
+            let mut conn = self.conn.clone();
+            tokio::spawn(async move { conn.sunsubscribe(idle).await });
         }
-        match conn.ssubscribe(channel).await {
+        match self.conn.clone().ssubscribe(channel).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!(error = %e, "redis lock: SSUBSCRIBE failed; waiting on PTTL");

@@ -223,12 +223,20 @@ impl LockBackend for Replicated {
         if acquired.is_none() || self.replicas == 0 {
             return Ok(acquired);
         }
-        // On the node that holds `key`: the one that took the lock.
+        // On the server that holds `key` (the one that took the lock, unless its slot
+        // moved in between: see `redis_cluster.rs`).
         let mut wait = redis::cmd("WAIT");
         wait.arg(self.replicas).arg(self.timeout.as_millis() as u64);
         let acked = (self.lock.connection().query(key, &wait).await)
-            .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?))
-            .map_err(crate::redis::backend)?;
+            .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?));
+        let acked = match acked {
+            Ok(acked) => acked,
+            Err(e) => {
+                // Unanswered, the lock is given back too (else it stays for its lease).
+                let _ = self.lock.unlock(key, holder).await;
+                return Err(crate::redis::backend(e));
+            }
+        };
         if acked < i64::from(self.replicas) {
             let _ = self.lock.unlock(key, holder).await;
             let (replicas, timeout) = (self.replicas, self.timeout);

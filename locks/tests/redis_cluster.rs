@@ -122,14 +122,15 @@ async fn a_slot_moved_under_a_held_lock_keeps_it_and_still_wakes_its_waiters() {
     );
 }
 
-/// A cluster, the master and replica serving `key`, and an options with a lease
-/// longer than the failover takes (the lease does not end the lock; the failover does).
+/// A cluster, the master and replica serving `key`, and options with a lease far
+/// longer than a failover takes (the lease does not end the lock; the failover does),
+/// renewed every 10 s: the first renewal comes after the failover.
 fn cluster_for(name: &str, key: &str) -> (testbed::RedisCluster, u16, u16, LockOptions) {
     let cluster = testbed::RedisCluster::start(name, 6).unwrap();
     let master = cluster.master_of(cluster.slot_of(key).unwrap()).unwrap();
     let replica = cluster.replica_of(master).unwrap();
     let options = LockOptions {
-        lease: Duration::from_secs(15),
+        lease: Duration::from_secs(30),
         renew: true,
         max_hold: None,
         lock_delay: Duration::ZERO,
@@ -167,7 +168,6 @@ async fn a_failover_that_lost_the_lock_lets_a_second_holder_in_with_a_newer_toke
         .await
         .unwrap())
     .unwrap();
-    let held_until = Instant::now() + options.lease;
     // Longer than replication takes when the link is up.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
@@ -185,10 +185,9 @@ async fn a_failover_that_lost_the_lock_lets_a_second_holder_in_with_a_newer_toke
     let other = (second.acquire(key, &HolderId::random(), &options, Duration::from_secs(10)))
         .await
         .unwrap();
-    let overlap = Instant::now();
     assert!(
-        overlap < held_until,
-        "the first holder's lease still runs: two holders"
+        !guard.is_lost(),
+        "the first holder still believes it holds: two holders"
     );
     assert!(
         other.token().unwrap() > guard.token().unwrap(),
@@ -197,7 +196,7 @@ async fn a_failover_that_lost_the_lock_lets_a_second_holder_in_with_a_newer_toke
         other.token()
     );
     within(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         "the first holder learns it lost the lock",
         async || guard.is_lost(),
     )
@@ -229,10 +228,19 @@ async fn with_wait_a_failover_keeps_the_lock() {
 
     // The link comes back by itself (the replica reconnects); then a grant is on both.
     let holder = HolderId::random();
+    let since = Instant::now();
     let guard = loop {
         match first.try_acquire(key, &holder, &options).await {
             Ok(Some(guard)) => break guard,
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => {
+                let waited = since.elapsed();
+                let why = other.err();
+                assert!(
+                    waited < Duration::from_secs(20),
+                    "no grant {waited:?} after: {why:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
         }
     };
     assert!(

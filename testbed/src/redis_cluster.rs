@@ -71,7 +71,9 @@ pub struct RedisCluster {
 /// One node as `CLUSTER NODES` describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
+    /// Its node id (what `CLUSTER SETSLOT ... NODE` and a replica's master field name).
     pub id: String,
+    /// Its client port (on 127.0.0.1).
     pub port: u16,
     /// `None` for a master; the master's id for a replica.
     pub master_id: Option<String>,

@@ -194,7 +194,9 @@ impl Shared {
 /// One Redis (or Sentinel's primary), or a Redis Cluster's nodes.
 #[derive(Debug, Clone)]
 pub enum RedisTarget {
+    /// One server (`REDIS_URLS`' first), or the primary Sentinel names.
     One(locks::redis_sentinel::Endpoint),
+    /// The nodes `REDIS_CLUSTER_URLS` names (any of them lead to the rest).
     Cluster(Vec<String>),
 }
 
