@@ -51,7 +51,7 @@ const TREES: &[Tree] = &[
             &["process", "proxy"],
             &["kind"],
             &["mariadb", "redis", "zookeeper", "etcd", "curator"],
-            &["replication", "sentinel"],
+            &["replication", "sentinel", "redis_cluster"],
             &["stack"],
         ],
     },
