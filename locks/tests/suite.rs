@@ -58,10 +58,18 @@ fn servers(variable: &str) -> Vec<String> {
 /// `DEL key` on one Redis.
 async fn redis_del(url: &str, key: &str) {
     let client = ::redis::Client::open(url).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    del(
+        &mut client.get_multiplexed_async_connection().await.unwrap(),
+        key,
+    )
+    .await;
+}
+
+/// `DEL key` through `conn` (one server's, or a cluster's: routed by the key).
+async fn del(conn: &mut impl ::redis::aio::ConnectionLike, key: &str) {
     let _: i64 = ::redis::cmd("DEL")
         .arg(key)
-        .query_async(&mut conn)
+        .query_async(conn)
         .await
         .unwrap();
 }
@@ -161,12 +169,7 @@ impl Subject for Cluster {
 
     async fn remove_from_outside(&self, key: &str) {
         let client = ::redis::cluster::ClusterClient::new(self.urls.clone()).unwrap();
-        let mut conn = client.get_async_connection().await.unwrap();
-        let _: i64 = ::redis::cmd("DEL")
-            .arg(key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        del(&mut client.get_async_connection().await.unwrap(), key).await;
     }
 }
 

@@ -228,21 +228,7 @@ fn steadiness_page(bench: &Bench, pages: &mut Pages) {
 
 /// The claims as the demo's claims page shows them, with the rule they were judged by.
 fn claims_table(claims: &[Claim]) -> String {
-    let body: Vec<Vec<String>> = (claims.iter())
-        .map(|c| {
-            vec![
-                c.claim.clone(),
-                c.source.clone(),
-                format!("{}: {}", c.section, c.load),
-                format!("**{}**", c.verdict),
-                c.evidence.clone(),
-            ]
-        })
-        .collect();
-    let mut text = table(
-        &["claim", "from", "judged on", "verdict", "evidence"],
-        &body,
-    );
+    let mut text = super::demo::claims_table(claims);
     let _ = writeln!(
         text,
         "\nConfirmed or refuted only when the figures differ by more than both ranges and by more than {} %, otherwise inconclusive.",

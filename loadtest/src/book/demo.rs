@@ -232,12 +232,10 @@ fn contention_page(results: &[Row], pages: &mut Pages) {
     pages.insert("demo/contention.md".to_string(), page);
 }
 
-/// The source articles' claims, judged on the demo's rows.
-pub fn claims_page(demo: &Written<DemoParts>, pages: &mut Pages) {
-    let mut page = banner(SOURCE);
-    let body: Vec<Vec<String>> = demo
-        .claims
-        .iter()
+/// Claims as the book shows them: what, from where, judged on which section and load,
+/// the verdict and its evidence (the demo's, and the lock bench's).
+pub fn claims_table(claims: &[crate::report::Claim]) -> String {
+    let body: Vec<Vec<String>> = (claims.iter())
         .map(|c| {
             vec![
                 c.claim.clone(),
@@ -248,10 +246,16 @@ pub fn claims_page(demo: &Written<DemoParts>, pages: &mut Pages) {
             ]
         })
         .collect();
-    page.push_str(&table(
+    table(
         &["claim", "from", "judged on", "verdict", "evidence"],
         &body,
-    ));
+    )
+}
+
+/// The source articles' claims, judged on the demo's rows.
+pub fn claims_page(demo: &Written<DemoParts>, pages: &mut Pages) {
+    let mut page = banner(SOURCE);
+    page.push_str(&claims_table(&demo.claims));
     let _ = writeln!(
         page,
         "\nA speed claim is judged on sales per second; it is confirmed or refuted only when the two figures differ by more than both spreads and by more than {} %, otherwise inconclusive.",
