@@ -237,10 +237,17 @@ pub fn name_of(field: &str) -> Option<&'static str> {
 // What each strategy asks of the settings they share, answered by them (a copy of a
 // strategy answers it its own way).
 
-/// `redis-stock`'s Redis is the single Redis the strategies share.
+/// `redis-stock`'s Redis is the single Redis the strategies share, or the Redis
+/// Cluster when one is configured.
 impl redis_stock::RedisEndpoint for Shared {
     fn redis_endpoint(&self) -> Option<redis_stock::connection::Endpoint> {
-        Shared::redis_endpoint(self).map(redis_stock::sentinel::endpoint)
+        Some(match self.redis_target()? {
+            RedisTarget::Cluster(nodes) => {
+                let (partitions, shards) = (self.redis_stock_partitions, self.redis_stock_shards);
+                redis_stock::cluster::endpoint(nodes, partitions, shards)
+            }
+            RedisTarget::One(endpoint) => redis_stock::sentinel::endpoint(endpoint),
+        })
     }
 }
 

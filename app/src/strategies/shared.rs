@@ -32,6 +32,17 @@ pub struct Shared {
     #[arg(long, env = "REDIS_CLUSTER_URLS", value_delimiter = ',')]
     pub redis_cluster_urls: Vec<String>,
 
+    /// On a Redis Cluster: how many partitions `redis-stock` spreads its keys over
+    /// (hash tags in equal parts of the slots, each with its stream and persister).
+    #[arg(long, env, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub redis_stock_partitions: u32,
+
+    /// On a Redis Cluster: how many counters (shards, in partitions spread over the
+    /// masters) `redis-stock` splits each product's stock into. It must divide
+    /// `--redis-stock-partitions`, and every instance must use the same.
+    #[arg(long, env, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub redis_stock_shards: u32,
+
     /// The name the Sentinels monitor the primary under.
     #[arg(long, env = "REDIS_MASTER_NAME", default_value = "mymaster")]
     pub redis_master_name: String,

@@ -4,7 +4,9 @@
 //! when its transaction fails; how buckets serve multi-unit requests and sell out
 //! exactly.
 
-use crate::helpers::{TestApp, fresh_database, spawn_app, spawn_app_on, spawn_with, test_settings};
+use crate::helpers::{
+    TestApp, cluster_urls, fresh_database, spawn_app, spawn_app_on, spawn_with, test_settings,
+};
 use crate::races::{self, race, race_split};
 use futures::future::join_all;
 use reqwest::StatusCode;
@@ -513,6 +515,135 @@ async fn redis_stock_two_instances() {
     race("redis-stock", &[&first, &second]).await;
     first.stop().await;
     second.stop().await;
+}
+
+/// Settings for `redis-stock` on the testbed's Redis Cluster, each product in
+/// `shards` counters.
+fn on_the_cluster(database: &str, shards: u32) -> Settings {
+    test_settings(database).with(|s| {
+        s.shared.redis_cluster_urls = cluster_urls();
+        s.shared.redis_stock_shards = shards;
+    })
+}
+
+/// `redis-stock` on the Redis Cluster, one hot product split into three shards, two
+/// instances, 200 buyers for 50 units: exactly 50 sold (the race's checks, the
+/// ledger read once both persisters drained every partition's stream), `GET /stock`
+/// sums three shards, each shard's counter is on a different master, and the single
+/// Redis holds none of the test's keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stock_on_a_cluster_three_shards_two_instances() {
+    let database = fresh_database().await;
+    let first = spawn_with(on_the_cluster(&database, 3)).await;
+    let second = spawn_with(on_the_cluster(&database, 3)).await;
+    race("redis-stock", &[&first, &second]).await;
+    let view = stock_view(&first).await;
+    assert_eq!(
+        (
+            &view["redis"]["stock"],
+            &view["redis"]["shards"],
+            &view["pending"]
+        ),
+        (&json!(0), &json!(3), &json!(0)),
+        "{view}"
+    );
+    let prefix = on_the_cluster(&database, 3)
+        .strategies
+        .redis_stock
+        .redis_stock_prefix;
+    let mut masters_with_a_shard = 0;
+    for url in cluster_urls() {
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await.unwrap();
+        let master = redis::from_redis_value_ref::<String>(&role[0]).unwrap() == "master";
+        let counters: Vec<String> = (redis::cmd("KEYS").arg(format!("*{prefix}*:p:1")))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            counters.len() <= 1,
+            "one shard per master at most: {counters:?}"
+        );
+        masters_with_a_shard += usize::from(master && counters.len() == 1);
+    }
+    assert_eq!(masters_with_a_shard, 3, "the three shards on three masters");
+    let single = crate::helpers::servers_from_env(&database)
+        .shared
+        .redis_urls[0]
+        .clone();
+    let single = redis::Client::open(single.as_str()).unwrap();
+    let mut single = single.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = (redis::cmd("KEYS").arg(format!("*{prefix}*")))
+        .query_async(&mut single)
+        .await
+        .unwrap();
+    assert!(keys.is_empty(), "nothing on the single Redis: {keys:?}");
+    first.stop().await;
+    second.stop().await;
+}
+
+/// On the cluster with three shards (10 units: 4, 3 and 3), a request no shard can
+/// fill alone is served by a merge: 5 sold, the view then sums 5, a retry of it is
+/// answered as a duplicate, 6 are refused (5 left, said so), 5 more sold, then a
+/// buyer of one is refused; an order of two products is refused with a 400 naming
+/// the reason, and changes nothing; once drained, the ledger holds 10 and the row
+/// says 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stock_on_a_cluster_merges_shards_for_a_large_request() {
+    let database = fresh_database().await;
+    let app = spawn_with(on_the_cluster(&database, 3)).await;
+    app.stock(1, 10).await;
+    app.stock(2, 10).await;
+    app.stock(3, 10).await;
+    let buy = async |id: &str, quantity: i64| {
+        let body = json!({"product_id": 1, "quantity": quantity, "request_id": id});
+        let response = app.deduct("redis-stock", &body).await;
+        (response.status(), response.json::<Value>().await.unwrap())
+    };
+    let (status, body) = buy("large-1", 5).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let view = stock_view(&app).await;
+    assert_eq!(view["redis"]["stock"], 5, "{view}");
+    let (status, body) = buy("large-1", 5).await;
+    assert_eq!(
+        (status, &body["duplicate"]),
+        (StatusCode::OK, &json!(true)),
+        "{body}"
+    );
+    let (status, body) = buy("large-2", 6).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("5 available"),
+        "{body}"
+    );
+    let (status, body) = buy("large-3", 5).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = buy("small", 1).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let two = json!({"items": [{"product_id": 2}, {"product_id": 3}], "request_id": "two"});
+    let response = app.deduct("redis-stock", &two).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["detail"].as_str().unwrap().contains("partition"),
+        "{body}"
+    );
+    let state = app.db_state(1).await;
+    assert_eq!(
+        (state.ledger_sum, state.remaining, state.lost_updates()),
+        (10, 0, 0),
+        "{state:?}"
+    );
+    assert_eq!(db_state_of(&app, 2).await, (0, 10));
+    assert_eq!(db_state_of(&app, 3).await, (0, 10));
+    app.stop().await;
+}
+
+/// (ledger sum, remaining) of a product, once drained.
+async fn db_state_of(app: &TestApp, product_id: i64) -> (i64, i64) {
+    let state = app.db_state(product_id).await;
+    (state.ledger_sum, state.remaining)
 }
 
 /// Multi-item orders with `redis-stock`: the script checks every item first.

@@ -41,8 +41,9 @@ pub struct TestApp {
     pub db: MySqlPool,
     pub client: reqwest::Client,
     handle: actix_web::dev::ServerHandle,
-    /// `redis-stock`'s Redis and key prefix, to wait for its persister.
-    redis: Option<(String, String)>,
+    /// `redis-stock`'s Redis (one server, or a cluster's nodes) and key prefix, to
+    /// wait for its persister.
+    redis: Option<(Vec<String>, String)>,
 }
 
 /// A service on a fresh database, with the admin token set.
@@ -144,12 +145,11 @@ pub async fn spawn_with(settings: Settings) -> TestApp {
         stock_app::telemetry::init("debug,sqlx=warn");
     }
     let database_url = settings.database_url.clone();
-    let redis = settings.shared.redis_urls.first().map(|url| {
-        (
-            url.clone(),
-            settings.strategies.redis_stock.redis_stock_prefix.clone(),
-        )
-    });
+    let prefix = settings.strategies.redis_stock.redis_stock_prefix.clone();
+    let redis = match &settings.shared.redis_cluster_urls {
+        nodes if !nodes.is_empty() => Some((nodes.clone(), prefix)),
+        _ => (settings.shared.redis_urls.first()).map(|url| (vec![url.clone()], prefix)),
+    };
     let app = Application::build(settings).await.expect("build the app");
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();
@@ -236,30 +236,50 @@ impl TestApp {
     }
 
     /// Waits until `redis-stock`'s persister has written every sale Redis made into
-    /// the database (its stream is empty: entries go when acknowledged after COMMIT);
-    /// panics after 15 s.
+    /// the database (its streams are empty: entries go when acknowledged after
+    /// COMMIT; on a cluster, one stream per partition, `{PREFIX...}:sales`, read on
+    /// every node); panics after 15 s.
     pub async fn drained(&self) {
-        let Some((url, prefix)) = &self.redis else {
+        let Some((urls, prefix)) = &self.redis else {
             return;
         };
-        let client = redis::Client::open(url.as_str()).expect("a Redis URL");
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect to Redis");
-        let stream = format!("{prefix}sales");
+        let mut conns = Vec::new();
+        for url in urls {
+            let client = redis::Client::open(url.as_str()).expect("a Redis URL");
+            let mut conn = (client.get_multiplexed_async_connection().await).expect("connect");
+            // A cluster's replica answers reads only after READONLY (else MOVED).
+            if urls.len() > 1 {
+                let _: () = redis::cmd("READONLY")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("READONLY");
+            }
+            conns.push(conn);
+        }
+        let streams = format!("*{prefix}*sales");
         for _ in 0..300 {
-            let left: i64 = redis::cmd("XLEN")
-                .arg(&stream)
-                .query_async(&mut conn)
-                .await
-                .expect("XLEN");
+            let mut left = 0;
+            for conn in &mut conns {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(&streams)
+                    .query_async(conn)
+                    .await
+                    .expect("KEYS");
+                for key in keys {
+                    let length: i64 = redis::cmd("XLEN")
+                        .arg(&key)
+                        .query_async(conn)
+                        .await
+                        .expect("XLEN");
+                    left += length;
+                }
+            }
             if left == 0 {
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        panic!("redis-stock's persister did not drain {stream} within 15 s");
+        panic!("redis-stock's persister did not drain {streams} within 15 s");
     }
 
     /// What the database says about a product, read directly (after `redis-stock`'s

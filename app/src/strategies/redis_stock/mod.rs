@@ -1,82 +1,80 @@
-//! `redis-stock`: Redis in front, the database as the record. A sale is decided and
-//! answered by one Lua script in Redis; a persister writes it into MariaDB afterwards.
+//! `redis-stock`: Redis in front, the database as the record. A sale is decided and answered by
+//! one Lua script in Redis; a persister writes it into MariaDB afterwards.
 //!
 //! # Copying this file
 //! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`, the no-op test hooks
 //! `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/record_many.rs` and this folder into your crate under the same
-//! module paths (`crate::domain::…`, `crate::strategies::…`), with the tables of
-//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
-//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
-//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
-//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
-//! `redis` (features `tokio-comp`, `script`, `connection-manager`, `streams`),
-//! `futures`, `uuid` (features `v4`). Optional: `sentinel.rs` (Redis Sentinel;
-//! without it, answer [`RedisEndpoint`] with [`connection::Endpoint::url`]) and
-//! `view.rs` (the service's view and gauge); delete the `pub mod` line of each you
-//! leave out.
-//! `./scripts/copy-check redis-stock DIR` builds such a copy (without Sentinel) and
-//! sells from it on a real server. It needs no idempotency layer (step 4).
+//! `app/src/strategies/record_many.rs` and this folder into your crate under the same module
+//! paths (`crate::domain::…`, `crate::strategies::…`), with the tables of
+//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`, `mysql`),
+//! `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features `derive`),
+//! `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`, `clap` (features
+//! `derive`, `env`), `utoipa` (features `macros`), `prometheus`, `redis` (features `tokio-comp`,
+//! `script`, `connection-manager`, `streams`), `futures`, `uuid` (features `v4`). Optional:
+//! `sentinel.rs` (Redis Sentinel; without it, answer [`RedisEndpoint`] with
+//! [`connection::Endpoint::url`]), `cluster.rs` with `lua/redis_stock_shard.lua` (a Redis
+//! Cluster; the `redis` feature `cluster-async`) and `view.rs` (the service's card, view and
+//! gauge); delete the `pub mod` line of each you leave out. `./scripts/copy-check redis-stock
+//! DIR` builds such a copy (without Sentinel) and sells from it on a real server. It needs no
+//! idempotency layer (step 4).
 //!
 //! # Layout
-//! This file: the request path (steps 1-2). [`stream`]: the settings and a sale as
-//! the stream carries it. [`persister`]: steps 3-5. [`connection`]: its Redis. `lua/`:
-//! the four scripts. It may touch the strategies' contract, `record_many` and the
-//! domain ([`sentinel`] also the `locks` crate's); nothing of the service, no other
-//! strategy.
+//! This file: the request path (steps 1-2). [`stream`]: the settings and a sale as the stream
+//! carries it. [`persister`]: steps 3-5. [`connection`]: its Redis ([`cluster`]: on a Redis
+//! Cluster, in partitions and shards). `lua/`: the scripts. It may touch the strategies'
+//! contract, `record_many` and the domain ([`sentinel`] also the `locks` crate's); nothing of the
+//! service, no other strategy.
 //!
 //! # Algorithm
-//! Per product, Redis keeps a counter hash `{stock, pending, epoch}`: units Redis may
-//! still sell, units it sold that the database has not recorded yet, and the database
-//! epoch the counter started from.
+//! Per product, Redis keeps a counter hash `{stock, pending, epoch}`: units Redis may still sell,
+//! units it sold that the database has not recorded yet, and the database epoch the counter
+//! started from.
 //! 1. **Sell** (one round trip, one atomic step: Redis runs one script at a time):
-//!    [`redis_stock_deduct.lua`](lua/redis_stock_deduct.lua) checks the request id and
-//!    every item's counter, and only if all fit decrements `stock`, increments
-//!    `pending`, appends the sale to the stream `sales` and stores the request key
-//!    (for `--redis-stock-id-ttl-secs`). The buyer is answered from it.
+//!    [`redis_stock_deduct.lua`](lua/redis_stock_deduct.lua) checks the request id and every
+//!    item's counter, and only if all fit decrements `stock`, increments `pending`, appends the
+//!    sale to the stream `sales` and stores the request key (for `--redis-stock-id-ttl-secs`).
+//!    The buyer is answered from it.
 //! 2. **Initialise** a missing counter from the database's row (`quantity`, `epoch`):
-//!    [`redis_stock_init.lua`](lua/redis_stock_init.lua), only if still missing. A
-//!    restock deletes the counter: the next sale starts the new epoch.
+//!    [`redis_stock_init.lua`](lua/redis_stock_init.lua), only if still missing. A restock
+//!    deletes the counter: the next sale starts the new epoch.
 //! 3. **Persist** (one task per instance, a consumer of the group `persisters`): up to
-//!    `--redis-stock-batch` entries (`XREADGROUP`) in **one** transaction: their
-//!    orders and ledger rows (multi-row INSERTs), one `UPDATE stock SET quantity =
-//!    quantity - :sold WHERE product_id = ? AND epoch = ?` per product and epoch.
-//!    After COMMIT, acknowledge ([`redis_stock_ack.lua`](lua/redis_stock_ack.lua):
-//!    `XACK`, `XDEL`, `pending -= q` once per entry, as `XACK` tells). Entries a
-//!    crashed consumer left are claimed once idle `--redis-stock-claim-ms`
-//!    (`XAUTOCLAIM`).
-//! 4. **Idempotently**: an entry whose request id is already in `orders` (its
-//!    persister died before acknowledging, or a retry came after its request key
-//!    expired) fails the INSERT; the batch rolls back, those entries are acknowledged
-//!    (a late duplicate's units go back to the counter), the rest go again.
-//! 5. **Reconcile** after a Redis restart or a Sentinel failover (a new `run_id`):
-//!    raise the `reconciling` flag (sales answer 503), drain the stream, set every
-//!    counter to `database quantity − pending`
-//!    ([`redis_stock_reconcile.lua`](lua/redis_stock_reconcile.lua)), drop the flag.
+//!    `--redis-stock-batch` entries (`XREADGROUP`) in **one** transaction: their orders and
+//!    ledger rows (multi-row INSERTs), one `UPDATE stock SET quantity = quantity - :sold WHERE
+//!    product_id = ? AND epoch = ?` per product and epoch. After COMMIT, acknowledge
+//!    ([`redis_stock_ack.lua`](lua/redis_stock_ack.lua): `XACK`, `XDEL`, `pending -= q` once per
+//!    entry, as `XACK` tells). Entries a crashed consumer left are claimed once idle
+//!    `--redis-stock-claim-ms` (`XAUTOCLAIM`).
+//! 4. **Idempotently**: an entry whose request id is already in `orders` (its persister died
+//!    before acknowledging, or a retry came after its request key expired) fails the INSERT; the
+//!    batch rolls back, those entries are acknowledged (a late duplicate's units go back to the
+//!    counter), the rest go again.
+//! 5. **Reconcile** after a Redis restart or a Sentinel failover (a new `run_id`): raise the
+//!    `reconciling` flag (sales answer 503), drain the stream, set every counter to `database
+//!    quantity − pending` ([`redis_stock_reconcile.lua`](lua/redis_stock_reconcile.lua)), drop
+//!    the flag.
 //!
 //! # What it guarantees, and what it can lose
-//! - **Never oversold in the database**: it changes only by recorded sales, and
-//!   `CHECK (quantity >= 0)` refuses any beyond its stock.
-//! - **Acknowledged before durable.** A 200 means Redis has the sale; `GET /stock/{id}`
-//!   reports `pending` until the database has it. A Redis crash loses what was not
-//!   persisted yet: everything without persistence (the testbed's default; the
-//!   counters restart from the database and those units sell again), up to a second
-//!   with `appendfsync everysec`, nothing with `always`. A Redis back from an older
-//!   snapshot has counters too high: step 5 corrects them, and what it sold beyond
-//!   the database's stock the CHECK refuses; it stays `pending`, visible. The chaos
-//!   runner measures each.
-//! - **Idempotency**: the request key answers a retry (`duplicate: true`) while it
-//!   lives, the persister after that (step 4).
-//! - A sale pending across a restock is recorded under its epoch and leaves the new
-//!   stock alone. Several items: all or nothing. Test probe: `before_commit` is the
-//!   persister's; `hold_ms` is refused (400): there is no step to hold.
+//! - **Never oversold in the database**: it changes only by recorded sales, and `CHECK (quantity
+//!   >= 0)` refuses any beyond its stock.
+//! - **Acknowledged before durable.** A 200 means Redis has the sale; `GET /stock/{id}` reports
+//!   `pending` until the database has it. A Redis crash loses what was not persisted yet:
+//!   everything without persistence (the testbed's default; the counters restart from the
+//!   database and those units sell again), up to a second with `appendfsync everysec`, nothing
+//!   with `always`. A Redis back from an older snapshot has counters too high: step 5 corrects
+//!   them, and what it sold beyond the database's stock the CHECK refuses; it stays `pending`,
+//!   visible. The chaos runner measures each.
+//! - **Idempotency**: the request key answers a retry (`duplicate: true`) while it lives, the
+//!   persister after that (step 4).
+//! - A sale pending across a restock is recorded under its epoch and leaves the new stock alone.
+//!   Several items: all or nothing. Test probe: `before_commit` is the persister's; `hold_ms` is
+//!   refused (400): there is no step to hold.
 //!
 //! # When to use it
-//! The hottest sales (tickets, limited drops), where answering fast matters more than
-//! every sale being on disk before the buyer hears of it, with Redis persistence
-//! chosen for the loss you can accept. It needs a Redis, a running persister, and
-//! someone watching `pending`.
+//! The hottest sales (tickets, limited drops), where answering fast matters more than every sale
+//! being on disk before the buyer hears of it, with Redis persistence chosen for the loss you can
+//! accept. It needs a Redis, a running persister, and someone watching `pending`.
 
+pub mod cluster;
 pub mod connection;
 pub mod persister;
 pub mod sentinel;
@@ -84,11 +82,8 @@ pub mod stream;
 pub mod view;
 
 use crate::domain::error::DeductError;
-#[cfg(feature = "service")]
-use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Deducted, Deduction, Started, Strategy};
-use connection::{Endpoint, Primary};
-use redis::aio::ConnectionManager;
+use connection::{Conn, Endpoint, Primary};
 use redis::{AsyncCommands, Script, Value};
 use std::sync::{Arc, LazyLock};
 use stream::{NAME, RedisStockSettings, Sale, unavailable};
@@ -112,12 +107,16 @@ impl<S: RedisEndpoint> Declare<S> for RedisStock {
             endpoint: context.shared.redis_endpoint(),
             ..settings.clone()
         };
-        Arc::new(RedisStock {
+        let stock = RedisStock {
             settings,
             primary: OnceCell::new(),
             #[cfg(feature = "service")]
             backlog: view::backlog(),
-        })
+        };
+        match stock.settings.endpoint.clone() {
+            Some(endpoint) => endpoint.0.strategy(stock),
+            None => Arc::new(stock),
+        }
     }
 }
 
@@ -129,116 +128,53 @@ pub struct RedisStock {
     backlog: prometheus::IntGauge,
 }
 
-/// A Redis crash without `appendfsync always` may lose acknowledged sales.
-#[cfg(feature = "service")]
-const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "lost"];
-
-#[cfg(feature = "service")]
-static INFO: StrategyInfo = StrategyInfo {
-    name: NAME,
-    source: file!(),
-    description: "Redis in front: one Lua script checks the request id, decrements the counter and appends the sale to a stream; a persister writes the stream into MariaDB in batches (orders, ledger, stock), acknowledging after COMMIT.",
-    family: Family::HotProduct,
-    when_to_use: "The hottest sales, where answering fast matters more than every sale being on disk before the buyer hears of it.",
-    explanation: "Redis in front, the database as the record: one Lua script checks the request id, decrements the product's counter and appends the sale to a stream; a persister in each instance writes the stream into MariaDB in batches and acknowledges after COMMIT. Answers before the sale is durable: GET /stock shows what is pending, and what a Redis crash loses depends on Redis's persistence.",
-    backend: "redis",
-    safe_across_instances: true,
-    fencing: "not needed",
-    // Its persister's (a batch of one per sequential request); a 409 reads once.
-    statements: Statements {
-        sale: 6,
-        refusal: 1,
-    },
-    traits: &[Trait::RecordsLater],
-    chaos: &[
-        // Its holder is its persister, paused before its COMMIT: another instance's
-        // persister claims its entries.
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("redis-killed-everysec", None, MAY_LOSE),
-        ChaosCell::new("redis-killed-always", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("redis-killed-no-persistence", None, MAY_LOSE),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
-    ],
-};
-
 impl RedisStock {
-    async fn primary(&self) -> Result<&dyn Primary, DeductError> {
+    pub async fn primary(&self) -> Result<&dyn Primary, DeductError> {
         let endpoint = (self.settings.endpoint.as_ref())
             .ok_or_else(|| DeductError::unavailable("redis", "not configured: set REDIS_URLS"))?;
         self.primary
-            .get_or_try_init(|| endpoint.connect())
+            .get_or_try_init(|| endpoint.0.connect())
             .await
             .map(|primary| &**primary)
             .map_err(unavailable)
     }
 
-    /// A connection, if Redis is configured and answers.
-    async fn conn(&self) -> Result<ConnectionManager, DeductError> {
-        Ok(self.primary().await?.conn().0)
-    }
-
     /// Step 2: the counter from the database's row, unless another request made it.
-    async fn initialise(
+    pub async fn initialise(
         &self,
-        conn: &mut ConnectionManager,
-        d: &Deduction<'_>,
+        conn: &mut Conn,
+        settings: &RedisStockSettings,
+        pool: &sqlx::MySqlPool,
         product_id: i64,
     ) -> Result<(), DeductError> {
-        let row: Option<(i32, i32)> =
-            sqlx::query_as("SELECT quantity, epoch FROM stock WHERE product_id = ?")
-                .bind(product_id)
-                .fetch_optional(d.pool)
-                .await?;
-        let (quantity, epoch) = row.ok_or(DeductError::UnknownProduct(product_id))?;
+        let row: Option<(i32, i32, i32)> = sqlx::query_as(
+            "SELECT quantity, epoch, initial_quantity FROM stock WHERE product_id = ?",
+        )
+        .bind(product_id)
+        .fetch_optional(pool)
+        .await?;
+        let (quantity, epoch, initial) = row.ok_or(DeductError::UnknownProduct(product_id))?;
+        let start =
+            (settings.shard).map_or(quantity, |(i, k)| initial / k + i32::from(i < initial % k));
         let _created: i64 = INIT
-            .key(self.settings.counter(product_id))
-            .arg(quantity)
+            .key(settings.counter(product_id))
+            .arg(start)
             .arg(epoch)
             .invoke_async(conn)
             .await
             .map_err(unavailable)?;
         Ok(())
     }
-}
 
-#[async_trait::async_trait(?Send)]
-impl Strategy for RedisStock {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    /// The persister (steps 3-5), started without waiting for Redis.
-    fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
-        #[cfg(feature = "service")]
-        (started.registry.register(Box::new(self.backlog.clone()))).expect("registered once");
-        Some(tokio::spawn(persister::persist_forever(
-            self.settings.clone(),
-            started.pool.clone(),
-            started.probe.clone(),
-        )))
-    }
-
-    /// Step 2's reset. Best effort: a stale counter is caught by its epoch.
-    async fn restocked(&self, product_id: i64) {
-        let Ok(mut conn) = self.conn().await else {
-            return;
-        };
-        let deleted: Result<i64, _> = conn.del(self.settings.counter(product_id)).await;
-        if let Err(e) = deleted {
-            tracing::warn!(product_id, error = %e, "redis-stock: counter not reset after a restock");
-        }
-    }
-
-    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
-        if d.knobs.hold_ms.is_some() {
-            return Err(DeductError::InvalidRequest(
-                "hold_ms does not apply to redis-stock: its sale is one Lua script, with no step between read and write to hold"
-                    .into(),
-            ));
-        }
+    /// Steps 1-2 with the keys of `settings` (a cluster's partition, or all of them).
+    pub async fn sell(
+        &self,
+        settings: &RedisStockSettings,
+        d: &Deduction<'_>,
+    ) -> Result<Deducted, DeductError> {
         let primary = self.primary().await?;
         let (mut conn, generation) = primary.conn();
-        let (settings, order) = (&self.settings, d.order);
+        let order = d.order;
         // At most one initialisation per item, then the answer.
         for _ in 0..=order.items.len() {
             let mut call = DEDUCT.prepare_invoke();
@@ -279,7 +215,9 @@ impl Strategy for RedisStock {
             match text(0).as_str() {
                 "ok" => return Ok(Sale::read(d, &text(1), &text(2))?.answer()),
                 "dup" => return stored_answer(d, &text(1)),
-                "init" => self.initialise(&mut conn, d, item(1).product_id).await?,
+                "init" => {
+                    (self.initialise(&mut conn, settings, d.pool, item(1).product_id)).await?
+                }
                 "short" => {
                     return Err(DeductError::InsufficientStock {
                         product_id: item(1).product_id,
@@ -296,6 +234,49 @@ impl Strategy for RedisStock {
             }
         }
         Err(anyhow::anyhow!("redis-stock: counters still missing after initialising them").into())
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl Strategy for RedisStock {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// The persister (steps 3-5), started without waiting for Redis.
+    fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
+        #[cfg(feature = "service")]
+        (started.registry.register(Box::new(self.backlog.clone()))).expect("registered once");
+        Some(tokio::spawn(persister::persist_forever(
+            self.settings.clone(),
+            started.pool.clone(),
+            started.probe.clone(),
+        )))
+    }
+
+    /// Step 2's reset. Best effort: a stale counter is caught by its epoch.
+    async fn restocked(&self, product_id: i64) {
+        let Ok(primary) = self.primary().await else {
+            return;
+        };
+        let deleted: Result<i64, _> = primary
+            .conn()
+            .0
+            .del(self.settings.counter(product_id))
+            .await;
+        if let Err(e) = deleted {
+            tracing::warn!(product_id, error = %e, "redis-stock: counter not reset after a restock");
+        }
+    }
+
+    async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError> {
+        if d.knobs.hold_ms.is_some() {
+            return Err(DeductError::InvalidRequest(
+                "hold_ms does not apply to redis-stock: its sale is one Lua script, with no step between read and write to hold"
+                    .into(),
+            ));
+        }
+        self.sell(&self.settings, d).await
     }
 }
 

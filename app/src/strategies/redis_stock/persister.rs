@@ -1,13 +1,12 @@
 //! The persister, steps 3-5 of `redis-stock` (see `super`).
 
-use super::connection::Endpoint;
+use super::connection::{Conn, Endpoint};
 use super::stream::{GROUP, NAME, RedisStockSettings, Sale};
 use crate::domain::error::mysql_error_number;
 use crate::domain::probe::{Failpoint, Probe};
 use crate::strategies::contract::Deducted;
 use crate::strategies::record_many;
 use futures::TryStreamExt;
-use redis::aio::ConnectionManager;
 use redis::streams::{StreamAutoClaimOptions, StreamReadOptions, StreamReadReply};
 use redis::{AsyncCommands, Script};
 use sqlx::MySqlPool;
@@ -52,7 +51,7 @@ pub async fn persist_forever(settings: RedisStockSettings, pool: MySqlPool, prob
     }
 }
 
-async fn server_run_id(conn: &mut ConnectionManager) -> redis::RedisResult<String> {
+async fn server_run_id(conn: &mut Conn) -> redis::RedisResult<String> {
     let info: String = redis::cmd("INFO").arg("server").query_async(conn).await?;
     let id = info.lines().find_map(|l| l.strip_prefix("run_id:"));
     Ok(id.unwrap_or_default().trim().to_string())
@@ -66,7 +65,7 @@ impl Persister {
         endpoint: &Endpoint,
         run_id: &mut Option<String>,
     ) -> anyhow::Result<Infallible> {
-        let mut conn = endpoint.connect().await?.conn().0;
+        let mut conn = endpoint.0.connect().await?.conn().0;
         self.ensure_group(&mut conn).await?;
         // Housekeeping (the same Redis? a persister dead?) on (re)connecting, then every
         // half claim period. A restart breaks the connection: seen at once, too.
@@ -93,7 +92,7 @@ impl Persister {
 
     /// Creates the stream and the group when missing (first start, or a Redis that came
     /// back empty: reading then fails with NOGROUP, and the reconnect lands here).
-    async fn ensure_group(&self, conn: &mut ConnectionManager) -> redis::RedisResult<()> {
+    async fn ensure_group(&self, conn: &mut Conn) -> redis::RedisResult<()> {
         let created: redis::RedisResult<()> = conn
             .xgroup_create_mkstream(self.settings.stream(), GROUP, "0")
             .await;
@@ -108,7 +107,7 @@ impl Persister {
     /// new ones (waiting up to 100 ms for them).
     async fn next_batch(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Conn,
         claim: Option<Duration>,
     ) -> anyhow::Result<Vec<Sale>> {
         let stream = self.settings.stream();
@@ -151,11 +150,7 @@ impl Persister {
     }
 
     /// Steps 3 and 4 for one batch.
-    async fn persist_and_ack(
-        &self,
-        conn: &mut ConnectionManager,
-        mut sales: Vec<Sale>,
-    ) -> anyhow::Result<()> {
+    async fn persist_and_ack(&self, conn: &mut Conn, mut sales: Vec<Sale>) -> anyhow::Result<()> {
         let mut recorded: Vec<(Sale, bool)> = Vec::new();
         while !sales.is_empty() {
             match self.write(&sales).await {
@@ -223,7 +218,7 @@ impl Persister {
     /// Acknowledges recorded entries and takes them out of `pending` (one script call).
     async fn acknowledge(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Conn,
         recorded: &[(Sale, bool)],
     ) -> redis::RedisResult<()> {
         if recorded.is_empty() {
@@ -245,7 +240,7 @@ impl Persister {
     }
 
     /// Step 5 (the drain claims every entry, however recently read).
-    async fn reconcile(&self, conn: &mut ConnectionManager) -> anyhow::Result<()> {
+    async fn reconcile(&self, conn: &mut Conn) -> anyhow::Result<()> {
         let flag = self.settings.reconciling();
         let _: () = conn.set_ex(&flag, 1, 60).await?;
         self.ensure_group(conn).await?;

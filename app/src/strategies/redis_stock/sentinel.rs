@@ -4,11 +4,10 @@
 //! `redis_sentinel.rs` needs and the `redis` crate's `sentinel` feature, only if you
 //! run Sentinel.
 
-use super::connection::{Connect, Endpoint, Primary};
+use super::connection::{Conn, Connect, Endpoint, Primary};
 use async_trait::async_trait;
 use locks::redis_sentinel;
 use redis::RedisError;
-use redis::aio::ConnectionManager;
 
 /// `redis-stock`'s endpoint for the shared settings' Redis: one server, or the
 /// primary of a Sentinel deployment.
@@ -31,8 +30,9 @@ impl Connect for Sentinel {
 
 #[async_trait]
 impl Primary for redis_sentinel::Primary {
-    fn conn(&self) -> (ConnectionManager, u64) {
-        redis_sentinel::Primary::conn(self)
+    fn conn(&self) -> (Conn, u64) {
+        let (conn, generation) = redis_sentinel::Primary::conn(self);
+        (Conn(Box::new(conn)), generation)
     }
 
     async fn follow(&self, error: &RedisError, generation: u64) -> bool {

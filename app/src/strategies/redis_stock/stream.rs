@@ -38,6 +38,10 @@ pub struct RedisStockSettings {
     /// The Redis, from the shared settings ([`super::RedisEndpoint`]).
     #[arg(skip)]
     pub endpoint: Option<Endpoint>,
+
+    /// A shard's (which of how many): it starts with its part of the epoch's stock.
+    #[arg(skip)]
+    pub shard: Option<(i32, i32)>,
 }
 
 /// Where its keys live in Redis.

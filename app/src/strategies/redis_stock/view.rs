@@ -1,15 +1,46 @@
 //! What the service shows of `redis-stock` beside its sales (the `service` feature):
-//! its card, `pending` and the counter in `GET /stock/{id}`, the backlog in
+//! its card, `pending` and the counters in `GET /stock/{id}`, the backlog in
 //! `/metrics`. A copy may leave it out.
 #![cfg(feature = "service")]
 
-use super::stream::unavailable;
-use super::{INFO, RedisStock};
+use super::RedisStock;
+use super::stream::{NAME, unavailable};
 use crate::domain::error::DeductError;
-use crate::strategies::card::{Served, StrategyInfo};
+use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::time::Duration;
+
+/// A Redis crash without `appendfsync always` may lose acknowledged sales.
+const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "lost"];
+
+pub(super) static INFO: StrategyInfo = StrategyInfo {
+    name: NAME,
+    // Its file is the folder's `mod.rs` (this card is the service's).
+    source: "app/src/strategies/redis_stock/mod.rs",
+    description: "Redis in front: one Lua script checks the request id, decrements the counter and appends the sale to a stream; a persister writes the stream into MariaDB in batches (orders, ledger, stock), acknowledging after COMMIT.",
+    family: Family::HotProduct,
+    when_to_use: "The hottest sales, where answering fast matters more than every sale being on disk before the buyer hears of it.",
+    explanation: "Redis in front, the database as the record: one Lua script checks the request id, decrements the product's counter and appends the sale to a stream; a persister in each instance writes the stream into MariaDB in batches and acknowledges after COMMIT. Answers before the sale is durable: GET /stock shows what is pending, and what a Redis crash loses depends on Redis's persistence.",
+    backend: "redis",
+    safe_across_instances: true,
+    fencing: "not needed",
+    // Its persister's (a batch of one per sequential request); a 409 reads once.
+    statements: Statements {
+        sale: 6,
+        refusal: 1,
+    },
+    traits: &[Trait::RecordsLater],
+    chaos: &[
+        // Its holder is its persister, paused before its COMMIT: another instance's
+        // persister claims its entries.
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new("redis-killed-everysec", None, MAY_LOSE),
+        ChaosCell::new("redis-killed-always", None, ChaosCell::NO_LOSS),
+        ChaosCell::new("redis-killed-no-persistence", None, MAY_LOSE),
+        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+    ],
+};
 
 /// `stock_locks_redis_stock_backlog`: the sales Redis acknowledged that the database
 /// has not recorded yet (the stream's length), read at each scrape.
@@ -37,8 +68,8 @@ impl Served for RedisStock {
         }
         let counter = async {
             let key = self.settings.counter(product_id);
-            let fields: HashMap<String, i64> =
-                self.conn().await?.hgetall(key).await.map_err(unavailable)?;
+            let mut conn = self.primary().await?.conn().0;
+            let fields: HashMap<String, i64> = conn.hgetall(key).await.map_err(unavailable)?;
             Ok::<_, DeductError>(fields)
         };
         match counter.await {
@@ -58,7 +89,7 @@ impl Served for RedisStock {
     /// Redis answers within 500 ms.
     async fn scrape(&self) {
         let length = async {
-            let mut conn = self.conn().await.ok()?;
+            let mut conn = self.primary().await.ok()?.conn().0;
             conn.xlen(self.settings.stream()).await.ok()
         };
         if let Ok(Some(length)) = tokio::time::timeout(Duration::from_millis(500), length).await {
