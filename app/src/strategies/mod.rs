@@ -81,6 +81,7 @@ pub use contract::{
 use serde::Serialize;
 use shared::{RedisTarget, Shared};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// An entry of `GET /strategies`: a strategy's [`StrategyInfo`], and where it stands
 /// in the registry: its place in the teaching order and its colour in every chart
@@ -242,10 +243,15 @@ pub fn name_of(field: &str) -> Option<&'static str> {
 impl redis_stock::RedisEndpoint for Shared {
     fn redis_endpoint(&self) -> Option<redis_stock::connection::Endpoint> {
         Some(match self.redis_target()? {
-            RedisTarget::Cluster(nodes) => {
-                let (partitions, shards) = (self.redis_stock_partitions, self.redis_stock_shards);
-                redis_stock::cluster::endpoint(nodes, partitions, shards)
-            }
+            RedisTarget::Cluster(nodes) => redis_stock::cluster::endpoint(
+                nodes,
+                redis_stock::cluster::Layout {
+                    partitions: self.redis_stock_partitions,
+                    shards: self.redis_stock_shards,
+                    min_replicas: self.redis_stock_min_replicas,
+                    replica_timeout: Duration::from_millis(self.redis_stock_replica_timeout_ms),
+                },
+            ),
             RedisTarget::One(endpoint) => redis_stock::sentinel::endpoint(endpoint),
         })
     }

@@ -43,6 +43,17 @@ pub struct Shared {
     #[arg(long, env, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub redis_stock_shards: u32,
 
+    /// On a Redis Cluster: how many replicas must have a `redis-stock` sale before the
+    /// buyer hears of it (`WAIT` on the shard's master after the sale script; 0: never
+    /// wait). Fewer within `--redis-stock-replica-timeout-ms`: 503 `outcome_unknown`
+    /// (the sale may be lost in a failover; a retry with its request id finds out).
+    #[arg(long, env, default_value_t = 0)]
+    pub redis_stock_min_replicas: u32,
+
+    /// How long `redis-stock` waits for those replicas, in milliseconds.
+    #[arg(long, env, default_value_t = 500)]
+    pub redis_stock_replica_timeout_ms: u64,
+
     /// The name the Sentinels monitor the primary under.
     #[arg(long, env = "REDIS_MASTER_NAME", default_value = "mymaster")]
     pub redis_master_name: String,

@@ -194,6 +194,38 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             c.failed,
             fmt_ms(c.recovery_ms)
         ),
+        (Scenario::RedisClusterFailover, Lost) if c.has("records-later") => format!(
+            "The master selling the product acknowledged sales its replica never got (replication held back, the persisters held behind a COMMIT); the master died, the cluster promoted the replica without them, and {} of {} acknowledged sales are missing from the ledger. Asynchronous replication loses what was acknowledged and not yet copied.",
+            c.missing_acknowledged, c.succeeded
+        ),
+        (Scenario::RedisClusterFailover, Lost) => format!(
+            "A held a lock only its master had (replication held back); the master died, the cluster promoted the replica, B's buyers took the same lock ({blocked} after the kill): two holders, and A's stale write erased {} sales. A cluster's failover loses locks as Sentinel's does.",
+            c.lost_updates
+        ),
+        (Scenario::RedisClusterFailover, Refused) => format!(
+            "The same two holders on the cluster, fenced: B's tokens came from the promoted replica's clock, newer than A's claim, so A's write was refused ({} x lock_lost) and nothing was lost. B sold {blocked} after the kill.",
+            c.refused
+        ),
+        (Scenario::RedisClusterFailoverWait, v) if v != Lost => format!(
+            "With WAIT for one replica nothing was granted or acknowledged on the master alone: while replication was held back and until the old master rejoined as the new one's replica, locks were refused and sales answered outcome_unknown ({} failed, {} unknown outcomes retried after the cell, {} of them already sold and answered as duplicates); no acknowledged sale or lock was lost. Sales back {} after the heal.",
+            c.failed,
+            c.retried_unknown,
+            c.retried_duplicates,
+            fmt_ms(c.recovery_ms)
+        ),
+        (Scenario::RedisClusterReshard, v) if v != Lost => format!(
+            "The slot moved to another master under load (MIGRATE in batches, clients redirected by ASK and MOVED, scripts over a half-moved slot retried on TRYAGAIN): {} sold, nothing lost or sold twice{}; longest gap without a sale {:.0} ms (a script over keys on both sides of the move waits for the slot).",
+            c.sold,
+            if c.refused > 0 {
+                format!(
+                    ", {} refused (lock_lost: a holder whose renewal met the half-moved slot was told its lock was lost)",
+                    c.refused
+                )
+            } else {
+                String::new()
+            },
+            c.longest_gap_ms
+        ),
         (Scenario::RedlockClockJump, Lost) => format!(
             "A held nodes 1-3, a bare majority; node 3's clock jumped 30 s and expired A's key there; B's buyers got nodes 3, 4, 5 ({blocked} after the jump): two majorities at once, and A's stale write erased {} sales. RedLock's safety rests on the clocks.",
             c.lost_updates

@@ -17,6 +17,8 @@ pub struct Lab {
     pub(super) next_product: i64,
     /// A Redis primary, replica and Sentinels, for the failover scenarios only.
     pub(super) ha: Option<testbed::RedisHa>,
+    /// A Redis Cluster, for the cluster scenarios only.
+    pub(super) cluster: Option<testbed::RedisCluster>,
     /// Each instance's command line as started (the failover cells add to it).
     base_args: Vec<Vec<String>>,
     /// RedLock node 3 runs with a clock the runner can move (set up once, on first use).
@@ -110,6 +112,7 @@ impl Lab {
             timing,
             next_product: 1,
             ha: None,
+            cluster: None,
             base_args,
             movable_clock: false,
             replica: None,
@@ -130,6 +133,10 @@ impl Lab {
         self.ensure_up().await?;
         if spec.scenario.needs_sentinel() {
             self.through_sentinel(spec.scenario == Scenario::RedisFailoverWait)
+                .await?;
+        }
+        if spec.scenario.needs_cluster() {
+            self.on_a_cluster(spec.scenario == Scenario::RedisClusterFailoverWait)
                 .await?;
         }
         if spec.scenario.lags_replica() {
@@ -161,11 +168,13 @@ impl Lab {
             self.ha = None;
         }
         let respawned = spec.scenario.needs_sentinel()
+            || spec.scenario.needs_cluster()
             || spec.scenario.reads_from_replica()
             || spec.scenario.lock_delay();
         if respawned {
             self.respawn_with(&[]).await?;
         }
+        self.cluster = None;
         cell
     }
 
@@ -202,6 +211,135 @@ impl Lab {
         .collect();
         self.ha = Some(ha);
         self.respawn_with(&extra).await
+    }
+
+    /// A fresh Redis Cluster, and both instances restarted to take their Redis locks
+    /// and sell `redis-stock` on it (`wait`: a lock granted, a sale answered, only once
+    /// a replica has it).
+    async fn on_a_cluster(&mut self, wait: bool) -> anyhow::Result<()> {
+        let cluster =
+            tokio::task::block_in_place(|| testbed::RedisCluster::start("chaos-cluster", 6))?;
+        let replicas = if wait { "1" } else { "0" };
+        let extra: Vec<String> = [
+            "--redis-cluster-urls",
+            &cluster.urls().join(","),
+            "--redis-lock-min-replicas",
+            replicas,
+            "--redis-lock-replica-timeout-ms",
+            "200",
+            "--redis-stock-min-replicas",
+            replicas,
+            "--redis-stock-replica-timeout-ms",
+            "200",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        self.cluster = Some(cluster);
+        self.respawn_with(&extra).await
+    }
+
+    /// The master serving the cell's keys on the cluster: the lock's (`stock:ID`), or
+    /// for a strategy that records later the partition holding the product's counter
+    /// (the one master whose keys include `...:p:ID`).
+    fn cluster_master(&self, spec: &CellSpec, product: i64) -> anyhow::Result<(u16, String)> {
+        let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
+        if !spec.has("records-later") {
+            let key = format!("stock:{product}");
+            return Ok((cluster.master_of(cluster.slot_of(&key)?)?, key));
+        }
+        let pattern = format!("*:p:{product}");
+        for node in cluster.nodes() {
+            let port = node.port();
+            let info = cluster
+                .command(port, &["INFO", "replication"])
+                .unwrap_or_default();
+            if !info.contains("role:master") {
+                continue;
+            }
+            let keys = cluster.command(port, &["--scan", "--pattern", &pattern])?;
+            if let Some(key) = keys.lines().map(str::trim).find(|k| !k.is_empty()) {
+                return Ok((port, key.to_string()));
+            }
+        }
+        bail!("no master holds the counter of product {product}")
+    }
+
+    /// Whether the replica of `master` has the lock the paused request of A holds
+    /// there (its holder field; an earlier holder's, frozen there, does not count).
+    async fn cluster_replica_has_a_lock(&self, master: u16, key: &str) -> anyhow::Result<bool> {
+        let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
+        let replica = cluster.replica_of(master)?;
+        let fields = async |port: u16| -> anyhow::Result<Vec<String>> {
+            let url = format!("redis://127.0.0.1:{port}/");
+            let mut conn = redis::Client::open(url)?
+                .get_multiplexed_async_connection()
+                .await?;
+            // A replica answers reads only after READONLY (else MOVED to its master).
+            let _: () = redis::cmd("READONLY").query_async(&mut conn).await?;
+            Ok(redis::cmd("HKEYS").arg(key).query_async(&mut conn).await?)
+        };
+        let on_master = fields(master).await?;
+        let holder = (on_master.iter())
+            .find(|f| !f.starts_with('#'))
+            .context("A's lock is not on its master")?;
+        Ok(fields(replica).await?.contains(holder))
+    }
+
+    /// Kills the cluster's master on `port` and waits for its replica to take over;
+    /// returns when it died, in load time.
+    fn cluster_fail_over(&mut self, port: u16, load: &Load) -> anyhow::Result<Duration> {
+        let cluster = self.cluster.as_mut().context("no Redis Cluster")?;
+        cluster
+            .node_mut(port)
+            .context("no such node")?
+            .process()
+            .kill();
+        let fault = load.now();
+        let promoted = tokio::task::block_in_place(|| {
+            cluster.wait_for_promotion(port, Duration::from_secs(20))
+        })?;
+        eprintln!(
+            "chaos:   the cluster promoted the replica (port {promoted}) {:.0} ms after the kill",
+            (load.now() - fault).as_secs_f64() * 1000.0
+        );
+        Ok(fault)
+    }
+
+    /// The product's ledger rows (its sales recorded so far).
+    async fn ledger_rows(&self, product: i64) -> anyhow::Result<i64> {
+        let query = "SELECT COUNT(*) FROM ledger WHERE product_id = ?";
+        Ok(sqlx::query_scalar(query)
+            .bind(product)
+            .fetch_one(&self.db)
+            .await?)
+    }
+
+    /// Waits until the product has more than `rows` ledger rows, up to `limit`.
+    async fn until_sold_after(
+        &self,
+        product: i64,
+        rows: i64,
+        limit: Duration,
+    ) -> anyhow::Result<()> {
+        let start = std::time::Instant::now();
+        while self.ledger_rows(product).await? <= rows {
+            if start.elapsed() > limit {
+                bail!("no sale of product {product} within {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Restarts the killed master: it rejoins as its successor's replica.
+    fn cluster_rejoin(&mut self, port: u16) -> anyhow::Result<()> {
+        let cluster = self.cluster.as_mut().context("no Redis Cluster")?;
+        tokio::task::block_in_place(|| {
+            cluster.node_mut(port).context("no such node")?.restart()?;
+            cluster.wait_ready(Duration::from_secs(30))?;
+            anyhow::Ok(())
+        })
     }
 
     /// Restarts both instances with their first command line plus `extra`.
@@ -653,6 +791,70 @@ impl Lab {
                 let ha = self.ha.as_mut().context("no Redis HA")?;
                 tokio::task::block_in_place(|| ha.rejoin_old_primary(Duration::from_secs(30)))?;
                 Window::new(fault, healed)
+            }
+            Scenario::RedisClusterFailover | Scenario::RedisClusterFailoverWait => {
+                let (master, key) = self.cluster_master(spec, product)?;
+                let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
+                cluster
+                    .replication(master)
+                    .context("no replication link")?
+                    .set(ProxyMode::Blackhole);
+                let wait = spec.scenario == Scenario::RedisClusterFailoverWait;
+                let records_later = spec.has("records-later");
+                let fault = if records_later {
+                    // Sales on the master alone, none recorded: what its death takes.
+                    // A's persister held before its COMMIT holds the product's row
+                    // lock: B's waits behind it.
+                    self.pause_at(0, "before_commit").await?;
+                    let fault = load.now();
+                    tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
+                    self.cluster_fail_over(master, load)?;
+                    self.release_at(0, "before_commit").await?;
+                    fault
+                } else if wait {
+                    // No lock granted from here: no replica can acknowledge one.
+                    let fault = load.now();
+                    tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
+                    self.cluster_fail_over(master, load)?;
+                    fault
+                } else {
+                    // A request of A holds a lock only the master has.
+                    self.pause_a_holding_a_lock_not_on("the replica", async || {
+                        self.cluster_replica_has_a_lock(master, &key).await
+                    })
+                    .await?;
+                    let sold = self.ledger_rows(product).await?;
+                    let fault = self.cluster_fail_over(master, load)?;
+                    // B's buyers lock what A still believes it holds: once they sold
+                    // (their clients found the new master), A goes on.
+                    self.until_sold_after(product, sold, Duration::from_secs(20))
+                        .await?;
+                    tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
+                    self.release_a("after_read").await?;
+                    fault
+                };
+                let healed = load.now();
+                // The old master back, as its successor's replica (WAIT needs one).
+                self.cluster_rejoin(master)?;
+                Window::new(fault, healed)
+            }
+            Scenario::RedisClusterReshard => {
+                let (master, key) = self.cluster_master(spec, product)?;
+                let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
+                let slot = cluster.slot_of(&key)?;
+                let to = (cluster.topology()?.into_iter())
+                    .find(|n| n.port != master && n.master_id.is_none() && !n.failing)
+                    .context("no other master")?
+                    .port;
+                let fault = load.now();
+                let moved = tokio::task::block_in_place(|| {
+                    cluster.move_slot(slot, to, 10, Duration::from_millis(20))
+                })?;
+                eprintln!(
+                    "chaos:   slot {slot} moved from port {master} to {to}: {moved} keys in {:.0} ms",
+                    (load.now() - fault).as_secs_f64() * 1000.0
+                );
+                Window::new(fault, load.now())
             }
             Scenario::MistakeNoGuard => {
                 // The guard's mistake shows only once the product sold out: the load

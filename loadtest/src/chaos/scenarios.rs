@@ -75,10 +75,17 @@ pub enum Scenario {
     LockDelayShortPause,
     /// 14. The same lock-delay, A frozen 3x lease + delay.
     LockDelayLongPause,
+    /// 15. On a Redis Cluster: the master serving the cell's key killed while its
+    ///     replica's link is held back (the lock, or the sales, only on the master).
+    RedisClusterFailover,
+    /// 15. The same with `WAIT` for one replica (the lock's and the sale's).
+    RedisClusterFailoverWait,
+    /// 15. On a Redis Cluster: the cell's slot moved to another master under load.
+    RedisClusterReshard,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 26] = [
+    pub const ALL: [Scenario; 29] = [
         Scenario::PausePastLease,
         Scenario::FenceAlone,
         Scenario::HolderKilled,
@@ -105,6 +112,9 @@ impl Scenario {
         Scenario::ReplicaLagPrimaryReads,
         Scenario::LockDelayShortPause,
         Scenario::LockDelayLongPause,
+        Scenario::RedisClusterFailover,
+        Scenario::RedisClusterFailoverWait,
+        Scenario::RedisClusterReshard,
     ];
 
     /// The name used on the command line and in the JSON.
@@ -136,6 +146,9 @@ impl Scenario {
             Scenario::ReplicaLagPrimaryReads => "replica-lag-primary-reads",
             Scenario::LockDelayShortPause => "lock-delay-short-pause",
             Scenario::LockDelayLongPause => "lock-delay-long-pause",
+            Scenario::RedisClusterFailover => "redis-cluster-failover",
+            Scenario::RedisClusterFailoverWait => "redis-cluster-failover-wait",
+            Scenario::RedisClusterReshard => "redis-cluster-reshard",
         }
     }
 
@@ -168,6 +181,9 @@ impl Scenario {
             Scenario::RedlockClockJump => 12,
             Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads => 13,
             Scenario::LockDelayShortPause | Scenario::LockDelayLongPause => 14,
+            Scenario::RedisClusterFailover
+            | Scenario::RedisClusterFailoverWait
+            | Scenario::RedisClusterReshard => 15,
         }
     }
 
@@ -203,6 +219,13 @@ impl Scenario {
                 "Lock-delay: holder frozen past its lease, within lease + delay"
             }
             Scenario::LockDelayLongPause => "Lock-delay: holder frozen past lease + delay",
+            Scenario::RedisClusterFailover => {
+                "Redis Cluster failover to a replica that missed the lock or the sales"
+            }
+            Scenario::RedisClusterFailoverWait => {
+                "The same cluster failover, with WAIT for the replica"
+            }
+            Scenario::RedisClusterReshard => "Redis Cluster reshard under load",
         }
     }
 
@@ -287,6 +310,15 @@ impl Scenario {
             Scenario::LockDelayLongPause => {
                 "The same lock-delay, with A SIGSTOPped for 3x (lease + delay). Unfenced: what lock-delay cannot do."
             }
+            Scenario::RedisClusterFailover => {
+                "Both instances run on a Redis Cluster of their own (three masters, a replica each). The link of the replica of the master serving the cell's key is blackholed (replication held back). A lock: a request of A takes its lock (checked: not on the replica) and pauses between read and write; the master is killed with SIGKILL; the cluster promotes the replica; B's buyers lock; A is let go. redis-stock: A's persister is held before its COMMIT (B's waits behind it on the product's row lock), sales go on for a lease (acknowledged by the master alone), the master is killed and the replica promoted, the persisters let go. The old master is restarted and rejoins as a replica."
+            }
+            Scenario::RedisClusterFailoverWait => {
+                "As above with --redis-lock-min-replicas 1 and --redis-stock-min-replicas 1: a lock is granted, and a sale answered, only once the replica has it (WAIT, 200 ms; a sale the replica did not confirm answers outcome_unknown, retried after the cell with its request_id). The link held back, a lease of load, the master killed, the replica promoted, the old master restarted as its replica."
+            }
+            Scenario::RedisClusterReshard => {
+                "Both instances run on a Redis Cluster of their own. Under load, the slot of the cell's keys (the lock's, or the partition where the product is sold) is moved to another master as redis-cli --cluster reshard does: IMPORTING and MIGRATING set, its keys MIGRATEd ten at a time with 20 ms between batches, the slot given to the target."
+            }
         }
     }
 
@@ -319,6 +351,11 @@ impl Scenario {
 
     pub(super) fn needs_sentinel(self) -> bool {
         matches!(self, Scenario::RedisFailover | Scenario::RedisFailoverWait)
+    }
+
+    /// The scenarios run on a Redis Cluster of their own, both instances on it.
+    pub(super) fn needs_cluster(self) -> bool {
+        self.number() == 15
     }
 }
 

@@ -105,6 +105,13 @@ static INFO: StrategyInfo = StrategyInfo {
         ChaosCell::new("redis-failover", Some(false), &["lost"]),
         ChaosCell::new("redis-failover", Some(true), &["refused"]),
         ChaosCell::new("redis-failover-wait", Some(false), &["unavailable"]),
+        // The same on a Redis Cluster (a master of three, its replica promoted), and a
+        // reshard of the lock's slot under load (a holder whose renewal meets the slot
+        // half moved may be told its lock is lost: refused, nothing lost).
+        ChaosCell::new("redis-cluster-failover", Some(false), &["lost"]),
+        ChaosCell::new("redis-cluster-failover", Some(true), &["refused"]),
+        ChaosCell::new("redis-cluster-failover-wait", Some(false), &["unavailable"]),
+        ChaosCell::new("redis-cluster-reshard", Some(true), &["safe", "refused"]),
         // Reads from a lagging replica: a lock, fenced or not, writes from them.
         ChaosCell::new("replica-lag", Some(false), &["lost"]),
         ChaosCell::new("replica-lag", Some(true), &["lost"]),

@@ -75,14 +75,24 @@ const FREEZE_MS: u64 = 2_000;
 /// Rounds of selling, reading and merging before answering 503 `busy`.
 const ROUNDS: usize = 8;
 
-/// `redis-stock`'s endpoint on the cluster `nodes` (`redis://host:port/`) belong to,
-/// its keys in `partitions` partitions, each product's stock in `shards` counters
-/// (`shards` must divide `partitions`).
-pub fn endpoint(nodes: Vec<String>, partitions: u32, shards: u32) -> Endpoint {
+/// How `redis-stock` lays its keys out on a cluster, and what a sale waits for.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    /// Partitions (hash tags) the keys are spread over.
+    pub partitions: u32,
+    /// Counters each product's stock is split into (it must divide `partitions`).
+    pub shards: u32,
+    /// Replicas that must have a sale before the buyer hears of it (0: none).
+    pub min_replicas: u32,
+    /// How long a sale waits for them.
+    pub replica_timeout: Duration,
+}
+
+/// `redis-stock`'s endpoint on the cluster `nodes` (`redis://host:port/`) belong to.
+pub fn endpoint(nodes: Vec<String>, layout: Layout) -> Endpoint {
     Endpoint::new(Nodes {
         nodes,
-        partitions,
-        shards,
+        layout,
         pin: None,
     })
 }
@@ -90,8 +100,7 @@ pub fn endpoint(nodes: Vec<String>, partitions: u32, shards: u32) -> Endpoint {
 #[derive(Debug, Clone)]
 struct Nodes {
     nodes: Vec<String>,
-    partitions: u32,
-    shards: u32,
+    layout: Layout,
     /// A partition's persister: every command goes to this key's master (`INFO` and
     /// `SCAN` too, which name no key).
     pin: Option<String>,
@@ -100,10 +109,12 @@ struct Nodes {
 #[async_trait]
 impl Connect for Nodes {
     async fn connect(&self) -> Result<Box<dyn Primary>, RedisError> {
-        if !self.partitions.is_multiple_of(self.shards) {
+        let Layout {
+            partitions, shards, ..
+        } = self.layout;
+        if !partitions.is_multiple_of(shards) {
             let detail = format!(
-                "--redis-stock-shards ({}) must divide --redis-stock-partitions ({})",
-                self.shards, self.partitions
+                "--redis-stock-shards ({shards}) must divide --redis-stock-partitions ({partitions})"
             );
             return Err((
                 redis::ErrorKind::InvalidClientConfig,
@@ -112,21 +123,17 @@ impl Connect for Nodes {
             )
                 .into());
         }
-        let client = ClusterClientBuilder::new(self.nodes.clone())
-            .connection_timeout(Duration::from_secs(2))
-            .response_timeout(Duration::from_secs(2))
-            .build()?;
-        let pin = (self.pin.as_ref()).map(|key| {
-            let route = Route::with_key(key, SlotAddr::Master);
-            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route))
-        });
-        let conn = client.get_async_connection().await?;
-        Ok(Box::new(Cluster { conn, pin }))
+        let pin = (self.pin.as_deref()).map(to_master_of);
+        Ok(Box::new(Cluster {
+            conn: self.cluster().await?,
+            pin,
+            wait: None,
+        }))
     }
 
     /// The strategy with its partitions (each pinned for its persister) and shards.
     fn strategy(&self, stock: RedisStock) -> Arc<dyn Strategy> {
-        let partitions = (partitions(&stock.settings, self.partitions).into_iter())
+        let partitions = (partitions(&stock.settings, self.layout.partitions).into_iter())
             .map(|partition| {
                 let pin = Some(partition.stream());
                 let endpoint = Endpoint::new(Nodes {
@@ -142,10 +149,29 @@ impl Connect for Nodes {
         Arc::new(Sharded {
             stock,
             partitions,
-            shards: self.shards,
+            layout: self.layout,
+            nodes: self.clone(),
+            cluster: tokio::sync::OnceCell::new(),
             pool: OnceLock::new(),
         })
     }
+}
+
+impl Nodes {
+    /// A connection to the cluster; commands give up after 2 s.
+    async fn cluster(&self) -> Result<ClusterConnection, RedisError> {
+        let client = ClusterClientBuilder::new(self.nodes.clone())
+            .connection_timeout(Duration::from_secs(2))
+            .response_timeout(Duration::from_secs(2))
+            .build()?;
+        client.get_async_connection().await
+    }
+}
+
+/// A command's route to the master serving `key`'s slot.
+fn to_master_of(key: &str) -> RoutingInfo {
+    let route = Route::with_key(key, SlotAddr::Master);
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route))
 }
 
 /// The settings of each of `count` partitions: the prefix with its hash tag.
@@ -178,15 +204,25 @@ fn home(request_id: &str, shards: usize) -> usize {
 struct Cluster {
     conn: ClusterConnection,
     pin: Option<RoutingInfo>,
+    /// The sale path's: each script followed by `WAIT` for this many replicas.
+    wait: Option<(u32, Duration)>,
 }
 
 impl Primary for Cluster {
     /// Without a pin, the client sends each command where its first key lives.
     fn conn(&self) -> (Conn, u64) {
         let conn = self.conn.clone();
-        match self.pin.clone() {
-            Some(routing) => (Conn(Box::new(Pinned(conn, routing))), 0),
-            None => (Conn(Box::new(conn)), 0),
+        match (self.pin.clone(), self.wait) {
+            (Some(routing), _) => (Conn(Box::new(Pinned(conn, routing))), 0),
+            (None, Some((replicas, timeout))) => {
+                let waiting = Waiting {
+                    conn,
+                    replicas,
+                    timeout,
+                };
+                (Conn(Box::new(waiting)), 0)
+            }
+            (None, None) => (Conn(Box::new(conn)), 0),
         }
     }
 }
@@ -211,11 +247,65 @@ impl ConnectionLike for Pinned {
     }
 }
 
+/// The sale path's connection with `--redis-stock-min-replicas`: each script goes
+/// with a `WAIT` in one pipeline, so the `WAIT` runs on the node and the connection
+/// that ran the script, right after it (sent on its own, a command with no key may be
+/// retried on another node by the cluster client, where this connection wrote nothing
+/// and every replica has "acknowledged" it). Fewer replicas within the timeout: an
+/// I/O error, which the sale answers `outcome_unknown` (the sale is on the master; a
+/// failover may lose it).
+struct Waiting {
+    conn: ClusterConnection,
+    replicas: u32,
+    timeout: Duration,
+}
+
+impl ConnectionLike for Waiting {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut pipeline = redis::pipe();
+            let ms = self.timeout.as_millis() as u64;
+            pipeline
+                .add_command(cmd.clone())
+                .cmd("WAIT")
+                .arg(self.replicas)
+                .arg(ms);
+            let mut values: Vec<Value> = pipeline.query_async(&mut self.conn).await?;
+            let acked = (values.get(1)).and_then(|v| redis::from_redis_value_ref::<u32>(v).ok());
+            if acked.unwrap_or(0) < self.replicas {
+                let detail = format!(
+                    "the script ran on the master, acknowledged by {} of the {} replica(s) required within {:?}; a failover may lose it",
+                    acked.unwrap_or(0),
+                    self.replicas,
+                    self.timeout
+                );
+                return Err(std::io::Error::other(detail).into());
+            }
+            Ok(values.swap_remove(0))
+        })
+    }
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        p: &'a Pipeline,
+        at: usize,
+        n: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.conn.req_packed_commands(p, at, n)
+    }
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
 /// `redis-stock` on a cluster: [`RedisStock`]'s sale in partitions and shards.
 struct Sharded {
     stock: RedisStock,
     partitions: Vec<RedisStockSettings>,
-    shards: u32,
+    layout: Layout,
+    nodes: Nodes,
+    /// The connection of the sales and of their `WAIT` (which counts the replicas
+    /// that have every write this connection sent to the master).
+    cluster: tokio::sync::OnceCell<ClusterConnection>,
     /// For `GET /stock`, which creates missing shards as a sale would.
     pool: OnceLock<MySqlPool>,
 }
@@ -277,6 +367,7 @@ impl Strategy for Sharded {
         if d.knobs.hold_ms.is_some() {
             return stock.deduct(d).await; // Its 400.
         }
+        self.cluster().await?;
         let items = &d.order.items;
         let shards = self.shards(items[0].product_id);
         let partition = |product_id| self.shards(product_id)[0].redis_stock_prefix.clone();
@@ -287,18 +378,21 @@ impl Strategy for Sharded {
             ));
         }
         if shards.len() == 1 {
-            return stock.sell(&shards[0], d).await;
+            return self.sell(&shards[0], d).await;
         }
+        // ANCHOR: sharded
         let (item, request) = (items[0], d.order.request_id.as_str());
         let h = home(request, shards.len());
         let wanted = i64::from(item.quantity);
         for round in 0..ROUNDS {
-            match stock.sell(&shards[h], d).await {
+            // Most sales end here: the home shard, one script.
+            match self.sell(&shards[h], d).await {
                 Err(DeductError::InsufficientStock { .. }) => {}
                 sold_or_failed => return sold_or_failed,
             }
+            // 1. Every shard (a retry finds its first sale's shard here).
             let Some(first) = self.read(&shards, d.pool, item.product_id, request).await? else {
-                return stock.sell(&self.sold_in(&shards, d).await?, d).await;
+                return self.sell(&self.sold_in(&shards, d).await?, d).await;
             };
             let settled = first
                 .iter()
@@ -308,17 +402,19 @@ impl Strategy for Sharded {
                 continue;
             }
             if let Some(j) = first.iter().position(|s| s.stock >= wanted) {
-                match stock.sell(&shards[j], d).await {
+                match self.sell(&shards[j], d).await {
                     Err(DeductError::InsufficientStock { .. }) => continue,
                     sold_or_failed => return sold_or_failed,
                 }
             }
+            // 3. Together they can: merge them into the home shard, and sell there.
             let total: i64 = first.iter().map(|s| s.stock).sum();
             if total >= wanted {
                 self.merge(&shards, h, item.product_id, first[0].epoch)
                     .await?;
                 continue;
             }
+            // 2. Together they cannot: refused if no shard's `gen` moved meanwhile.
             let again = self.read(&shards, d.pool, item.product_id, request).await?;
             if again.is_some_and(|again| {
                 (again.iter().zip(&first))
@@ -335,20 +431,53 @@ impl Strategy for Sharded {
             "redis-stock: the shards of product {} kept changing ({ROUNDS} rounds)",
             item.product_id
         )))
+        // ANCHOR_END: sharded
     }
 }
 
 impl Sharded {
+    /// Sells in the shard of `settings` (on the sale path's connection: see [`Waiting`]).
+    async fn sell(
+        &self,
+        settings: &RedisStockSettings,
+        d: &Deduction<'_>,
+    ) -> Result<Deducted, DeductError> {
+        self.cluster().await?;
+        self.stock.sell(settings, d).await
+    }
+
+    /// The cluster connection, made the sale path's too ([`RedisStock::sell`] takes
+    /// its primary's), with `--redis-stock-min-replicas` each of its scripts followed
+    /// by `WAIT` ([`Waiting`]).
+    async fn cluster(&self) -> Result<&ClusterConnection, DeductError> {
+        let conn =
+            (self.cluster.get_or_try_init(|| self.nodes.cluster()).await).map_err(unavailable)?;
+        if !self.stock.primary.initialized() {
+            let Layout {
+                min_replicas,
+                replica_timeout,
+                ..
+            } = self.layout;
+            let cluster = Cluster {
+                conn: conn.clone(),
+                pin: None,
+                wait: (min_replicas > 0).then_some((min_replicas, replica_timeout)),
+            };
+            let _ = self.stock.primary.set(Box::new(cluster));
+        }
+        Ok(conn)
+    }
+
     /// A connection to the cluster, if it answers.
     async fn conn(&self) -> Result<Conn, DeductError> {
-        Ok(self.stock.primary().await?.conn().0)
+        Ok(Conn(Box::new(self.cluster().await?.clone())))
     }
 
     /// The settings of each of `product_id`'s shards: shard `i` in partition
     /// `product_id + i * partitions / shards` (so a product's shards are as far apart
     /// as the partitions allow).
     fn shards(&self, product_id: i64) -> Vec<RedisStockSettings> {
-        let (count, k) = (self.partitions.len() as i64, i64::from(self.shards));
+        let (count, k) = (self.partitions.len() as i64, i64::from(self.layout.shards));
         (0..k)
             .map(|i| RedisStockSettings {
                 shard: (k > 1).then_some((i as i32, k as i32)),

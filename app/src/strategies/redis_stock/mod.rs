@@ -41,9 +41,9 @@
 //!    `--redis-stock-batch` entries (`XREADGROUP`) in **one** transaction: their orders and
 //!    ledger rows (multi-row INSERTs), one `UPDATE stock SET quantity = quantity - :sold WHERE
 //!    product_id = ? AND epoch = ?` per product and epoch. After COMMIT, acknowledge
-//!    ([`redis_stock_ack.lua`](lua/redis_stock_ack.lua): `XACK`, `XDEL`, `pending -= q` once per
-//!    entry, as `XACK` tells). Entries a crashed consumer left are claimed once idle
-//!    `--redis-stock-claim-ms` (`XAUTOCLAIM`).
+//!    ([`redis_stock_ack.lua`](lua/redis_stock_ack.lua): `XACK`, `XDEL`, `pending -= q` once
+//!    per entry, by the call whose `XDEL` removed it). Entries a crashed consumer left are
+//!    claimed once idle `--redis-stock-claim-ms` (`XAUTOCLAIM`).
 //! 4. **Idempotently**: an entry whose request id is already in `orders` (its persister died
 //!    before acknowledging, or a retry came after its request key expired) fails the INSERT; the
 //!    batch rolls back, those entries are acknowledged (a late duplicate's units go back to the

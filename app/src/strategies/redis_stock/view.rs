@@ -39,6 +39,16 @@ pub(super) static INFO: StrategyInfo = StrategyInfo {
         ChaosCell::new("redis-killed-always", None, ChaosCell::NO_LOSS),
         ChaosCell::new("redis-killed-no-persistence", None, MAY_LOSE),
         ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+        // On a Redis Cluster: the selling master dies with sales its replica lacks
+        // (lost), the same with WAIT (nothing acknowledged is lost: sales stop while no
+        // replica confirms), and the product's slot moved under load.
+        ChaosCell::new("redis-cluster-failover", None, &["lost"]),
+        ChaosCell::new(
+            "redis-cluster-failover-wait",
+            None,
+            &["unavailable", "refused"],
+        ),
+        ChaosCell::new("redis-cluster-reshard", None, &["safe"]),
     ],
 };
 
