@@ -1131,6 +1131,11 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
         "the clock jump the scenario makes",
     ),
     (
+        "loadtest/src/chaos/scenarios.rs",
+        "20 ms",
+        "the pause between a reshard's batches of keys",
+    ),
+    (
         "loadtest/src/overload.rs",
         "90%",
         "the overload goal's goodput share",

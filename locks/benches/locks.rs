@@ -68,6 +68,7 @@ enum Row {
     RedisLockReplica,
     RedisLockWait,
     RedisLockCluster,
+    RedisLockClusterWait,
     Redlock5,
     ZooKeeper,
     Etcd,
@@ -81,7 +82,7 @@ enum Row {
 use Row::*;
 
 impl Row {
-    const UNCONTENDED: [Row; 18] = [
+    const UNCONTENDED: [Row; 19] = [
         RedisPing,
         RedisNoopScript,
         ZkCreateDelete,
@@ -93,6 +94,7 @@ impl Row {
         RedisLockReplica,
         RedisLockWait,
         RedisLockCluster,
+        RedisLockClusterWait,
         Redlock5,
         ZooKeeper,
         Etcd,
@@ -144,6 +146,7 @@ impl Row {
             RedisLockReplica => "ours: redis-lock (1 replica)",
             RedisLockWait => "ours: redis-lock with WAIT (1 replica)",
             RedisLockCluster => "ours: redis-lock (cluster)",
+            RedisLockClusterWait => "ours: redis-lock (cluster) with WAIT (1 replica)",
             Redlock5 => "ours: redlock (5 nodes)",
             ZooKeeper => "ours: zookeeper",
             Etcd => "ours: etcd",
@@ -193,6 +196,7 @@ struct Subjects {
     redis_lock_replica: Locker,
     redis_lock_wait: Locker,
     redis_lock_cluster: Locker,
+    redis_lock_cluster_wait: Locker,
     redlock: Locker,
     zookeeper: Locker,
     etcd: Locker,
@@ -255,6 +259,12 @@ impl Subjects {
             ),
             redis_lock_cluster: Locker::new(
                 RedisLock::connect_cluster(&cluster.urls()).await.unwrap(),
+            ),
+            redis_lock_cluster_wait: Locker::new(
+                RedisLock::connect_cluster(&cluster.urls())
+                    .await
+                    .unwrap()
+                    .with_min_replicas(1, Duration::from_secs(1)),
             ),
             redlock: Locker::new(RedLock::new(&redis_urls).unwrap()),
             zookeeper: Locker::new(
@@ -379,6 +389,7 @@ impl Subjects {
             RedisLockReplica => ours(&self.redis_lock_replica).await,
             RedisLockWait => ours(&self.redis_lock_wait).await,
             RedisLockCluster => ours(&self.redis_lock_cluster).await,
+            RedisLockClusterWait => ours(&self.redis_lock_cluster_wait).await,
             Redlock5 => ours(&self.redlock).await,
             ZooKeeper => ours(&self.zookeeper).await,
             Etcd => ours(&self.etcd).await,
@@ -1158,8 +1169,8 @@ fn summary(
     let floor_of = |row: Row| -> Option<(Row, f64)> {
         let base = match row {
             MysqlLock | MariadbForUpdateTx => MariadbUpdate,
-            RedisLock | RedisLockReplica | RedisLockWait | RedisLockCluster | Redlock5
-            | Rslock5 | Rslock1 => RedisNoopScript,
+            RedisLock | RedisLockReplica | RedisLockWait | RedisLockCluster
+            | RedisLockClusterWait | Redlock5 | Rslock5 | Rslock1 => RedisNoopScript,
             ZooKeeper | ZkClientLock | Curator => ZkCreateDelete,
             Etcd | EtcdClientLock => EtcdPutDelete,
             _ => return None,
@@ -1182,6 +1193,18 @@ fn summary(
         let _ = writeln!(
             out,
             "\nWAIT for the replica (the failover mitigation): {:.0} µs more per acquire + release, {:.2}× the same lock without it.",
+            wait - plain,
+            wait / plain
+        );
+    }
+    let cluster = (
+        medians.get(&RedisLockClusterWait),
+        medians.get(&RedisLockCluster),
+    );
+    if let (Some(wait), Some(plain)) = cluster {
+        let _ = writeln!(
+            out,
+            "On the Redis Cluster (WAIT sent to the master of the lock's slot): {:.0} µs more, {:.2}× the cluster's lock without it.",
             wait - plain,
             wait / plain
         );

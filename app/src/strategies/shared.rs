@@ -26,9 +26,10 @@ pub struct Shared {
     pub redis_sentinels: Vec<String>,
 
     /// A Redis Cluster's nodes (any of them will do), comma-separated
-    /// `redis://host:port/`. When set, `redis-lock` runs on the cluster instead of the
-    /// single Redis (the lock hash-tags its keys into one slot per lock). RedLock keeps
-    /// `REDIS_URLS`. Reported by /ready; never waited on at start.
+    /// `redis://host:port/`. When set, `redis-lock` and `redis-stock` run on the cluster
+    /// instead of the single Redis (each keeps what one script touches in one slot with
+    /// hash tags). RedLock keeps `REDIS_URLS`. Reported by /ready; never waited on at
+    /// start.
     #[arg(long, env = "REDIS_CLUSTER_URLS", value_delimiter = ',')]
     pub redis_cluster_urls: Vec<String>,
 

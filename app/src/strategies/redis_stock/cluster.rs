@@ -45,10 +45,23 @@
 //! - A master lost without its replica having a shard (see the book's failover
 //!   chapter): the shard starts again from its part of `initial_quantity`, and what it
 //!   had sold and recorded sells again in Redis; the database's `CHECK` refuses the
-//!   excess, which stays `pending` (as after a restore from an old snapshot).
-//! - A retry whose first sale was in another shard than its home, after a restock or
-//!   a merge refilled its home, sells again in Redis; the persister finds its id in
-//!   `orders` and gives the units back (step 4 of `super`), as for a late retry.
+//!   excess, which stays `pending` (as after a restore from an old snapshot). The
+//!   reconciliation after a failover only ever lowers a counter: it cannot tell a
+//!   shard's part of the product from the rest.
+//! - A retry whose first sale was in another shard than its home sells again in Redis
+//!   when its home has units again (a restock, a merge, a merge given back, an expired
+//!   freeze), and is answered as a new sale, not as a duplicate; the persister finds
+//!   its id in `orders` and gives the units back (step 4 of `super`), so the database
+//!   records it once, as for a late retry. (The persister tells the two sales apart
+//!   by their stream entry ids, which two partitions' streams could share.)
+//! - A late duplicate's units given back by the persister grow a shard without moving
+//!   its `gen`: a refusal racing that give-back may come early by those units; given
+//!   back while the shard is frozen, they are lost with the thaw. A thaw retried by the
+//!   cluster client after a lost answer answers "lost", and the merge drops those
+//!   units. Each undersells, never oversells.
+//! - Waits: with `--redis-stock-min-replicas`, every script of the sale path and of a
+//!   merge is followed by `WAIT` ([`Waiting`]), which holds up that master's
+//!   connection of this process until the replicas answer.
 
 use super::RedisStock;
 use super::connection::{Conn, Connect, Endpoint, Primary};
@@ -88,6 +101,21 @@ pub struct Layout {
     pub replica_timeout: Duration,
 }
 
+impl Layout {
+    /// The shards must divide the partitions (a product's shards `P/K` apart).
+    fn check(&self) -> Result<(), String> {
+        let Layout {
+            partitions, shards, ..
+        } = *self;
+        match partitions.is_multiple_of(shards) {
+            true => Ok(()),
+            false => Err(format!(
+                "--redis-stock-shards ({shards}) must divide --redis-stock-partitions ({partitions})"
+            )),
+        }
+    }
+}
+
 /// `redis-stock`'s endpoint on the cluster `nodes` (`redis://host:port/`) belong to.
 pub fn endpoint(nodes: Vec<String>, layout: Layout) -> Endpoint {
     Endpoint::new(Nodes {
@@ -109,13 +137,7 @@ struct Nodes {
 #[async_trait]
 impl Connect for Nodes {
     async fn connect(&self) -> Result<Box<dyn Primary>, RedisError> {
-        let Layout {
-            partitions, shards, ..
-        } = self.layout;
-        if !partitions.is_multiple_of(shards) {
-            let detail = format!(
-                "--redis-stock-shards ({shards}) must divide --redis-stock-partitions ({partitions})"
-            );
+        if let Err(detail) = self.layout.check() {
             return Err((
                 redis::ErrorKind::InvalidClientConfig,
                 "misconfigured",
@@ -227,7 +249,8 @@ impl Primary for Cluster {
     }
 }
 
-/// A cluster connection that sends every command to one master.
+/// A cluster connection that sends every command to one master (a pipeline goes
+/// where its keys say: the persister sends none).
 struct Pinned(ClusterConnection, RoutingInfo);
 
 impl ConnectionLike for Pinned {
@@ -248,12 +271,13 @@ impl ConnectionLike for Pinned {
 }
 
 /// The sale path's connection with `--redis-stock-min-replicas`: each script goes
-/// with a `WAIT` in one pipeline, so the `WAIT` runs on the node and the connection
-/// that ran the script, right after it (sent on its own, a command with no key may be
-/// retried on another node by the cluster client, where this connection wrote nothing
-/// and every replica has "acknowledged" it). Fewer replicas within the timeout: an
-/// I/O error, which the sale answers `outcome_unknown` (the sale is on the master; a
-/// failover may lose it).
+/// with a `WAIT` in one pipeline, routed by the script's key, so the `WAIT` runs on the
+/// node and the connection that ran the script, right after it, and a redirection or
+/// a retry moves the two together. (`WAIT` counts the replicas that have every write
+/// of its own connection: sent on its own, it has no key, and the cluster client sends
+/// it to every master, where other connections of this client may have written
+/// nothing.) Fewer replicas within the timeout: an I/O error, which the sale answers
+/// `outcome_unknown` (the sale is on the master; a failover may lose it).
 struct Waiting {
     conn: ClusterConnection,
     replicas: u32,
@@ -263,6 +287,12 @@ struct Waiting {
 impl ConnectionLike for Waiting {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            // A command with no key (`SCRIPT LOAD`) goes as the cluster client sends it.
+            let script = matches!(cmd.args_iter().next(), Some(redis::Arg::Simple(name))
+                if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL"));
+            if !script {
+                return self.conn.req_packed_command(cmd).await;
+            }
             let mut pipeline = redis::pipe();
             let ms = self.timeout.as_millis() as u64;
             pipeline
@@ -398,6 +428,20 @@ impl Strategy for Sharded {
                 .iter()
                 .all(|s| s.generation % 2 == 0 && s.epoch == first[0].epoch);
             if !settled {
+                // A shard of an older epoch: a restock that did not reach it (its
+                // delete is best effort). It goes; the next read makes it anew.
+                let newest = first.iter().map(|s| s.epoch).max().unwrap_or_default();
+                let thawed = first.iter().all(|s| s.generation % 2 == 0);
+                for (settings, seen) in shards.iter().zip(&first) {
+                    if thawed && seen.epoch < newest {
+                        let stale: Result<i64, _> = self
+                            .conn()
+                            .await?
+                            .del(settings.counter(item.product_id))
+                            .await;
+                        stale.map_err(unavailable)?;
+                    }
+                }
                 tokio::time::sleep(Duration::from_millis(1 << round.min(5))).await;
                 continue;
             }
@@ -450,6 +494,7 @@ impl Sharded {
     /// its primary's), with `--redis-stock-min-replicas` each of its scripts followed
     /// by `WAIT` ([`Waiting`]).
     async fn cluster(&self) -> Result<&ClusterConnection, DeductError> {
+        (self.layout.check()).map_err(|detail| DeductError::unavailable("redis", detail))?;
         let conn =
             (self.cluster.get_or_try_init(|| self.nodes.cluster()).await).map_err(unavailable)?;
         if !self.stock.primary.initialized() {
@@ -589,7 +634,10 @@ impl Sharded {
         epoch: i64,
     ) -> Result<(), DeductError> {
         let owner = uuid::Uuid::new_v4().simple().to_string();
-        let mut conn = self.conn().await?;
+        // The sale path's connection: with `--redis-stock-min-replicas`, a freeze or a
+        // thaw the replica did not confirm stops the merge (an emptied shard given its
+        // units back by a failover would sell them twice).
+        let mut conn = self.stock.primary().await?.conn().0;
         let mut held: Vec<i64> = Vec::with_capacity(shards.len());
         for settings in shards {
             let reply: Vec<Value> = (SHARD.key(settings.counter(product_id)))

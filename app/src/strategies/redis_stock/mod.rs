@@ -48,8 +48,8 @@
 //!    before acknowledging, or a retry came after its request key expired) fails the INSERT; the
 //!    batch rolls back, those entries are acknowledged (a late duplicate's units go back to the
 //!    counter), the rest go again.
-//! 5. **Reconcile** after a Redis restart or a Sentinel failover (a new `run_id`): raise the
-//!    `reconciling` flag (sales answer 503), drain the stream, set every counter to `database
+//! 5. **Reconcile** after a Redis restart or a failover (a new `run_id`): raise the
+//!    `reconciling` flag (sales answer 503), drain the stream, lower every counter to `database
 //!    quantity − pending` ([`redis_stock_reconcile.lua`](lua/redis_stock_reconcile.lua)), drop
 //!    the flag.
 //!
