@@ -69,6 +69,7 @@ use super::persister::persist_forever;
 use super::stream::{NAME, RedisStockSettings, unavailable};
 use crate::domain::error::DeductError;
 use crate::strategies::contract::{Deducted, Deduction, Started, Strategy};
+use anyhow::Context;
 use async_trait::async_trait;
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
@@ -379,16 +380,21 @@ impl Strategy for Sharded {
         }))
     }
 
-    /// Every shard of the product starts again (best effort, as on one server).
+    /// Every shard of an older epoch than the database's goes (best effort, as on one
+    /// server): the next sale makes it anew. Compared in the script: a shard a sale
+    /// already made in the new epoch stays (deleted, it would sell its part twice).
     async fn restocked(&self, product_id: i64) {
-        let Ok(mut conn) = self.conn().await else {
-            return;
+        let retired = async {
+            let pool = self.pool.get().context("not started")?;
+            let epoch: i32 = sqlx::query_scalar("SELECT epoch FROM stock WHERE product_id = ?")
+                .bind(product_id)
+                .fetch_one(pool)
+                .await?;
+            self.retire(product_id, epoch.into()).await?;
+            anyhow::Ok(())
         };
-        for settings in self.shards(product_id) {
-            let deleted: Result<i64, _> = conn.del(settings.counter(product_id)).await;
-            if let Err(e) = deleted {
-                tracing::warn!(product_id, error = %e, "redis-stock: shard not reset after a restock");
-            }
+        if let Err(e) = retired.await {
+            tracing::warn!(product_id, error = %e, "redis-stock: shards not reset after a restock");
         }
     }
 
@@ -431,16 +437,8 @@ impl Strategy for Sharded {
                 // A shard of an older epoch: a restock that did not reach it (its
                 // delete is best effort). It goes; the next read makes it anew.
                 let newest = first.iter().map(|s| s.epoch).max().unwrap_or_default();
-                let thawed = first.iter().all(|s| s.generation % 2 == 0);
-                for (settings, seen) in shards.iter().zip(&first) {
-                    if thawed && seen.epoch < newest {
-                        let stale: Result<i64, _> = self
-                            .conn()
-                            .await?
-                            .del(settings.counter(item.product_id))
-                            .await;
-                        stale.map_err(unavailable)?;
-                    }
+                if first.iter().all(|s| s.generation % 2 == 0) {
+                    self.retire(item.product_id, newest).await?;
                 }
                 tokio::time::sleep(Duration::from_millis(1 << round.min(5))).await;
                 continue;
@@ -511,6 +509,20 @@ impl Sharded {
             let _ = self.stock.primary.set(Box::new(cluster));
         }
         Ok(conn)
+    }
+
+    /// Deletes every shard of `product_id` of an epoch older than `epoch`.
+    async fn retire(&self, product_id: i64, epoch: i64) -> Result<(), DeductError> {
+        let mut conn = self.conn().await?;
+        for settings in self.shards(product_id) {
+            let _gone: i64 = (SHARD.key(settings.counter(product_id)))
+                .arg("retire")
+                .arg(epoch)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(unavailable)?;
+        }
+        Ok(())
     }
 
     /// A connection to the cluster, if it answers.

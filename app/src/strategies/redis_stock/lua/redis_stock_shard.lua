@@ -9,7 +9,17 @@
 --           or another epoch)
 --   thaw    KEYS: counter   ARGV: owner, the units it sells from now on
 --           -> {"ok"} | {"lost"} (the freeze expired and the shard took its units back)
+--   retire  KEYS: counter   ARGV: the database's epoch
+--           -> 1 if the counter was of an older epoch and is gone (a restock), else 0:
+--           never a counter of this epoch, which may have sold already
 local key, op = KEYS[1], ARGV[1]
+if op == 'retire' then
+  local epoch = redis.call('HGET', key, 'epoch')
+  if epoch and tonumber(epoch) < tonumber(ARGV[2]) then
+    return redis.call('DEL', key)
+  end
+  return 0
+end
 local c = redis.call('HMGET', key, 'stock', 'pending', 'gen', 'epoch', 'held', 'owner', 'until')
 if op == 'read' then
   if redis.call('EXISTS', KEYS[2]) == 1 then
