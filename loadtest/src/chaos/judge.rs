@@ -214,8 +214,9 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             fmt_ms(c.recovery_ms)
         ),
         (Scenario::RedisClusterReshard, v) if v != Lost => format!(
-            "The slot moved to another master under load (MIGRATE in batches, clients redirected by ASK and MOVED, scripts over a half-moved slot retried on TRYAGAIN): {} sold, nothing lost or sold twice{}; longest gap without a sale {:.0} ms (a script over keys on both sides of the move waits for the slot).",
+            "The slot moved to another master under load (MIGRATE in batches, clients redirected by ASK and MOVED, scripts over a half-moved slot retried on TRYAGAIN): {} sold, nothing lost or sold twice, {} answered 503 (retryable) while the slot moved{}; longest gap without a sale {:.0} ms (a script over keys on both sides of the move waits for the slot).",
             c.sold,
+            c.failed,
             if c.refused > 0 {
                 format!(
                     ", {} refused (lock_lost: a holder whose renewal met the half-moved slot was told its lock was lost)",

@@ -214,8 +214,8 @@ impl Lab {
     }
 
     /// A fresh Redis Cluster, and both instances restarted to take their Redis locks
-    /// and sell `redis-stock` on it (`wait`: a lock granted, a sale answered, only once
-    /// a replica has it).
+    /// and keep their Redis counters on it (`wait`: a lock granted, a sale answered,
+    /// only once a replica has it).
     async fn on_a_cluster(&mut self, wait: bool) -> anyhow::Result<()> {
         let cluster =
             tokio::task::block_in_place(|| testbed::RedisCluster::start("chaos-cluster", 6))?;
