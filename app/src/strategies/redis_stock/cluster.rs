@@ -427,8 +427,9 @@ impl Strategy for Sharded {
                 sold_or_failed => return sold_or_failed,
             }
             // 1. Every shard (a retry finds its first sale's shard here).
-            let Some(first) = self.read(&shards, d.pool, item.product_id, request).await? else {
-                return self.sell(&self.sold_in(&shards, d).await?, d).await;
+            let first = match self.read(&shards, d.pool, item.product_id, request).await? {
+                Ok(first) => first,
+                Err(sold) => return self.sell(&shards[sold], d).await,
             };
             let settled = first
                 .iter()
@@ -458,7 +459,7 @@ impl Strategy for Sharded {
             }
             // 2. Together they cannot: refused if no shard's `gen` moved meanwhile.
             let again = self.read(&shards, d.pool, item.product_id, request).await?;
-            if again.is_some_and(|again| {
+            if again.is_ok_and(|again| {
                 (again.iter().zip(&first))
                     .all(|(a, f)| a.generation == f.generation && a.epoch == f.epoch)
             }) {
@@ -543,44 +544,26 @@ impl Sharded {
             .collect()
     }
 
-    /// Every shard of the product, in order, creating the missing; `None` when a
-    /// shard's partition holds `request_id`'s key (it sold that request already).
+    /// Every shard of the product, in order, creating the missing; `Err(i)` when shard
+    /// `i`'s partition holds `request_id`'s key (it sold that request already).
     async fn read(
         &self,
         shards: &[RedisStockSettings],
         pool: &MySqlPool,
         product_id: i64,
         request_id: &str,
-    ) -> Result<Option<Vec<Seen>>, DeductError> {
+    ) -> Result<Result<Vec<Seen>, usize>, DeductError> {
         let mut seen = Vec::with_capacity(shards.len());
-        for settings in shards {
+        for (i, settings) in shards.iter().enumerate() {
             match self
                 .read_one(settings, pool, product_id, request_id)
                 .await?
             {
                 Read::Seen(s) => seen.push(s),
-                Read::Sold => return Ok(None),
+                Read::Sold => return Ok(Err(i)),
             }
         }
-        Ok(Some(seen))
-    }
-
-    /// The shard whose partition holds the request's key.
-    async fn sold_in(
-        &self,
-        shards: &[RedisStockSettings],
-        d: &Deduction<'_>,
-    ) -> Result<RedisStockSettings, DeductError> {
-        let (product_id, request_id) = (d.order.items[0].product_id, &d.order.request_id);
-        for settings in shards {
-            if let Read::Sold = self
-                .read_one(settings, d.pool, product_id, request_id)
-                .await?
-            {
-                return Ok(settings.clone());
-            }
-        }
-        Err(anyhow::anyhow!("redis-stock: a request key vanished between two reads").into())
+        Ok(Ok(seen))
     }
 
     /// One shard, created from the database's row if missing.
@@ -697,7 +680,7 @@ impl Sharded {
         let shards = self.shards(product_id);
         let mut before: Option<Vec<Seen>> = None;
         for _ in 0..ROUNDS {
-            let Some(seen) = self.read(&shards, pool, product_id, "").await? else {
+            let Ok(seen) = self.read(&shards, pool, product_id, "").await? else {
                 continue;
             };
             let gens = |s: &[Seen]| {
