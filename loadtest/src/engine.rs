@@ -725,6 +725,44 @@ pub async fn read_stock(client: &reqwest::Client, base: &str, product: i64) -> O
         .or_else(|| view["quantity"].as_i64())
 }
 
+/// The history's last word: every product of `products` read once from `base`, once
+/// the system is quiet (nothing in flight, persisters drained, unknown outcomes
+/// settled). Without it a history of sales alone could not fail: any order of them is
+/// legal. With it, a sale erased from the stock (a stale write that put units back)
+/// or one the counter forgot shows as a read no order of the answers gives.
+///
+/// A read that gets no answer is tried again, 100 ms apart, for up to 10 s (an
+/// instance just restarted may take that long to answer); a product never answered
+/// gets no final read, and its history says so (the checker calls it unobserved).
+/// Times are microseconds since `clock_start_us` on CLOCK_MONOTONIC, as [`Probe`]'s.
+pub async fn final_reads(
+    client: &reqwest::Client,
+    base: &str,
+    products: &[i64],
+    clock_start_us: u64,
+) -> Vec<Probe> {
+    const TRIES: u32 = 100;
+    let since_start = || monotonic_us().saturating_sub(clock_start_us);
+    let mut probes = Vec::with_capacity(products.len());
+    for &product in products {
+        for _ in 0..TRIES {
+            let sent_us = since_start();
+            if let Some(stock) = read_stock(client, base, product).await {
+                probes.push(Probe {
+                    product,
+                    stock: Some(stock),
+                    restock: false,
+                    sent_us,
+                    done_us: Some(since_start()),
+                });
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    probes
+}
+
 /// Waits until no product of `products` has sales pending in Redis (`GET /stock`'s
 /// `pending`: sales not yet in the database), up to `timeout`.
 /// Returns the units pending at the first look and how long the drain took.

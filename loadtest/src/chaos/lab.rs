@@ -464,11 +464,14 @@ impl Lab {
         );
         // Every answer against a stock counter, unknown outcomes settled by the ledger
         // (the retries after the run are the ledger's witnesses, not operations).
+        // Quiet now (the unknown outcomes retried, the persisters drained): the
+        // history ends with a read of what is left, from B.
+        let last = crate::engine::final_reads(&self.client, b, &[product], clock_start_us).await;
         let recorded = crate::history::recorded(&self.db, &load_prefix).await?;
         let answers: Vec<_> = samples.iter().map(|s| s.answer(product)).collect();
         let mut records = crate::history::of_answers(
             &answers,
-            &[],
+            &last,
             clock_start_us,
             &[(product, stock)],
             &recorded,
