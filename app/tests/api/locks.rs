@@ -2,8 +2,8 @@
 //! against a holder that outlives its lease, and backends that are not there.
 
 use crate::helpers::{
-    TestApp, assert_error, cluster_urls, deduct_in_background, fresh_database, spawn_app_on,
-    spawn_with, test_settings,
+    TestApp, assert_error, cluster_urls, deduct_in_background, fresh_database, spawn_with,
+    test_settings,
 };
 use futures::StreamExt;
 use reqwest::StatusCode;
@@ -16,7 +16,15 @@ use std::time::{Duration, Instant};
 /// within 30 s, and the database agrees.
 async fn race(strategy: &str, requests: usize, concurrency: usize) {
     let database = fresh_database().await;
-    let apps = [spawn_app_on(&database).await, spawn_app_on(&database).await];
+    // The race is about exclusion, not RedLock's per-node wait: a second for each node
+    // to answer, so a busy machine's slow scheduling is not a quorum lost (503
+    // backend_unavailable).
+    let patient =
+        |s: &mut stock_app::Settings| s.strategies.redlock.redlock_node_timeout_ms = 1_000;
+    let apps = [
+        spawn_with(test_settings(&database).with(patient)).await,
+        spawn_with(test_settings(&database).with(patient)).await,
+    ];
     race_on(&apps, 1, strategy, requests, concurrency).await;
     for app in apps {
         app.stop().await;

@@ -26,8 +26,11 @@ each_strategy! {
 /// gets a unit, three rounds running.
 async fn the_sold_out_fast_path_refuses_only_what_is_gone(strategy: &str) {
     let database = fresh_database().await;
-    let a = spawn_app_on(&database).await;
-    let b = spawn_app_on(&database).await;
+    // A mark that outlives three refusals on a busy machine: with the default 100 ms,
+    // a slow scheduler lets it expire between them, and the strategy runs again.
+    let marked_for = |s: &mut stock_app::Settings| s.sold_out_cache_ms = 1_000;
+    let a = spawn_with(test_settings(&database).with(marked_for)).await;
+    let b = spawn_with(test_settings(&database).with(marked_for)).await;
     a.stock(1, 2).await;
     let deduct = |app: &TestApp, id: String, quantity: i64| {
         let body = json!({"product_id": 1, "quantity": quantity, "request_id": id});
