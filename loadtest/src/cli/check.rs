@@ -58,6 +58,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
                         open += 1;
                         format!("undecided: the budget ran out on products {products:?}")
                     }
+                    Verdict::Unobserved { products } => format!(
+                        "unobserved: linearizable, but no read and no refusal on products \
+                         {products:?} could have contradicted their answers"
+                    ),
                 };
                 println!("{name}: {operations} operations: {said}");
                 // Per class: how many, and the first few with their proving lines.
