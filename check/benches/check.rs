@@ -175,7 +175,7 @@ fn bench(c: &mut Criterion) {
             // linearizable; either may run out of budget (then counted).
             let wrong = match verdict {
                 Verdict::NotLinearizable { .. } => *valid,
-                Verdict::Linearizable => !*valid,
+                Verdict::Linearizable | Verdict::Unobserved { .. } => !*valid,
                 Verdict::Unknown { .. } => false,
             };
             assert!(!wrong, "{name}, seed {seed}");

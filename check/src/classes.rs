@@ -10,16 +10,23 @@
 //! against a window, and is counted only where that makes the verdict more lenient.
 //!
 //! - **oversold**: more units answered sold inside one window than its stock.
+//! - **lost update**: the final read ([`super::ledger`]) showing more units than its
+//!   window's stock less every unit answered sold and every sale the ledger holds,
+//!   but no more than the stock: sales erased from it. (A run adds the ledger's sum
+//!   against the stock row too, from its database verdict.)
 //! - **false sold-out**: a refusal inside a window answered while, even with every
 //!   sale that could have come before it counted, units enough were left.
 //! - **stale read**: a read inside a window showing a stock no order of the sales
-//!   around it gives (units already sold, or units sold that were not).
-//! - **double sale**: one request id answered `sold` twice, or `duplicate` with no sale
-//!   of it anywhere (not even an unknown outcome the ledger may hold).
-//! - **acknowledged but not recorded**: answered `sold`, its request id not in the
-//!   ledger once the system was quiet.
-//! - **failed but recorded**: a definite failure or a refusal (nothing changed, by the
-//!   API's contract), its request id in the ledger.
+//!   around it gives (units already sold, or units sold that were not), where it is
+//!   not a lost update.
+//! - **double sale**: one request id answered `sold` twice, or `duplicate` where no
+//!   attempt of it could have sold.
+//! - **acknowledged but not recorded**: answered `sold` (or `duplicate`), its request id
+//!   not in the ledger once the system was quiet.
+//! - **failed but recorded**: a request id in the ledger whose attempts were definite
+//!   failures or refusals (nothing changed, by the API's contract), none answered
+//!   `sold` and none unknown: no attempt of it could have sold. A failure whose retry
+//!   sold is not one.
 //! - **lock overlap**: two holders of one lock key at once, as their instances logged
 //!   them (`hold` records), and whether the fence refused the stale one (its deduction
 //!   is not in the ledger) or both wrote. Seeing none does not prove the server kept
@@ -27,10 +34,11 @@
 //! - **not linearizable**: a part the search found no order for, where none of the
 //!   above is found.
 //!
-//! (Lost updates are the ledger's against the stock row, not the history's: the run
-//! adds them from its database verdict.)
+//! The ledger's word is read per request id, as the model reads it
+//! ([`super::ledger`]).
 
 use super::history::{DeductAnswer, Record};
+use super::ledger::{Effect, Settled, is_final, settle};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -96,7 +104,9 @@ pub const PROOF: usize = 8;
 /// Every anomaly found directly in `records` (a well-formed history).
 pub fn find(records: &[Record]) -> Vec<Anomaly> {
     let mut found = Vec::new();
-    by_request_id(records, &mut found);
+    let settled = settle(records);
+    ledger_contradicts(records, &settled, &mut found);
+    double_sales(records, &settled, &mut found);
     let products: Vec<i64> = (records.iter())
         .filter_map(|r| match r {
             Record::Init { product_id, .. } => Some(*product_id),
@@ -104,7 +114,7 @@ pub fn find(records: &[Record]) -> Vec<Anomaly> {
         })
         .collect();
     for product in products {
-        by_window(records, product, &mut found);
+        by_window(records, &settled, product, &mut found);
     }
     overlaps(records, &mut found);
     found
@@ -171,79 +181,129 @@ fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
     }
 }
 
-/// Double sales and the answers the ledger contradicts.
-fn by_request_id(records: &[Record], found: &mut Vec<Anomaly>) {
+/// The answers the ledger contradicts, read per request id ([`super::ledger`]):
+/// acknowledged but not recorded, failed but recorded. Each makes its products' part
+/// not linearizable ([`super::check`]).
+pub fn contradicted(records: &[Record]) -> Vec<Anomaly> {
+    let mut found = Vec::new();
+    ledger_contradicts(records, &settle(records), &mut found);
+    found
+}
+
+/// Every attempt of each request id, by index into `records`.
+fn by_id(records: &[Record]) -> BTreeMap<&str, Vec<usize>> {
     let mut by_id: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, record) in records.iter().enumerate() {
-        let Record::Deduct {
-            request_id,
-            answer,
-            recorded,
-            items,
-            ..
-        } = record
-        else {
-            continue;
+        if let Record::Deduct { request_id, .. } = record {
+            by_id.entry(request_id).or_default().push(i);
+        }
+    }
+    by_id
+}
+
+fn answer(record: &Record) -> Option<DeductAnswer> {
+    match record {
+        Record::Deduct { answer, .. } => Some(*answer),
+        _ => None,
+    }
+}
+
+/// The products of the deductions `ops`, each once, in order.
+fn products_of(records: &[Record], ops: &[usize]) -> Vec<i64> {
+    let mut products: Vec<i64> = (ops.iter())
+        .flat_map(|&i| match &records[i] {
+            Record::Deduct { items, .. } => items.iter().map(|i| i.product_id).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    products.sort_unstable();
+    products.dedup();
+    products
+}
+
+/// An answer `sold` or `duplicate` whose id the ledger does not hold (each such
+/// attempt); an id the ledger holds that none of its attempts could have sold (no
+/// answer `sold`, no unknown outcome), proven by its refusals and failures.
+fn ledger_contradicts(records: &[Record], settled: &Settled, found: &mut Vec<Anomaly>) {
+    use DeductAnswer::{Duplicate, Failed, Refused, Sold, Unknown};
+    for (id, ops) in by_id(records) {
+        let answered = |wanted: &[DeductAnswer]| -> Vec<usize> {
+            (ops.iter().copied())
+                .filter(|&i| answer(&records[i]).is_some_and(|a| wanted.contains(&a)))
+                .collect()
         };
-        by_id.entry(request_id).or_default().push(i);
-        let products = || items.iter().map(|i| i.product_id).collect();
-        match (answer, recorded) {
-            (DeductAnswer::Sold | DeductAnswer::Duplicate, Some(false)) => found.push(Anomaly {
-                class: Class::AcknowledgedNotRecorded,
-                products: products(),
-                ops: vec![i],
-                says: format!("{request_id} was answered sold; the ledger has no row of it"),
-            }),
-            (DeductAnswer::Failed | DeductAnswer::Refused, Some(true)) => found.push(Anomaly {
-                class: Class::FailedButRecorded,
-                products: products(),
-                ops: vec![i],
-                says: format!(
-                    "{request_id} was answered {} (nothing changed); the ledger has it",
-                    if *answer == DeductAnswer::Refused {
-                        "sold out"
-                    } else {
-                        "with a failure"
-                    }
-                ),
-            }),
+        match settled.ledger.get(id) {
+            Some(false) => {
+                for i in answered(&[Sold, Duplicate]) {
+                    let how = match answer(&records[i]) {
+                        Some(Duplicate) => "as a retry of its sale",
+                        _ => "sold",
+                    };
+                    found.push(Anomaly {
+                        class: Class::AcknowledgedNotRecorded,
+                        products: products_of(records, &[i]),
+                        ops: vec![i],
+                        says: format!("{id} was answered {how}; the ledger has no row of it"),
+                    });
+                }
+            }
+            Some(true) if answered(&[Sold, Unknown]).is_empty() => {
+                let nothing = answered(&[Failed, Refused]);
+                let Some(&first) = nothing.first() else {
+                    continue;
+                };
+                let how = match answer(&records[first]) {
+                    Some(Refused) => "sold out",
+                    _ => "with a failure",
+                };
+                found.push(Anomaly {
+                    class: Class::FailedButRecorded,
+                    products: products_of(records, &nothing),
+                    ops: nothing.iter().copied().take(PROOF).collect(),
+                    says: format!(
+                        "{id} was answered {how} (nothing changed){}; the ledger has it, \
+                         and no attempt of it could have sold",
+                        match nothing.len() {
+                            1 => String::new(),
+                            n => format!(", {n} attempts in all"),
+                        }
+                    ),
+                });
+            }
             _ => {}
         }
     }
-    for (id, ops) in by_id {
-        let answers = |wanted: DeductAnswer| {
-            (ops.iter().copied()).filter(
-                move |&i| matches!(&records[i], Record::Deduct { answer, .. } if *answer == wanted),
+}
+
+/// One request id answered `sold` twice, or `duplicate` where no attempt of it could
+/// have sold (none answered `sold`, none the ledger's sale or a possible one).
+fn double_sales(records: &[Record], settled: &Settled, found: &mut Vec<Anomaly>) {
+    for (id, ops) in by_id(records) {
+        let answered = |wanted: DeductAnswer| -> Vec<usize> {
+            (ops.iter().copied())
+                .filter(|&i| answer(&records[i]) == Some(wanted))
+                .collect()
+        };
+        let sold = answered(DeductAnswer::Sold);
+        let maybe_sold = (ops.iter()).any(|&i| {
+            matches!(
+                settled.effects[i],
+                Effect::Sale { .. } | Effect::Maybe { .. }
             )
-        };
-        let sold: Vec<usize> = answers(DeductAnswer::Sold).collect();
-        let maybe_sold = ops.iter().any(|&i| {
-            matches!(&records[i], Record::Deduct { answer: DeductAnswer::Unknown, recorded, .. } if *recorded != Some(false))
         });
-        let products = |ops: &[usize]| {
-            let mut products: Vec<i64> = (ops.iter())
-                .flat_map(|&i| match &records[i] {
-                    Record::Deduct { items, .. } => items.iter().map(|i| i.product_id).collect(),
-                    _ => Vec::new(),
-                })
-                .collect();
-            products.sort_unstable();
-            products.dedup();
-            products
-        };
         if sold.len() > 1 {
             found.push(Anomaly {
                 class: Class::DoubleSale,
-                products: products(&sold),
+                products: products_of(records, &sold),
                 ops: sold.iter().copied().take(PROOF).collect(),
                 says: format!("{id} was answered sold {} times", sold.len()),
             });
         } else if sold.is_empty() && !maybe_sold {
-            let duplicates: Vec<usize> = answers(DeductAnswer::Duplicate).collect();
+            let duplicates = answered(DeductAnswer::Duplicate);
             if !duplicates.is_empty() {
                 found.push(Anomaly {
                     class: Class::DoubleSale,
-                    products: products(&duplicates),
+                    products: products_of(records, &duplicates),
                     ops: duplicates.into_iter().take(PROOF).collect(),
                     says: format!(
                         "{id} was answered as a retry of an earlier sale that no answer shows"
@@ -266,17 +326,18 @@ struct Op {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// Sold for certain (answered sold, or unknown and in the ledger).
+    /// Sold for certain: answered sold, or the sale of an id the ledger holds.
     Sold,
-    /// May have sold (unknown, the ledger not asked).
+    /// May have sold (an unknown outcome, the ledger not asked).
     MaybeSold,
     Refused,
-    Read(i64),
+    /// A read, and whether it is a final read ([`super::ledger`]).
+    Read(i64, bool),
     Restock(i64),
 }
 
-/// Oversold windows, false sold-outs and stale reads of `product`.
-fn by_window(records: &[Record], product: i64, found: &mut Vec<Anomaly>) {
+/// Oversold windows, false sold-outs, stale reads and lost updates of `product`.
+fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Vec<Anomaly>) {
     use super::model::OPEN;
     let mut init = 0;
     let mut ops = Vec::new();
@@ -294,23 +355,31 @@ fn by_window(records: &[Record], product: i64, found: &mut Vec<Anomaly>) {
         } else {
             answered.unwrap_or(OPEN)
         };
-        let kind = match record {
-            Record::Deduct {
-                answer, recorded, ..
-            } => match (answer, recorded) {
-                (DeductAnswer::Sold, _) | (DeductAnswer::Unknown, Some(true)) => Kind::Sold,
-                (DeductAnswer::Unknown, None) => Kind::MaybeSold,
-                (DeductAnswer::Refused, _) => Kind::Refused,
+        let (kind, answered) = match (record, settled.effects[index]) {
+            (_, Effect::Nothing) => continue,
+            (Record::Deduct { .. }, Effect::Sale { by }) => (Kind::Sold, by),
+            (Record::Deduct { .. }, Effect::Maybe { by }) => (Kind::MaybeSold, by),
+            (Record::Deduct { answer, .. }, _) => match answer {
+                DeductAnswer::Sold => (Kind::Sold, answered),
+                DeductAnswer::Refused => (Kind::Refused, answered),
                 _ => continue,
             },
-            Record::Read {
-                product_id,
-                stock: Some(stock),
-                ..
-            } if *product_id == product => Kind::Read(*stock),
-            Record::Restock {
-                product_id, stock, ..
-            } if *product_id == product => Kind::Restock(*stock),
+            (
+                Record::Read {
+                    product_id,
+                    stock: Some(stock),
+                    ..
+                },
+                _,
+            ) if *product_id == product => {
+                (Kind::Read(*stock, is_final(settled, record)), answered)
+            }
+            (
+                Record::Restock {
+                    product_id, stock, ..
+                },
+                _,
+            ) if *product_id == product => (Kind::Restock(*stock), answered),
             _ => continue,
         };
         let units = match record {
@@ -390,7 +459,7 @@ fn by_window(records: &[Record], product: i64, found: &mut Vec<Anomaly>) {
         let certain: Vec<&&Op> = (sales.iter())
             .filter(|o| o.kind == Kind::Sold && inside(o))
             .collect();
-        let sold: i64 = certain.iter().map(|o| o.units).sum();
+        let sold = sum_units(&certain);
         if sold > stock {
             found.push(Anomaly {
                 class: Class::Oversold,
@@ -429,17 +498,34 @@ fn by_window(records: &[Record], product: i64, found: &mut Vec<Anomaly>) {
                         });
                     }
                 }
-                Kind::Read(shown) => {
+                Kind::Read(shown, last) => {
                     let possibly: i64 = (sales.iter())
                         .filter(|s| could(s) && s.sent <= op.answered)
                         .map(|s| s.units)
                         .sum();
-                    let surely: i64 = (sales.iter())
+                    let surely: Vec<&&Op> = (sales.iter())
                         .filter(|s| s.kind == Kind::Sold && inside(s) && s.answered < op.sent)
-                        .map(|s| s.units)
-                        .sum();
-                    let (low, high) = (stock - possibly, stock - surely);
-                    if shown < low || shown > high {
+                        .collect();
+                    let (low, high) = (stock - possibly, stock - sum_units(&surely));
+                    // A final read showing more than the sales leave, but no more than
+                    // the stock: sales erased from it.
+                    if last && high < shown && shown <= stock {
+                        found.push(Anomaly {
+                            class: Class::LostUpdate,
+                            products: vec![product],
+                            ops: (opened.iter().copied())
+                                .chain([op.index])
+                                .chain(surely.iter().map(|s| s.index))
+                                .take(PROOF)
+                                .collect(),
+                            says: format!(
+                                "the final read of product {product} shows {shown} units; \
+                                 the answers leave at most {high}: {} sold units erased from \
+                                 the stock",
+                                shown - high
+                            ),
+                        });
+                    } else if shown < low || shown > high {
                         found.push(Anomaly {
                             class: Class::StaleRead,
                             products: vec![product],
@@ -454,4 +540,9 @@ fn by_window(records: &[Record], product: i64, found: &mut Vec<Anomaly>) {
             }
         }
     }
+}
+
+/// The units of `sales`, summed.
+fn sum_units(sales: &[&&Op]) -> i64 {
+    sales.iter().map(|s| s.units).sum()
 }

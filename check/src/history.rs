@@ -12,7 +12,8 @@
 //! that never came (a timeout, a broken connection, `outcome_unknown`) has no
 //! `answered_us`: the operation may have taken effect at any time after it was sent,
 //! or never. A deduction may say whether its request id was in the ledger once the
-//! system was quiet (`"recorded":true|false`): an unknown outcome is then settled.
+//! system was quiet (`"recorded":true|false`): a word about the id, the same on every
+//! attempt of it, that settles its unknown outcomes ([`super::ledger`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -63,8 +64,9 @@ pub enum Record {
         answered_us: Option<u64>,
         answer: DeductAnswer,
         /// Whether the request id was in the ledger once the system was quiet (absent:
-        /// not looked). An unknown outcome found there took effect; one not found
-        /// never did (as etcd's robustness tests patch theirs from the log).
+        /// not looked). One of the id's attempts sold it if found; none did if not
+        /// (as etcd's robustness tests patch theirs from the log). Two attempts of one
+        /// id saying otherwise are refused.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recorded: Option<bool>,
     },

@@ -6,6 +6,8 @@
 //! this can.
 //!
 //! - [`history`]: the format (JSON lines), readable from any tool;
+//! - [`ledger`]: the ledger's word read per request id: which attempt of an id sold,
+//!   and the final reads that come once the system is quiet;
 //! - [`model`]: the stock model, and the history cut into independent parts;
 //! - [`bounds`]: the search's look ahead: a product's stock weighed against its
 //!   operations still to come;
@@ -20,6 +22,7 @@
 pub mod bounds;
 pub mod classes;
 pub mod history;
+pub mod ledger;
 pub mod model;
 pub mod search;
 
@@ -34,30 +37,39 @@ use std::time::Duration;
 /// default: the runs' budget, and the bench's.
 pub const BUDGET: Duration = Duration::from_secs(10);
 
-/// The verdict on a whole history.
+/// The verdict on a whole history, each independent part judged apart
+/// ([`model::partition`]). Where parts differ, the worst wins: not linearizable, then
+/// undecided, then unobserved, then linearizable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Every part has an order that explains its answers, and in every part with
+    /// operations a read or a refusal could have contradicted them.
     Linearizable,
     /// No order explains the answers on these products (a part's products, each part
-    /// that failed).
-    NotLinearizable {
-        products: Vec<Vec<i64>>,
-    },
+    /// that failed), or the ledger contradicts one of their answers: a sale it does
+    /// not hold, a failure or refusal of an id it holds that nothing else could have
+    /// sold.
+    NotLinearizable { products: Vec<Vec<i64>> },
     /// Every part that was decided is linearizable; these ran out of budget.
-    Unknown {
-        products: Vec<Vec<i64>>,
-    },
+    Unknown { products: Vec<Vec<i64>> },
+    /// Every part is linearizable, but these held no answered read and no refusal:
+    /// any order of their sales is legal unless they oversell, so nothing in them
+    /// could have contradicted the answers.
+    Unobserved { products: Vec<Vec<i64>> },
 }
 
 /// Every anomaly of `records` ([`classes::find`]), and, for each part the search found
 /// no order for where none of them was found, that part as not linearizable.
 pub fn anomalies(records: &[Record], verdict: &Verdict) -> Vec<classes::Anomaly> {
     let mut found = classes::find(records);
-    // The classes that explain why no order exists; the others (a lock overlap, an
-    // answer the ledger contradicts) can come with a linearizable history.
-    use classes::Class::{DoubleSale, FalseSoldOut, Oversold, StaleRead};
-    let explains =
-        |a: &classes::Anomaly| matches!(a.class, Oversold | FalseSoldOut | StaleRead | DoubleSale);
+    // The classes that explain why a part fails; a lock overlap can come with a
+    // linearizable history (the answers may all be right while two holders believed).
+    let explains = |a: &classes::Anomaly| {
+        !matches!(
+            a.class,
+            classes::Class::LockOverlap | classes::Class::NotLinearizable
+        )
+    };
     if let Verdict::NotLinearizable { products } = verdict {
         for part in products {
             let explained =
@@ -78,15 +90,29 @@ pub fn anomalies(records: &[Record], verdict: &Verdict) -> Vec<classes::Anomaly>
 }
 
 /// Checks `records`, each independent part for at most `budget`.
+///
+/// # Errors
+///
+/// A history no service answers: an answer before its request, a product without its
+/// `init`, an order without items, one request id said both recorded and not.
 pub fn check(records: &[Record], budget: Duration) -> Result<Verdict, String> {
-    let (mut failed, mut unknown) = (Vec::new(), Vec::new());
+    let contradicted: std::collections::BTreeSet<i64> = (classes::contradicted(records))
+        .into_iter()
+        .flat_map(|a| a.products)
+        .collect();
+    let (mut failed, mut unknown, mut unobserved) = (Vec::new(), Vec::new(), Vec::new());
     for part in model::partition(records)? {
-        let outcome = match search::quick(&part) {
-            Some(true) => Outcome::Linearizable,
-            Some(false) => Outcome::NotLinearizable,
-            None => search::linearizable(&part, budget),
+        let outcome = if part.products.iter().any(|p| contradicted.contains(p)) {
+            Outcome::NotLinearizable
+        } else {
+            match search::quick(&part) {
+                Some(true) => Outcome::Linearizable,
+                Some(false) => Outcome::NotLinearizable,
+                None => search::linearizable(&part, budget),
+            }
         };
         match outcome {
+            Outcome::Linearizable if !observed(&part) => unobserved.push(part.products),
             Outcome::Linearizable => {}
             Outcome::NotLinearizable => failed.push(part.products),
             Outcome::Unknown => unknown.push(part.products),
@@ -96,7 +122,28 @@ pub fn check(records: &[Record], budget: Duration) -> Result<Verdict, String> {
         Verdict::NotLinearizable { products: failed }
     } else if !unknown.is_empty() {
         Verdict::Unknown { products: unknown }
+    } else if !unobserved.is_empty() {
+        Verdict::Unobserved {
+            products: unobserved,
+        }
     } else {
         Verdict::Linearizable
     })
+}
+
+/// Whether something in `part` could have contradicted its answers: it has no
+/// operation, or an answered read or a refusal among them.
+fn observed(part: &model::Part) -> bool {
+    use history::DeductAnswer::Refused;
+    part.ops.is_empty()
+        || (part.ops.iter()).any(|op| {
+            matches!(
+                op,
+                model::Op::Read { .. }
+                    | model::Op::Deduct {
+                        answer: Refused,
+                        ..
+                    }
+            )
+        })
 }

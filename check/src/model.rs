@@ -11,11 +11,14 @@
 //! An operation without a known outcome (no answer, or `outcome_unknown`) is given an
 //! open end: it may take effect at any point after it was sent. Its step sells if it
 //! can; "it never happened" is the same as taking effect after everything else, where
-//! nothing observes it. Where the ledger settled it (`recorded`), it is a sale with an
-//! open end (found) or left out (not found). A definite failure changes nothing, and a
-//! read without an answer says nothing: both are left out.
+//! nothing observes it. The ledger's word is read per request id ([`super::ledger`]):
+//! an id it holds is one sale (an attempt answered `sold`, or else its earliest
+//! unknown attempt, open-ended until the first final read of its products); the
+//! attempts of an id it does not hold did nothing. A definite failure changes nothing,
+//! and a read without an answer says nothing: both are left out.
 
 use super::history::{DeductAnswer, Record};
+use super::ledger::{Effect, Settled, conflict, settle};
 use std::collections::BTreeMap;
 
 /// An operation as the model sees it: products by their index in the part, request
@@ -101,40 +104,32 @@ pub struct Part {
     /// When each operation was sent, and when answered ([`OPEN`]: unknown outcome).
     pub calls: Vec<u64>,
     pub returns: Vec<u64>,
-    /// Each operation's record: its index in the history.
+    /// Each operation's record: its index in the history (the ledger's word that one
+    /// of an id's attempts sold has its earliest attempt's).
     pub records: Vec<usize>,
 }
 
 /// Cuts a history into its independent parts.
 pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
+    if let Some(conflict) = conflict(records) {
+        return Err(conflict);
+    }
+    let settled = settle(records);
     let mut stock = BTreeMap::new();
     // Each operation with its index in the history.
     let mut ops: Vec<(usize, &Record)> = Vec::new();
     for (index, record) in records.iter().enumerate() {
-        match record {
-            Record::Init {
-                product_id,
-                stock: s,
-            } => {
-                if stock.insert(*product_id, *s).is_some() {
-                    return Err(format!("product {product_id} has two init records"));
-                }
-            }
-            Record::Deduct {
-                answer: DeductAnswer::Failed,
-                recorded: None | Some(false),
-                ..
-            }
-            | Record::Deduct {
-                answer: DeductAnswer::Unknown,
-                recorded: Some(false),
-                ..
-            } => {}
-            Record::Read { stock: None, .. } | Record::Hold { .. } => {}
-            other => {
-                well_formed(other)?;
-                ops.push((index, other))
-            }
+        if let Record::Init {
+            product_id,
+            stock: s,
+        } = record
+            && stock.insert(*product_id, *s).is_some()
+        {
+            return Err(format!("product {product_id} has two init records"));
+        }
+        if settled.effects[index] != Effect::Nothing {
+            well_formed(record)?;
+            ops.push((index, record));
         }
     }
     // Union-find over products: each operation joins its products, and operations
@@ -181,7 +176,7 @@ pub fn partition(records: &[Record]) -> Result<Vec<Part>, String> {
     }
     Ok(parts
         .into_values()
-        .map(|(products, records)| build(products, &records, &stock))
+        .map(|(products, records)| build(products, &records, &stock, &settled))
         .collect())
 }
 
@@ -218,79 +213,38 @@ fn products_of(record: &Record) -> Vec<i64> {
     }
 }
 
-fn build(products: Vec<i64>, records: &[(usize, &Record)], stock: &BTreeMap<i64, i64>) -> Part {
-    let index = |p: i64| products.iter().position(|&q| q == p).expect("in the part");
+/// One operation of a part being built: its record (index and record), the answer
+/// the model judges where it is not the recorded one, when it was sent, and the end
+/// of its window.
+type Planned<'a> = (usize, &'a Record, Option<DeductAnswer>, u64, u64);
+
+/// A part's operations as the model takes them ([`planned`]), with its products' stock.
+fn build(
+    products: Vec<i64>,
+    records: &[(usize, &Record)],
+    stock: &BTreeMap<i64, i64>,
+    settled: &Settled,
+) -> Part {
+    let planned = planned(records, settled);
+    // Request ids numbered where two operations of the part share one (one that no
+    // other has needs no memory of being sold).
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for (_, record) in records {
+    for (_, record, ..) in &planned {
         if let Record::Deduct { request_id, .. } = record {
             *seen.entry(request_id).or_default() += 1;
         }
     }
     let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
-    let (mut ops, mut calls, mut returns) = (Vec::new(), Vec::new(), Vec::new());
-    for (_, record) in records {
-        let op = match record {
-            Record::Deduct {
-                request_id,
-                items,
-                answer,
-                recorded,
-                ..
-            } => {
+    let mut ops = Vec::new();
+    for &(_, record, judged, ..) in &planned {
+        let id = match record {
+            Record::Deduct { request_id, .. } if seen[request_id.as_str()] > 1 => {
                 let next = ids.len();
-                let id = (seen[request_id.as_str()] > 1)
-                    .then(|| *ids.entry(request_id.as_str()).or_insert(next));
-                // A product named twice is one item of the sum (the service refuses
-                // such an order; another tool's history may hold one).
-                let mut summed: BTreeMap<usize, i64> = BTreeMap::new();
-                for item in items {
-                    *summed.entry(index(item.product_id)).or_default() += item.quantity;
-                }
-                // An unknown outcome, or a failure, that the ledger holds took effect: a
-                // sale, whenever (the failure is named apart: failed but recorded).
-                let answer = match (answer, recorded) {
-                    (DeductAnswer::Unknown | DeductAnswer::Failed, Some(true)) => {
-                        DeductAnswer::Sold
-                    }
-                    _ => *answer,
-                };
-                let items = summed.into_iter().collect();
-                Op::Deduct { id, items, answer }
+                Some(*ids.entry(request_id.as_str()).or_insert(next))
             }
-            Record::Restock {
-                product_id, stock, ..
-            } => Op::Restock {
-                product: index(*product_id),
-                stock: *stock,
-            },
-            Record::Read {
-                product_id, stock, ..
-            } => Op::Read {
-                product: index(*product_id),
-                stock: stock.expect("reads without an answer are left out"),
-            },
-            Record::Init { .. } | Record::Hold { .. } => {
-                unreachable!("init and hold records are not operations")
-            }
+            _ => None,
         };
-        let (sent, answered) = record.interval().expect("an operation");
-        let failed_but_recorded = matches!(
-            record,
-            Record::Deduct {
-                answer: DeductAnswer::Failed,
-                recorded: Some(true),
-                ..
-            }
-        );
-        let answered = if record.open() || failed_but_recorded {
-            None
-        } else {
-            answered
-        };
-        ops.push(op);
-        calls.push(sent);
-        // (An answer before its request is refused by `partition`.)
-        returns.push(answered.unwrap_or(OPEN));
+        ops.push(op_of(record, judged, id, &products));
     }
     let init = State {
         stock: products.iter().map(|p| stock[p]).collect(),
@@ -300,8 +254,66 @@ fn build(products: Vec<i64>, records: &[(usize, &Record)], stock: &BTreeMap<i64,
         products,
         init,
         ops,
-        calls,
-        returns,
-        records: records.iter().map(|(index, _)| *index).collect(),
+        calls: planned.iter().map(|p| p.3).collect(),
+        returns: planned.iter().map(|p| p.4).collect(),
+        records: planned.iter().map(|p| p.0).collect(),
+    }
+}
+
+/// Each record as its [`Effect`] says, and after the earliest attempt of an id in
+/// [`Settled::one_of`] the ledger's word that one of its attempts sold: a duplicate
+/// with an open end.
+fn planned<'a>(records: &[(usize, &'a Record)], settled: &Settled) -> Vec<Planned<'a>> {
+    let mut planned = Vec::new();
+    for &(i, record) in records {
+        let (sent, answered) = record.interval().expect("an operation");
+        let (answer, end) = match settled.effects[i] {
+            Effect::Sale { by } => (Some(DeductAnswer::Sold), by),
+            Effect::Maybe { by } => (Some(DeductAnswer::Unknown), by),
+            _ if record.open() => (None, OPEN),
+            // (An answer before its request, or none, is refused by `partition`.)
+            _ => (None, answered.unwrap_or(OPEN)),
+        };
+        planned.push((i, record, answer, sent, end));
+        if settled.one_of.contains(&i) {
+            planned.push((i, record, Some(DeductAnswer::Duplicate), sent, OPEN));
+        }
+    }
+    planned
+}
+
+/// `record` as an operation on `products` (by index), judged by `judged` where given,
+/// its request id numbered `id`.
+fn op_of(record: &Record, judged: Option<DeductAnswer>, id: Option<usize>, products: &[i64]) -> Op {
+    let index = |p: i64| products.iter().position(|&q| q == p).expect("in the part");
+    match record {
+        Record::Deduct { items, answer, .. } => {
+            // A product named twice is one item of the sum (the service refuses such an
+            // order; another tool's history may hold one).
+            let mut summed: BTreeMap<usize, i64> = BTreeMap::new();
+            for item in items {
+                *summed.entry(index(item.product_id)).or_default() += item.quantity;
+            }
+            Op::Deduct {
+                id,
+                items: summed.into_iter().collect(),
+                answer: judged.unwrap_or(*answer),
+            }
+        }
+        Record::Restock {
+            product_id, stock, ..
+        } => Op::Restock {
+            product: index(*product_id),
+            stock: *stock,
+        },
+        Record::Read {
+            product_id, stock, ..
+        } => Op::Read {
+            product: index(*product_id),
+            stock: stock.expect("reads without an answer are left out"),
+        },
+        Record::Init { .. } | Record::Hold { .. } => {
+            unreachable!("init and hold records are not operations")
+        }
     }
 }

@@ -26,16 +26,23 @@ use stock_check::{self as check, Verdict};
 /// answers "undecided".
 pub const BUDGET: Duration = check::BUDGET;
 
-/// The checker's word on one history.
+/// The checker's word on one history ([`Verdict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Said {
+    /// One order explains every answer, and a read or a refusal could have
+    /// contradicted them.
     #[serde(rename = "linearizable")]
     Linearizable,
+    /// No order explains the answers, or the ledger contradicts one.
     #[serde(rename = "not linearizable")]
     NotLinearizable,
     /// A part ran out of budget.
     #[serde(rename = "undecided")]
     Undecided,
+    /// Every part is linearizable, but some held no read and no refusal: nothing
+    /// could have contradicted their answers.
+    #[serde(rename = "unobserved")]
+    Unobserved,
 }
 
 /// What the checker said of one run's history, for the report.
@@ -44,7 +51,8 @@ pub struct Judged {
     pub verdict: Said,
     /// The operations checked (deductions, restocks, reads).
     pub operations: usize,
-    /// The products of each part that failed (or, when undecided, ran out of budget).
+    /// The products of each part that failed (or, when undecided, ran out of budget;
+    /// when unobserved, held no read and no refusal).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub products: Vec<Vec<i64>>,
     /// Deductions answered with an unknown outcome, and how many of them the ledger
@@ -81,19 +89,28 @@ pub struct Found {
 }
 
 /// The checker's word on a history: `linearizable`, `NOT linearizable`, `undecided`,
-/// or `-` where none was checked.
+/// `unobserved`, or `-` where none was checked.
 pub fn verdict_text(judged: Option<&Judged>) -> &'static str {
     match judged.map(|h| h.verdict) {
         Some(Said::Linearizable) => "linearizable",
         Some(Said::NotLinearizable) => "NOT linearizable",
         Some(Said::Undecided) => "undecided",
+        Some(Said::Unobserved) => "unobserved",
         None => "-",
     }
 }
 
 impl Judged {
+    /// Whether one order explains every answer and something could have contradicted
+    /// them (not when unobserved).
     pub fn is_linearizable(&self) -> bool {
         self.verdict == Said::Linearizable
+    }
+
+    /// Whether the history failed its check or could not be decided: a run that shows
+    /// it gets its picture.
+    pub fn fails(&self) -> bool {
+        matches!(self.verdict, Said::NotLinearizable | Said::Undecided)
     }
 
     /// `oversold 1, stale read 37, lost update 983`, or nothing.
@@ -104,12 +121,14 @@ impl Judged {
             .join(", ")
     }
 
-    /// Adds what the ledger says against the stock row: lost updates, and units sold
-    /// beyond the stock if the history did not show them (answers it never saw).
+    /// Adds what the ledger says against the stock row: lost updates and units sold
+    /// beyond the stock, each if the history did not show it (a final read showing
+    /// erased sales, answers it never saw).
     pub fn add_ledger(&mut self, verdict: &crate::verify::Verdict) {
-        if verdict.lost_updates > 0 {
+        let lost = Class::LostUpdate.name();
+        if verdict.lost_updates > 0 && !self.anomalies.iter().any(|f| f.class == lost) {
             self.anomalies.push(Found {
-                class: Class::LostUpdate.name().into(),
+                class: lost.into(),
                 count: verdict.lost_updates as u64,
                 says: format!(
                     "the ledger has {} unit(s) sold that the stock row never lost",
@@ -309,7 +328,7 @@ pub async fn judge_and_write(
         };
         judged.file = Some(linked(file));
         // A history that fails gets its picture beside it.
-        if !judged.is_linearizable() || !anomalies.is_empty() {
+        if judged.fails() || !anomalies.is_empty() {
             let html = file.trim_end_matches(".jsonl").to_string() + ".html";
             let title = format!("{file}: {}", verdict_text(Some(&judged)));
             let page =
@@ -436,6 +455,7 @@ pub fn judge_with(records: &[Record]) -> Result<(Judged, Vec<Anomaly>), String> 
         Verdict::Linearizable => (Said::Linearizable, Vec::new()),
         Verdict::NotLinearizable { products } => (Said::NotLinearizable, products),
         Verdict::Unknown { products } => (Said::Undecided, products),
+        Verdict::Unobserved { products } => (Said::Unobserved, products),
     };
     let unknown = (records.iter())
         .filter(|r| matches!(r, Record::Deduct { answer, .. } if *answer == DeductAnswer::Unknown));

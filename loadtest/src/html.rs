@@ -264,7 +264,7 @@ pub fn history_cell(history: Option<&crate::history::Judged>) -> String {
     let class = match history.map(|h| h.verdict) {
         Some(Said::Linearizable) => "ok",
         Some(Said::NotLinearizable) => "bad",
-        Some(Said::Undecided) | None => "",
+        Some(Said::Undecided | Said::Unobserved) | None => "",
     };
     let mut text = escape(said);
     if let Some(history) = history.filter(|h| !h.anomalies.is_empty()) {

@@ -39,8 +39,13 @@ pub fn pages(data: &Data, pages: &mut Pages) {
     let longest = (runs.iter())
         .max_by(|a, b| a.2.check_ms.total_cmp(&b.2.check_ms))
         .expect("a run");
+    // Unobserved histories named only where there are some.
+    let unobserved = match count(Said::Unobserved) {
+        0 => String::new(),
+        n => format!(", {n} unobserved (no read and no refusal could contradict their answers)"),
+    };
     page.push_str(&format!(
-        "{} histories checked: {} linearizable, {} not, {} undecided. The longest check took {:.0} ms ({} operations: {}, {}).\n\n",
+        "{} histories checked: {} linearizable, {} not, {} undecided{unobserved}. The longest check took {:.0} ms ({} operations: {}, {}).\n\n",
         runs.len(),
         count(Said::Linearizable),
         count(Said::NotLinearizable),
@@ -61,7 +66,7 @@ pub fn pages(data: &Data, pages: &mut Pages) {
             ]
         })
         .collect();
-    page.push_str("The runs whose history shows an anomaly (every other one is linearizable and shows none):\n\n");
+    page.push_str("The runs whose history shows an anomaly or is not plainly linearizable (every other one is linearizable and shows none):\n\n");
     page.push_str(&table(
         &["run", "strategy", "history", "anomalies (count)"],
         &shown,

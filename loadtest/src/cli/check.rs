@@ -1,9 +1,18 @@
 //! `loadtest check HISTORY...`: each recorded history judged against the model of a
-//! stock counter ([`stock_check`]): linearizable, not (on which products), or
-//! undecided within the budget. Exits 0 when every history is linearizable, 1 when
-//! one is not, 2 when one was undecided or could not be read.
+//! stock counter ([`stock_check`]): linearizable, not (on which products), undecided
+//! within the budget, or unobserved (linearizable, but some part held no read and no
+//! refusal that could have contradicted its answers).
+//!
+//! # Exit status
+//!
+//! The worst of the histories: 1 when one is not linearizable, else 2 when one was
+//! undecided or could not be read, else 3 when one was unobserved, else 0.
+//!
+//! A closed output (`loadtest check ... | head`) ends the check quietly: the histories
+//! not yet judged are left, and the status is that of those judged until then.
 
 use anyhow::{Context, anyhow};
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use stock_check::classes::Anomaly;
@@ -22,70 +31,145 @@ pub struct CheckArgs {
     /// it, that part's verdict is "undecided".
     #[arg(long, default_value_t = stock_check::BUDGET.as_secs())]
     pub budget_secs: u64,
-    /// Also draw each history that shows an anomaly: `<file>.html` beside it (a
-    /// self-contained page: lanes of clients and lock holders, the proof outlined).
+    /// Also draw each history that fails or shows an anomaly: `<file>.html` beside it
+    /// (a self-contained page: lanes of clients and lock holders, the proof outlined).
     #[arg(long)]
     pub pages: bool,
 }
 
-/// Checks every history, one after the other (one that cannot be read is named and
-/// the rest still checked); exits 1 if any is not linearizable, else 2 if any was
-/// undecided or unreadable, else 0.
-pub fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let budget = Duration::from_secs(args.budget_secs);
-    let (mut failed, mut open) = (0, 0);
-    for path in &args.histories {
-        let name = path.display();
-        match judged(path, budget) {
-            Ok((records, verdict, anomalies)) => {
-                let operations = records.iter().filter(|r| r.interval().is_some()).count();
-                if args.pages && (verdict != Verdict::Linearizable || !anomalies.is_empty()) {
-                    let title = path
-                        .file_name()
-                        .map_or(name.to_string(), |f| f.to_string_lossy().into());
-                    let page = loadtest::history::page::draw(&title, &records, &anomalies);
-                    std::fs::write(path.with_extension("html"), page)?;
-                }
-                let said = match &verdict {
-                    Verdict::Linearizable => "linearizable".to_string(),
-                    Verdict::NotLinearizable { products } => {
-                        failed += 1;
-                        format!(
-                            "NOT linearizable: no order explains the answers on products {products:?}"
-                        )
-                    }
-                    Verdict::Unknown { products } => {
-                        open += 1;
-                        format!("undecided: the budget ran out on products {products:?}")
-                    }
-                };
-                println!("{name}: {operations} operations: {said}");
-                // Per class: how many, and the first few with their proving lines.
-                let mut classes: Vec<_> = anomalies.iter().map(|a| a.class).collect();
-                classes.sort();
-                classes.dedup();
-                for class in classes {
-                    let of: Vec<&Anomaly> = anomalies.iter().filter(|a| a.class == class).collect();
-                    println!("  {} x {}", class.name(), of.len());
-                    for anomaly in of.iter().take(SHOWN) {
-                        let lines: Vec<String> =
-                            anomaly.ops.iter().map(|i| (i + 1).to_string()).collect();
-                        println!("    {} (lines {})", anomaly.says, lines.join(", "));
-                    }
-                }
-            }
-            Err(e) => {
-                open += 1;
-                println!("{name}: not checked: {e:#}");
-            }
+/// Where a history stands, the best first: the worst of a run's is its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Standing {
+    /// One order explains every answer, and something could have contradicted them.
+    Linearizable,
+    /// Linearizable, but some part held no read and no refusal.
+    Unobserved,
+    /// Undecided within the budget, or not readable.
+    Undecided,
+    /// No order explains the answers, or the ledger contradicts one.
+    NotLinearizable,
+}
+
+impl Standing {
+    /// The exit status it gives (see the module's doc).
+    fn code(self) -> i32 {
+        match self {
+            Standing::Linearizable => 0,
+            Standing::NotLinearizable => 1,
+            Standing::Undecided => 2,
+            Standing::Unobserved => 3,
         }
     }
-    let total = args.histories.len();
-    if failed + open > 0 {
+}
+
+/// Checks every history, one after the other (one that cannot be read is named and
+/// the rest still checked), and exits with the worst one's status.
+///
+/// # Errors
+///
+/// A page that could not be written, or an output that failed otherwise than by
+/// being closed.
+pub fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let budget = Duration::from_secs(args.budget_secs);
+    let mut out = std::io::stdout().lock();
+    let mut standings = Vec::new();
+    for path in &args.histories {
+        let (standing, written) = check_one(&mut out, path, budget, args.pages)?;
+        standings.push(standing);
+        if let Err(e) = written.and_then(|()| out.flush()) {
+            if e.kind() == ErrorKind::BrokenPipe {
+                std::process::exit(worst(&standings).code());
+            }
+            return Err(e).context("writing the verdicts");
+        }
+    }
+    let count = |s: Standing| standings.iter().filter(|&&t| t == s).count();
+    let worst = worst(&standings);
+    if worst != Standing::Linearizable {
         eprintln!(
-            "loadtest check: {failed} of {total} histories not linearizable, {open} undecided or unreadable"
+            "loadtest check: {} of {} histories not linearizable, {} undecided or unreadable, {} unobserved",
+            count(Standing::NotLinearizable),
+            standings.len(),
+            count(Standing::Undecided),
+            count(Standing::Unobserved),
         );
-        std::process::exit(if failed > 0 { 1 } else { 2 });
+        std::process::exit(worst.code());
+    }
+    Ok(())
+}
+
+fn worst(standings: &[Standing]) -> Standing {
+    standings
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(Standing::Linearizable)
+}
+
+/// Judges the history at `path`, draws its page if asked, and writes its verdict to
+/// `out`: where it stands, and whether the writing went through.
+fn check_one(
+    out: &mut impl Write,
+    path: &Path,
+    budget: Duration,
+    pages: bool,
+) -> anyhow::Result<(Standing, std::io::Result<()>)> {
+    let name = path.display();
+    let (records, verdict, anomalies) = match judged(path, budget) {
+        Ok(judged) => judged,
+        Err(e) => {
+            let written = writeln!(out, "{name}: not checked: {e:#}");
+            return Ok((Standing::Undecided, written));
+        }
+    };
+    let (standing, said) = said(&verdict);
+    if pages && (standing >= Standing::Undecided || !anomalies.is_empty()) {
+        let title = path
+            .file_name()
+            .map_or(name.to_string(), |f| f.to_string_lossy().into());
+        let page = loadtest::history::page::draw(&title, &records, &anomalies);
+        std::fs::write(path.with_extension("html"), page)?;
+    }
+    let operations = records.iter().filter(|r| r.interval().is_some()).count();
+    let written = writeln!(out, "{name}: {operations} operations: {said}")
+        .and_then(|()| write_anomalies(out, &anomalies));
+    Ok((standing, written))
+}
+
+/// Where `verdict` stands, in words.
+fn said(verdict: &Verdict) -> (Standing, String) {
+    match verdict {
+        Verdict::Linearizable => (Standing::Linearizable, "linearizable".to_string()),
+        Verdict::NotLinearizable { products } => (
+            Standing::NotLinearizable,
+            format!("NOT linearizable: no order explains the answers on products {products:?}"),
+        ),
+        Verdict::Unknown { products } => (
+            Standing::Undecided,
+            format!("undecided: the budget ran out on products {products:?}"),
+        ),
+        Verdict::Unobserved { products } => (
+            Standing::Unobserved,
+            format!(
+                "unobserved: linearizable, but no read and no refusal on products {products:?} \
+                 could have contradicted their answers"
+            ),
+        ),
+    }
+}
+
+/// Per class: how many, and the first few with their proving lines.
+fn write_anomalies(out: &mut impl Write, anomalies: &[Anomaly]) -> std::io::Result<()> {
+    let mut classes: Vec<_> = anomalies.iter().map(|a| a.class).collect();
+    classes.sort();
+    classes.dedup();
+    for class in classes {
+        let of: Vec<&Anomaly> = anomalies.iter().filter(|a| a.class == class).collect();
+        writeln!(out, "  {} x {}", class.name(), of.len())?;
+        for anomaly in of.iter().take(SHOWN) {
+            let lines: Vec<String> = anomaly.ops.iter().map(|i| (i + 1).to_string()).collect();
+            writeln!(out, "    {} (lines {})", anomaly.says, lines.join(", "))?;
+        }
     }
     Ok(())
 }
