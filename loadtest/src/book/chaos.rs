@@ -67,6 +67,7 @@ pub const HEADERS: &[&str] = &[
     ">sold",
     ">lost",
     ">beyond",
+    ">missing",
     ">refused",
     ">no sale for ms",
 ];
@@ -116,6 +117,7 @@ pub fn cell_row(c: &Cell, link: bool) -> Vec<String> {
         c.sold.to_string(),
         c.lost_updates.to_string(),
         c.beyond_stock.to_string(),
+        c.missing_acknowledged.to_string(),
         c.refused.to_string(),
         num(c.longest_gap_ms),
     ]

@@ -70,7 +70,7 @@ pub fn matrix_page(data: &Data) -> Option<String> {
             .filter(|r| r.strategy == *name && oversold(r))
             .map(|_| "[held between read and write](the-race.md#see-it)".to_string())
             .collect();
-        let is_lost = |c: &Cell| c.verdict == CellVerdict::Lost;
+        let is_lost = |c: &Cell| c.verdict.is_loss();
         lost.extend(listed(&|c| is_lost(c) && c.fencing != Some(false)));
         // Lost unfenced: "only with fencing off" when the same fault, fenced, did not
         // lose; "not run fenced" when the grid has no fenced cell of it.

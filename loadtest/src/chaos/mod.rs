@@ -21,8 +21,9 @@
 //!    clients' timeline: the longest gap without a sale, how long sales stopped after
 //!    the fault, how long they took to come back after the heal.
 //!
-//! A cell's verdict is `lost` (red: the stock is wrong), `unavailable` (no sale during
-//! the fault), `refused` (safe, and some requests were answered `lock_lost`) or `safe`.
+//! A cell's verdict is `erased` (red: sales erased from the stock), `missing` (red:
+//! acknowledged sales missing from the ledger), `unavailable` (no sale during the
+//! fault), `refused` (safe, and some requests were answered `lock_lost`) or `safe`.
 //! Each cell states the verdicts it is expected to give; the run fails on a surprise.
 
 use crate::engine::{Outcome, post_deduct, restock};
@@ -423,7 +424,7 @@ pub async fn run(
             .with_context(|| format!("{} / {}", spec.scenario.id(), spec.strategy))?;
         eprintln!(
             "chaos:   -> {}{}: {}",
-            cell.verdict.as_str(),
+            cell.verdict.id(),
             if cell.as_expected {
                 ""
             } else {
@@ -462,7 +463,7 @@ pub async fn run(
 pub fn print_table(report: &ChaosReport) {
     println!();
     println!(
-        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  {:<16}  verdict",
+        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8}  {:<16}  verdict",
         "#",
         "scenario",
         "strategy",
@@ -473,6 +474,7 @@ pub fn print_table(report: &ChaosReport) {
         "failed",
         "lost",
         "double",
+        "missing",
         "blocked",
         "max gap",
         "recover",
@@ -480,7 +482,7 @@ pub fn print_table(report: &ChaosReport) {
     );
     for c in &report.cells {
         println!(
-            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {:<16}  {}{}{}",
+            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>8.0} {:>8}  {:<16}  {}{}{}",
             c.scenario_number,
             c.scenario.id(),
             c.strategy,
@@ -494,11 +496,12 @@ pub fn print_table(report: &ChaosReport) {
             c.failed,
             c.lost_updates,
             c.double_deducted,
+            c.missing_acknowledged,
             fmt_opt_ms(c.blocked_ms),
             c.longest_gap_ms,
             fmt_opt_ms(c.recovery_ms),
             crate::history::verdict_text(c.history.as_ref()),
-            c.verdict.as_str(),
+            c.verdict.id(),
             if c.as_expected { "" } else { "  UNEXPECTED" },
             match c.history.as_ref().filter(|h| !h.anomalies.is_empty()) {
                 Some(h) => format!("  ({})", h.anomalies_text()),
@@ -507,6 +510,6 @@ pub fn print_table(report: &ChaosReport) {
         );
     }
     println!(
-        "sold = successful requests; lost = ledger - stock change (sales erased by a stale write); double = stock change - ledger; blocked = ms from the fault to the next sale; recover = ms from the heal to the next sale"
+        "sold = successful requests; lost = ledger - stock change (sales erased by a stale write); double = stock change - ledger; missing = acknowledged sales with no ledger row; blocked = ms from the fault to the next sale; recover = ms from the heal to the next sale"
     );
 }

@@ -360,6 +360,11 @@ impl Scenario {
 }
 
 /// A cell's verdict, from the ledger and the clients' timeline.
+///
+/// The two that mean a wrong ledger or stock name which record fell short: the stock
+/// row ([`CellVerdict::Erased`]) or the ledger ([`CellVerdict::Missing`]). A cell with
+/// both is `missing`, the later of [`CellVerdict::ALL`]: a buyer was told "sold" and
+/// nothing records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CellVerdict {
@@ -369,19 +374,61 @@ pub enum CellVerdict {
     Refused,
     /// No loss; no sale at all while the fault lasted.
     Unavailable,
-    /// Lost updates, units sold beyond stock, double deductions or acknowledged sales
-    /// missing from the ledger.
-    Lost,
+    /// Sales erased from the stock: the stock row fell by less than the ledger says
+    /// (lost updates: a stale holder's write), and the units sold beyond the stock
+    /// that follow from them (the row cannot go below zero, so a ledger past the stock
+    /// means the row missed sales).
+    Erased,
+    /// Sales missing from the ledger: acknowledged sales it has no row for (a Redis
+    /// counter that forgot them in a failover), or units that left the stock with no
+    /// row (a deduction applied twice).
+    Missing,
 }
 
 impl CellVerdict {
-    pub fn as_str(self) -> &'static str {
+    /// Every verdict, from the best.
+    pub const ALL: [CellVerdict; 5] = [
+        CellVerdict::Safe,
+        CellVerdict::Refused,
+        CellVerdict::Unavailable,
+        CellVerdict::Erased,
+        CellVerdict::Missing,
+    ];
+
+    /// Its name as the strategies declare it, the report writes it and the tables show
+    /// it.
+    pub fn id(self) -> &'static str {
         match self {
             CellVerdict::Safe => "safe",
             CellVerdict::Refused => "refused",
             CellVerdict::Unavailable => "unavailable",
-            CellVerdict::Lost => "lost updates",
+            CellVerdict::Erased => "erased",
+            CellVerdict::Missing => "missing",
         }
+    }
+
+    /// What it means, in a few words (the legends).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            CellVerdict::Safe => "no loss, sales went on",
+            CellVerdict::Refused => "no loss, some requests answered lock_lost",
+            CellVerdict::Unavailable => "no loss, no sale while the fault lasted",
+            CellVerdict::Erased => "sales erased from the stock",
+            CellVerdict::Missing => "sales missing from the ledger",
+        }
+    }
+
+    /// Whether the ledger or the stock row is short of sales.
+    pub fn is_loss(self) -> bool {
+        match self {
+            CellVerdict::Safe | CellVerdict::Refused | CellVerdict::Unavailable => false,
+            CellVerdict::Erased | CellVerdict::Missing => true,
+        }
+    }
+
+    /// The verdict of a name as the strategies declare it ([`CellVerdict::id`]).
+    pub fn from_name(name: &str) -> Option<CellVerdict> {
+        CellVerdict::ALL.into_iter().find(|v| v.id() == name)
     }
 }
 
@@ -410,33 +457,6 @@ impl Scenario {
     /// The scenario of an id (`pause-past-lease`).
     pub fn from_id(id: &str) -> Option<Scenario> {
         Scenario::ALL.into_iter().find(|s| s.id() == id)
-    }
-}
-
-impl CellVerdict {
-    /// Every verdict, from the best.
-    pub const ALL: [CellVerdict; 4] = [
-        CellVerdict::Safe,
-        CellVerdict::Refused,
-        CellVerdict::Unavailable,
-        CellVerdict::Lost,
-    ];
-
-    /// Its name as the strategies declare it and the report writes it (`safe`,
-    /// `refused`, `unavailable`, `lost`), where [`CellVerdict::as_str`] says `lost
-    /// updates`.
-    pub fn id(self) -> &'static str {
-        match self {
-            CellVerdict::Safe => "safe",
-            CellVerdict::Refused => "refused",
-            CellVerdict::Unavailable => "unavailable",
-            CellVerdict::Lost => "lost",
-        }
-    }
-
-    /// The verdict of a name as the strategies declare it ([`CellVerdict::id`]).
-    pub fn from_name(name: &str) -> Option<CellVerdict> {
-        CellVerdict::ALL.into_iter().find(|v| v.id() == name)
     }
 }
 
@@ -506,6 +526,8 @@ mod tests {
                 verdict.id(),
                 "{verdict:?}"
             );
+            assert_eq!(CellVerdict::from_name(verdict.id()), Some(verdict));
         }
+        assert_eq!(CellVerdict::from_name("lost"), None, "one name per thing");
     }
 }

@@ -100,14 +100,7 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         .cells
         .iter()
         .filter(|c| !c.as_expected)
-        .map(|c| {
-            format!(
-                "{} / {} ({})",
-                c.scenario.id(),
-                c.strategy,
-                c.verdict.as_str()
-            )
-        })
+        .map(|c| format!("{} / {} ({})", c.scenario.id(), c.strategy, c.verdict.id()))
         .collect();
     println!(
         "chaos: {} cells in {:.0} s; {} as expected",
