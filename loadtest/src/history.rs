@@ -80,15 +80,20 @@ pub struct Found {
     pub lines: Vec<usize>,
 }
 
-/// The checker's word on a history: `linearizable`, `NOT linearizable`, `undecided`,
-/// or `-` where none was checked.
-pub fn verdict_text(judged: Option<&Judged>) -> &'static str {
-    match judged.map(|h| h.verdict) {
-        Some(Said::Linearizable) => "linearizable",
-        Some(Said::NotLinearizable) => "NOT linearizable",
-        Some(Said::Undecided) => "undecided",
-        None => "-",
+impl Said {
+    /// As the tables print it: `linearizable`, `NOT linearizable`, `undecided`.
+    pub fn text(self) -> &'static str {
+        match self {
+            Said::Linearizable => "linearizable",
+            Said::NotLinearizable => "NOT linearizable",
+            Said::Undecided => "undecided",
+        }
     }
+}
+
+/// The checker's word on a history ([`Said::text`]), or `-` where none was checked.
+pub fn verdict_text(judged: Option<&Judged>) -> &'static str {
+    judged.map_or("-", |h| h.verdict.text())
 }
 
 impl Judged {

@@ -38,7 +38,8 @@ fn legend() -> String {
         );
     }
     html.push_str(
-        "(red: the stock or the ledger is wrong). A red outline marks a cell that did not give an expected verdict.</p>",
+        "(red: the stock or the ledger is wrong). A red outline marks a cell that did not give an expected verdict, \
+         or whose history did not get the checker's verdict expected of it.</p>",
     );
     html
 }
@@ -121,7 +122,7 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
         let _ = write!(
             html,
             "<h3 id=\"fault-{id}\">{n}. {title}</h3><p>{how}</p><table class=\"why\"><tr><th>strategy</th><th>verdict</th><th>history</th>\
-             <th>sold</th><th>refused</th><th>busy</th><th>failed</th><th>lost</th><th>double</th><th>missing</th>\
+             <th>expected history</th><th>sold</th><th>refused</th><th>busy</th><th>failed</th><th>lost</th><th>double</th><th>missing</th>\
              <th>blocked ms</th><th>max gap ms</th><th>recovery ms</th><th>why</th></tr>",
             id = s.id,
             n = s.number,
@@ -131,13 +132,14 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
         for c in f.cells.iter().filter(|c| c.scenario.id() == s.id) {
             let _ = write!(
                 html,
-                "<tr><td>{}</td><td class=\"{}{}\">{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                "<tr><td>{}</td><td class=\"{}{}\">{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
                  <td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
                 escape(&cell_name(&c.strategy, c.fencing)),
                 c.verdict.id(),
                 if c.as_expected { "" } else { " surprise" },
                 c.verdict.id(),
                 crate::html::history_cell(c.history.as_ref()),
+                c.expected_history.text(),
                 c.succeeded,
                 c.refused,
                 c.busy,

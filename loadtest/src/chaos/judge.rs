@@ -99,11 +99,13 @@ pub(super) fn judge(
         recovery_ms: recovery,
         verdict: cell_verdict,
         expected: spec.expect.to_vec(),
-        as_expected: spec.expect.contains(&cell_verdict),
+        expected_history: CellVerdict::expected_history(&spec.expect, cell_verdict),
+        as_expected: false,
         why: String::new(),
         history: None,
         traits: spec.traits.clone(),
     };
+    cell.as_expected = cell.judged_as_expected();
     cell.why = why(&cell, timing);
     cell
 }

@@ -24,7 +24,8 @@
 //! A cell's verdict is `erased` (red: sales erased from the stock), `missing` (red:
 //! acknowledged sales missing from the ledger), `unavailable` (no sale during the
 //! fault), `refused` (safe, and some requests were answered `lock_lost`) or `safe`.
-//! Each cell states the verdicts it is expected to give; the run fails on a surprise.
+//! Each cell states the verdicts it is expected to give, and from them the checker's
+//! verdict expected of its history; the run fails on a surprise in either.
 
 use crate::engine::{Outcome, post_deduct, restock};
 use crate::lab::Instance;
@@ -65,7 +66,7 @@ pub use judge::{cell_name, fencing_label, fmt_opt_ms};
 pub use lab::Lab;
 use load::*;
 
-pub use scenarios::{CellSpec, CellVerdict, Scenario, matrix};
+pub use scenarios::{CellSpec, CellVerdict, Scenario, history_as_expected, matrix};
 
 /// How long things take in a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -188,6 +189,11 @@ pub struct Cell {
     pub recovery_ms: Option<f64>,
     pub verdict: CellVerdict,
     pub expected: Vec<CellVerdict>,
+    /// The checker's verdict the cell expects of its history
+    /// ([`CellVerdict::expected_history`]).
+    pub expected_history: crate::history::Said,
+    /// The ledger gave an expected verdict, and the history (when checked) the one
+    /// expected of it.
     pub as_expected: bool,
     /// One sentence: why this cell came out as it did.
     pub why: String,
@@ -204,6 +210,20 @@ impl Cell {
     /// Whether the strategy declares this trait.
     pub fn has(&self, name: &str) -> bool {
         self.traits.iter().any(|t| t == name)
+    }
+
+    /// Adds the checker's verdict on the cell's history, and judges the cell again.
+    pub fn add_history(&mut self, judged: crate::history::Judged) {
+        self.history = Some(judged);
+        self.as_expected = self.judged_as_expected();
+    }
+
+    /// Whether the ledger gave one of the expected verdicts and the history, when it
+    /// was checked, the verdict expected of it.
+    fn judged_as_expected(&self) -> bool {
+        self.expected.contains(&self.verdict)
+            && (self.history.as_ref())
+                .is_none_or(|h| history_as_expected(self.expected_history, h.verdict))
     }
 }
 
@@ -463,7 +483,7 @@ pub async fn run(
 pub fn print_table(report: &ChaosReport) {
     println!();
     println!(
-        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8}  {:<16}  verdict",
+        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8}  {:<16}  {:<16}  verdict",
         "#",
         "scenario",
         "strategy",
@@ -479,10 +499,11 @@ pub fn print_table(report: &ChaosReport) {
         "max gap",
         "recover",
         "history",
+        "expected history",
     );
     for c in &report.cells {
         println!(
-            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>8.0} {:>8}  {:<16}  {}{}{}",
+            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>8.0} {:>8}  {:<16}  {:<16}  {}{}{}",
             c.scenario_number,
             c.scenario.id(),
             c.strategy,
@@ -501,6 +522,7 @@ pub fn print_table(report: &ChaosReport) {
             c.longest_gap_ms,
             fmt_opt_ms(c.recovery_ms),
             crate::history::verdict_text(c.history.as_ref()),
+            c.expected_history.text(),
             c.verdict.id(),
             if c.as_expected { "" } else { "  UNEXPECTED" },
             match c.history.as_ref().filter(|h| !h.anomalies.is_empty()) {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::catalogue::Catalogue;
+use crate::history::Said;
 
 /// The fault scenarios, numbered as the book's Faults chapter and `--scenario N` number them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -430,6 +431,38 @@ impl CellVerdict {
     pub fn from_name(name: &str) -> Option<CellVerdict> {
         CellVerdict::ALL.into_iter().find(|v| v.id() == name)
     }
+
+    /// The checker's verdict a history gets along with this ledger verdict: a cell
+    /// that lost nothing answered as a single correct stock counter would, and one
+    /// that erased or missed sales did not (its reads of the stock, or the ledger's
+    /// record of its answers, show them).
+    pub fn history(self) -> Said {
+        if self.is_loss() {
+            Said::NotLinearizable
+        } else {
+            Said::Linearizable
+        }
+    }
+
+    /// The history verdict a cell expects: that of its expected ledger verdicts, when
+    /// they agree; where they do not (a cell that may or may not lose), that of the
+    /// ledger verdict `observed`, for the history must agree with the ledger.
+    pub fn expected_history(expected: &[CellVerdict], observed: CellVerdict) -> Said {
+        let mut said = expected.iter().map(|v| v.history());
+        match said.next() {
+            Some(first) if said.all(|s| s == first) => first,
+            _ => observed.history(),
+        }
+    }
+}
+
+/// Whether the checker said of a history what the cell expects of it. Undecided (out
+/// of budget) confirms nothing, so it is not as expected.
+pub fn history_as_expected(expected: Said, seen: Said) -> bool {
+    match seen {
+        Said::Linearizable | Said::NotLinearizable => seen == expected,
+        Said::Undecided => false,
+    }
 }
 
 /// One cell of the matrix: a scenario, a strategy, fencing on or off (`None`: the
@@ -529,5 +562,29 @@ mod tests {
             assert_eq!(CellVerdict::from_name(verdict.id()), Some(verdict));
         }
         assert_eq!(CellVerdict::from_name("lost"), None, "one name per thing");
+    }
+
+    /// A cell that loses nothing expects a linearizable history, one that erases or
+    /// misses sales a history that is not; a cell that may do either expects what
+    /// its ledger showed.
+    #[test]
+    fn the_expected_history_follows_the_ledger_verdicts() {
+        use CellVerdict::*;
+        let expect = CellVerdict::expected_history;
+        assert_eq!(
+            expect(&[Safe, Refused, Unavailable], Safe),
+            Said::Linearizable
+        );
+        assert_eq!(expect(&[Safe], Erased), Said::Linearizable);
+        assert_eq!(expect(&[Erased], Erased), Said::NotLinearizable);
+        assert_eq!(expect(&[Erased], Safe), Said::NotLinearizable);
+        let may_lose = [Safe, Refused, Unavailable, Missing];
+        assert_eq!(expect(&may_lose, Missing), Said::NotLinearizable);
+        assert_eq!(expect(&may_lose, Unavailable), Said::Linearizable);
+        assert!(!history_as_expected(Said::Linearizable, Said::Undecided));
+        assert!(history_as_expected(
+            Said::NotLinearizable,
+            Said::NotLinearizable
+        ));
     }
 }

@@ -100,7 +100,16 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         .cells
         .iter()
         .filter(|c| !c.as_expected)
-        .map(|c| format!("{} / {} ({})", c.scenario.id(), c.strategy, c.verdict.id()))
+        .map(|c| {
+            format!(
+                "{} / {} ({}, history {}, expected history {})",
+                c.scenario.id(),
+                c.strategy,
+                c.verdict.id(),
+                loadtest::history::verdict_text(c.history.as_ref()),
+                c.expected_history.text()
+            )
+        })
         .collect();
     println!(
         "chaos: {} cells in {:.0} s; {} as expected",
