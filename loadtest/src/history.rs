@@ -88,16 +88,22 @@ pub struct Found {
     pub lines: Vec<usize>,
 }
 
-/// The checker's word on a history: `linearizable`, `NOT linearizable`, `undecided`,
-/// `unobserved`, or `-` where none was checked.
-pub fn verdict_text(judged: Option<&Judged>) -> &'static str {
-    match judged.map(|h| h.verdict) {
-        Some(Said::Linearizable) => "linearizable",
-        Some(Said::NotLinearizable) => "NOT linearizable",
-        Some(Said::Undecided) => "undecided",
-        Some(Said::Unobserved) => "unobserved",
-        None => "-",
+impl Said {
+    /// As the tables print it: `linearizable`, `NOT linearizable`, `undecided`,
+    /// `unobserved`.
+    pub fn text(self) -> &'static str {
+        match self {
+            Said::Linearizable => "linearizable",
+            Said::NotLinearizable => "NOT linearizable",
+            Said::Undecided => "undecided",
+            Said::Unobserved => "unobserved",
+        }
     }
+}
+
+/// The checker's word on a history ([`Said::text`]), or `-` where none was checked.
+pub fn verdict_text(judged: Option<&Judged>) -> &'static str {
+    judged.map_or("-", |h| h.verdict.text())
 }
 
 impl Judged {

@@ -343,7 +343,7 @@ pub fn render(report: &Report) -> String {
          td:first-child,th:first-child,td:last-child,th:last-child{{text-align:left}}.ok{{background:#d9f2e3}}.bad{{background:#f8d4d4}}\
          .confirmed{{color:#1d7a3f;font-weight:bold}}.refuted{{color:#b02020;font-weight:bold}}.inconclusive{{color:#8a6d00;font-weight:bold}}\
          table.grid{{font-size:12px}}table.grid td,table.grid th{{text-align:left;vertical-align:top;padding:3px 4px}}table.grid td:first-child{{min-width:170px}}.v{{display:block;padding:2px 5px;margin:2px 0;border-radius:3px;font-size:12px}}\
-         .safe{{background:#cdebd7}}.refused{{background:#d3e2f7}}.unavailable{{background:#fbe3b5}}.lost{{background:#f5c2c2;font-weight:bold}}\
+         .safe{{background:#cdebd7}}.refused{{background:#d3e2f7}}.unavailable{{background:#fbe3b5}}.erased,.missing{{background:#f5c2c2;font-weight:bold}}\
          .surprise{{outline:3px solid #b02020}}table.why td{{text-align:left;vertical-align:top}}.lesson{{border-left:4px solid #2e8b57;padding:0.5em 1em;background:#f4faf6}}\
          code{{background:#f3f3f3;padding:0 3px}}</style></head><body>\
          <h1>{title}</h1>\

@@ -136,7 +136,9 @@ pub struct ChaosCell {
     pub scenario: &'static str,
     /// `null`: the strategy has no fencing switch.
     pub fencing: Option<bool>,
-    /// The verdicts that count as expected: `safe`, `refused`, `unavailable`, `lost`.
+    /// The verdicts that count as expected: `safe`, `refused`, `unavailable`, `erased`
+    /// (sales erased from the stock), `missing` (acknowledged sales missing from the
+    /// ledger).
     pub expect: &'static [&'static str],
     /// Run only with `loadtest chaos --all`.
     pub extra: bool,

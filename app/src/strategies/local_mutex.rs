@@ -70,7 +70,7 @@ static INFO: StrategyInfo = StrategyInfo {
         refusal: 2,
     },
     traits: &[Trait::ProcessLock],
-    chaos: &[ChaosCell::new("pause-past-lease", None, &["lost"]).extra()],
+    chaos: &[ChaosCell::new("pause-past-lease", None, &["erased"]).extra()],
 };
 
 impl LocalMutex {

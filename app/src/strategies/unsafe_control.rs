@@ -59,7 +59,7 @@ static INFO: StrategyInfo = StrategyInfo {
         refusal: 2,
     },
     traits: &[Trait::NoLock],
-    chaos: &[ChaosCell::new("pause-past-lease", None, &["lost"]).extra()],
+    chaos: &[ChaosCell::new("pause-past-lease", None, &["erased"]).extra()],
 };
 
 impl<S> super::contract::Declare<S> for Unsafe {

@@ -96,7 +96,7 @@ async fn every_strategy_carries_its_card() {
             let expect = cell["expect"].as_array().unwrap();
             assert!(!expect.is_empty(), "{name}: {cell}");
             for verdict in expect {
-                let verdicts = ["safe", "refused", "unavailable", "lost"];
+                let verdicts = ["safe", "refused", "unavailable", "erased", "missing"];
                 assert!(
                     verdicts.contains(&verdict.as_str().unwrap()),
                     "{name}: {cell}"

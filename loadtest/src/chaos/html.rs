@@ -9,8 +9,9 @@ use std::fmt::Write;
 fn cell_label(c: &Cell) -> String {
     use CellVerdict::*;
     let detail = match c.verdict {
-        Lost if c.double_deducted > 0 => format!("{} double", c.double_deducted),
-        Lost => format!("{} lost", c.lost_updates),
+        Missing if c.double_deducted > 0 => format!("{} double", c.double_deducted),
+        Missing => format!("{} missing", c.missing_acknowledged),
+        Erased => format!("{} erased", c.lost_updates),
         Refused => format!("{} refused", c.refused),
         Unavailable => format!("no sale {:.0} ms", c.blocked_ms.unwrap_or(c.fault_ms)),
         Safe => match c.blocked_ms {
@@ -25,14 +26,22 @@ fn cell_label(c: &Cell) -> String {
     }
 }
 
-fn verdict_class(v: CellVerdict) -> &'static str {
-    use CellVerdict::*;
-    match v {
-        Safe => "safe",
-        Refused => "refused",
-        Unavailable => "unavailable",
-        Lost => "lost",
+/// The legend: each verdict in its colour, with what it means.
+fn legend() -> String {
+    let mut html = String::from("<p>");
+    for v in CellVerdict::ALL {
+        let _ = write!(
+            html,
+            "<span class=\"v {id}\" style=\"display:inline\">{id}</span> {} ",
+            escape(v.meaning()),
+            id = v.id()
+        );
     }
+    html.push_str(
+        "(red: the stock or the ledger is wrong). A red outline marks a cell that did not give an expected verdict, \
+         or whose history did not get the checker's verdict expected of it.</p>",
+    );
+    html
 }
 
 /// The "Faults" section: the grid, the lesson, and one sentence per cell.
@@ -50,11 +59,7 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
          deterministically: a failpoint handshake first tells the runner a request of instance A is exactly between its read \
          and its write, holding its lock; only then is A frozen, killed or cut off. Leases {lease} ms, ZooKeeper sessions \
          {session} ms, ZooKeeper {nodes} node(s); the whole grid took {secs:.0} s.</p>\
-         <p><span class=\"v safe\" style=\"display:inline\">safe</span> no loss, sales went on \
-         <span class=\"v refused\" style=\"display:inline\">refused</span> no loss, some requests answered <code>lock_lost</code> \
-         <span class=\"v unavailable\" style=\"display:inline\">unavailable</span> no loss, no sale while the fault lasted \
-         <span class=\"v lost\" style=\"display:inline\">lost updates</span> the stock is wrong. \
-         A red outline marks a cell that did not give its expected verdict.</p>",
+         {legend}",
         distance = f.timing.rtt_ms.map_or(String::new(), |rtt| format!(
             " (RTT {rtt} ms to every server)"
         )),
@@ -63,6 +68,7 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
         session = f.timing.zk_session_ms,
         nodes = f.zk_nodes,
         secs = f.seconds,
+        legend = legend(),
     );
     html.push_str("<table class=\"grid\"><tr><th>scenario</th>");
     for col in &columns {
@@ -86,7 +92,7 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
                 let _ = write!(
                     html,
                     "<span class=\"v {}{}\" title=\"{}\">{}</span>",
-                    verdict_class(c.verdict),
+                    c.verdict.id(),
                     if c.as_expected { "" } else { " surprise" },
                     escape(&c.why),
                     escape(&cell_label(c))
@@ -116,8 +122,8 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
         let _ = write!(
             html,
             "<h3 id=\"fault-{id}\">{n}. {title}</h3><p>{how}</p><table class=\"why\"><tr><th>strategy</th><th>verdict</th><th>history</th>\
-             <th>sold</th><th>refused</th><th>busy</th><th>failed</th><th>lost</th><th>double</th><th>blocked ms</th><th>max gap ms</th>\
-             <th>recovery ms</th><th>why</th></tr>",
+             <th>expected history</th><th>sold</th><th>refused</th><th>busy</th><th>failed</th><th>lost</th><th>double</th><th>missing</th>\
+             <th>blocked ms</th><th>max gap ms</th><th>recovery ms</th><th>why</th></tr>",
             id = s.id,
             n = s.number,
             title = escape(&s.title),
@@ -126,19 +132,21 @@ pub(super) fn faults_section(f: &ChaosReport) -> String {
         for c in f.cells.iter().filter(|c| c.scenario.id() == s.id) {
             let _ = write!(
                 html,
-                "<tr><td>{}</td><td class=\"{}{}\">{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td class=\"{}{}\">{}</td>{}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
                 escape(&cell_name(&c.strategy, c.fencing)),
-                verdict_class(c.verdict),
+                c.verdict.id(),
                 if c.as_expected { "" } else { " surprise" },
-                c.verdict.as_str(),
+                c.verdict.id(),
                 crate::html::history_cell(c.history.as_ref()),
+                c.expected_history.text(),
                 c.succeeded,
                 c.refused,
                 c.busy,
                 c.failed,
                 c.lost_updates,
                 c.double_deducted,
+                c.missing_acknowledged,
                 fmt_opt_ms(c.blocked_ms),
                 c.longest_gap_ms,
                 fmt_opt_ms(c.recovery_ms),

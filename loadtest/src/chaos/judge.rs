@@ -61,16 +61,19 @@ pub(super) fn judge(
         (0, -verdict.lost_updates)
     };
     let fault_ms = ms(window.healed - window.fault);
-    let cell_verdict =
-        if lost > 0 || verdict.beyond_stock > 0 || double > 0 || verdict.missing_acknowledged > 0 {
-            CellVerdict::Lost
-        } else if fault_ms > 0.0 && !during_fault {
-            CellVerdict::Unavailable
-        } else if refused > 0 {
-            CellVerdict::Refused
-        } else {
-            CellVerdict::Safe
-        };
+    // The ledger short of sales (answered sold, or taken from the stock) wins over the
+    // stock row short of them: a buyer was told "sold" and nothing records it.
+    let cell_verdict = if verdict.missing_acknowledged > 0 || double > 0 {
+        CellVerdict::Missing
+    } else if lost > 0 || verdict.beyond_stock > 0 {
+        CellVerdict::Erased
+    } else if fault_ms > 0.0 && !during_fault {
+        CellVerdict::Unavailable
+    } else if refused > 0 {
+        CellVerdict::Refused
+    } else {
+        CellVerdict::Safe
+    };
     let mut cell = Cell {
         scenario: spec.scenario,
         scenario_number: spec.scenario.number(),
@@ -96,11 +99,13 @@ pub(super) fn judge(
         recovery_ms: recovery,
         verdict: cell_verdict,
         expected: spec.expect.to_vec(),
-        as_expected: spec.expect.contains(&cell_verdict),
+        expected_history: CellVerdict::expected_history(&spec.expect, cell_verdict),
+        as_expected: false,
         why: String::new(),
         history: None,
         traits: spec.traits.clone(),
     };
+    cell.as_expected = cell.judged_as_expected();
     cell.why = why(&cell, timing);
     cell
 }
@@ -145,7 +150,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
         format!("its lease ({lease} ms)")
     };
     match (c.scenario, c.verdict) {
-        (_, Lost) if c.double_deducted > 0 => format!(
+        (_, Missing) if c.double_deducted > 0 => format!(
             "{} units left the stock with no ledger row: a deduction was applied twice.",
             c.double_deducted
         ),
@@ -155,17 +160,17 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             | Scenario::RedisKilledNoPersistence,
             v,
         ) => format!(
-            "{} of {} acknowledged sales are missing from the ledger after the restart ({}): what Redis acknowledged and had not kept (not yet in its file, or no file at all) before the persisters recorded it. The counters were reconciled from the database; no sale for {:.0} ms.",
+            "{} of {} acknowledged sales are missing from the ledger after the restart (verdict: {}): what Redis acknowledged and had not kept (not yet in its file, or no file at all) before the persisters recorded it. The counters were reconciled from the database; no sale for {:.0} ms.",
             c.missing_acknowledged,
             c.succeeded,
-            if v == Lost { "lost" } else { "nothing lost" },
+            v.id(),
             c.longest_gap_ms
         ),
-        (Scenario::MistakeLockInsideTransaction, Lost) => format!(
+        (Scenario::MistakeLockInsideTransaction, Erased) => format!(
             "B's buyers began their transactions and read while A held the lock; REPEATABLE READ answered their reads under the lock from those snapshots, older than A's COMMIT, and their writes erased {} sales. Lock first, then BEGIN.",
             c.lost_updates
         ),
-        (Scenario::MistakeReleaseBeforeCommit, Lost) => format!(
+        (Scenario::MistakeReleaseBeforeCommit, Erased) => format!(
             "A released its lock before its COMMIT: B's buyer took the lock and read the stock without A's write, waited on A's row lock, and wrote over A's sale once A committed: {} sales erased. COMMIT first, then release.",
             c.lost_updates
         ),
@@ -173,7 +178,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "A died between SETNX and EXPIRE: the key has no TTL, so nobody got the lock again ({} busy, no sale for the {:.0} ms after the kill, nor after). SET key value NX PX is one command.",
             c.busy, c.fault_ms
         ),
-        (Scenario::MistakeGetThenDel, Lost) => format!(
+        (Scenario::MistakeGetThenDel, Erased) => format!(
             "A's GET saw its own lock; its lease ran out before its DEL, which then deleted the lock of B's buyer; another buyer took it while the first still worked, and {} sales were erased. Compare and delete in one script.",
             c.lost_updates
         ),
@@ -181,7 +186,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "A died holding a PERSISTENT node: its session ended, the node stayed, and nobody got the lock again ({} busy, no sale for the {:.0} ms after the kill, nor after). An ephemeral node dies with its session.",
             c.busy, c.fault_ms
         ),
-        (Scenario::RedisFailover, Lost) => format!(
+        (Scenario::RedisFailover, Erased) => format!(
             "A held a lock only the primary had (replication held back); Sentinel promoted the replica, B's buyers followed and took the same lock ({blocked} after the kill): two holders, and A's stale write erased {} sales. Asynchronous replication loses locks.",
             c.lost_updates
         ),
@@ -194,11 +199,11 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             c.failed,
             fmt_ms(c.recovery_ms)
         ),
-        (Scenario::RedisClusterFailover, Lost) if c.has("records-later") => format!(
+        (Scenario::RedisClusterFailover, Missing) if c.has("records-later") => format!(
             "The master selling the product acknowledged sales its replica never got (replication held back, the persisters held behind a COMMIT); the master died, the cluster promoted the replica without them, and {} of {} acknowledged sales are missing from the ledger. Asynchronous replication loses what was acknowledged and not yet copied.",
             c.missing_acknowledged, c.succeeded
         ),
-        (Scenario::RedisClusterFailover, Lost) => format!(
+        (Scenario::RedisClusterFailover, Erased) => format!(
             "A held a lock only its master had (replication held back); the master died, the cluster promoted the replica, B's buyers took the same lock ({blocked} after the kill): two holders, and A's stale write erased {} sales. A cluster's failover loses locks as Sentinel's does.",
             c.lost_updates
         ),
@@ -206,14 +211,14 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "The same two holders on the cluster, fenced: B's tokens came from the promoted replica's clock, newer than A's claim, so A's write was refused ({} x lock_lost) and nothing was lost. B sold {blocked} after the kill.",
             c.refused
         ),
-        (Scenario::RedisClusterFailoverWait, v) if v != Lost => format!(
+        (Scenario::RedisClusterFailoverWait, v) if !v.is_loss() => format!(
             "With WAIT for one replica nothing was granted or acknowledged on the master alone: while replication was held back and until the old master rejoined as the new one's replica, locks were refused and sales answered outcome_unknown ({} failed, {} unknown outcomes retried after the cell, {} of them already sold and answered as duplicates); no acknowledged sale or lock was lost. Sales back {} after the heal.",
             c.failed,
             c.retried_unknown,
             c.retried_duplicates,
             fmt_ms(c.recovery_ms)
         ),
-        (Scenario::RedisClusterReshard, v) if v != Lost => format!(
+        (Scenario::RedisClusterReshard, v) if !v.is_loss() => format!(
             "The slot moved to another master under load (MIGRATE in batches, clients redirected by ASK and MOVED, scripts over a half-moved slot retried on TRYAGAIN): {} sold, nothing lost or sold twice, {} answered 503 (retryable) while the slot moved{}; longest gap without a sale {:.0} ms (a script over keys on both sides of the move waits for the slot).",
             c.sold,
             c.failed,
@@ -227,7 +232,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             },
             c.longest_gap_ms
         ),
-        (Scenario::RedlockClockJump, Lost) => format!(
+        (Scenario::RedlockClockJump, Erased) => format!(
             "A held nodes 1-3, a bare majority; node 3's clock jumped 30 s and expired A's key there; B's buyers got nodes 3, 4, 5 ({blocked} after the jump): two majorities at once, and A's stale write erased {} sales. RedLock's safety rests on the clocks.",
             c.lost_updates
         ),
@@ -245,7 +250,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
                     c.busy,
                     c.attempts_per_sale,
                     c.lost_updates,
-                    v.as_str()
+                    v.id()
                 )
             } else {
                 format!(
@@ -254,7 +259,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
                 )
             }
         }
-        (Scenario::ReplicaLag, Lost) => format!(
+        (Scenario::ReplicaLag, Erased) => format!(
             "Under a correct lock, every holder read the stock from the lagging replica (frozen for {:.0} ms) and wrote that stale quantity minus one: {} sales erased.{}",
             c.fault_ms,
             c.lost_updates,
@@ -268,7 +273,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "Without `quantity >= ?` the UPDATE tried to go below zero once the {} units were sold; the CHECK constraint refused it (error 4025) for {} buyers, so nothing was oversold: the constraint is the last net, and the buyers got its error instead of a clean 0-rows refusal.",
             c.sold, c.sold_out
         ),
-        (_, Lost) if c.missing_acknowledged > 0 => format!(
+        (_, Missing) => format!(
             "{} acknowledged sales have no ledger row.",
             c.missing_acknowledged
         ),
@@ -276,18 +281,18 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "No update lost without fencing: A was frozen past its lease ({lease} ms) but within lease + lock-delay ({} ms), and the lock server kept the lock for it, so no other holder got in; A woke and wrote under a lock that was still its own. The price is availability: the product sold nothing while the vanished holder's lock sat out its delay (first sale {blocked} after the freeze). Lock-delay narrows the window; it does not close it (the next cell).",
             lease + timing.lock_delay_ms()
         ),
-        (Scenario::LockDelayLongPause, Lost) => format!(
+        (Scenario::LockDelayLongPause, Erased) => format!(
             "The same lock-delay, a longer pause: once lease + delay ({} ms) ran out B's buyers took the lock and sold; A woke and wrote its stale quantity: {} sale(s) lost. A pause can always outlast a delay (GC, SIGSTOP, a VM migration): lock-delay narrows the window, only fencing closes it.",
             lease + timing.lock_delay_ms(),
             c.lost_updates
         ),
-        (Scenario::PausePastLease, Lost) if c.has("lease-lock") || c.has("session-lock") => {
+        (Scenario::PausePastLease, Erased) if c.has("lease-lock") || c.has("session-lock") => {
             format!(
                 "Unfenced, the lock is trusted: after {holder_survives} ran out B's buyers took the lock and sold; the frozen holder woke and wrote the quantity it had computed before, while B held the lock: {} sale(s) vanished from the stock (B's, or its own when B's next write landed on top of it).",
                 c.lost_updates
             )
         }
-        (Scenario::PausePastLease, Lost) => format!(
+        (Scenario::PausePastLease, Erased) => format!(
             "No lock across instances: B sold while A's request was frozen between read and write, and A's stale write erased {} sales.",
             c.lost_updates
         ),
@@ -320,7 +325,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
                     .to_string()
             }
         ),
-        (Scenario::RedisRestart, Lost) => format!(
+        (Scenario::RedisRestart, Erased) => format!(
             "Redis came back empty: the lock was gone while its holder worked, B took it at once and sold, and the unfenced holder's stale write erased {} sales.",
             c.lost_updates
         ),
@@ -345,7 +350,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "The cluster elected a new leader; leases and revisions carried over (etcd extends leases by the election time), so no second holder got in. Longest gap without a sale {:.0} ms (the election, then the lease of a holder cut off by it), nothing lost; {} holder(s) whose keep-alives failed past their lease were refused (lock_lost).",
             c.longest_gap_ms, c.refused
         ),
-        (Scenario::LockPartition, Lost) => format!(
+        (Scenario::LockPartition, Erased) => format!(
             "Cut off from the lock service but not from the database, the unfenced holder could not renew, lost the lock to B, and still wrote its stale value: {} sales erased.",
             c.lost_updates
         ),
@@ -359,7 +364,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
         ),
         (_, v) => format!(
             "{}: {} sold, {} refused, {} busy, {} failed; first sale {blocked} after the fault.",
-            v.as_str(),
+            v.id(),
             c.succeeded,
             c.refused,
             c.busy,

@@ -490,7 +490,7 @@ impl Lab {
         let mut judged =
             crate::history::judge_and_write(records, self.histories.as_deref(), &file).await?;
         judged.add_ledger(&verdict);
-        cell.history = Some(judged);
+        cell.add_history(judged);
         Ok(cell)
     }
 

@@ -21,9 +21,11 @@
 //!    clients' timeline: the longest gap without a sale, how long sales stopped after
 //!    the fault, how long they took to come back after the heal.
 //!
-//! A cell's verdict is `lost` (red: the stock is wrong), `unavailable` (no sale during
-//! the fault), `refused` (safe, and some requests were answered `lock_lost`) or `safe`.
-//! Each cell states the verdicts it is expected to give; the run fails on a surprise.
+//! A cell's verdict is `erased` (red: sales erased from the stock), `missing` (red:
+//! acknowledged sales missing from the ledger), `unavailable` (no sale during the
+//! fault), `refused` (safe, and some requests were answered `lock_lost`) or `safe`.
+//! Each cell states the verdicts it is expected to give, and from them the checker's
+//! verdict expected of its history; the run fails on a surprise in either.
 
 use crate::engine::{Outcome, post_deduct, restock};
 use crate::lab::Instance;
@@ -64,7 +66,7 @@ pub use judge::{cell_name, fencing_label, fmt_opt_ms};
 pub use lab::Lab;
 use load::*;
 
-pub use scenarios::{CellSpec, CellVerdict, Scenario, matrix};
+pub use scenarios::{CellSpec, CellVerdict, Scenario, history_as_expected, matrix};
 
 /// How long things take in a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -187,6 +189,11 @@ pub struct Cell {
     pub recovery_ms: Option<f64>,
     pub verdict: CellVerdict,
     pub expected: Vec<CellVerdict>,
+    /// The checker's verdict the cell expects of its history
+    /// ([`CellVerdict::expected_history`]).
+    pub expected_history: crate::history::Said,
+    /// The ledger gave an expected verdict, and the history (when checked) the one
+    /// expected of it.
     pub as_expected: bool,
     /// One sentence: why this cell came out as it did.
     pub why: String,
@@ -203,6 +210,20 @@ impl Cell {
     /// Whether the strategy declares this trait.
     pub fn has(&self, name: &str) -> bool {
         self.traits.iter().any(|t| t == name)
+    }
+
+    /// Adds the checker's verdict on the cell's history, and judges the cell again.
+    pub fn add_history(&mut self, judged: crate::history::Judged) {
+        self.history = Some(judged);
+        self.as_expected = self.judged_as_expected();
+    }
+
+    /// Whether the ledger gave one of the expected verdicts and the history, when it
+    /// was checked, the verdict expected of it.
+    fn judged_as_expected(&self) -> bool {
+        self.expected.contains(&self.verdict)
+            && (self.history.as_ref())
+                .is_none_or(|h| history_as_expected(self.expected_history, h.verdict))
     }
 }
 
@@ -423,7 +444,7 @@ pub async fn run(
             .with_context(|| format!("{} / {}", spec.scenario.id(), spec.strategy))?;
         eprintln!(
             "chaos:   -> {}{}: {}",
-            cell.verdict.as_str(),
+            cell.verdict.id(),
             if cell.as_expected {
                 ""
             } else {
@@ -462,7 +483,7 @@ pub async fn run(
 pub fn print_table(report: &ChaosReport) {
     println!();
     println!(
-        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8} {:>8}  {:<16}  verdict",
+        "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8}  {:<16}  {:<16}  verdict",
         "#",
         "scenario",
         "strategy",
@@ -473,14 +494,16 @@ pub fn print_table(report: &ChaosReport) {
         "failed",
         "lost",
         "double",
+        "missing",
         "blocked",
         "max gap",
         "recover",
         "history",
+        "expected history",
     );
     for c in &report.cells {
         println!(
-            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>8} {:>8.0} {:>8}  {:<16}  {}{}{}",
+            "{:<2} {:<31} {:<12} {:<9} {:>5} {:>6} {:>5} {:>6} {:>5} {:>6} {:>7} {:>8} {:>8.0} {:>8}  {:<16}  {:<16}  {}{}{}",
             c.scenario_number,
             c.scenario.id(),
             c.strategy,
@@ -494,11 +517,13 @@ pub fn print_table(report: &ChaosReport) {
             c.failed,
             c.lost_updates,
             c.double_deducted,
+            c.missing_acknowledged,
             fmt_opt_ms(c.blocked_ms),
             c.longest_gap_ms,
             fmt_opt_ms(c.recovery_ms),
             crate::history::verdict_text(c.history.as_ref()),
-            c.verdict.as_str(),
+            c.expected_history.text(),
+            c.verdict.id(),
             if c.as_expected { "" } else { "  UNEXPECTED" },
             match c.history.as_ref().filter(|h| !h.anomalies.is_empty()) {
                 Some(h) => format!("  ({})", h.anomalies_text()),
@@ -507,6 +532,6 @@ pub fn print_table(report: &ChaosReport) {
         );
     }
     println!(
-        "sold = successful requests; lost = ledger - stock change (sales erased by a stale write); double = stock change - ledger; blocked = ms from the fault to the next sale; recover = ms from the heal to the next sale"
+        "sold = successful requests; lost = ledger - stock change (sales erased by a stale write); double = stock change - ledger; missing = acknowledged sales with no ledger row; blocked = ms from the fault to the next sale; recover = ms from the heal to the next sale"
     );
 }

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::catalogue::Catalogue;
+use crate::history::Said;
 
 /// The fault scenarios, numbered as the book's Faults chapter and `--scenario N` number them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -360,6 +361,11 @@ impl Scenario {
 }
 
 /// A cell's verdict, from the ledger and the clients' timeline.
+///
+/// The two that mean a wrong ledger or stock name which record fell short: the stock
+/// row ([`CellVerdict::Erased`]) or the ledger ([`CellVerdict::Missing`]). A cell with
+/// both is `missing`, the later of [`CellVerdict::ALL`]: a buyer was told "sold" and
+/// nothing records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CellVerdict {
@@ -369,19 +375,95 @@ pub enum CellVerdict {
     Refused,
     /// No loss; no sale at all while the fault lasted.
     Unavailable,
-    /// Lost updates, units sold beyond stock, double deductions or acknowledged sales
-    /// missing from the ledger.
-    Lost,
+    /// Sales erased from the stock: the stock row fell by less than the ledger says
+    /// (lost updates: a stale holder's write), and the units sold beyond the stock
+    /// that follow from them (the row cannot go below zero, so a ledger past the stock
+    /// means the row missed sales).
+    Erased,
+    /// Sales missing from the ledger: acknowledged sales it has no row for (a Redis
+    /// counter that forgot them in a failover), or units that left the stock with no
+    /// row (a deduction applied twice).
+    Missing,
 }
 
 impl CellVerdict {
-    pub fn as_str(self) -> &'static str {
+    /// Every verdict, from the best.
+    pub const ALL: [CellVerdict; 5] = [
+        CellVerdict::Safe,
+        CellVerdict::Refused,
+        CellVerdict::Unavailable,
+        CellVerdict::Erased,
+        CellVerdict::Missing,
+    ];
+
+    /// Its name as the strategies declare it, the report writes it and the tables show
+    /// it.
+    pub fn id(self) -> &'static str {
         match self {
             CellVerdict::Safe => "safe",
             CellVerdict::Refused => "refused",
             CellVerdict::Unavailable => "unavailable",
-            CellVerdict::Lost => "lost updates",
+            CellVerdict::Erased => "erased",
+            CellVerdict::Missing => "missing",
         }
+    }
+
+    /// What it means, in a few words (the legends).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            CellVerdict::Safe => "no loss, sales went on",
+            CellVerdict::Refused => "no loss, some requests answered lock_lost",
+            CellVerdict::Unavailable => "no loss, no sale while the fault lasted",
+            CellVerdict::Erased => "sales erased from the stock",
+            CellVerdict::Missing => "sales missing from the ledger",
+        }
+    }
+
+    /// Whether the ledger or the stock row is short of sales.
+    pub fn is_loss(self) -> bool {
+        match self {
+            CellVerdict::Safe | CellVerdict::Refused | CellVerdict::Unavailable => false,
+            CellVerdict::Erased | CellVerdict::Missing => true,
+        }
+    }
+
+    /// The verdict of a name as the strategies declare it ([`CellVerdict::id`]).
+    pub fn from_name(name: &str) -> Option<CellVerdict> {
+        CellVerdict::ALL.into_iter().find(|v| v.id() == name)
+    }
+
+    /// The checker's verdict a history gets along with this ledger verdict: a cell
+    /// that lost nothing answered as a single correct stock counter would, and one
+    /// that erased or missed sales did not (its reads of the stock, or the ledger's
+    /// record of its answers, show them).
+    pub fn history(self) -> Said {
+        if self.is_loss() {
+            Said::NotLinearizable
+        } else {
+            Said::Linearizable
+        }
+    }
+
+    /// The history verdict a cell expects: that of its expected ledger verdicts, when
+    /// they agree; where they do not (a cell that may or may not lose), that of the
+    /// ledger verdict `observed`, for the history must agree with the ledger.
+    pub fn expected_history(expected: &[CellVerdict], observed: CellVerdict) -> Said {
+        let mut said = expected.iter().map(|v| v.history());
+        match said.next() {
+            Some(first) if said.all(|s| s == first) => first,
+            _ => observed.history(),
+        }
+    }
+}
+
+/// Whether the checker said of a history what the cell expects of it. Undecided (out
+/// of budget) confirms nothing, so it is not as expected.
+pub fn history_as_expected(expected: Said, seen: Said) -> bool {
+    match seen {
+        Said::Linearizable | Said::NotLinearizable => seen == expected,
+        // Every cell's history ends with a read of the stock: one that observed
+        // nothing lost its final read, and proves nothing either way.
+        Said::Undecided | Said::Unobserved => false,
     }
 }
 
@@ -410,33 +492,6 @@ impl Scenario {
     /// The scenario of an id (`pause-past-lease`).
     pub fn from_id(id: &str) -> Option<Scenario> {
         Scenario::ALL.into_iter().find(|s| s.id() == id)
-    }
-}
-
-impl CellVerdict {
-    /// Every verdict, from the best.
-    pub const ALL: [CellVerdict; 4] = [
-        CellVerdict::Safe,
-        CellVerdict::Refused,
-        CellVerdict::Unavailable,
-        CellVerdict::Lost,
-    ];
-
-    /// Its name as the strategies declare it and the report writes it (`safe`,
-    /// `refused`, `unavailable`, `lost`), where [`CellVerdict::as_str`] says `lost
-    /// updates`.
-    pub fn id(self) -> &'static str {
-        match self {
-            CellVerdict::Safe => "safe",
-            CellVerdict::Refused => "refused",
-            CellVerdict::Unavailable => "unavailable",
-            CellVerdict::Lost => "lost",
-        }
-    }
-
-    /// The verdict of a name as the strategies declare it ([`CellVerdict::id`]).
-    pub fn from_name(name: &str) -> Option<CellVerdict> {
-        CellVerdict::ALL.into_iter().find(|v| v.id() == name)
     }
 }
 
@@ -506,6 +561,32 @@ mod tests {
                 verdict.id(),
                 "{verdict:?}"
             );
+            assert_eq!(CellVerdict::from_name(verdict.id()), Some(verdict));
         }
+        assert_eq!(CellVerdict::from_name("lost"), None, "one name per thing");
+    }
+
+    /// A cell that loses nothing expects a linearizable history, one that erases or
+    /// misses sales a history that is not; a cell that may do either expects what
+    /// its ledger showed.
+    #[test]
+    fn the_expected_history_follows_the_ledger_verdicts() {
+        use CellVerdict::*;
+        let expect = CellVerdict::expected_history;
+        assert_eq!(
+            expect(&[Safe, Refused, Unavailable], Safe),
+            Said::Linearizable
+        );
+        assert_eq!(expect(&[Safe], Erased), Said::Linearizable);
+        assert_eq!(expect(&[Erased], Erased), Said::NotLinearizable);
+        assert_eq!(expect(&[Erased], Safe), Said::NotLinearizable);
+        let may_lose = [Safe, Refused, Unavailable, Missing];
+        assert_eq!(expect(&may_lose, Missing), Said::NotLinearizable);
+        assert_eq!(expect(&may_lose, Unavailable), Said::Linearizable);
+        assert!(!history_as_expected(Said::Linearizable, Said::Undecided));
+        assert!(history_as_expected(
+            Said::NotLinearizable,
+            Said::NotLinearizable
+        ));
     }
 }

@@ -102,10 +102,12 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         .filter(|c| !c.as_expected)
         .map(|c| {
             format!(
-                "{} / {} ({})",
+                "{} / {} ({}, history {}, expected history {})",
                 c.scenario.id(),
                 c.strategy,
-                c.verdict.as_str()
+                c.verdict.id(),
+                loadtest::history::verdict_text(c.history.as_ref()),
+                c.expected_history.text()
             )
         })
         .collect();

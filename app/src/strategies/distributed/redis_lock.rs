@@ -89,32 +89,32 @@ static INFO: StrategyInfo = StrategyInfo {
         KILLED,
         KILLED_UNFENCED,
         // Redis forgets the lock and the token counter.
-        ChaosCell::new("redis-restart", Some(false), &["lost"]),
+        ChaosCell::new("redis-restart", Some(false), &["erased"]),
         ChaosCell::new("redis-restart", Some(true), &["refused"]),
         PARTITIONED_UNFENCED,
         PARTITIONED_FENCED,
         ChaosCell::new("ambiguous-commit", Some(true), &["safe", "unavailable"]),
         // The classic mistakes the service makes in this strategy (`super::mistakes`),
         // each showing its failure.
-        ChaosCell::new("mistake-lock-inside-transaction", None, &["lost"]),
-        ChaosCell::new("mistake-release-before-commit", None, &["lost"]),
+        ChaosCell::new("mistake-lock-inside-transaction", None, &["erased"]),
+        ChaosCell::new("mistake-release-before-commit", None, &["erased"]),
         ChaosCell::new("mistake-setnx-then-expire", None, &["unavailable"]),
-        ChaosCell::new("mistake-get-then-del", None, &["lost"]),
+        ChaosCell::new("mistake-get-then-del", None, &["erased"]),
         // A failover loses the lock (two holders); waiting for the replica: no lock
         // only the primary had, and no sale without one.
-        ChaosCell::new("redis-failover", Some(false), &["lost"]),
+        ChaosCell::new("redis-failover", Some(false), &["erased"]),
         ChaosCell::new("redis-failover", Some(true), &["refused"]),
         ChaosCell::new("redis-failover-wait", Some(false), &["unavailable"]),
         // The same on a Redis Cluster (a master of three, its replica promoted), and a
         // reshard of the lock's slot under load (a holder whose renewal meets the slot
         // half moved may be told its lock is lost: refused, nothing lost).
-        ChaosCell::new("redis-cluster-failover", Some(false), &["lost"]),
+        ChaosCell::new("redis-cluster-failover", Some(false), &["erased"]),
         ChaosCell::new("redis-cluster-failover", Some(true), &["refused"]),
         ChaosCell::new("redis-cluster-failover-wait", Some(false), &["unavailable"]),
         ChaosCell::new("redis-cluster-reshard", Some(true), &["safe", "refused"]),
         // Reads from a lagging replica: a lock, fenced or not, writes from them.
-        ChaosCell::new("replica-lag", Some(false), &["lost"]),
-        ChaosCell::new("replica-lag", Some(true), &["lost"]),
+        ChaosCell::new("replica-lag", Some(false), &["erased"]),
+        ChaosCell::new("replica-lag", Some(true), &["erased"]),
     ],
 };
 

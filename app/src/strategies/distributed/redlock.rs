@@ -88,7 +88,7 @@ static INFO: StrategyInfo = StrategyInfo {
         PARTITIONED_UNFENCED,
         PARTITIONED_FENCED,
         // Kleppmann's clock jump: a second majority.
-        ChaosCell::new("redlock-clock-jump", Some(false), &["lost"]),
+        ChaosCell::new("redlock-clock-jump", Some(false), &["erased"]),
         ChaosCell::new("redlock-clock-jump", Some(true), &["refused"]),
     ],
 };

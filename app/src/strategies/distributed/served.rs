@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use std::time::Duration;
 
 /// The fault cells every lock goes through (each card lists them). Frozen past the
-/// lease: unfenced it loses updates, fenced it refuses the stale write. Killed: a dead
+/// lease: unfenced it erases sales, fenced it refuses the stale write. Killed: a dead
 /// holder never writes, fenced or not. Partitioned from the lock service (not from the
 /// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
 /// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
@@ -17,20 +17,20 @@ pub mod cells {
     use crate::strategies::card::ChaosCell;
 
     pub const FROZEN_UNFENCED: ChaosCell =
-        ChaosCell::new("pause-past-lease", Some(false), &["lost"]);
+        ChaosCell::new("pause-past-lease", Some(false), &["erased"]);
     pub const FROZEN_FENCED: ChaosCell =
         ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
     pub const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
     pub const KILLED_UNFENCED: ChaosCell =
         ChaosCell::new("holder-killed", Some(false), ChaosCell::NO_LOSS).extra();
     pub const PARTITIONED_UNFENCED: ChaosCell =
-        ChaosCell::new("lock-partition", Some(false), &["lost"]);
+        ChaosCell::new("lock-partition", Some(false), &["erased"]);
     pub const PARTITIONED_FENCED: ChaosCell =
         ChaosCell::new("lock-partition", Some(true), &["refused"]);
     const SAFE: &[&str] = &["unavailable", "safe"];
     pub const DELAY_SHORT: ChaosCell = ChaosCell::new("lock-delay-short-pause", Some(false), SAFE);
     pub const DELAY_LONG: ChaosCell =
-        ChaosCell::new("lock-delay-long-pause", Some(false), &["lost"]);
+        ChaosCell::new("lock-delay-long-pause", Some(false), &["erased"]);
     /// An ambiguous COMMIT under a lock that may also be lost meanwhile.
     pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
 }

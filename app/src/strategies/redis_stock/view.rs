@@ -11,8 +11,9 @@ use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// A Redis crash without `appendfsync always` may lose acknowledged sales.
-const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "lost"];
+/// A Redis crash without `appendfsync always` may lose acknowledged sales: missing
+/// from the ledger.
+const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "missing"];
 
 pub(super) static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -40,9 +41,9 @@ pub(super) static INFO: StrategyInfo = StrategyInfo {
         ChaosCell::new("redis-killed-no-persistence", None, MAY_LOSE),
         ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
         // On a Redis Cluster: the selling master dies with sales its replica lacks
-        // (lost), the same with WAIT (nothing acknowledged is lost: sales stop while no
+        // (missing from the ledger), the same with WAIT (nothing acknowledged is lost: sales stop while no
         // replica confirms), and the product's slot moved under load.
-        ChaosCell::new("redis-cluster-failover", None, &["lost"]),
+        ChaosCell::new("redis-cluster-failover", None, &["missing"]),
         ChaosCell::new(
             "redis-cluster-failover-wait",
             None,
