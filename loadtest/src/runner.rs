@@ -9,6 +9,10 @@ use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
 use verify::Verdict;
 
+/// The longest a run waits for the requests its clients gave up on to finish in the
+/// instances ([`Runner::quiet`]).
+const QUIET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Restocks sent at once before a run (a sweep's cells restock a hundred products).
 const RESTOCKS_AT_ONCE: usize = 16;
 
@@ -169,6 +173,9 @@ impl Runner {
         if let Some(watch) = watch {
             watch.abort();
         }
+        // A request whose client gave up may still be running in an instance: the
+        // verdict and the history's final read wait until none is.
+        self.quiet().await;
         // A strategy that records later answers before the database has the sale: the
         // verdict waits for its persisters (nothing pending for the others).
         let (pending, drain) =
@@ -259,6 +266,31 @@ impl Runner {
             run.finish(&row);
         }
         Ok((row, fired))
+    }
+
+    /// Waits until no instance has a deduction in flight (their `/metrics`), 20 ms
+    /// apart, for at most [`QUIET_TIMEOUT`]; past it, or when an instance cannot be
+    /// scraped, says so and goes on (the history's final read may then see a sale
+    /// land after it).
+    async fn quiet(&self) {
+        let started = std::time::Instant::now();
+        loop {
+            match timing::Snapshot::scrape(&self.client, &self.bases).await {
+                Ok(now) if now.in_flight == 0 => return,
+                Ok(now) if started.elapsed() > QUIET_TIMEOUT => {
+                    eprintln!(
+                        "loadtest: {} deduction(s) still in flight after {QUIET_TIMEOUT:?}",
+                        now.in_flight
+                    );
+                    return;
+                }
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                Err(e) => {
+                    eprintln!("loadtest: cannot tell whether the instances are quiet: {e:#}");
+                    return;
+                }
+            }
+        }
     }
 
     /// The run's history (its unknown outcomes settled by the ledger, read now that

@@ -29,6 +29,9 @@ struct Sums {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     sums: BTreeMap<String, Sums>,
+    /// Deductions in flight at the scrape, over every instance (admitted, not yet
+    /// answered: `stock_locks_admission{value="in_flight"}`).
+    pub in_flight: u64,
 }
 
 /// One strategy's mean deduction over a run, split by where the time went
@@ -99,6 +102,11 @@ impl Snapshot {
             else {
                 continue;
             };
+            if sample.metric == "stock_locks_admission"
+                && sample.labels.get("value") == Some("in_flight")
+            {
+                self.in_flight += value as u64;
+            }
             let Some(strategy) = sample.labels.get("strategy") else {
                 continue;
             };

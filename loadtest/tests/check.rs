@@ -58,11 +58,35 @@ fn a_linearizable_history_passes_and_a_false_sold_out_fails() {
     }
 }
 
+/// A read of product 7 answered with `stock` units.
+fn read(sent: u64, answered: u64, stock: i64) -> String {
+    format!(
+        r#"{{"type":"read","client":1,"product_id":7,"sent_us":{sent},"answered_us":{answered},"stock":{stock}}}"#
+    )
+}
+
 /// Several files: each judged, one missing named and the rest still checked; the exit
-/// code says the worst (1: not linearizable; 2: undecided or unreadable only).
+/// code says the worst (1: not linearizable; 2: undecided or unreadable; 3: only
+/// unobserved).
 #[test]
 fn every_file_is_judged_and_the_exit_code_says_the_worst() {
-    let good = [INIT.to_string(), deduct("a", 0, 10, "sold")].join("\n");
+    let good = [
+        INIT.to_string(),
+        deduct("a", 0, 10, "sold"),
+        read(20, 25, 0),
+    ]
+    .join("\n");
+    let unobserved = [INIT.to_string(), deduct("a", 0, 10, "sold")].join("\n");
+    let (code, said) = check_files(&[&good, &unobserved]);
+    assert_eq!(code, 3, "{said}");
+    assert!(
+        said.contains("h0.jsonl: 2 operations: linearizable"),
+        "{said}"
+    );
+    assert!(
+        said.contains("h1.jsonl: 1 operations: unobserved"),
+        "{said}"
+    );
     let bad = [
         INIT.to_string(),
         deduct("a", 0, 4, "refused"),
@@ -73,7 +97,7 @@ fn every_file_is_judged_and_the_exit_code_says_the_worst() {
     assert_eq!(code, 2, "{said}");
     assert!(said.contains("h0.jsonl: not checked: reading it"), "{said}");
     assert!(
-        said.contains("h1.jsonl: 1 operations: linearizable"),
+        said.contains("h1.jsonl: 2 operations: linearizable"),
         "{said}"
     );
     let (code, said) = check_files(&["", &bad, &good]);
