@@ -53,11 +53,18 @@ pub struct Beside {
     /// A `GET /stock/{product}` every this long while the load runs, over its products
     /// and instances in turn.
     pub read_every: Option<Duration>,
-    /// A restock of every product of the load, once this many deductions were answered.
+    /// A restock of every product of the load, once this many deductions were answered;
+    /// the deductions not yet sent by then wait for its answer ([`MidRestock`]).
     pub restock: Option<MidRestock>,
 }
 
-/// A restock in the middle of a load.
+/// A restock in the middle of a load. Once `after_answers` deductions were answered,
+/// a deduction not yet sent waits until the restock is answered: the ones in flight
+/// overlap it (at most the load's concurrency), the rest come after it and find its
+/// units. Without the wait, a sold-out product's refusals are answered so fast that
+/// the last buyers can all be refused before the restock lands (it answers only after
+/// the sold-out marks have expired), and its units stay unsold: a run that says
+/// nothing of the strategy.
 #[derive(Debug, Clone)]
 pub struct MidRestock {
     pub after_answers: u64,
@@ -569,11 +576,12 @@ async fn fire_quietly(
         ..load.clone()
     };
     let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (restocked, restock_answered) = tokio::sync::watch::channel(false);
     let beside = tokio::spawn(beside(
         client.clone(),
         load.clone(),
         started,
-        answered,
+        (answered, restocked),
         finished.clone(),
     ));
     let deadline = load.duration.map(|d| started + d);
@@ -581,10 +589,11 @@ async fn fire_quietly(
     let mut ceiling_reached = false;
     let answers: Vec<Answer> = match load.rate {
         None => {
-            let budget = &budget;
+            let (budget, restock_answered) = (&budget, &restock_answered);
             futures::stream::iter(0..load.requests)
                 .take_while(|_| std::future::ready(open()))
                 .map(|i| async move {
+                    after_a_due_restock(load, restock_answered.clone()).await;
                     let answer = send(client, load, i, started, budget).await;
                     bar.inc(1);
                     answer
@@ -606,7 +615,9 @@ async fn fire_quietly(
                 ceiling_reached |= gate.available_permits() == 0;
                 let permit = gate.clone().acquire_owned().await.expect("open semaphore");
                 let (client, load, budget) = (client.clone(), load.clone(), budget.clone());
+                let restock_answered = restock_answered.clone();
                 running.push(tokio::spawn(async move {
+                    after_a_due_restock(&load, restock_answered).await;
                     let answer = send(&client, &load, i, started, &budget).await;
                     drop(permit);
                     answer
@@ -634,12 +645,32 @@ async fn fire_quietly(
     fired
 }
 
-/// Sends the load's reads and restock ([`Beside`]) until `finished`.
+/// Waits, when the load's restock is due (enough answers came) and not yet answered,
+/// until it is ([`MidRestock`]). A restock that failed releases the wait too, as does
+/// a `beside` task that is gone.
+async fn after_a_due_restock(
+    load: &Load,
+    mut restock_answered: tokio::sync::watch::Receiver<bool>,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (Some(mid), Some(answered)) = (&load.beside.restock, &load.answered) else {
+        return;
+    };
+    if answered.load(Relaxed) >= mid.after_answers {
+        let _gone = restock_answered.wait_for(|answered| *answered).await;
+    }
+}
+
+/// Sends the load's reads and restock ([`Beside`]) until `finished`; says when the
+/// restock was answered through `restocked`.
 async fn beside(
     client: reqwest::Client,
     load: Load,
     started: Instant,
-    answered: Arc<std::sync::atomic::AtomicU64>,
+    (answered, restocked): (
+        Arc<std::sync::atomic::AtomicU64>,
+        tokio::sync::watch::Sender<bool>,
+    ),
     finished: Arc<std::sync::atomic::AtomicBool>,
 ) -> Vec<Probe> {
     use std::sync::atomic::Ordering::Relaxed;
@@ -691,6 +722,7 @@ async fn beside(
                 }))
                 .await;
             let answered_at = since(Instant::now());
+            restocked.send_replace(true);
             for (&product, done) in load.products.iter().zip(done) {
                 probes.push(Probe {
                     product,

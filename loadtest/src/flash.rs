@@ -62,8 +62,9 @@ pub struct FlashOptions {
     pub sell_out_stock: i64,
     pub sell_out_buyers: usize,
     /// The sell-out's restock: once half the buyers were answered (long after the
-    /// stock ran out), the product restocked to this many units while the others keep
-    /// buying: the sold-out marks must not outlive it. 0: none.
+    /// stock ran out), the product restocked to this many units; the buyers in flight
+    /// overlap it, the ones not yet sent wait for its answer, so its units always have
+    /// buyers left: the sold-out marks must not outlive it. 0: none.
     pub sell_out_restock: i64,
     /// A read of what is left every this long during the sell-out (the history's reads).
     pub sell_out_read_every: Option<std::time::Duration>,
@@ -671,7 +672,7 @@ impl FlashSale {
             match o.sell_out_restock {
                 0 => String::new(),
                 units => format!(
-                    "; restocked to {units} once half the buyers were answered, while the rest kept buying"
+                    "; restocked to {units} once half the buyers were answered, the buyers in flight overlapping it, the rest sent after it"
                 ),
             }
         );

@@ -280,12 +280,14 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     use loadtest::flash::{FlashOptions, run};
     let (first, database_url) = service().await;
     let second = service_on(&database_url).await;
-    let runner = Runner::new(
+    let mut runner = Runner::new(
         reqwest::Client::new(),
         sqlx::MySqlPool::connect(&database_url).await.unwrap(),
         vec![first, second],
         TOKEN,
     );
+    let histories = KeptOnFailure::new("flash-sale");
+    runner.histories = Some(histories.path());
     // Five of the service's strategies, as it describes them.
     let all = runner.strategies().await.unwrap();
     let strategies = loadtest::catalogue::Catalogue(
@@ -420,6 +422,33 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     assert!(sell_out.exact, "{sell_out:?}");
     assert_eq!((sell_out.sold, sell_out.refused), (60, 240), "{sell_out:?}");
     assert!(quiet.rows.iter().all(|r| r.history.is_none()));
+}
+
+/// A folder for a test's histories: removed when the test passes, kept (and its path
+/// printed) when it fails, for `loadtest check FILE --pages`.
+struct KeptOnFailure(Option<tempfile::TempDir>);
+
+impl KeptOnFailure {
+    fn new(test: &str) -> KeptOnFailure {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{test}-"))
+            .tempdir();
+        KeptOnFailure(Some(dir.unwrap()))
+    }
+
+    fn path(&self) -> std::path::PathBuf {
+        self.0.as_ref().expect("until dropped").path().to_path_buf()
+    }
+}
+
+impl Drop for KeptOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(dir) = self.0.take()
+        {
+            eprintln!("histories kept in {}", dir.keep().display());
+        }
+    }
 }
 
 /// At a distance: a service whose database is behind the testbed's proxy. Its round

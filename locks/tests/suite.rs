@@ -16,9 +16,16 @@ use sqlx::Connection;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
+use support::renewals::{Answer, Renewal, describe, told_of_removal, watched};
 use tokio::time::Instant;
 
+mod support;
+
 type Check = Result<(), String>;
+
+/// How long a test waits for what it asserts before it counts as hung: its claims are
+/// about what happens (a signal, a refusal), never about how fast on a busy machine.
+const HUNG: Duration = Duration::from_secs(30);
 
 fn ensure(ok: bool, what: impl Into<String>) -> Check {
     if ok { Ok(()) } else { Err(what.into()) }
@@ -467,7 +474,7 @@ async fn expiry_and_steal(subject: &impl Subject) -> Check {
             .is_none(),
         "a second holder got in during the lease",
     )?;
-    let reason = tokio::time::timeout(Duration::from_secs(3), first.lost())
+    let reason = tokio::time::timeout(HUNG, first.lost())
         .await
         .map_err(|_| "the holder was never told its lease ran out")?;
     ensure(
@@ -475,7 +482,7 @@ async fn expiry_and_steal(subject: &impl Subject) -> Check {
         format!("lost because {reason:?}"),
     )?;
     let second = locker
-        .acquire(&key, &b, &options(10_000), Duration::from_secs(3))
+        .acquire(&key, &b, &options(10_000), HUNG)
         .await
         .map_err(|e| format!("no steal after expiry: {e}"))?;
     if subject.reentrant_and_fenced() {
@@ -522,16 +529,21 @@ async fn renewal_keeps_a_busy_holder(subject: &impl Subject) -> Check {
     guard.release().await.map_err(|e| e.to_string())
 }
 
-/// The maximum hold time ends the lease even though the holder never releases: the
-/// holder is told, and another holder gets in after it.
+/// The maximum hold time ends the lease even though the holder never releases:
+/// renewals keep it past its first lease, then the holder is told and another holder
+/// gets in after it. Lease 1 s, maximum 3 s: a slow renewal has 2/3 s to answer, and
+/// the check that renewal worked has the 2 s between the first lease's end and the
+/// maximum to land in.
 async fn max_hold_ends_the_lease(subject: &impl Subject) -> Check {
-    let locker = subject.locker().await;
+    const LEASE: Duration = Duration::from_millis(1_000);
+    const MAX_HOLD: Duration = Duration::from_millis(3_000);
+    let (locker, mut renewals) = watched(&subject.locker().await);
     let key = key("max-hold");
     let (a, b) = (HolderId::random(), HolderId::random());
     let opts = LockOptions {
-        lease: Duration::from_millis(300),
+        lease: LEASE,
         renew: true,
-        max_hold: Some(Duration::from_millis(700)),
+        max_hold: Some(MAX_HOLD),
         lock_delay: Duration::ZERO,
     };
     let started = Instant::now();
@@ -540,28 +552,37 @@ async fn max_hold_ends_the_lease(subject: &impl Subject) -> Check {
         .await
         .unwrap()
         .ok_or("not acquired")?;
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    let acquired = Instant::now();
+    // Once a renewal has said "held" and the first lease has ended (on the server too:
+    // it began before `acquired`), only renewal keeps another holder out.
+    let held = |r: &[Renewal]| r.iter().any(|r| r.answer == Answer::Held);
+    let renewed = tokio::time::timeout(HUNG, renewals.wait_for(&a, started, held)).await;
+    let seen = || describe(&renewals.of(&a, started), started);
+    renewed.map_err(|_| format!("no renewal held within {HUNG:?}; {}", seen()))?;
+    tokio::time::sleep_until(acquired + LEASE).await;
+    let other = locker.try_acquire(&key, &b, &options(1_000)).await.unwrap();
+    let checked = started.elapsed();
     ensure(
-        locker
-            .try_acquire(&key, &b, &options(300))
-            .await
-            .unwrap()
-            .is_none(),
-        "another holder got in before the maximum hold time (renewal did not work)",
+        other.is_none(),
+        format!(
+            "another holder got in {checked:?} after the first, before the maximum hold \
+             time ({MAX_HOLD:?}); {}",
+            seen()
+        ),
     )?;
-    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+    let reason = tokio::time::timeout(HUNG, guard.lost())
         .await
         .map_err(|_| "the holder was never told the maximum hold time ended its lease")?;
     ensure(
         reason == LostReason::MaxHold,
-        format!("lost because {reason:?}"),
+        format!("lost because {reason:?}; {}", seen()),
     )?;
     let other = locker
-        .acquire(&key, &b, &options(300), Duration::from_secs(3))
+        .acquire(&key, &b, &options(1_000), HUNG)
         .await
         .map_err(|e| format!("the lock never came free after the maximum hold: {e}"))?;
     println!(
-        "{}: max hold 700 ms; another holder in after {:?}",
+        "{}: max hold {MAX_HOLD:?}; checked held at {checked:?}; another holder in after {:?}",
         locker.name(),
         started.elapsed()
     );
@@ -569,37 +590,26 @@ async fn max_hold_ends_the_lease(subject: &impl Subject) -> Check {
     other.release().await.map_err(|e| e.to_string())
 }
 
-/// The lock removed from outside (key deleted, row cleared): the holder's signal fires
-/// within 3 renewal periods.
+/// The lock removed from outside (key deleted, row cleared): the holder is told by the
+/// watchdog's first renewal after the removal that the backend answers, and no renewal
+/// after it says the lock is still held. Counted in renewals, not milliseconds: a
+/// loaded machine slows a renewal down, it does not change which renewal tells. The
+/// lease (3 s, a renewal a second) gives a slow renewal 2 s to answer before the lease
+/// would run out first (`Expired`, another signal).
 async fn lost_from_outside(subject: &impl Subject) -> Check {
-    let locker = subject.locker().await;
+    let (locker, mut renewals) = watched(&subject.locker().await);
     let key = key("outside");
-    let lease = Duration::from_millis(600);
-    let period = lease / 3;
     let guard = locker
-        .try_acquire(&key, &HolderId::random(), &options(600))
+        .try_acquire(&key, &HolderId::random(), &options(3_000))
         .await
         .unwrap()
         .ok_or("not acquired")?;
+    let removing = Instant::now();
     subject.remove_from_outside(&key).await;
-    let removed = Instant::now();
-    let reason = tokio::time::timeout(period * 3, guard.lost())
-        .await
-        .map_err(|_| {
-            format!(
-                "no lost-lock signal within 3 renewal periods ({:?})",
-                period * 3
-            )
-        })?;
-    println!(
-        "{}: removed from outside, signal after {:?} ({reason:?})",
-        locker.name(),
-        removed.elapsed()
-    );
-    ensure(
-        reason == LostReason::NotHolder,
-        format!("lost because {reason:?}"),
-    )
+    let removal = (removing, Instant::now());
+    let seen = told_of_removal(&guard, &mut renewals, removal, HUNG).await?;
+    println!("{}: removed from outside, {seen}", locker.name());
+    Ok(())
 }
 
 /// 1000 acquisitions by different holders: every token larger than the one before.

@@ -64,7 +64,8 @@ pub struct LoadArgs {
     #[arg(long)]
     pub read_every_ms: Option<u64>,
     /// Restock every product during the load, once this many deductions were
-    /// answered, to --restock-to units (a new epoch; into the history too).
+    /// answered, to --restock-to units (a new epoch; into the history too); the
+    /// deductions not yet sent by then wait for its answer.
     #[arg(long, requires = "restock_to")]
     pub restock_after: Option<u64>,
     /// The units of the restock during the load (with --restock-after).

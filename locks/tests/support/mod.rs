@@ -1,0 +1,3 @@
+//! What the lock tests share: a way to watch a lock's renewals.
+
+pub mod renewals;
