@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::renewals::{told_of_removal, watched};
+use support::retried;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -22,8 +23,8 @@ fn connect_string() -> String {
 
 async fn lock() -> Locker {
     let connect = connect_string();
-    let backend = ZooKeeperLock::connect(&connect, ROOT, Duration::from_secs(4));
-    Locker::new(backend.await.unwrap())
+    let backend = || ZooKeeperLock::connect(&connect, ROOT, Duration::from_secs(4));
+    Locker::new(retried(backend, Duration::from_secs(30)).await)
 }
 
 /// The persistent parent of `key`'s lock nodes.
