@@ -763,9 +763,10 @@ pub async fn read_stock(client: &reqwest::Client, base: &str, product: i64) -> O
 /// legal. With it, a sale erased from the stock (a stale write that put units back)
 /// or one the counter forgot shows as a read no order of the answers gives.
 ///
-/// A read that gets no answer is tried again, 100 ms apart, for up to 10 s (an
-/// instance just restarted may take that long to answer); a product never answered
-/// gets no final read, and its history says so (the checker calls it unobserved).
+/// A read that gets no answer within a second is tried again, 100 ms apart, until 10 s
+/// have passed for that product (an instance just restarted may take that long to
+/// answer); a product never answered gets no final read, and its history says so (the
+/// checker calls it unobserved).
 /// Times are microseconds since `clock_start_us` on CLOCK_MONOTONIC, as [`Probe`]'s.
 pub async fn final_reads(
     client: &reqwest::Client,
@@ -773,13 +774,16 @@ pub async fn final_reads(
     products: &[i64],
     clock_start_us: u64,
 ) -> Vec<Probe> {
-    const TRIES: u32 = 100;
+    const PATIENCE: Duration = Duration::from_secs(10);
+    const ONE_READ: Duration = Duration::from_secs(1);
     let since_start = || monotonic_us().saturating_sub(clock_start_us);
     let mut probes = Vec::with_capacity(products.len());
     for &product in products {
-        for _ in 0..TRIES {
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
             let sent_us = since_start();
-            if let Some(stock) = read_stock(client, base, product).await {
+            let read = tokio::time::timeout(ONE_READ, read_stock(client, base, product)).await;
+            if let Ok(Some(stock)) = read {
                 probes.push(Probe {
                     product,
                     stock: Some(stock),

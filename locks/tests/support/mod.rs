@@ -16,7 +16,11 @@ pub async fn retried<T>(connect: impl AsyncFn() -> Result<T, LockError>, hung: D
     loop {
         match connect().await {
             Ok(connected) => return connected,
-            Err(e) if started.elapsed() < hung && slow(&e) => eprintln!("connect again: {e}"),
+            Err(e) if started.elapsed() < hung && slow(&e) => {
+                // A refused connection fails at once: pause before the next try.
+                eprintln!("connect again: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             Err(e) => panic!("no connection in {:?}: {e}", started.elapsed()),
         }
     }
