@@ -30,8 +30,11 @@
 //! once the system was quiet, as a run makes them.)
 
 use super::history::{DeductAnswer, Item, Record, RestockAnswer};
-use super::model::OPEN;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The time an operation's effect can come no later than: its answer, or never
+/// (`u64::MAX`) when its outcome is unknown.
+pub const OPEN: u64 = u64::MAX;
 
 /// What one record did, as the model and the classes take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

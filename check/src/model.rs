@@ -90,9 +90,8 @@ pub fn step(state: &State, op: &Op) -> Option<State> {
     }
 }
 
-/// The time an operation's effect can come no later than: its answer, or never
-/// (`u64::MAX`) when its outcome is unknown.
-pub const OPEN: u64 = u64::MAX;
+/// The time an operation's effect can come no later than ([`super::ledger::OPEN`]).
+pub use super::ledger::OPEN;
 
 /// Products no operation joins to others, with their operations.
 #[derive(Debug, Clone)]

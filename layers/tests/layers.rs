@@ -77,13 +77,14 @@ const TREES: &[Tree] = &[
             &["book"],
         ],
     },
-    // The history checker: the format; the model (and the history cut into parts) and
-    // the named anomalies; the search's look ahead; the search over the model; its
-    // corpus and property tests.
+    // The history checker: the format; what the ledger says each attempt did; the
+    // model (and the history cut into parts) and the named anomalies; the search's look
+    // ahead; the search over the model; its corpus and property tests.
     Tree {
         root: "check/src/lib.rs",
         layers: &[
             &["history"],
+            &["ledger"],
             &["model", "classes"],
             &["bounds"],
             &["search"],

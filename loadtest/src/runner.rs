@@ -7,6 +7,7 @@ use engine::{Load, fire, restock};
 use futures::{StreamExt, TryStreamExt};
 use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
+use std::collections::HashSet;
 use verify::Verdict;
 
 /// The longest a run waits for the requests its clients gave up on to finish in the
@@ -182,17 +183,12 @@ impl Runner {
             engine::drained(&self.client, &self.bases[0], &plan.products, DRAIN_TIMEOUT).await?;
         fired.pending_at_end = pending;
         fired.drain = drain;
-        // Quiet now: the history ends with a read of every product.
-        if self.histories_checked {
-            let last = engine::final_reads(
-                &self.client,
-                &self.bases[0],
-                &plan.products,
-                fired.clock_start_us,
-            )
-            .await;
-            fired.beside.extend(last);
-        }
+        // Quiet now: the history ends with a read of every product, and the ledger's
+        // word on every request id, taken around it.
+        let recorded = match self.histories_checked {
+            true => Some(self.final_reads(plan, &mut fired).await?),
+            false => None,
+        };
         // Round trips until every sale is recorded: a strategy that records later makes
         // its database round trips after its answers (the drain's polling counts then).
         let trips_after = match pending {
@@ -209,7 +205,8 @@ impl Runner {
         .await?;
         let mut row = Row::new(plan, self.bases.len(), &fired, verdict);
         if self.histories_checked {
-            let mut judged = self.judge(plan, &fired).await?;
+            let recorded = recorded.unwrap_or_default();
+            let mut judged = self.judge(plan, &fired, &recorded).await?;
             judged.add_ledger(&row.verdict);
             // A safe strategy's answers must be explained by one order, too.
             if plan.expect == Expect::Safe && judged.verdict == history::Said::NotLinearizable {
@@ -268,6 +265,27 @@ impl Runner {
         Ok((row, fired))
     }
 
+    /// Reads every product once ([`engine::final_reads`]) into `fired`'s history, and
+    /// returns the request ids the ledger holds, read before and after it. A sale that
+    /// landed late (a COMMIT sent before its client gave up) between the two makes
+    /// them differ: the read is taken again, up to three times, so that every sale the
+    /// ledger holds came before the final read.
+    async fn final_reads(&self, plan: &Plan, fired: &mut Fired) -> anyhow::Result<HashSet<String>> {
+        let mut before = history::recorded(&self.db, &fired.id_prefix).await?;
+        let mut tries = 1;
+        loop {
+            let (base, products) = (&self.bases[0], &plan.products);
+            let last = engine::final_reads(&self.client, base, products, fired.clock_start_us);
+            let last = last.await;
+            let after = history::recorded(&self.db, &fired.id_prefix).await?;
+            if after == before || tries == 3 {
+                fired.beside.extend(last);
+                return Ok(after);
+            }
+            (before, tries) = (after, tries + 1);
+        }
+    }
+
     /// Waits until no instance has a deduction in flight (their `/metrics`), 20 ms
     /// apart, for at most [`QUIET_TIMEOUT`]; past it, or when an instance cannot be
     /// scraped, says so and goes on (the history's final read may then see a sale
@@ -296,10 +314,14 @@ impl Runner {
     /// The run's history (its unknown outcomes settled by the ledger, read now that
     /// nothing is in flight and nothing pending), checked, and written to
     /// [`Runner::histories`].
-    async fn judge(&self, plan: &Plan, fired: &Fired) -> anyhow::Result<history::Judged> {
+    async fn judge(
+        &self,
+        plan: &Plan,
+        fired: &Fired,
+        recorded: &HashSet<String>,
+    ) -> anyhow::Result<history::Judged> {
         let stock: Vec<(i64, i64)> = plan.products.iter().map(|&p| (p, plan.stock)).collect();
-        let recorded = history::recorded(&self.db, &fired.id_prefix).await?;
-        let records = history::of_run(fired, &stock, &recorded);
+        let records = history::of_run(fired, &stock, recorded);
         let name = format!("{}.{}", history::slug(&plan.section), plan.strategy);
         let runs = {
             let mut written = self.written.lock().expect("not poisoned");
