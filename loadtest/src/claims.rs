@@ -3,11 +3,14 @@
 //! A speed claim is judged on **sales per second** ([`crate::rate`]) in the section
 //! whose load matches it: one hot product, stock never the limit, the same
 //! concurrency for every strategy compared, and one instance for a strategy that only
-//! works on one (an in-process lock). It is **confirmed** or **refuted** only when the
-//! two figures differ by more than both spreads and by more than
-//! [`crate::rate::MARGIN`] ([`crate::rate::compare`]); otherwise it is
-//! **inconclusive**, never a coin flip. Each claim names its section, its load and
-//! the figures it used.
+//! works on one (an in-process lock). The figures it compares were measured side by
+//! side, in the same rounds, and each round gives a lead ([`crate::rate::lead`]). It
+//! is **confirmed** or **refuted** only when every round's lead points the same way,
+//! and the pooled lead is larger than the rounds' leads moved and than
+//! [`crate::rate::MARGIN`] ([`crate::rate::decisive`]); otherwise it is
+//! **inconclusive**, never a coin flip.
+//! Each claim names its section, its load and the figures it used, each with its
+//! rounds' own rates.
 
 use crate::catalogue::{Card, Catalogue};
 use crate::rate::{SalesRate, compare};
@@ -83,9 +86,10 @@ pub fn load_of(rows: &[&Row]) -> String {
     )
 }
 
-/// A strategy's name, its sales/s and its spread: `name rate (q1–q3)`.
+/// A strategy's name, its sales/s, its spread and its rounds: `name rate (q1–q3;
+/// rounds r1, r2, r3)` ([`crate::rate::judged_text`]).
 pub fn figure(name: &str, rate: &SalesRate) -> String {
-    format!("{name} {}", rate.text())
+    format!("{name} {}", crate::rate::judged_text(rate))
 }
 
 /// Checks every claim `rows` can speak to. The strategies each claim is about are
@@ -153,9 +157,9 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
             all(&[compare(&low.sales, &high.sales)]),
             format!(
                 "sales/s: {} at {} in flight, {} at {}; transactions per sale {:.2} and {:.2}",
-                low.sales.text(),
+                crate::rate::judged_text(&low.sales),
                 low.concurrency,
-                high.sales.text(),
+                crate::rate::judged_text(&high.sales),
                 high.concurrency,
                 low.attempts_per_success,
                 high.attempts_per_success
@@ -316,6 +320,40 @@ mod tests {
         assert!(redis.evidence.contains("redis-lock 100 "), "{redis:?}");
         assert_eq!(redis.section, THROUGHPUT);
         assert!(redis.load.contains("stock never the limit"), "{redis:?}");
+    }
+
+    /// Figures measured in rounds decide a claim only when every round agrees: the
+    /// same pooled figures are refuted when the rounds agree, inconclusive when one
+    /// round put them the other way round.
+    #[test]
+    fn a_claim_needs_every_round_to_agree() {
+        let in_rounds = |mut row: Row, per_round: &[f64]| {
+            row.sales.rounds = per_round.len() as u32;
+            row.sales.per_round = per_round.to_vec();
+            row
+        };
+        // redis-lock sells a tenth of zookeeper's rate, pooled.
+        let rows = |redis: &[f64], zookeeper: &[f64]| {
+            vec![
+                in_rounds(row(THROUGHPUT, "redis-lock", |i| i % 10 == 0), redis),
+                in_rounds(row(THROUGHPUT, "zookeeper", |_| true), zookeeper),
+            ]
+        };
+        let claims = check(
+            &rows(&[100.0, 90.0, 110.0], &[1000.0, 950.0, 1050.0]),
+            &catalogue(),
+        );
+        assert_eq!(claims[0].verdict, ClaimVerdict::Refuted, "{claims:?}");
+        assert!(
+            claims[0].evidence.contains("rounds 100, 90.0, 110"),
+            "{claims:?}"
+        );
+        // The second round had redis-lock ahead.
+        let claims = check(
+            &rows(&[100.0, 960.0, 100.0], &[1000.0, 950.0, 1000.0]),
+            &catalogue(),
+        );
+        assert_eq!(claims[0].verdict, ClaimVerdict::Inconclusive, "{claims:?}");
     }
 
     /// Within the margin the verdict is inconclusive.

@@ -44,6 +44,12 @@ pub fn sell_out_strategies(catalogue: &Catalogue) -> Vec<&Card> {
         .collect()
 }
 
+/// Whether the flash sale's claims compare this strategy: the hot-product family and
+/// the row locks it is measured against (the conditional UPDATE among them).
+pub fn compared(card: &Card) -> bool {
+    card.family == "hot-product" || card.has("conditional-update") || card.has("row-lock")
+}
+
 /// The bucket counts of the buckets run (the default is the throughput run's).
 pub const BUCKET_SCAN: [u16; 2] = [1, 4];
 
@@ -56,8 +62,13 @@ pub struct FlashOptions {
     pub concurrency: usize,
     /// Open loop instead: requests started per second.
     pub rate: Option<f64>,
-    /// Rounds of the throughput and buckets runs, pooled ([`crate::runner::Runner::run_in_rounds`]).
+    /// Rounds of the throughput and buckets runs of the strategies the claims compare,
+    /// pooled ([`crate::runner::in_rounds`], [`compared`]).
     pub rounds: u32,
+    /// Rounds of the other strategies' throughput runs. At this concurrency a lock's
+    /// run takes several times its length to drain the requests still in flight, so
+    /// the quick demo measures them once.
+    pub other_rounds: u32,
     /// The sell-out's stock and buyers.
     pub sell_out_stock: i64,
     pub sell_out_buyers: usize,
@@ -77,6 +88,7 @@ impl Default for FlashOptions {
             concurrency: 256,
             rate: None,
             rounds: 1,
+            other_rounds: 1,
             sell_out_stock: 1000,
             sell_out_buyers: 20_000,
             sell_out_restock: 500,
@@ -224,7 +236,7 @@ async fn measured(
         .collect();
     let limits = Limits {
         strategy: plan.strategy.clone(),
-        sales: row.sales,
+        sales: row.sales.clone(),
         sales_per_second: row.sales.per_second,
         times_atomic_sql: None,
         times_atomic_sql_range: None,
@@ -310,34 +322,68 @@ pub async fn run(
         .iter()
         .filter(|c| c.safe_across_instances && !c.has("refuses-overtaken"))
         .collect::<Vec<_>>();
-    // Every strategy once per round, round after round (the rounds pooled).
-    let runs = crate::runner::in_rounds(sellers.len(), options.rounds, async |round, k| {
-        let strategy = &sellers[k].name;
+    // Every strategy once per round, round after round (the rounds pooled); the
+    // splitting strategy's other bucket counts right after its own row, so the claim
+    // that splitting scales compares counts measured side by side.
+    let splits = catalogue.first_with("splits-stock");
+    let mut plans: Vec<Plan> = (sellers.iter())
+        .map(|c| flash_plan("flash-sale", &c.name, next(), None, &options))
+        .collect();
+    if let Some(splits) = splits {
+        let after =
+            (plans.iter().position(|p| p.strategy == splits.name)).map_or(plans.len(), |i| i + 1);
+        for (i, &buckets) in BUCKET_SCAN.iter().enumerate() {
+            let plan = Plan {
+                buckets,
+                ..flash_plan("buckets", &splits.name, next(), None, &options)
+            };
+            plans.insert(after + i, plan);
+        }
+    }
+    let is_compared = |strategy: &str| sellers.iter().any(|c| c.name == strategy && compared(c));
+    let rounds: Vec<u32> = (plans.iter())
+        .map(|p| match is_compared(&p.strategy) {
+            true => options.rounds,
+            false => options.other_rounds,
+        })
+        .collect();
+    let runs = crate::runner::in_rounds_each(&rounds, async |round, k| {
+        let plan = &plans[k];
+        let with = match plan.section.as_str() {
+            "buckets" => format!(" with {} bucket(s)", plan.buckets),
+            _ => String::new(),
+        };
         eprintln!(
-            "flash sale: {}({}/{}) {strategy}: {} s at concurrency {} over {} instances ...",
+            "flash sale: {}({}/{}) {}{with}: {} s at concurrency {} over {} instances ...",
             crate::runner::round_text(round, options.rounds),
             k + 1,
-            sellers.len(),
+            plans.len(),
+            plan.strategy,
             options.seconds,
             options.concurrency,
             runner.bases.len()
         );
-        let plan = flash_plan("flash-sale", strategy, next(), None, &options);
-        measured(runner, &plan, processes).await
+        measured(runner, &plan.in_round(round), processes).await
     })
     .await?;
-    for (card, runs) in sellers.iter().zip(runs) {
+    let mut bucket_rows = Vec::new();
+    for (plan, runs) in plans.iter().zip(runs) {
         // The shown round's costs, the sales of every round.
         let (fired, mut limits): (Vec<(Row, Fired)>, Vec<Limits>) =
             runs.into_iter().map(|(row, f, l)| ((row, f), l)).unzip();
         let Some((shown, row)) = crate::runner::pooled_row(fired) else {
             continue;
         };
+        if plan.section == "buckets" {
+            sale.buckets.push((plan.buckets, row.sales.clone()));
+            bucket_rows.push(row);
+            continue;
+        }
         let mut limits = limits.swap_remove(shown);
-        limits.sales = row.sales;
+        limits.sales = row.sales.clone();
         limits.sales_per_second = row.sales.per_second;
-        if card.has("splits-stock") {
-            sale.buckets.push((BUCKETS, limits.sales));
+        if splits.is_some_and(|c| c.name == plan.strategy) {
+            sale.buckets.push((BUCKETS, limits.sales.clone()));
         }
         sale.rows.push(row);
         sale.limits.push(limits);
@@ -345,9 +391,9 @@ pub async fn run(
     let reference = catalogue
         .first_with("conditional-update")
         .and_then(|r| sale.limits.iter().find(|l| l.strategy == r.name))
-        .map(|l| l.sales);
+        .map(|l| l.sales.clone());
     for limits in &mut sale.limits {
-        let ratio = reference.map(|r| crate::rate::ratio(&limits.sales, &r));
+        let ratio = (reference.as_ref()).map(|r| crate::rate::ratio(&limits.sales, r));
         limits.times_atomic_sql = ratio.map(|r| r.times);
         limits.times_atomic_sql_range = ratio.map(|r| [r.low, r.high]);
     }
@@ -410,29 +456,8 @@ pub async fn run(
         sale.rows.push(row);
     }
 
-    if let Some(splits) = catalogue.first_with("splits-stock") {
-        let plans: Vec<Plan> = (BUCKET_SCAN.iter())
-            .map(|&buckets| Plan {
-                buckets,
-                ..flash_plan("buckets", &splits.name, next(), None, &options)
-            })
-            .collect();
-        let rows = runner
-            .run_in_rounds(&plans, options.rounds, |round, k| {
-                eprintln!(
-                    "flash sale: {}{} with {} bucket(s) ...",
-                    crate::runner::round_text(round, options.rounds),
-                    splits.name,
-                    plans[k].buckets
-                )
-            })
-            .await?;
-        for (plan, row) in plans.iter().zip(rows) {
-            sale.buckets.push((plan.buckets, row.sales));
-            sale.rows.push(row);
-        }
-        sale.buckets.sort_by_key(|b| b.0);
-    }
+    sale.rows.extend(bucket_rows);
+    sale.buckets.sort_by_key(|b| b.0);
     Ok(sale)
 }
 
@@ -515,7 +540,7 @@ impl FlashSale {
                 .map(|w| compare(&w[1].1, &w[0].1))
                 .collect();
             let listed: Vec<String> = (self.buckets.iter())
-                .map(|(k, r)| format!("{k}: {}", r.text()))
+                .map(|(k, r)| format!("{k}: {}", crate::rate::judged_text(r)))
                 .collect();
             // The default count's row stands for the load; the windows are every count's.
             let mut bucket_rows = vec![at_default];
@@ -549,10 +574,10 @@ impl FlashSale {
                 throughput: self.limits.clone(),
                 sell_out: self.sell_outs.clone(),
                 buckets: (self.buckets.iter())
-                    .map(|&(buckets, sales)| BucketRate {
-                        buckets,
-                        sales,
+                    .map(|(buckets, sales)| BucketRate {
+                        buckets: *buckets,
                         sales_per_second: sales.per_second,
+                        sales: sales.clone(),
                     })
                     .collect(),
             })

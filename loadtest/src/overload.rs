@@ -212,7 +212,7 @@ pub async fn run(
             achieved_per_second: achieved,
             multiple_reached: 0.0,
             ceiling_reached: fired.ceiling_reached,
-            goodput: row.sales,
+            goodput: row.sales.clone(),
             goodput_sales_per_second: row.sales.per_second,
             goodput_share: 0.0,
             accepted_p99_ms: accepted_p99,

@@ -11,18 +11,23 @@
 //!   the load keeps, so the rate falls whatever the strategy does.
 //!
 //! Its **spread** is the interquartile range of the rate in [`SLICES`] equal slices of
-//! the window: the middle half of what the strategy did from moment to moment. Two
-//! figures differ only when they differ by more than both spreads and by more than
-//! [`MARGIN`] ([`decisively_larger`]).
+//! the window: the middle half of what the strategy did from moment to moment.
 //!
 //! A run's slices see what changed within it, not what changes between runs: on a
 //! shared machine the whole machine speeds up and slows down over tens of seconds, and
 //! the same strategy measured again a minute later can land outside its own spread.
-//! So a setup can be measured in **rounds**, every strategy once per round, one after
-//! another, then round after round ([`pooled`]): the figure is the sales of every
+//! So a setup is measured in **rounds**, every strategy once per round, one after
+//! another, then round after round, every other round in reverse order
+//! ([`crate::runner::in_rounds`], [`pooled`]): the figure is the sales of every
 //! round's window over their summed length, the spread the interquartile range of all
-//! their slices together, wide enough to hold what moved between the rounds. Strategies
-//! measured side by side in the same rounds met the same slow and fast moments.
+//! their slices together, and each round's own rate is kept. Strategies measured side
+//! by side in the same rounds met the same slow and fast moments.
+//!
+//! Two figures differ only by **the rule** ([`lead`], [`decisive`]): measured side by
+//! side, each round gives one figure's lead over the other; every round's lead points
+//! the same way, the pooled lead is larger than what the rounds' leads moved, and
+//! larger than [`MARGIN`]. Figures of one round each are compared over their
+//! quartiles instead.
 //!
 //! Computed from the run's record of answers (sent, answered, outcome), never from a
 //! total over the run's wall time, so refusals (a sold-out answer, `busy`, a 429)
@@ -34,12 +39,12 @@ use serde::{Deserialize, Serialize};
 /// Equal slices of the steady window whose rates give the spread.
 pub const SLICES: usize = 10;
 
-/// The smallest relative difference that counts, besides the spreads: a gap smaller
-/// than this is not called a difference however tight the spreads are.
+/// The smallest lead that counts, besides what the figures moved: a lead smaller
+/// than this is not called a difference however steady the figures were.
 pub const MARGIN: f64 = 0.15;
 
 /// Sales per second over a run's steady window, with its spread.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SalesRate {
     /// Sales answered inside the window, per second of it.
     pub per_second: f64,
@@ -58,6 +63,11 @@ pub struct SalesRate {
     /// The windows' summed length, in seconds, when the figure pools several rounds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pooled_s: Option<f64>,
+    /// Sales per second of each round's own window, in the order the rounds ran,
+    /// when the figure pools several rounds: what a claim compares round by round
+    /// ([`decisively_larger`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_round: Vec<f64>,
 }
 
 fn one_round() -> u32 {
@@ -96,9 +106,27 @@ impl SalesRate {
     }
 }
 
+/// What a claim shows of a figure: `445 (432–475)`, and when it was measured in
+/// rounds each round's rate, in the order they ran: `445 (432–475; rounds 440, 380,
+/// 470)`, so a reader sees every round's lead ([`lead`]).
+pub fn judged_text(rate: &SalesRate) -> String {
+    if rate.per_round.len() < 2 {
+        return rate.text();
+    }
+    let rounds: Vec<String> = rate.per_round.iter().map(|r| round(*r)).collect();
+    format!(
+        "{} ({}–{}; rounds {})",
+        round(rate.per_second),
+        round(rate.q1),
+        round(rate.q3),
+        rounds.join(", ")
+    )
+}
+
 /// What figures compared side by side were taken over, for a load's description:
 /// `a 2.3 s steady window`, `steady windows of 1.7–2.4 s` when they differ, `3
-/// rounds' steady windows, 6.9 s in all` (or `4.9–7.2 s in all`) when pooled.
+/// rounds' steady windows, 6.9 s in all` (or `4.9–7.2 s in all`) when pooled, `1 to 3
+/// rounds' steady windows, 2.3–6.9 s in all` when some were measured in fewer rounds.
 pub fn windows_text(rates: &[&SalesRate]) -> String {
     if rates.is_empty() {
         return String::new();
@@ -114,10 +142,12 @@ pub fn windows_text(rates: &[&SalesRate]) -> String {
     } else {
         format!("{shortest}–{longest}")
     };
+    let fewest = rates.iter().map(|r| r.rounds).min().unwrap_or(1);
     match rates.iter().map(|r| r.rounds).max().unwrap_or(1) {
         1 if alike => format!("a {span} s steady window"),
         1 => format!("steady windows of {span} s"),
-        rounds => format!("{rounds} rounds' steady windows, {span} s in all"),
+        rounds if rounds == fewest => format!("{rounds} rounds' steady windows, {span} s in all"),
+        rounds => format!("{fewest} to {rounds} rounds' steady windows, {span} s in all"),
     }
 }
 
@@ -229,6 +259,12 @@ fn rate_of(windows: &[Slices], from: u64, to: u64) -> SalesRate {
             middle + resolution / 2.0,
         );
     }
+    let per_round = match windows {
+        [] | [_] => Vec::new(),
+        _ => (windows.iter())
+            .map(|w| w.sales as f64 / w.seconds.max(1e-6))
+            .collect(),
+    };
     SalesRate {
         per_second: sales as f64 / seconds.max(1e-6),
         q1,
@@ -238,6 +274,7 @@ fn rate_of(windows: &[Slices], from: u64, to: u64) -> SalesRate {
         to_s: to as f64 / 1e6,
         rounds: windows.len().max(1) as u32,
         pooled_s: (windows.len() > 1).then_some(seconds),
+        per_round,
     }
 }
 
@@ -278,11 +315,60 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     }
 }
 
-/// Whether `a` is larger than `b` by more than both spreads and by more than
-/// [`MARGIN`] of `b`.
+/// Whether `a` is decisively larger than `b`: its [`lead`] over `b` is
+/// [`decisive`].
 pub fn decisively_larger(a: &SalesRate, b: &SalesRate) -> bool {
-    let gap = a.per_second - b.per_second;
-    gap > a.spread() && gap > b.spread() && a.per_second > b.per_second * (1.0 + MARGIN)
+    lead(a, b).is_some_and(|lead| decisive(&lead))
+}
+
+/// The lead of `a` over `b` as a claim reads it: how many times `b` it sold (the
+/// pooled figures' ratio), and the smallest and largest lead it could have had.
+/// Measured side by side in the same rounds, each round gives its own lead (`a`'s
+/// rate in that round over `b`'s): the smallest and largest of those. Measured once
+/// each, not side by side: from `a`'s q1 over `b`'s q3 to its q3 over `b`'s q1
+/// ([`ratio`]). `None` for figures of different numbers of rounds: neither.
+pub fn lead(a: &SalesRate, b: &SalesRate) -> Option<Ratio> {
+    match (a.per_round.len(), b.per_round.len()) {
+        (0, 0) => Some(ratio(a, b)),
+        (n, m) if n == m => {
+            let leads: Vec<f64> = (a.per_round.iter().zip(&b.per_round))
+                .map(|(a, b)| a / b)
+                .collect();
+            // A round in which neither sold says nothing: no lead agrees with it.
+            let low = match leads.iter().any(|l| l.is_nan()) {
+                true => f64::NAN,
+                false => leads.iter().copied().fold(f64::INFINITY, f64::min),
+            };
+            Some(Ratio {
+                times: a.per_second / b.per_second,
+                low,
+                high: leads.iter().copied().fold(0.0, f64::max),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The rule every claim is judged by. A lead is decisive when
+/// 1. every round agrees: even its smallest lead is one (`low` above 1);
+/// 2. it is larger than what it moved between rounds (its largest lead over its
+///    smallest, [`moved`]): a lead the rounds do not agree on to within itself is not
+///    known;
+/// 3. and it is more than [`MARGIN`].
+pub fn decisive(lead: &Ratio) -> bool {
+    lead.low > 1.0 && lead.times > 1.0 + MARGIN && lead.times > moved(lead.low, lead.high)
+}
+
+/// How much something that ranged from `low` to `high` moved, as a factor: `high /
+/// low`; 1 when it did not move, infinite when only its lowest is zero.
+pub fn moved(low: f64, high: f64) -> f64 {
+    if high <= low {
+        1.0
+    } else if low > 0.0 {
+        high / low
+    } else {
+        f64::INFINITY
+    }
 }
 
 /// How many times `reference` a figure is, with the range its spread allows: from its
@@ -442,7 +528,7 @@ mod tests {
     }
 
     #[test]
-    fn a_difference_counts_only_beyond_the_spreads_and_the_margin() {
+    fn a_difference_counts_only_beyond_what_each_moved_and_the_margin() {
         assert_eq!(
             compare(&rate(2000.0, 100.0), &rate(1000.0, 100.0)),
             Some(true)
@@ -453,8 +539,122 @@ mod tests {
         );
         // 10 % apart: within the margin, however tight the spreads.
         assert_eq!(compare(&rate(1100.0, 1.0), &rate(1000.0, 1.0)), None);
-        // Twice as fast, but one spread is wider than the gap.
+        // Twice as fast, but the two moved more than that over their windows.
         assert_eq!(compare(&rate(2000.0, 1500.0), &rate(1000.0, 100.0)), None);
+    }
+
+    /// A figure pooled from rounds of these rates, each round's window as long, with
+    /// a tight spread within the windows.
+    fn in_rounds(per_round: &[f64]) -> SalesRate {
+        let per_second = per_round.iter().sum::<f64>() / per_round.len() as f64;
+        SalesRate {
+            rounds: per_round.len() as u32,
+            per_round: per_round.to_vec(),
+            ..rate(per_second, 10.0)
+        }
+    }
+
+    #[test]
+    fn rounds_that_agree_decisively_confirm() {
+        // Twice as fast in every round.
+        let (a, b) = (
+            in_rounds(&[2000.0, 1800.0, 2100.0]),
+            in_rounds(&[1000.0, 900.0, 1050.0]),
+        );
+        assert_eq!(compare(&a, &b), Some(true));
+        assert_eq!(compare(&b, &a), Some(false));
+    }
+
+    #[test]
+    fn rounds_that_disagree_are_inconclusive() {
+        // Far apart pooled, but the second round put them the other way round.
+        let (a, b) = (
+            in_rounds(&[3000.0, 900.0, 3000.0]),
+            in_rounds(&[1000.0, 1000.0, 1000.0]),
+        );
+        assert!(a.per_second > 2.0 * b.per_second, "{a:?}");
+        let lead = lead(&a, &b).expect("side by side");
+        assert!(lead.low < 1.0, "{lead:?}");
+        assert_eq!(compare(&a, &b), None);
+    }
+
+    #[test]
+    fn a_lead_is_read_round_by_round() {
+        let lead = lead(
+            &in_rounds(&[2000.0, 900.0, 3000.0]),
+            &in_rounds(&[1000.0, 600.0, 1000.0]),
+        )
+        .expect("side by side");
+        assert!((lead.low - 1.5).abs() < 1e-9, "{lead:?}");
+        assert!((lead.high - 3.0).abs() < 1e-9, "{lead:?}");
+        assert!((lead.times - 5900.0 / 2600.0).abs() < 1e-9, "{lead:?}");
+        // Measured once each: over the quartiles, as the tables' ratios.
+        let (a, b) = (rate(2000.0, 100.0), rate(1000.0, 100.0));
+        assert_eq!(super::lead(&a, &b), Some(ratio(&a, &b)));
+    }
+
+    #[test]
+    fn a_lead_that_moved_more_than_itself_is_inconclusive() {
+        // Ahead in every round, but the lead went from 1.06 to 2 between rounds:
+        // more than the pooled lead itself.
+        let (a, b) = (
+            in_rounds(&[2000.0, 900.0, 2000.0]),
+            in_rounds(&[1000.0, 850.0, 1000.0]),
+        );
+        let lead = lead(&a, &b).expect("side by side");
+        assert!(
+            lead.low > 1.0 && lead.times < moved(lead.low, lead.high),
+            "{lead:?}"
+        );
+        assert_eq!(compare(&a, &b), None);
+        // Ahead in every round, steady, but by less than the margin.
+        let (a, b) = (
+            in_rounds(&[1100.0, 1100.0, 1100.0]),
+            in_rounds(&[1000.0, 1000.0, 1000.0]),
+        );
+        assert_eq!(compare(&a, &b), None);
+    }
+
+    #[test]
+    fn a_machine_that_moves_both_figures_leaves_the_lead_alone() {
+        // Five times as fast in every round, though the machine halved both in the
+        // second: each figure moved twice over, the lead not at all.
+        let (a, b) = (
+            in_rounds(&[5000.0, 2500.0, 5000.0]),
+            in_rounds(&[1000.0, 500.0, 1000.0]),
+        );
+        assert_eq!(compare(&a, &b), Some(true));
+        // A strategy that sold nothing, beside one that sold.
+        let none = in_rounds(&[0.0, 0.0, 0.0]);
+        assert_eq!(compare(&in_rounds(&[10.0, 12.0, 11.0]), &none), Some(true));
+        // A round in which neither sold agrees with nothing.
+        let (a, b) = (
+            in_rounds(&[0.0, 1200.0, 1100.0]),
+            in_rounds(&[0.0, 100.0, 100.0]),
+        );
+        assert_eq!(compare(&a, &b), None);
+    }
+
+    #[test]
+    fn figures_not_measured_in_the_same_rounds_are_inconclusive() {
+        let a = in_rounds(&[3000.0, 3000.0, 3000.0]);
+        assert_eq!(compare(&a, &in_rounds(&[1000.0, 1000.0])), None);
+        assert_eq!(compare(&a, &rate(1000.0, 1.0)), None);
+    }
+
+    #[test]
+    fn a_factor_moved_from_its_lowest_to_its_highest() {
+        assert!((moved(900.0, 1200.0) - 1200.0 / 900.0).abs() < 1e-9);
+        assert_eq!(moved(0.0, 1000.0), f64::INFINITY);
+        assert_eq!(moved(0.0, 0.0), 1.0);
+        assert_eq!(moved(f64::INFINITY, f64::INFINITY), 1.0);
+    }
+
+    #[test]
+    fn a_claim_shows_every_round() {
+        let a = in_rounds(&[440.0, 380.0, 470.0]);
+        assert_eq!(judged_text(&a), "430 (425–435; rounds 440, 380, 470)");
+        assert_eq!(judged_text(&rate(1000.0, 100.0)), "1000 (950–1050)");
     }
 
     #[test]
@@ -490,6 +690,10 @@ mod tests {
             windows_text(&[&pooled, &shorter]),
             "3 rounds' steady windows, 5.1–6.9 s in all"
         );
+        assert_eq!(
+            windows_text(&[&pooled, &a]),
+            "1 to 3 rounds' steady windows, 2.3–6.9 s in all"
+        );
     }
 
     #[test]
@@ -516,6 +720,12 @@ mod tests {
         assert!((pooled.per_second - pooled.sales as f64 / seconds).abs() < 1e-6);
         // The pooled spread reaches from the slow round to the fast ones.
         assert!(pooled.q1 <= b.q3 && pooled.q3 >= a.q1, "{pooled:?}");
+        // Each round's own rate, in the order they ran.
+        let own: Vec<f64> = [&a, &b, &a].map(|r| r.per_second).to_vec();
+        assert_eq!(pooled.per_round.len(), 3);
+        for (pooled, own) in pooled.per_round.iter().zip(own) {
+            assert!((pooled - own).abs() < 1e-6, "{pooled} {own}");
+        }
         // The window named is the shown round's.
         assert_eq!((pooled.from_s, pooled.to_s), (b.from_s, b.to_s));
         // One round pooled is that round.

@@ -347,7 +347,7 @@ impl Runner {
     ) -> anyhow::Result<Vec<Row>> {
         let runs = in_rounds(plans.len(), rounds, async |round, k| {
             progress(round, k);
-            self.run_fired(&plans[k]).await
+            self.run_fired(&plans[k].in_round(round)).await
         })
         .await?;
         Ok(runs
@@ -374,21 +374,55 @@ pub fn round_text(round: u32, rounds: u32) -> String {
     }
 }
 
+/// `3 rounds`, or `1 round`.
+pub fn rounds_text(rounds: u32) -> String {
+    match rounds {
+        1 => "1 round".to_string(),
+        n => format!("{n} rounds"),
+    }
+}
+
 /// Runs `count` measurements in `rounds` rounds: `run(round, index)` for every index,
 /// one after another, then round after round, so that they all meet the same slow
-/// and fast moments of the machine. Each index's runs, in round order.
+/// and fast moments of the machine. Every other round runs them in the reverse
+/// order ([`round_order`]). Each index's runs, in round order.
 pub async fn in_rounds<T>(
     count: usize,
     rounds: u32,
+    run: impl AsyncFnMut(u32, usize) -> anyhow::Result<T>,
+) -> anyhow::Result<Vec<Vec<T>>> {
+    in_rounds_each(&vec![rounds; count], run).await
+}
+
+/// [`in_rounds`], measurement `k` in `rounds[k]` rounds (at least one): the first
+/// ones, each round skipping the measurements whose rounds are done.
+pub async fn in_rounds_each<T>(
+    rounds: &[u32],
     mut run: impl AsyncFnMut(u32, usize) -> anyhow::Result<T>,
 ) -> anyhow::Result<Vec<Vec<T>>> {
-    let mut runs: Vec<Vec<T>> = (0..count).map(|_| Vec::new()).collect();
-    for round in 0..rounds.max(1) {
-        for (k, runs) in runs.iter_mut().enumerate() {
-            runs.push(run(round, k).await?);
+    let mut runs: Vec<Vec<T>> = rounds.iter().map(|_| Vec::new()).collect();
+    let most = rounds.iter().copied().max().unwrap_or(1).max(1);
+    for round in 0..most {
+        for k in round_order(rounds.len(), round) {
+            if round < rounds[k].max(1) {
+                runs[k].push(run(round, k).await?);
+            }
         }
     }
     Ok(runs)
+}
+
+/// The order of `count` measurements in `round`: first to last in the first round,
+/// last to first in the second, and so on. A machine that slows down (or speeds up)
+/// during the rounds then favours no measurement: the one that ran first in a round
+/// runs last in the next, and the rounds disagree instead of all agreeing on a
+/// difference the trend made ([`crate::rate::lead`]).
+pub fn round_order(count: usize, round: u32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..count).collect();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
 }
 
 /// The round whose row stands for a setup measured in rounds: the first that did not
@@ -476,5 +510,40 @@ impl Row {
             quantity: plan.quantity,
             history: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_other_round_runs_in_reverse() {
+        assert_eq!(round_order(3, 0), [0, 1, 2]);
+        assert_eq!(round_order(3, 1), [2, 1, 0]);
+        assert_eq!(round_order(3, 2), [0, 1, 2]);
+    }
+
+    /// Two strategies alike, measured while the machine slows down steadily: in
+    /// order every round, the first would seem faster in all of them; with every
+    /// other round reversed, the rounds disagree and nothing is claimed.
+    #[test]
+    fn a_machine_slowing_down_favours_no_strategy() {
+        let rate_at = |step: usize| 1000.0 - 50.0 * step as f64;
+        let mut per_round = [Vec::new(), Vec::new()];
+        for round in 0..3 {
+            for (position, k) in round_order(2, round).into_iter().enumerate() {
+                per_round[k].push(rate_at(2 * round as usize + position));
+            }
+        }
+        let [a, b] = per_round.map(|per_round| rate::SalesRate {
+            rounds: 3,
+            per_second: per_round.iter().sum::<f64>() / 3.0,
+            per_round,
+            ..Default::default()
+        });
+        let lead = rate::lead(&a, &b).expect("side by side");
+        assert!(lead.low < 1.0 && lead.high > 1.0, "{lead:?}");
+        assert_eq!(rate::compare(&a, &b), None);
     }
 }

@@ -57,6 +57,10 @@ async fn demo(dir: &Path, json_path: &Path) -> (ServerProcess, String) {
         "150",
         "--seconds",
         "0.5",
+        // One round: the page shows every run, the report one row per setup, pooled
+        // over its rounds.
+        "--rounds",
+        "1",
         "--concurrency",
         "32",
         "--strategies",

@@ -303,8 +303,10 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         seconds: 0.5,
         concurrency: 32,
         rate: None,
-        // Two rounds of every throughput and buckets run, pooled.
+        // Two rounds of every throughput and buckets run, pooled (every strategy here
+        // is one the claims compare).
         rounds: 2,
+        other_rounds: 1,
         sell_out_stock: 40,
         sell_out_buyers: 300,
         // Restocked to 20 once 150 buyers were answered, reads all along.
@@ -377,6 +379,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     // sell-outs are single runs); the costs shown are those of the round shown.
     for row in sale.rows.iter().filter(|r| r.section != "sell-out") {
         assert_eq!(row.sales.rounds, 2, "{row:?}");
+        assert_eq!(row.sales.per_round.len(), 2, "{row:?}");
         let pooled = row.sales.pooled_s.expect("pooled seconds");
         assert!(pooled > row.sales.to_s - row.sales.from_s, "{row:?}");
         assert!(row.sales.sales > 0 && row.sales.per_second > 0.0, "{row:?}");

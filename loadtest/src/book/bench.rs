@@ -50,12 +50,17 @@ impl Spread {
     }
 }
 
-/// `Some(true)` when `a` is decisively larger than `b`: apart by more than both
-/// ranges and by more than [`crate::rate::MARGIN`]; `Some(false)` when `b` is
-/// decisively larger; `None` otherwise (the rule of the claims table).
+/// `Some(true)` when `a` is decisively larger than `b`, `Some(false)` when `b` is,
+/// `None` otherwise: the demo's rule ([`crate::rate::decisive`]). The parts of two
+/// windows were not measured side by side, so `a`'s lead ranges from its lowest part
+/// over `b`'s highest to its highest over `b`'s lowest.
 fn decisively_larger(a: &Spread, b: &Spread) -> Option<bool> {
     let above = |a: &Spread, b: &Spread| {
-        a.low > b.high && a.median > b.median * (1.0 + crate::rate::MARGIN)
+        crate::rate::decisive(&crate::rate::Ratio {
+            times: a.median / b.median,
+            low: a.low / b.high,
+            high: a.high / b.low,
+        })
     };
     if above(a, b) {
         Some(true)
@@ -231,7 +236,7 @@ fn claims_table(claims: &[Claim]) -> String {
     let mut text = super::demo::claims_table(claims);
     let _ = writeln!(
         text,
-        "\nConfirmed or refuted only when the figures differ by more than both ranges and by more than {} %, otherwise inconclusive.",
+        "\nConfirmed or refuted only when every part of one figure's window is above every part of the other's, and one leads the other by a larger factor than its lead could move (from the lowest part of one over the highest of the other to the highest over the lowest) and by more than {} %; otherwise inconclusive.",
         num(100.0 * crate::rate::MARGIN)
     );
     text

@@ -258,7 +258,7 @@ pub fn claims_page(demo: &Written<DemoParts>, pages: &mut Pages) {
     page.push_str(&claims_table(&demo.claims));
     let _ = writeln!(
         page,
-        "\nA speed claim is judged on sales per second; it is confirmed or refuted only when the two figures differ by more than both spreads and by more than {} %, otherwise inconclusive.",
+        "\nA speed claim is judged on sales per second, measured in rounds side by side. It is confirmed or refuted only when every round puts the two figures in the same order, and one leads the other by a larger factor than its lead moved between rounds (each round's lead: one figure's rate over the other's; moved: the largest over the smallest) and by more than {} %; otherwise it is inconclusive. The rounds' own rates follow each figure, in the order the rounds ran.",
         num(100.0 * crate::rate::MARGIN)
     );
     pages.insert("demo/claims.md".to_string(), page);

@@ -2,12 +2,13 @@
 //! one hot product, compare.
 //!
 //! One setup, one figure: every throughput section is timed with stock never the limit
-//! and measured once (sales per second over its steady window, [`loadtest::rate`]; with
-//! `--rounds`, strategy after strategy, round after round, the rounds pooled);
-//! where another section needs the same setup (the far table's loopback column, the
-//! contention claim's 64 in flight, the capacity past which the overload runs), it
-//! reads that row. The sections whose stock runs out (what breaks, the sell-out) show
-//! what was sold and refused, never a rate of answers as a throughput.
+//! and measured once, in rounds (sales per second over its steady windows, strategy
+//! after strategy, round after round, the rounds pooled: [`loadtest::rate`]), and the
+//! claims compare figures of the same rounds, round by round. Where another section
+//! needs the same setup (the far table's loopback column, the contention claim's 64 in
+//! flight, the capacity past which the overload runs), it reads that row. The sections
+//! whose stock runs out (what breaks, the sell-out) show what was sold and refused,
+//! never a rate of answers as a throughput.
 
 use super::{
     ADMIN_TOKEN, LoadArgs, first_product, parameters, plan, server_versions, start_instance,
@@ -55,9 +56,9 @@ pub struct DemoArgs {
     /// time, in ms (e.g. 0.5 inside a data centre, 2 across zones).
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
-    /// Every section, the two slow ones too, and rounds: as `--far-rtt-ms 2
-    /// --overload-factor 5 --rounds 3`; the book's reference
-    /// run uses it.
+    /// Every section, the two slow ones too, and rounds of full length: as
+    /// `--far-rtt-ms 2 --overload-factor 5 --seconds 2.5`; the book's reference run
+    /// uses it.
     #[arg(long)]
     pub full: bool,
     /// The throughput section again at this round-trip time to every server (two more
@@ -70,12 +71,16 @@ pub struct DemoArgs {
     /// 5 with --full].
     #[arg(long)]
     pub overload_factor: Option<f64>,
-    /// Measure each throughput setup (the throughput, one-instance, contention and
-    /// flash-sale sections) this many times, every strategy once per round, round
-    /// after round, and pool the rounds: the spread then holds what moved between
-    /// them [default: 1, 3 with --full].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10))]
-    pub rounds: Option<u32>,
+    /// Measure each throughput setup (the throughput, one-instance, contention,
+    /// flash-sale and buckets sections) in this many rounds: every strategy once per
+    /// round, every other round in reverse order, the rounds pooled. Each round gives
+    /// a lead (one figure's rate over the other's): a claim is confirmed or refuted
+    /// only when every round's lead points the same way, and the pooled lead is larger
+    /// than the rounds' leads moved and than the margin; else it is inconclusive. With
+    /// 1 round the windows' quartiles stand in, and a close race can flip from one run
+    /// to the next.
+    #[arg(long, default_value_t = ROUNDS, value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub rounds: u32,
     /// How long each overload run offers its load, in seconds.
     #[arg(long, default_value_t = 4.0)]
     pub overload_seconds: f64,
@@ -100,6 +105,16 @@ pub struct DemoArgs {
     pub load: LoadArgs,
 }
 
+/// Rounds of every throughput setup: enough for a sign test (two figures alike put in
+/// the same order by all four rounds by chance: one time in sixteen per direction),
+/// in the quick demo's time.
+const ROUNDS: u32 = 4;
+
+/// How long each timed run of the quick demo sends, in seconds: four short rounds
+/// in a little more than the time one long one took (`--full` runs rounds of
+/// [`loadtest::plan::THROUGHPUT_SECONDS`]).
+const QUICK_SECONDS: f64 = 0.75;
+
 /// A latency of `rtt_ms` round trip.
 fn round_trip(rtt_ms: f64) -> testbed::Latency {
     testbed::Latency::round_trip(std::time::Duration::from_secs_f64(rtt_ms / 1000.0))
@@ -113,7 +128,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     let overload_factor = *args
         .overload_factor
         .get_or_insert(if args.full { 5.0 } else { 0.0 });
-    let rounds = *args.rounds.get_or_insert(if args.full { 3 } else { 1 });
+    let rounds = args.rounds;
     // The flood's connections, shared over two instances: a file each, on both ends.
     let open_files = loadtest::lab::raise_open_files();
     if overload_factor > 0.0 && args.flood_connections > 0 {
@@ -208,7 +223,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         )
     };
     // Progress: each section announced with its number, each strategy with its count.
-    let sections = 4
+    let sections = 3
         + usize::from(far_rtt_ms > 0.0)
         + usize::from(!args.no_flash_sale)
         + usize::from(overload_factor > 0.0);
@@ -221,10 +236,11 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             started.elapsed().as_secs_f64()
         ));
     };
-    let seconds = args
-        .load
-        .seconds
-        .unwrap_or(loadtest::plan::THROUGHPUT_SECONDS);
+    let seconds = (args.load.seconds).unwrap_or(if args.full {
+        loadtest::plan::THROUGHPUT_SECONDS
+    } else {
+        QUICK_SECONDS
+    });
     // A throughput run: timed, stock never the limit, one warm-up round.
     let timed = |plan: loadtest::plan::Plan| plan.timed(seconds);
     let mut rows: Vec<Row> = Vec::new();
@@ -246,17 +262,47 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     let mut flooded: Option<(String, f64)> = None;
 
     announce(&format!(
-        "throughput: sales per second on one hot product, {seconds} s each, stock never the limit"
+        "throughput: sales per second on one hot product, {} of {seconds} s each, stock never the limit",
+        loadtest::runner::rounds_text(rounds)
     ));
-    // The baseline: the reference's transaction (the conditional UPDATE) over sqlx, no
-    // HTTP, same concurrency, same time, as many connections as the two instances;
-    // measured last in each round.
+    // What a throughput round measures, in order: every seller; the compare-and-set
+    // again at 4 in flight right after its own row (the contention claim compares the
+    // two round by round, so they are measured side by side); the baseline last: the
+    // reference's transaction (the conditional UPDATE) over sqlx, no HTTP, same
+    // concurrency, same time, as many connections as the two instances.
     let reference = catalogue
         .first_with("conditional-update")
         .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
+    let mut plans: Vec<loadtest::plan::Plan> = (sellers.iter().enumerate())
+        .map(|(k, strategy)| {
+            timed(plan(
+                "throughput",
+                strategy,
+                first_product(0, k),
+                &args.load,
+                Expect::Safe,
+            ))
+        })
+        .collect();
+    let cas = (catalogue.first_with("compare-and-set"))
+        .map(|c| c.name.clone())
+        .filter(|s| wanted(s));
+    if let Some(cas) = &cas {
+        let mut low = timed(plan(
+            loadtest::claims::CONTENTION,
+            cas,
+            first_product(3, 0),
+            &args.load,
+            Expect::Safe,
+        ));
+        low.concurrency = 4;
+        low.warmup = 4;
+        let after = plans.iter().position(|p| &p.strategy == cas);
+        plans.insert(after.map_or(plans.len(), |i| i + 1), low);
+    }
     let baseline = usize::from(wanted("baseline"));
-    let runs = loadtest::runner::in_rounds(sellers.len() + baseline, rounds, async |round, k| {
-        let Some(strategy) = sellers.get(k) else {
+    let runs = loadtest::runner::in_rounds(plans.len() + baseline, rounds, async |round, k| {
+        let Some(plan) = plans.get(k) else {
             say(&format!(
                 "{}baseline ({reference} over sqlx, no HTTP) ...",
                 round_text(round)
@@ -270,28 +316,29 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             )
             .await;
         };
-        let plan = timed(plan(
-            "throughput",
-            strategy,
-            first_product(0, k),
-            &args.load,
-            Expect::Safe,
-        ));
+        let against = match plan.section.as_str() {
+            loadtest::claims::CONTENTION => format!(" (against {})", args.load.concurrency),
+            _ => String::new(),
+        };
         say(&format!(
-            "{}({}/{}) {strategy}: {seconds} s at concurrency {} over 2 instances ...",
+            "{}({}/{}) {}: {seconds} s at concurrency {}{against} over 2 instances ...",
             round_text(round),
             k + 1,
-            sellers.len(),
+            plans.len(),
+            plan.strategy,
             plan.concurrency
         ));
-        runner.run_fired(&plan).await
+        runner.run_fired(&plan.in_round(round)).await
     })
     .await?;
-    rows.extend(
-        (runs.into_iter())
-            .filter_map(loadtest::runner::pooled_row)
-            .map(|(_, row)| row),
-    );
+    // The throughput section's rows, then the contention row: a table per section, as
+    // the live page shows them.
+    let (throughput, contention): (Vec<Row>, Vec<Row>) = (runs.into_iter())
+        .filter_map(loadtest::runner::pooled_row)
+        .map(|(_, row)| row)
+        .partition(|row| row.section == "throughput");
+    rows.extend(throughput);
+    rows.extend(contention);
 
     // One instance: an in-process lock works there only; the claim that ranks it
     // against the database's locks is judged on that.
@@ -420,34 +467,6 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         }
     }
 
-    // A compare-and-set at low concurrency, for the contention claim (its high
-    // concurrency is the throughput section's row).
-    announce("a compare-and-set under little contention");
-    let cas = catalogue
-        .first_with("compare-and-set")
-        .map(|c| c.name.clone());
-    if let Some(cas) = cas.filter(|s| wanted(s)) {
-        let mut plan = timed(plan(
-            loadtest::claims::CONTENTION,
-            &cas,
-            first_product(3, 0),
-            &args.load,
-            Expect::Safe,
-        ));
-        plan.concurrency = 4;
-        plan.warmup = 4;
-        rows.extend(
-            runner
-                .run_in_rounds(&[plan], rounds, |round, _| {
-                    say(&format!(
-                        "{}{cas}: {seconds} s at concurrency 4 (against {} in the throughput section) ...",
-                        round_text(round),
-                        args.load.concurrency
-                    ))
-                })
-                .await?,
-        );
-    }
     // The flash sale: one hot product at high concurrency.
     let mut flash = None;
     if !args.no_flash_sale {
@@ -476,6 +495,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         let options = FlashOptions {
             seconds,
             rounds,
+            other_rounds: if args.full { rounds } else { 1 },
             concurrency: args.flash_concurrency,
             rate: args.flash_rate,
             ..FlashOptions::default()
