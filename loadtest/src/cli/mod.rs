@@ -30,7 +30,7 @@ pub struct LoadArgs {
     pub requests: usize,
     /// Send for this long per strategy, in seconds, instead of a number of requests:
     /// a timed run, whose sales per second are taken over its steady window
-    /// (`loadtest demo` times its throughput sections so, each of its rounds 0.75 s
+    /// (`loadtest demo` times its throughput sections so, each of its rounds 0.5 s
     /// by default, 2.5 s with --full).
     #[arg(long)]
     pub seconds: Option<f64>,
