@@ -55,11 +55,12 @@ pub struct Judged {
     /// when unobserved, held no read and no refusal).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub products: Vec<Vec<i64>>,
-    /// Deductions answered with an unknown outcome, and how many of them the ledger
-    /// showed applied once the system was quiet.
+    /// Deductions answered with an unknown outcome, and how many of their request ids
+    /// the ledger held once the system was quiet (a retry may be what sold one).
     pub unknown: usize,
     pub unknown_applied: usize,
-    /// Deductions whose request id the ledger holds (every epoch of the run).
+    /// Request ids the ledger holds (every epoch of the run), each counted once however
+    /// often it was sent.
     #[serde(default)]
     pub recorded: usize,
     /// The anomalies found, by class (none when linearizable).
@@ -470,18 +471,29 @@ pub fn judge_with(records: &[Record]) -> Result<(Judged, Vec<Anomaly>), String> 
         operations: records.iter().filter(|r| r.interval().is_some()).count(),
         products,
         unknown: unknown.clone().count(),
-        unknown_applied: unknown
-            .filter(|r| matches!(r, Record::Deduct { recorded, .. } if *recorded == Some(true)))
-            .count(),
-        recorded: (records.iter())
-            .filter(|r| matches!(r, Record::Deduct { recorded, .. } if *recorded == Some(true)))
-            .count(),
+        unknown_applied: recorded_ids(unknown.clone()),
+        recorded: recorded_ids(records.iter()),
         anomalies,
         file: None,
         page: None,
         check_ms: started.elapsed().as_secs_f64() * 1e3,
     };
     Ok((judged, every))
+}
+
+/// How many request ids among `records` the ledger holds. `recorded` is said of a
+/// request id, not of an attempt: an id sent again counts once.
+fn recorded_ids<'a>(records: impl Iterator<Item = &'a Record>) -> usize {
+    (records.filter_map(|r| match r {
+        Record::Deduct {
+            request_id,
+            recorded: Some(true),
+            ..
+        } => Some(request_id.as_str()),
+        _ => None,
+    }))
+    .collect::<HashSet<&str>>()
+    .len()
 }
 
 /// A section's name as a file name's part: lower case, letters and digits, the rest
@@ -579,6 +591,46 @@ mod tests {
         assert_eq!((judged.unknown, judged.unknown_applied), (1, 1));
         let without_b = of_run(&fired, &[(7, 2)], &["a".to_string()].into());
         assert_eq!(judge(&without_b).unwrap().verdict, Said::NotLinearizable);
+    }
+
+    /// A request sent, never answered, sent again and answered sold: the ledger holds
+    /// its id once. The retry sold it; the unknown attempt sold nothing more. The
+    /// counts are of request ids, as the checker reads `recorded`.
+    #[test]
+    fn a_retried_id_is_counted_once() {
+        let deduct = |sent_us, answered_us, answer| Record::Deduct {
+            client: 0,
+            request_id: "a".to_string(),
+            items: vec![Item {
+                product_id: 1,
+                quantity: 1,
+            }],
+            sent_us,
+            answered_us,
+            answer,
+            recorded: Some(true),
+        };
+        let history = [
+            Record::Init {
+                product_id: 1,
+                stock: 1,
+            },
+            deduct(0, None, DeductAnswer::Unknown),
+            deduct(10, Some(20), DeductAnswer::Sold),
+            Record::Read {
+                client: 0,
+                product_id: 1,
+                sent_us: 30,
+                answered_us: Some(40),
+                stock: Some(0),
+            },
+        ];
+        let judged = judge(&history).unwrap();
+        assert_eq!(judged.verdict, Said::Linearizable, "{judged:?}");
+        assert_eq!(
+            (judged.unknown, judged.unknown_applied, judged.recorded),
+            (1, 1, 1)
+        );
     }
 
     #[test]
