@@ -520,9 +520,10 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
                                 .collect(),
                             says: format!(
                                 "the final read of product {product} shows {shown} units; \
-                                 the answers leave at most {high}: {} sold units erased from \
+                                 the answers leave at most {high}: {} sold {} erased from \
                                  the stock",
-                                shown - high
+                                shown - high,
+                                if shown - high == 1 { "unit" } else { "units" }
                             ),
                         });
                     } else if shown < low || shown > high {

@@ -527,7 +527,12 @@ const SETTINGS: &[(&str, &str, &str)] = &[
     (
         "measuring.md",
         "2.5 s",
-        "a throughput run's default length (--seconds)",
+        "a throughput run's length in the reference run (--seconds)",
+    ),
+    (
+        "measuring.md",
+        "0.5 s",
+        "a throughput round's length in the quick demo (--seconds)",
     ),
     (
         "measuring.md",

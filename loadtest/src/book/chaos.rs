@@ -3,7 +3,7 @@
 //! strategy pages reuse.
 
 use super::{Facts, Pages, banner, linked, num, table};
-use crate::chaos::{Cell, ChaosReport, history_as_expected};
+use crate::chaos::{Cell, ChaosReport};
 use std::fmt::Write as _;
 
 const SOURCE: &str = "book/data/chaos.json";
@@ -50,7 +50,6 @@ pub fn pages(faults: &ChaosReport, pages: &mut Pages, facts: &mut Facts) {
         let _ = writeln!(page, "<a id=\"{}\"></a>\n\n*{}*\n", s.id, s.how);
         let body: Vec<Vec<String>> = mine.iter().map(|c| cell_row(c, true)).collect();
         page.push_str(&table(HEADERS, &body));
-        page.push_str(history_note(mine.iter().copied()));
         let labelled: Vec<(String, &Cell)> = mine
             .iter()
             .map(|c| (format!("`{}`", c.strategy), *c))
@@ -74,22 +73,6 @@ pub const HEADERS: &[&str] = &[
     ">refused",
     ">no sale for ms",
 ];
-
-/// Whether a cell counted as expected though its history was not the one expected of
-/// it: a run that did not yet hold the history to it.
-fn unheld(c: &Cell) -> bool {
-    c.as_expected
-        && (c.history.as_ref()).is_some_and(|h| !history_as_expected(c.expected_history, h.verdict))
-}
-
-/// The note under a table with a cell marked † ([`unheld`]), or nothing.
-pub fn history_note<'a>(mut cells: impl Iterator<Item = &'a Cell>) -> &'static str {
-    if cells.any(unheld) {
-        "\n† Counted as expected by a run that did not yet hold a cell's history to the verdict expected of it.\n"
-    } else {
-        ""
-    }
-}
 
 /// How a cell is told apart in the list of reasons under its table.
 fn fencing_label(c: &Cell) -> &'static str {
@@ -133,11 +116,10 @@ pub fn cell_row(c: &Cell, link: bool) -> Vec<String> {
                 format!(" (**expected {}**)", expected.join(" or "))
             }
         ),
-        format!(
-            "{}{}",
-            c.history.as_ref().map_or("–", |h| h.verdict.text()),
-            if unheld(c) { "†" } else { "" }
-        ),
+        c.history
+            .as_ref()
+            .map_or("–", |h| h.verdict.text())
+            .to_string(),
         c.expected_history.text().to_string(),
         c.sold.to_string(),
         c.lost_updates.to_string(),

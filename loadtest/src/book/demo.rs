@@ -261,5 +261,17 @@ pub fn claims_page(demo: &Written<DemoParts>, pages: &mut Pages) {
         "\nA speed claim is judged on sales per second, measured in rounds side by side. It is confirmed or refuted only when every round puts the two figures in the same order, and one leads the other by a larger factor than its lead moved between rounds (each round's lead: one figure's rate over the other's; moved: the largest over the smallest) and by more than {} %; otherwise it is inconclusive. The rounds' own rates follow each figure, in the order the rounds ran.",
         num(100.0 * crate::rate::MARGIN)
     );
+    // A run from before each round's rate was kept was judged by the rule of its day.
+    let pooled_only = demo
+        .results
+        .iter()
+        .any(|r| r.sales.rounds > 1 && r.sales.per_round.is_empty());
+    if pooled_only {
+        let _ = writeln!(
+            page,
+            "\nThis run pooled its rounds without keeping each round's rate, so its claims were judged by the rule before: the two figures apart by more than both spreads and by more than {} %.",
+            num(100.0 * crate::rate::MARGIN)
+        );
+    }
     pages.insert("demo/claims.md".to_string(), page);
 }

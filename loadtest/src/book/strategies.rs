@@ -1,7 +1,7 @@
 //! The strategies seen from the demo and the fault grid together: the matrix (each
 //! card's promises beside what the reference run saw), and one page per strategy.
 
-use super::chaos::{HEADERS, cell_row, history_note, reasons};
+use super::chaos::{HEADERS, cell_row, reasons};
 use super::rows::{oversold, section, timed, verdict};
 use super::{Data, Pages, banner, linked, num, table, yes_no};
 use crate::catalogue::Catalogue;
@@ -207,7 +207,6 @@ pub fn pages(data: &Data, pages: &mut Pages) {
             headers[0] = "fault";
             let _ = writeln!(page, "\nUnder faults (`loadtest chaos`):\n");
             page.push_str(&table(&headers, &body));
-            page.push_str(history_note(mine.iter().map(|(_, c)| *c)));
             page.push_str(&reasons(&mine));
         }
         pages.insert(format!("strategies/{name}.md"), page);
