@@ -95,6 +95,9 @@ pub struct Anomaly {
     pub products: Vec<i64>,
     pub ops: Vec<usize>,
     pub says: String,
+    /// How many of its class it stands for: a final read showing N sold units erased
+    /// is N lost updates; every other anomaly is one.
+    pub count: u64,
 }
 
 /// The most operations an anomaly lists as its proof (an oversold window of a thousand
@@ -176,6 +179,7 @@ fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
                         None => "the stale holder's deduction is not in the ledger: it wrote nothing",
                     }
                 ),
+                count: 1,
             });
         }
     }
@@ -244,6 +248,7 @@ fn ledger_contradicts(records: &[Record], settled: &Settled, found: &mut Vec<Ano
                         products: products_of(records, &[i]),
                         ops: vec![i],
                         says: format!("{id} was answered {how}; the ledger has no row of it"),
+                        count: 1,
                     });
                 }
             }
@@ -268,6 +273,7 @@ fn ledger_contradicts(records: &[Record], settled: &Settled, found: &mut Vec<Ano
                             n => format!(", {n} attempts in all"),
                         }
                     ),
+                    count: 1,
                 });
             }
             _ => {}
@@ -297,6 +303,7 @@ fn double_sales(records: &[Record], settled: &Settled, found: &mut Vec<Anomaly>)
                 products: products_of(records, &sold),
                 ops: sold.iter().copied().take(PROOF).collect(),
                 says: format!("{id} was answered sold {} times", sold.len()),
+                count: 1,
             });
         } else if sold.is_empty() && !maybe_sold {
             let duplicates = answered(DeductAnswer::Duplicate);
@@ -308,6 +315,7 @@ fn double_sales(records: &[Record], settled: &Settled, found: &mut Vec<Anomaly>)
                     says: format!(
                         "{id} was answered as a retry of an earlier sale that no answer shows"
                     ),
+                    count: 1,
                 });
             }
         }
@@ -476,6 +484,7 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
                         " after its restock"
                     }
                 ),
+                count: 1,
             });
         }
         for op in ops.iter().filter(|o| inside(o)) {
@@ -495,6 +504,7 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
                                 "told sold out of product {product} while at least {} of {stock} units were left",
                                 stock - before
                             ),
+                            count: 1,
                         });
                     }
                 }
@@ -525,6 +535,7 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
                                 shown - high,
                                 if shown - high == 1 { "unit" } else { "units" }
                             ),
+                            count: (shown - high) as u64,
                         });
                     } else if shown < low || shown > high {
                         found.push(Anomaly {
@@ -534,6 +545,7 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
                             says: format!(
                                 "read {shown} left of product {product}; the sales around it leave {low} to {high}"
                             ),
+                            count: 1,
                         });
                     }
                 }

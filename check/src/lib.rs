@@ -82,6 +82,7 @@ pub fn anomalies(records: &[Record], verdict: &Verdict) -> Vec<classes::Anomaly>
                     says: format!(
                         "no order of the operations on products {part:?} explains their answers"
                     ),
+                    count: 1,
                 });
             }
         }

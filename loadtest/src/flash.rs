@@ -25,7 +25,7 @@ use crate::claims::{all, claim, figure, load_of, source};
 use crate::engine::Fired;
 use crate::html::{bar_chart, escape};
 use crate::plan::{BUCKETS, Plan};
-use crate::rate::{MARGIN, SalesRate, compare};
+use crate::rate::{SalesRate, compare};
 use crate::report::{Claim, Part, Row};
 use crate::runner::Runner;
 use serde::{Deserialize, Serialize};
@@ -355,7 +355,7 @@ pub async fn run(
         };
         eprintln!(
             "flash sale: {}({}/{}) {}{with}: {} s at concurrency {} over {} instances ...",
-            crate::runner::round_text(round, options.rounds),
+            crate::runner::round_text(round, rounds[k]),
             k + 1,
             plans.len(),
             plan.strategy,
@@ -736,8 +736,8 @@ impl FlashSale {
         }
         let _ = write!(
             html,
-            "<p>A comparison within both spreads or within {:.0} % is inconclusive in the claims below.</p>",
-            MARGIN * 100.0
+            "<p>{}</p>",
+            crate::html::escape(&crate::rate::rule_text())
         );
         html
     }

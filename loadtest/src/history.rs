@@ -55,8 +55,9 @@ pub struct Judged {
     /// when unobserved, held no read and no refusal).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub products: Vec<Vec<i64>>,
-    /// Deductions answered with an unknown outcome, and how many of their request ids
-    /// the ledger held once the system was quiet (a retry may be what sold one).
+    /// Request ids with an attempt answered with an unknown outcome, and how many of
+    /// them the ledger held once the system was quiet (a retry may be what sold one);
+    /// an id sent again counts once.
     pub unknown: usize,
     pub unknown_applied: usize,
     /// Request ids the ledger holds (every epoch of the run), each counted once however
@@ -81,6 +82,9 @@ pub struct Judged {
 pub struct Found {
     /// `oversold`, `lost update`, `false sold-out`, `stale read`, `double sale`, ...
     pub class: String,
+    /// How many: anomalies found, except lost updates, counted in sales erased (a
+    /// final read showing N sold units erased is N; the ledger's count when only it
+    /// shows them).
     pub count: u64,
     /// What the first one shows, in words.
     pub says: String,
@@ -449,10 +453,10 @@ pub fn judge_with(records: &[Record]) -> Result<(Judged, Vec<Anomaly>), String> 
     for anomaly in every.iter().cloned() {
         let class = anomaly.class.name();
         match anomalies.iter_mut().find(|f| f.class == class) {
-            Some(found) => found.count += 1,
+            Some(found) => found.count += anomaly.count,
             None => anomalies.push(Found {
                 class: class.into(),
-                count: 1,
+                count: anomaly.count,
                 says: anomaly.says,
                 lines: anomaly.ops.iter().map(|i| i + 1).collect(),
             }),
@@ -470,8 +474,8 @@ pub fn judge_with(records: &[Record]) -> Result<(Judged, Vec<Anomaly>), String> 
         verdict,
         operations: records.iter().filter(|r| r.interval().is_some()).count(),
         products,
-        unknown: unknown.clone().count(),
-        unknown_applied: recorded_ids(unknown.clone()),
+        unknown: distinct_ids(unknown.clone()),
+        unknown_applied: recorded_ids(unknown),
         recorded: recorded_ids(records.iter()),
         anomalies,
         file: None,
@@ -481,19 +485,27 @@ pub fn judge_with(records: &[Record]) -> Result<(Judged, Vec<Anomaly>), String> 
     Ok((judged, every))
 }
 
+/// How many request ids among `records`' deductions: an id sent again counts once.
+fn distinct_ids<'a>(records: impl Iterator<Item = &'a Record>) -> usize {
+    let ids = records.filter_map(|r| match r {
+        Record::Deduct { request_id, .. } => Some(request_id.as_str()),
+        _ => None,
+    });
+    ids.collect::<HashSet<&str>>().len()
+}
+
 /// How many request ids among `records` the ledger holds. `recorded` is said of a
 /// request id, not of an attempt: an id sent again counts once.
 fn recorded_ids<'a>(records: impl Iterator<Item = &'a Record>) -> usize {
-    (records.filter_map(|r| match r {
-        Record::Deduct {
-            request_id,
-            recorded: Some(true),
-            ..
-        } => Some(request_id.as_str()),
-        _ => None,
+    distinct_ids(records.filter(|r| {
+        matches!(
+            r,
+            Record::Deduct {
+                recorded: Some(true),
+                ..
+            }
+        )
     }))
-    .collect::<HashSet<&str>>()
-    .len()
 }
 
 /// A section's name as a file name's part: lower case, letters and digits, the rest

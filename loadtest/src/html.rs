@@ -462,13 +462,7 @@ pub fn render(report: &Report) -> String {
                 v = c.verdict
             );
         }
-        let _ = write!(
-            html,
-            "</table><p>A speed claim is judged on sales per second (the steady window); two \
-             figures differ only by more than both spreads and more than {:.0} %: otherwise \
-             inconclusive.</p>",
-            crate::rate::MARGIN * 100.0
-        );
+        let _ = write!(html, "</table><p>{}</p>", escape(&crate::rate::rule_text()));
     }
     if !report.instances.is_empty() {
         html.push_str(

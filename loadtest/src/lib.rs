@@ -30,7 +30,8 @@
 //! - [`live`]: the live page (`demo --serve`): server-sent events of every run's
 //!   progress read from the database, the page embedded.
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
-//! - [`claims`]: the source articles' claims checked against a run's sales per second (beyond both spreads and a margin).
+//! - [`claims`]: the source articles' claims checked against a run's sales per second,
+//!   round by round ([`rate::decisive`]).
 //! - [`timing`]: where the time goes, from the instances' `/metrics` before and
 //!   after a run (lock wait, transaction, release, the rest).
 //! - [`cost`]: what a sale costs: CPU time per process from `/proc`, Redis's own

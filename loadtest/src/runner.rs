@@ -394,8 +394,8 @@ pub async fn in_rounds<T>(
     in_rounds_each(&vec![rounds; count], run).await
 }
 
-/// [`in_rounds`], measurement `k` in `rounds[k]` rounds (at least one): the first
-/// ones, each round skipping the measurements whose rounds are done.
+/// [`in_rounds`], with a number of rounds per measurement: measurement `k` runs in
+/// the first `rounds[k]` rounds (at least one) and is skipped in the rest.
 pub async fn in_rounds_each<T>(
     rounds: &[u32],
     mut run: impl AsyncFnMut(u32, usize) -> anyhow::Result<T>,

@@ -51,9 +51,10 @@ impl Spread {
 }
 
 /// `Some(true)` when `a` is decisively larger than `b`, `Some(false)` when `b` is,
-/// `None` otherwise: the demo's rule ([`crate::rate::decisive`]). The parts of two
-/// windows were not measured side by side, so `a`'s lead ranges from its lowest part
-/// over `b`'s highest to its highest over `b`'s lowest.
+/// `None` otherwise: the demo's rule for figures measured once each
+/// ([`crate::rate::decisive`]). The parts of two windows were not measured side by
+/// side, so `a`'s lead ranges from its lowest part over `b`'s highest to its highest
+/// over `b`'s lowest.
 fn decisively_larger(a: &Spread, b: &Spread) -> Option<bool> {
     let above = |a: &Spread, b: &Spread| {
         crate::rate::decisive(&crate::rate::Ratio {
@@ -236,7 +237,7 @@ fn claims_table(claims: &[Claim]) -> String {
     let mut text = super::demo::claims_table(claims);
     let _ = writeln!(
         text,
-        "\nConfirmed or refuted only when every part of one figure's window is above every part of the other's, and one leads the other by a larger factor than its lead could move (from the lowest part of one over the highest of the other to the highest over the lowest) and by more than {} %; otherwise inconclusive.",
+        "\nConfirmed or refuted only when every part of one figure's window is above every part of the other's, its median more than {} % above the other's, and either its lowest part more than that above the other's highest or its lead larger than it could move (from its lowest part over the other's highest to its highest over the other's lowest); otherwise inconclusive.",
         num(100.0 * crate::rate::MARGIN)
     );
     text

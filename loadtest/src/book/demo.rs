@@ -258,8 +258,8 @@ pub fn claims_page(demo: &Written<DemoParts>, pages: &mut Pages) {
     page.push_str(&claims_table(&demo.claims));
     let _ = writeln!(
         page,
-        "\nA speed claim is judged on sales per second, measured in rounds side by side. It is confirmed or refuted only when every round puts the two figures in the same order, and one leads the other by a larger factor than its lead moved between rounds (each round's lead: one figure's rate over the other's; moved: the largest over the smallest) and by more than {} %; otherwise it is inconclusive. The rounds' own rates follow each figure, in the order the rounds ran.",
-        num(100.0 * crate::rate::MARGIN)
+        "\n{} The rounds' own rates follow each figure, in the order the rounds ran.",
+        crate::rate::rule_text()
     );
     // A run from before each round's rate was kept was judged by the rule of its day.
     let pooled_only = demo

@@ -6,7 +6,8 @@
 //! # Exit status
 //!
 //! The worst of the histories: 1 when one is not linearizable, else 2 when one was
-//! undecided or could not be read, else 3 when one was unobserved, else 0.
+//! undecided, could not be read or its page (`--pages`) could not be written, else 3
+//! when one was unobserved, else 0.
 //!
 //! A closed output (`loadtest check ... | head`) ends the check quietly: the histories
 //! not yet judged are left, and the status is that of those judged until then.
@@ -44,7 +45,7 @@ enum Standing {
     Linearizable,
     /// Linearizable, but some part held no read and no refusal.
     Unobserved,
-    /// Undecided within the budget, or not readable.
+    /// Undecided within the budget, not readable, or its page not written.
     Undecided,
     /// No order explains the answers, or the ledger contradicts one.
     NotLinearizable,
@@ -67,8 +68,7 @@ impl Standing {
 ///
 /// # Errors
 ///
-/// A page that could not be written, or an output that failed otherwise than by
-/// being closed.
+/// An output that failed otherwise than by being closed.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     let budget = Duration::from_secs(args.budget_secs);
     let mut out = std::io::stdout().lock();
@@ -122,13 +122,22 @@ fn check_one(
             return Ok((Standing::Undecided, written));
         }
     };
-    let (standing, said) = said(&verdict);
+    let (mut standing, said) = said(&verdict);
     if pages && (standing >= Standing::Undecided || !anomalies.is_empty()) {
         let title = path
             .file_name()
             .map_or(name.to_string(), |f| f.to_string_lossy().into());
         let page = loadtest::history::page::draw(&title, &records, &anomalies);
-        std::fs::write(path.with_extension("html"), page)?;
+        let page_path = path.with_extension("html");
+        // A page not written is a failure of the check, not of the history: it says
+        // so, and the history counts at least as undecided.
+        if let Err(e) = std::fs::write(&page_path, page) {
+            eprintln!(
+                "loadtest check: {}: page not written: {e}",
+                page_path.display()
+            );
+            standing = standing.max(Standing::Undecided);
+        }
     }
     let operations = records.iter().filter(|r| r.interval().is_some()).count();
     let written = writeln!(out, "{name}: {operations} operations: {said}")

@@ -1,10 +1,11 @@
 //! `loadtest demo` (what `./scripts/demo` runs): start everything, run each strategy on
 //! one hot product, compare.
 //!
-//! One setup, one figure: every throughput section is timed with stock never the limit
-//! and measured once, in rounds (sales per second over its steady windows, strategy
-//! after strategy, round after round, the rounds pooled: [`loadtest::rate`]), and the
-//! claims compare figures of the same rounds, round by round. Where another section
+//! One setup, one figure: every throughput setup is timed with stock never the limit
+//! and measured in one series of rounds (sales per second over its steady windows,
+//! strategy after strategy, round after round, the rounds pooled: [`loadtest::rate`]),
+//! and the claims compare figures of the same rounds, round by round. The far section
+//! (`--far-rtt-ms`) runs one round: no claim is judged on it. Where another section
 //! needs the same setup (the far table's loopback column, the contention claim's 64 in
 //! flight, the capacity past which the overload runs), it reads that row. The sections
 //! whose stock runs out (what breaks, the sell-out) show what was sold and refused,
@@ -57,8 +58,8 @@ pub struct DemoArgs {
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
     /// Every section, the two slow ones too, and rounds of full length: as
-    /// `--far-rtt-ms 2 --overload-factor 5 --seconds 2.5`; the book's reference run
-    /// uses it.
+    /// `--far-rtt-ms 2 --overload-factor 5 --seconds 2.5`, and the flash sale's locks
+    /// measured in every round too; the book's reference run uses it.
     #[arg(long)]
     pub full: bool,
     /// The throughput section again at this round-trip time to every server (two more
@@ -73,12 +74,13 @@ pub struct DemoArgs {
     pub overload_factor: Option<f64>,
     /// Measure each throughput setup (the throughput, one-instance, contention,
     /// flash-sale and buckets sections) in this many rounds: every strategy once per
-    /// round, every other round in reverse order, the rounds pooled. Each round gives
-    /// a lead (one figure's rate over the other's): a claim is confirmed or refuted
-    /// only when every round's lead points the same way, and the pooled lead is larger
-    /// than the rounds' leads moved and than the margin; else it is inconclusive. With
-    /// 1 round the windows' quartiles stand in, and a close race can flip from one run
-    /// to the next.
+    /// round, every other round in reverse order, the rounds pooled. Without --full
+    /// the flash sale's locks, which no claim compares, run one round. Each round
+    /// gives a lead (one figure's rate over the other's): a claim is confirmed or
+    /// refuted only when every round's lead points the same way, the lead is more than
+    /// the margin, and either every round's lead is or the lead is larger than it
+    /// moved between rounds; else it is inconclusive. With 1 round the windows'
+    /// quartiles stand in, and a close race can flip from one run to the next.
     #[arg(long, default_value_t = ROUNDS, value_parser = clap::value_parser!(u32).range(1..=10))]
     pub rounds: u32,
     /// How long each overload run offers its load, in seconds.
@@ -105,9 +107,10 @@ pub struct DemoArgs {
     pub load: LoadArgs,
 }
 
-/// Rounds of every throughput setup: enough for a sign test (two figures alike put in
-/// the same order by all four rounds by chance: one time in sixteen per direction),
-/// in the quick demo's time.
+/// Rounds of every throughput setup, in the quick demo's time. Two figures alike are
+/// put in the same order by all four rounds by chance one time in eight (either way):
+/// the rule asks more of a lead than that ([`loadtest::rate::decisive`]), and an even
+/// count runs every strategy as often early in a round as late.
 const ROUNDS: u32 = 4;
 
 /// How long each timed run of the quick demo sends, in seconds (`--full` runs rounds
@@ -266,9 +269,10 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         "throughput: sales per second on one hot product, {} of {seconds} s each, stock never the limit",
         loadtest::runner::rounds_text(rounds)
     ));
-    // What a throughput round measures, in order: every seller; the compare-and-set
-    // again at 4 in flight right after its own row (the contention claim compares the
-    // two round by round, so they are measured side by side); the baseline last: the
+    // What a throughput round measures, in this order (every other round in reverse):
+    // every seller; the compare-and-set again at 4 in flight right after its own row
+    // (the contention claim compares the two round by round, so they are measured side
+    // by side); the baseline at the end: the
     // reference's transaction (the conditional UPDATE) over sqlx, no HTTP, same
     // concurrency, same time, as many connections as the two instances.
     let reference = catalogue
