@@ -880,8 +880,8 @@ fn setting_figures(v: &serde_json::Value, out: &mut BTreeSet<String>) {
 const CODE_SETTINGS: &[(&str, &str, &str)] = &[
     (
         "demo/claims.md",
-        "15.0 %",
-        "the margin a claim needs, loadtest::claims",
+        "15 %",
+        "the margin a claim needs, loadtest::rate::MARGIN",
     ),
     (
         "bench/claims.md",

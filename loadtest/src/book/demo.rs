@@ -269,8 +269,8 @@ pub fn claims_page(demo: &Written<DemoParts>, pages: &mut Pages) {
     if pooled_only {
         let _ = writeln!(
             page,
-            "\nThis run pooled its rounds without keeping each round's rate, so its claims were judged by the rule before: the two figures apart by more than both spreads and by more than {} %.",
-            num(100.0 * crate::rate::MARGIN)
+            "\nThis run pooled its rounds without keeping each round's rate, so its claims were judged by the rule before: the two figures apart by more than both spreads and by more than {:.0} %.",
+            100.0 * crate::rate::MARGIN
         );
     }
     pages.insert("demo/claims.md".to_string(), page);

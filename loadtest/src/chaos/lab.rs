@@ -743,8 +743,13 @@ impl Lab {
                     self.replica_has_a_lock(product).await
                 })
                 .await?;
+                let sold = self.ledger_rows(product).await?;
                 let fault = self.fail_over(load)?;
-                // B's buyers follow the failover and lock what A still believes it holds.
+                // B's buyers follow the failover and lock what A still believes it
+                // holds: once they sold (their clients found the new primary, however
+                // long a busy machine made that), A goes on.
+                self.until_sold_after(product, sold, Duration::from_secs(20))
+                    .await?;
                 tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
                 self.release_a("after_read").await?;
                 Window::new(fault, load.now())
