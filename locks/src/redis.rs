@@ -61,7 +61,9 @@ use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
 use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{FromRedisValue, RedisError, Script, ScriptInvocation, Value};
+use redis::{
+    ErrorKind, FromRedisValue, RedisError, Script, ScriptInvocation, ServerErrorKind, Value,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
@@ -165,8 +167,15 @@ pub async fn subscribe(
 pub trait Connection: Send + Sync + 'static {
     /// Runs a lock script (EVALSHA, loading it on NOSCRIPT) where `key` lives.
     async fn run(&self, key: &str, script: &ScriptInvocation<'_>) -> Result<Value, RedisError>;
-    /// Runs `cmd` (`WAIT`) on the server that holds `key`.
-    async fn query(&self, key: &str, cmd: &redis::Cmd) -> Result<Value, RedisError>;
+    /// Runs a lock script where `key` lives and `then` (`WAIT`) right after it, in one
+    /// pipeline: on the same connection, so that a reconnection, a failover followed
+    /// or a redirection moves the two together.
+    async fn run_then(
+        &self,
+        key: &str,
+        script: &ScriptInvocation<'_>,
+        then: &redis::Cmd,
+    ) -> Result<(Value, Value), RedisError>;
     /// The release subscription ([`subscribe`]), for the process's lifetime.
     async fn subscribe(self: Arc<Self>, wakeups: Arc<Wakeups>, ready: Sender<()>);
     /// Before waiting on `channel`: `true` when it had to start listening (try again).
@@ -188,12 +197,35 @@ impl Connection for Single {
         script.invoke_async(&mut self.1.clone()).await
     }
 
-    async fn query(&self, _key: &str, cmd: &redis::Cmd) -> Result<Value, RedisError> {
-        cmd.query_async(&mut self.1.clone()).await
+    async fn run_then(
+        &self,
+        _key: &str,
+        script: &ScriptInvocation<'_>,
+        then: &redis::Cmd,
+    ) -> Result<(Value, Value), RedisError> {
+        pipelined(&mut self.1.clone(), script, then).await
     }
 
     async fn subscribe(self: Arc<Self>, wakeups: Arc<Wakeups>, ready: Sender<()>) {
         subscribe(|| self.0.clone(), wakeups, ready).await
+    }
+}
+
+/// `script`, then `then`, in one pipeline on `conn`; on NOSCRIPT the script is loaded
+/// and the two are sent again.
+pub async fn pipelined(
+    conn: &mut impl redis::aio::ConnectionLike,
+    script: &ScriptInvocation<'_>,
+    then: &redis::Cmd,
+) -> Result<(Value, Value), RedisError> {
+    let mut pipeline = redis::pipe();
+    pipeline.invoke_script(script).add_command(then.clone());
+    match pipeline.query_async(conn).await {
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.load_async(conn).await?;
+            pipeline.query_async(conn).await
+        }
+        answer => answer,
     }
 }
 
@@ -211,6 +243,8 @@ pub struct RedisLock {
     primary: Arc<dyn Connection>,
     wakeups: Arc<Wakeups>,
     subscription: JoinHandle<()>,
+    /// [`RedisLock::with_min_replicas`]: how many replicas, and how long to wait.
+    min_replicas: Option<(u32, Duration)>,
 }
 
 impl RedisLock {
@@ -237,12 +271,58 @@ impl RedisLock {
             primary,
             wakeups,
             subscription,
+            min_replicas: None,
         }
+    }
+
+    /// Grants a lock only once `replicas` replicas acknowledged it: each attempt goes
+    /// with `WAIT replicas timeout` (in one pipeline, [`Connection::run_then`]); a lock
+    /// taken but not acknowledged in time is given back, and the attempt fails with
+    /// [`LockError::Backend`]. What it buys and what it does not: `redis_sentinel.rs`.
+    pub fn with_min_replicas(mut self, replicas: u32, timeout: Duration) -> RedisLock {
+        self.min_replicas = (replicas > 0).then_some((replicas, timeout));
+        self
     }
 
     /// Where the lock's commands go.
     pub fn connection(&self) -> &Arc<dyn Connection> {
         &self.primary
+    }
+
+    /// One `lock.lua`: `(1, token)` acquired, `(0, PTTL)` held by another. With
+    /// [`RedisLock::with_min_replicas`], sent with its `WAIT`: `WAIT` counts the
+    /// replicas that have every write of its own connection, so sent on its own it
+    /// could run on another connection (reconnected, or another node's) and vouch
+    /// for writes that are not this lock.
+    async fn attempt(
+        &self,
+        key: &str,
+        holder: &HolderId,
+        invocation: ScriptInvocation<'_>,
+    ) -> Result<(i64, i64), LockError> {
+        let Some((replicas, timeout)) = self.min_replicas else {
+            return self.run(key, invocation).await;
+        };
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(timeout.as_millis() as u64);
+        let answer = self.primary.run_then(key, &invocation, &wait).await;
+        let answer = answer.and_then(|(attempt, acked)| {
+            Ok((
+                redis::from_redis_value(attempt)?,
+                redis::from_redis_value(acked)?,
+            ))
+        });
+        // Unanswered, the script may or may not have run: the lock may then stay until
+        // its lease ends (a release now could take a level this holder held before).
+        let ((acquired, value), acked): ((i64, i64), i64) = answer.map_err(backend)?;
+        if acquired == 1 && acked < i64::from(replicas) {
+            let _ = self.unlock(key, holder).await;
+            let why = format!(
+                "the lock was acknowledged by {acked} of the {replicas} replica(s) required within {timeout:?}; given back"
+            );
+            return Err(LockError::Backend("redis", BackendKind::Failed, why.into()));
+        }
+        Ok((acquired, value))
     }
 
     /// Runs a script where `key` lives.
@@ -300,7 +380,7 @@ impl LockBackend for RedisLock {
                 .key(format!("{}:fence", tagged(key)))
                 .arg(holder.as_str())
                 .arg(lease.as_millis().max(1) as u64);
-            let (acquired, value): (i64, i64) = self.run(key, invocation).await?;
+            let (acquired, value) = self.attempt(key, holder, invocation).await?;
             if acquired == 1 {
                 let token = Some(value as u64);
                 return Ok(Some(Acquired { token, since }));

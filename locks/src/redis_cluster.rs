@@ -38,20 +38,18 @@
 //! # What a failover loses
 //! Replication is asynchronous, here as with Sentinel: a lock the master granted and
 //! had not yet sent to its replica is not on the replica promoted in its place, and a
-//! second holder gets it. `WAIT` after acquiring
-//! ([`RedisLock::with_min_replicas`](crate::redis_sentinel), `redis_sentinel.rs`; the
-//! `WAIT` goes to the master of the key's slot) narrows that window, at a round trip
-//! and a replica's acknowledgement per acquisition. It does not close it: renewals are
-//! not waited for, and while the slot moves the lock may be taken on the target
-//! (through `ASK`) and the `WAIT` asked of the source, which then has nothing to wait
-//! for. Fencing the writes makes a second holder harmless.
+//! second holder gets it. `WAIT` with each attempt ([`RedisLock::with_min_replicas`];
+//! script and `WAIT` in one pipeline, which goes to the master of the key's slot and is
+//! redirected or retried as one) narrows that window, at a replica's acknowledgement
+//! per attempt. It does not close it: renewals are not waited for, and the cluster may
+//! promote a replica that had not acknowledged. Fencing the writes makes a second
+//! holder harmless.
 
 use crate::lock::LockError;
 use crate::redis::{Connection, RedisLock, Wakeups, backend};
 use async_trait::async_trait;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{PushInfo, PushKind, RedisError, ScriptInvocation, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -107,11 +105,15 @@ impl Connection for Cluster {
         script.invoke_async(&mut self.conn.clone()).await
     }
 
-    /// `cmd` (`WAIT`, which names no key) goes to `key`'s master.
-    async fn query(&self, key: &str, cmd: &redis::Cmd) -> Result<Value, RedisError> {
-        let route = Route::with_key(key, SlotAddr::Master);
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-        self.conn.clone().route_command(cmd.clone(), routing).await
+    /// The pipeline goes where the script's first key lives (`then`, `WAIT`, names
+    /// no key: sent alone, the client would send it to every master).
+    async fn run_then(
+        &self,
+        _key: &str,
+        script: &ScriptInvocation<'_>,
+        then: &redis::Cmd,
+    ) -> Result<(Value, Value), RedisError> {
+        crate::redis::pipelined(&mut self.conn.clone(), script, then).await
     }
 
     /// Wakes a waiter on each `smessage`, and on each new subscription of a channel

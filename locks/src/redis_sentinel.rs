@@ -14,24 +14,25 @@
 //! replica is simply not on the new primary, and a second holder gets it (the chaos
 //! scenario `redis-failover` makes exactly that happen).
 //!
-//! The usual mitigation is [`RedisLock::with_min_replicas`] ([`Replicated`]): after taking the lock, `WAIT
-//! n timeout` until `n` replicas acknowledged it, and give it back (an error) when they
-//! did not. A lock is then granted only once a replica has it, so a failover to that
-//! replica keeps it. It costs a round trip per acquisition (and the replica's
-//! acknowledgement), and it trades availability for it: with fewer than `n` replicas
-//! reachable nobody gets the lock. It is not consensus either: Sentinel may still
-//! promote a replica that had not acknowledged (with several replicas), and a replica
-//! that restarts empty forgets. For a guarantee, fence the writes.
+//! The usual mitigation is [`RedisLock::with_min_replicas`]: each attempt to take the
+//! lock goes with `WAIT n timeout`, and a lock fewer than `n` replicas acknowledged in
+//! time is given back (an error). A lock is then granted only once a replica has it,
+//! so a failover to that replica keeps it. The two go in one pipeline, on one
+//! connection: `WAIT` counts the replicas that have every write of *its own*
+//! connection, so a `WAIT` sent after a reconnection, or after this file followed a
+//! failover, would vouch for writes that are not the lock. It costs the replica's
+//! acknowledgement per attempt, and it trades availability for it: with fewer than `n`
+//! replicas reachable nobody gets the lock. It is not consensus either: Sentinel may
+//! still promote a replica that had not acknowledged (with several replicas), and a
+//! replica that restarts empty forgets. For a guarantee, fence the writes.
 
-use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
-use crate::redis::{Connection, RedisLock, Wakeups, open, subscribe};
+use crate::lock::LockError;
+use crate::redis::{Connection, RedisLock, Wakeups, open, pipelined, subscribe};
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{ErrorKind, RedisError, ScriptInvocation, ServerErrorKind, Value};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::time::Instant;
 
 /// Where the lock's Redis is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,9 +101,21 @@ impl Connection for Primary {
         }
     }
 
-    /// Runs `cmd` on the primary of now.
-    async fn query(&self, _key: &str, cmd: &redis::Cmd) -> Result<Value, RedisError> {
-        cmd.query_async(&mut self.conn().0).await
+    /// Runs a script and `then` on the primary; after a failover, once more on the
+    /// new one (the two together: `then` is `WAIT`, which speaks for its connection).
+    async fn run_then(
+        &self,
+        _key: &str,
+        script: &ScriptInvocation<'_>,
+        then: &redis::Cmd,
+    ) -> Result<(Value, Value), RedisError> {
+        let (mut conn, generation) = self.conn();
+        match pipelined(&mut conn, script, then).await {
+            Err(e) if self.follow(&e, generation).await => {
+                pipelined(&mut self.conn().0, script, then).await
+            }
+            answer => answer,
+        }
     }
 
     async fn subscribe(
@@ -183,81 +196,5 @@ impl RedisLock {
             .await
             .map_err(crate::redis::backend)?;
         Ok(RedisLock::on(Arc::new(primary)).await)
-    }
-
-    /// Grants a lock only once `replicas` replicas acknowledged it (`WAIT replicas
-    /// timeout` after the lock script); otherwise gives it back and fails with
-    /// [`LockError::Backend`]. See "What it does not fix" above.
-    pub fn with_min_replicas(self, replicas: u32, timeout: Duration) -> Replicated {
-        Replicated {
-            lock: self,
-            replicas,
-            timeout,
-        }
-    }
-}
-
-/// A [`RedisLock`] whose acquisitions count only once replicas have them.
-pub struct Replicated {
-    lock: RedisLock,
-    replicas: u32,
-    timeout: Duration,
-}
-
-#[async_trait]
-impl LockBackend for Replicated {
-    fn name(&self) -> &'static str {
-        self.lock.name()
-    }
-
-    /// The lock's acquisition, then `WAIT` on the connection that took it (it counts
-    /// the replicas that acknowledged this connection's writes).
-    async fn acquire(
-        &self,
-        key: &str,
-        holder: &HolderId,
-        lease: Duration,
-        wait: Duration,
-    ) -> Result<Option<Acquired>, LockError> {
-        let acquired = self.lock.acquire(key, holder, lease, wait).await?;
-        if acquired.is_none() || self.replicas == 0 {
-            return Ok(acquired);
-        }
-        // On the server that holds `key` (the one that took the lock, unless its slot
-        // moved in between: see `redis_cluster.rs`).
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(self.replicas).arg(self.timeout.as_millis() as u64);
-        let acked = (self.lock.connection().query(key, &wait).await)
-            .and_then(|v| Ok(redis::from_redis_value::<i64>(v)?));
-        let acked = match acked {
-            Ok(acked) => acked,
-            Err(e) => {
-                // Unanswered, the lock is given back too (else it stays for its lease).
-                let _ = self.lock.unlock(key, holder).await;
-                return Err(crate::redis::backend(e));
-            }
-        };
-        if acked < i64::from(self.replicas) {
-            let _ = self.lock.unlock(key, holder).await;
-            let (replicas, timeout) = (self.replicas, self.timeout);
-            let why = format!(
-                "the lock was acknowledged by {acked} of the {replicas} replica(s) required within {timeout:?}; given back"
-            );
-            return Err(LockError::Backend("redis", BackendKind::Failed, why.into()));
-        }
-        Ok(acquired)
-    }
-
-    async fn renew(
-        &self,
-        key: &str,
-        holder: &HolderId,
-        lease: Duration,
-    ) -> Result<Option<Instant>, LockError> {
-        self.lock.renew(key, holder, lease).await
-    }
-
-    async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
-        self.lock.unlock(key, holder).await
     }
 }
