@@ -67,7 +67,7 @@ use redis::{
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::{Notify, oneshot::Sender};
+use tokio::sync::{Notify, OnceCell, oneshot::Sender};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -169,7 +169,9 @@ pub trait Connection: Send + Sync + 'static {
     async fn run(&self, key: &str, script: &ScriptInvocation<'_>) -> Result<Value, RedisError>;
     /// Runs a lock script where `key` lives and `then` (`WAIT`) right after it, in one
     /// pipeline: on the same connection, so that a reconnection, a failover followed
-    /// or a redirection moves the two together.
+    /// or a redirection moves the two together. On a connection of their own: a
+    /// `WAIT` holds up every command behind it on its connection, and renewals and
+    /// releases must not queue behind an attempt's.
     async fn run_then(
         &self,
         key: &str,
@@ -188,8 +190,13 @@ pub trait Connection: Send + Sync + 'static {
     }
 }
 
-/// One server: its client and connection.
-pub struct Single(redis::Client, ConnectionManager);
+/// One server: its client, its connection, and the one of the attempts that wait for
+/// replicas (opened on the first).
+pub struct Single(
+    redis::Client,
+    ConnectionManager,
+    OnceCell<ConnectionManager>,
+);
 
 #[async_trait]
 impl Connection for Single {
@@ -203,7 +210,8 @@ impl Connection for Single {
         script: &ScriptInvocation<'_>,
         then: &redis::Cmd,
     ) -> Result<(Value, Value), RedisError> {
-        pipelined(&mut self.1.clone(), script, then).await
+        let waits = self.2.get_or_try_init(|| open(&self.0)).await?;
+        pipelined(&mut waits.clone(), script, then).await
     }
 
     async fn subscribe(self: Arc<Self>, wakeups: Arc<Wakeups>, ready: Sender<()>) {
@@ -252,7 +260,7 @@ impl RedisLock {
     pub async fn connect(url: &str) -> Result<RedisLock, LockError> {
         let client = redis::Client::open(url).map_err(backend)?;
         let conn = open(&client).await.map_err(backend)?;
-        Ok(Self::on(Arc::new(Single(client, conn))).await)
+        Ok(Self::on(Arc::new(Single(client, conn, OnceCell::new()))).await)
     }
 
     /// The lock on `primary`, its release subscription open (up to 2 s for it to be
@@ -275,18 +283,21 @@ impl RedisLock {
         }
     }
 
-    /// Grants a lock only once `replicas` replicas acknowledged it: each attempt goes
-    /// with `WAIT replicas timeout` (in one pipeline, [`Connection::run_then`]); a lock
-    /// taken but not acknowledged in time is given back, and the attempt fails with
-    /// [`LockError::Backend`]. What it buys and what it does not: `redis_sentinel.rs`.
+    /// Grants a lock only once `replicas` replicas acknowledged it.
+    ///
+    /// Each attempt goes with `WAIT replicas timeout`, in one pipeline on a connection
+    /// of its own ([`Connection::run_then`]). A lock taken but acknowledged by fewer
+    /// replicas in time is given back, and the attempt fails with
+    /// [`LockError::Backend`]; a failover to a replica that acknowledged keeps it.
+    ///
+    /// It narrows the failover window and no more: renewals are not waited for, a
+    /// replica that had not acknowledged may still be promoted, a replica restarted
+    /// empty forgets, so fence the writes. While no replica answers, nobody gets the
+    /// lock. Keep `timeout` under the connection's 2 s answer timeout: past it, an
+    /// unacknowledged attempt ends in a timeout and leaves its lock for its lease.
     pub fn with_min_replicas(mut self, replicas: u32, timeout: Duration) -> RedisLock {
         self.min_replicas = (replicas > 0).then_some((replicas, timeout));
         self
-    }
-
-    /// Where the lock's commands go.
-    pub fn connection(&self) -> &Arc<dyn Connection> {
-        &self.primary
     }
 
     /// One `lock.lua`: `(1, token)` acquired, `(0, PTTL)` held by another. With
@@ -304,7 +315,8 @@ impl RedisLock {
             return self.run(key, invocation).await;
         };
         let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(timeout.as_millis() as u64);
+        // At least 1 ms: `WAIT n 0` would wait for ever.
+        wait.arg(replicas).arg(timeout.as_millis().max(1) as u64);
         let answer = self.primary.run_then(key, &invocation, &wait).await;
         let answer = answer.and_then(|(attempt, acked)| {
             Ok((
@@ -353,12 +365,17 @@ impl LockBackend for RedisLock {
     /// (pub/sub) or, if none comes, until the holder's lease (its `PTTL`) ends.
     ///
     /// # Errors
-    /// [`LockError::Backend`]: Redis failed or did not answer within 2 s.
+    /// [`LockError::Backend`]: Redis failed or did not answer within 2 s (the lock
+    /// may then have been taken, and stays until its lease ends); with
+    /// [`RedisLock::with_min_replicas`], also a lock fewer replicas acknowledged in
+    /// time (given back).
     ///
     /// # Cancellation safety
-    /// Dropped while `lock.lua` is in flight, the lock may have been taken (or
-    /// re-entered: one more level on the holder's count) with nobody to release it:
-    /// it stays until its lease ends. Dropped while waiting, nothing is left.
+    /// Dropped while `lock.lua` (and its `WAIT`) is in flight, the lock may have been
+    /// taken (or re-entered: one more level on the holder's count) with nobody to
+    /// release it: it stays until its lease ends. The same when the client resends an
+    /// attempt whose answer it lost: a second level. Dropped while waiting, nothing is
+    /// left.
     async fn acquire(
         &self,
         key: &str,

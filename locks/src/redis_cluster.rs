@@ -48,12 +48,13 @@
 use crate::lock::LockError;
 use crate::redis::{Connection, RedisLock, Wakeups, backend};
 use async_trait::async_trait;
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, RedisError, ScriptInvocation, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot::Sender;
 
@@ -68,7 +69,11 @@ const IDLE: Duration = Duration::from_secs(120);
 /// A cluster connection (RESP3: sharded subscriptions share it) and the lock
 /// channels this process listens on, each with when a waiter last asked for it.
 pub struct Cluster {
+    client: ClusterClient,
     conn: ClusterConnection,
+    /// The attempts that wait for replicas (opened on the first): see
+    /// [`Connection::run_then`].
+    waits: OnceCell<ClusterConnection>,
     // A std mutex: held to look up, insert or take, never across an `.await`.
     watched: Mutex<HashMap<String, Instant>>,
     pushes: Mutex<Option<UnboundedReceiver<PushInfo>>>,
@@ -87,6 +92,8 @@ impl Cluster {
             .build()?;
         Ok(Cluster {
             conn: client.get_async_connection().await?,
+            client,
+            waits: OnceCell::new(),
             watched: Mutex::new(HashMap::new()),
             pushes: Mutex::new(Some(rx)),
         })
@@ -113,7 +120,9 @@ impl Connection for Cluster {
         script: &ScriptInvocation<'_>,
         then: &redis::Cmd,
     ) -> Result<(Value, Value), RedisError> {
-        crate::redis::pipelined(&mut self.conn.clone(), script, then).await
+        let connect = || self.client.get_async_connection();
+        let waits = self.waits.get_or_try_init(connect).await?;
+        crate::redis::pipelined(&mut waits.clone(), script, then).await
     }
 
     /// Wakes a waiter on each `smessage`, and on each new subscription of a channel

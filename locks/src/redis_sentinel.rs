@@ -60,6 +60,8 @@ pub struct Primary {
 struct Current {
     client: redis::Client,
     conn: ConnectionManager,
+    /// The lock's attempts that wait for replicas: see [`Connection::run_then`].
+    waits: ConnectionManager,
     generation: u64,
 }
 
@@ -76,12 +78,13 @@ impl Primary {
                 (Some(tokio::sync::Mutex::new(sentinel)), client)
             }
         };
-        let conn = open(&client).await?;
+        let (conn, waits) = (open(&client).await?, open(&client).await?);
         Ok(Primary {
             sentinel,
             current: Mutex::new(Current {
                 client,
                 conn,
+                waits,
                 generation: 0,
             }),
         })
@@ -109,10 +112,10 @@ impl Connection for Primary {
         script: &ScriptInvocation<'_>,
         then: &redis::Cmd,
     ) -> Result<(Value, Value), RedisError> {
-        let (mut conn, generation) = self.conn();
-        match pipelined(&mut conn, script, then).await {
+        let (mut waits, generation) = self.waits();
+        match pipelined(&mut waits, script, then).await {
             Err(e) if self.follow(&e, generation).await => {
-                pipelined(&mut self.conn().0, script, then).await
+                pipelined(&mut self.waits().0, script, then).await
             }
             answer => answer,
         }
@@ -132,6 +135,13 @@ impl Primary {
     pub fn conn(&self) -> (ConnectionManager, u64) {
         let current = self.current.lock().expect("primary poisoned");
         (current.conn.clone(), current.generation)
+    }
+
+    /// The connection of the lock's attempts that wait for replicas, and its
+    /// generation.
+    fn waits(&self) -> (ConnectionManager, u64) {
+        let current = self.current.lock().expect("primary poisoned");
+        (current.waits.clone(), current.generation)
     }
 
     /// A client for the primary of now (the release subscription opens its own).
@@ -174,7 +184,7 @@ impl Primary {
         if same {
             return false;
         }
-        let Ok(conn) = open(&client).await else {
+        let (Ok(conn), Ok(waits)) = (open(&client).await, open(&client).await) else {
             return false;
         };
         tracing::warn!(primary = %client.get_connection_info().addr(), "redis lock: following a failover to the new primary");
@@ -182,6 +192,7 @@ impl Primary {
         *current = Current {
             client,
             conn,
+            waits,
             generation: generation + 1,
         };
         true

@@ -204,7 +204,7 @@ async fn a_failover_that_lost_the_lock_lets_a_second_holder_in_with_a_newer_toke
     other.release().await.unwrap();
 }
 
-/// The same failover with `WAIT` after acquiring (`with_min_replicas(1)`, as Redisson
+/// The same failover with `WAIT` with each attempt (`with_min_replicas(1)`, as Redisson
 /// does by default): while the replica's link is held back, no lock is granted (the
 /// acquisition fails and leaves nothing); with the link up, a granted lock is on the
 /// replica before the holder hears of it, and survives the master's death.

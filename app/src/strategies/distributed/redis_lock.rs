@@ -5,7 +5,7 @@
 //! As `mysql-lock`, with Redis's clock. A Redis restart without persistence, or a
 //! failover to a replica that missed the lock, lets a second holder in (unfenced:
 //! lost updates). The service's `--redis-lock-min-replicas`: a lock counts once that
-//! many replicas have it (a round trip more). Tokens come from Redis's clock when the
+//! many replicas have it (each attempt waits for their acknowledgement). Tokens come from Redis's clock when the
 //! last is lost, so a fence that saw the old tokens does not refuse the holders after
 //! a restart.
 //!
@@ -24,8 +24,9 @@
 //! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
 //! `futures`, `uuid` (features `v4`), `redis` (features `tokio-comp`, `script`,
 //! `connection-manager`). Say what it needs of the shared settings by implementing
-//! [`RedisLockShared`] (one server: [`one_server`]; Sentinel and the replicas' `WAIT`
-//! are `locks/src/redis_sentinel.rs`, as the service's answer uses them).
+//! [`RedisLockShared`] (one server: [`one_server`]; Sentinel is
+//! `locks/src/redis_sentinel.rs`, and the replicas' `WAIT` is
+//! `RedisLock::with_min_replicas`, as the service's answer uses them).
 //! `./scripts/copy-check redis-lock DIR` builds such a copy and sells from it on a
 //! real server.
 
@@ -49,7 +50,7 @@ pub trait RedisLockShared: LockShared {
     /// The lock on the Redis; `None`: no Redis is set. One server: [`one_server`]. The
     /// service's follows the primary Sentinel names and, with
     /// `--redis-lock-min-replicas`, grants a lock only once replicas have it
-    /// (`locks/src/redis_sentinel.rs`).
+    /// (`locks::redis::RedisLock::with_min_replicas`).
     fn redis_lock(&self) -> Option<Connect>;
 }
 
