@@ -190,18 +190,19 @@ pub trait Connection: Send + Sync + 'static {
     }
 }
 
-/// One server: its client, its connection, and the one of the attempts that wait for
-/// replicas (opened on the first).
-pub struct Single(
-    redis::Client,
-    ConnectionManager,
-    OnceCell<ConnectionManager>,
-);
+/// One server.
+pub struct Single {
+    client: redis::Client,
+    conn: ConnectionManager,
+    /// The attempts that wait for replicas (opened on the first): see
+    /// [`Connection::run_then`].
+    waits: OnceCell<ConnectionManager>,
+}
 
 #[async_trait]
 impl Connection for Single {
     async fn run(&self, _key: &str, script: &ScriptInvocation<'_>) -> Result<Value, RedisError> {
-        script.invoke_async(&mut self.1.clone()).await
+        script.invoke_async(&mut self.conn.clone()).await
     }
 
     async fn run_then(
@@ -210,18 +211,18 @@ impl Connection for Single {
         script: &ScriptInvocation<'_>,
         then: &redis::Cmd,
     ) -> Result<(Value, Value), RedisError> {
-        let waits = self.2.get_or_try_init(|| open(&self.0)).await?;
+        let waits = self.waits.get_or_try_init(|| open(&self.client)).await?;
         pipelined(&mut waits.clone(), script, then).await
     }
 
     async fn subscribe(self: Arc<Self>, wakeups: Arc<Wakeups>, ready: Sender<()>) {
-        subscribe(|| self.0.clone(), wakeups, ready).await
+        subscribe(|| self.client.clone(), wakeups, ready).await
     }
 }
 
 /// `script`, then `then`, in one pipeline on `conn`; on NOSCRIPT the script is loaded
 /// and the two are sent again.
-pub async fn pipelined(
+pub(crate) async fn pipelined(
     conn: &mut impl redis::aio::ConnectionLike,
     script: &ScriptInvocation<'_>,
     then: &redis::Cmd,
@@ -260,7 +261,13 @@ impl RedisLock {
     pub async fn connect(url: &str) -> Result<RedisLock, LockError> {
         let client = redis::Client::open(url).map_err(backend)?;
         let conn = open(&client).await.map_err(backend)?;
-        Ok(Self::on(Arc::new(Single(client, conn, OnceCell::new()))).await)
+        let waits = OnceCell::new();
+        Ok(Self::on(Arc::new(Single {
+            client,
+            conn,
+            waits,
+        }))
+        .await)
     }
 
     /// The lock on `primary`, its release subscription open (up to 2 s for it to be
@@ -317,16 +324,11 @@ impl RedisLock {
         let mut wait = redis::cmd("WAIT");
         // At least 1 ms: `WAIT n 0` would wait for ever.
         wait.arg(replicas).arg(timeout.as_millis().max(1) as u64);
-        let answer = self.primary.run_then(key, &invocation, &wait).await;
-        let answer = answer.and_then(|(attempt, acked)| {
-            Ok((
-                redis::from_redis_value(attempt)?,
-                redis::from_redis_value(acked)?,
-            ))
-        });
         // Unanswered, the script may or may not have run: the lock may then stay until
         // its lease ends (a release now could take a level this holder held before).
-        let ((acquired, value), acked): ((i64, i64), i64) = answer.map_err(backend)?;
+        let answer = self.primary.run_then(key, &invocation, &wait).await;
+        let (attempt, acked) = answer.map_err(backend)?;
+        let ((acquired, value), acked): ((i64, i64), i64) = (parse(attempt)?, parse(acked)?);
         if acquired == 1 && acked < i64::from(replicas) {
             let _ = self.unlock(key, holder).await;
             let why = format!(
@@ -343,9 +345,13 @@ impl RedisLock {
         key: &str,
         s: ScriptInvocation<'_>,
     ) -> Result<T, LockError> {
-        let value = self.primary.run(key, &s).await.map_err(backend)?;
-        redis::from_redis_value(value).map_err(|e| backend(e.into()))
+        parse(self.primary.run(key, &s).await.map_err(backend)?)
     }
+}
+
+/// A script's answer as `T`; one of another shape is a backend error.
+fn parse<T: FromRedisValue>(value: Value) -> Result<T, LockError> {
+    redis::from_redis_value(value).map_err(|e| backend(e.into()))
 }
 
 impl Drop for RedisLock {
