@@ -53,6 +53,41 @@ async fn exists(port: u16, key: &str) -> bool {
         == 1
 }
 
+/// Connects every node's client (and loads the scripts) before a fault: a lock is
+/// taken until its key is seen on all five servers, then released until it is gone
+/// from all five. A client still connecting when a partition starts would finish
+/// connecting after it heals and deliver a SET the test took for lost (seen on a
+/// loaded machine: A's key reached node 5 after the proxies passed again).
+async fn warm_up(locker: &Locker, servers: &[Redis]) {
+    let warm = LockOptions {
+        renew: false,
+        ..opts(60_000)
+    };
+    let guard = locker
+        .try_acquire("warm-up", &HolderId::random(), &warm)
+        .await
+        .unwrap()
+        .expect("the warm-up lock on a free key");
+    every_node(servers, "warm-up", true).await;
+    guard.release().await.unwrap();
+    every_node(servers, "warm-up", false).await;
+}
+
+/// Waits until `key` exists (or not) on every server.
+async fn every_node(servers: &[Redis], key: &str, present: bool) {
+    let started = Instant::now();
+    for server in servers {
+        while exists(server.port(), key).await != present {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{key} {} on every node in time",
+                if present { "set" } else { "gone" }
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
 /// Two of five nodes paused: a majority is still there, so the lock works, and it
 /// still excludes (8 tasks × 20 rounds of read-yield-write on a shared counter).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,15 +192,7 @@ async fn three_of_five_paused_fails_clearly_and_leaves_nothing() {
     let servers = five();
     let ports: Vec<u16> = servers.iter().map(Redis::port).collect();
     let locker = locker(&ports);
-    // Connect every client (and load the undo script) first.
-    locker
-        .try_acquire("warm-up", &HolderId::random(), &opts(1_000))
-        .await
-        .unwrap()
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    warm_up(&locker, &servers).await;
     let mut before = Vec::new();
     for port in &ports[3..] {
         before.push(tries_and_undos(*port).await);
@@ -232,13 +259,7 @@ async fn a_majority_after_the_lease_is_a_failure() {
             .unwrap()
             .with_node_timeout(Duration::from_secs(2)),
     );
-    slow.try_acquire("warm-up", &HolderId::random(), &opts(1_000))
-        .await
-        .unwrap()
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    warm_up(&slow, &servers).await;
     for proxy in &proxies {
         proxy.set(ProxyMode::Delay(Duration::from_millis(300)));
     }
@@ -281,14 +302,7 @@ async fn a_on_three_then_node_three_restarts_empty(
     let mut ports: Vec<u16> = servers[..3].iter().map(Redis::port).collect();
     ports.extend(proxies.iter().map(Proxy::port));
     let locker = locker(&ports);
-    locker
-        .try_acquire("warm-up", &HolderId::random(), &opts(1_000))
-        .await
-        .unwrap()
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    warm_up(&locker, &servers).await;
 
     for proxy in &proxies {
         proxy.set(ProxyMode::Blackhole);
