@@ -5,9 +5,8 @@
 //!
 //! # Copying this file
 //! Take `src/lock.rs` (the core) and this file into your crate, with `mod lock; mod
-//! etcd;` at its root. Crates: `etcd-client`, `tokio` (features `rt`, `sync`,
-//! `time`), `async-trait`, `thiserror`, `tracing`, `uuid` (features `v4`). The
-//! client's build runs protoc (Debian's protobuf-compiler). `./scripts/copy-check etcd
+//! etcd;` at its root, and the crates `copies.toml` lists under `[backend.etcd]` (the
+//! client's build runs protoc: Debian's protobuf-compiler). `./scripts/copy-check etcd
 //! DIR` builds such a copy and runs it on a real server. Example: `cargo run -p locks
 //! --example etcd`.
 //!

@@ -3,11 +3,10 @@
 //!
 //! # Copying this file
 //! Take `src/lock.rs` (the core), this file and `sql/mysql_lock.sql` (the DDL:
-//! [`MysqlLock::create_table`] runs it) into your crate, with `mod lock; mod mysql;`
-//! at its root. Crates: `sqlx` (features `runtime-tokio`, `mysql`, `macros`), `tokio`
-//! (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`, `uuid`
-//! (features `v4`), `rand`. `./scripts/copy-check mysql DIR` builds such a copy and
-//! runs it on a real server. Example: `cargo run -p locks --example mysql`.
+//! [`MysqlLock::create_table`] runs it) into your crate, with `mod lock; mod mysql;` at
+//! its root, and the crates `copies.toml` lists under `[backend.mysql]`.
+//! `./scripts/copy-check mysql DIR` builds such a copy and runs it on a real server.
+//! Example: `cargo run -p locks --example mysql`.
 //!
 //! One row per lock key (`sql/mysql_lock.sql`):
 //! `lock_key`, `holder_id` (NULL when free), `reentrant_count`, `expire_time`

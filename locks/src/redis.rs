@@ -3,12 +3,11 @@
 //! (`redis_simple.rs`), which is not reentrant, has no token and can only poll.
 //!
 //! # Copying this file
-//! Take `src/lock.rs` (the core), this file and `lua/lock.lua`, `lua/unlock.lua`,
-//! `lua/renew.lua` into your crate, with `mod lock; mod redis;` at its root. Crates:
-//! `redis` (features `tokio-comp`, `script`, `connection-manager`), `futures`, `tokio`
-//! (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`, `uuid`
-//! (features `v4`). `./scripts/copy-check redis DIR` builds such a copy and runs it on
-//! a real server. Example: `cargo run -p locks --example redis`.
+//! Take `src/lock.rs` (the core), this file and its scripts (`lua/lock.lua`,
+//! `lua/unlock.lua`, `lua/renew.lua`) into your crate, with `mod lock; mod redis;` at
+//! its root, and the crates `copies.toml` lists under `[backend.redis]`.
+//! `./scripts/copy-check redis DIR` builds such a copy and runs it on a real server.
+//! Example: `cargo run -p locks --example redis`.
 //!
 //! # Algorithm
 //! The lock is a hash `{holder: count, "#token": token}` with a TTL; three Lua scripts

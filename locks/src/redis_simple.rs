@@ -2,11 +2,11 @@
 //! release. Where the reentrant hash lock (`redis.rs`) starts from.
 //!
 //! # Copying this file
-//! Take `src/lock.rs` (the core), this file and `lua/simple_unlock.lua`,
-//! `lua/simple_renew.lua` into your crate, with `mod lock; mod redis_simple;` at its
-//! root. Crates: `redis` (features `tokio-comp`, `script`, `connection-manager`),
-//! `tokio` (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`,
-//! `uuid` (features `v4`), `rand`.
+//! Take `src/lock.rs` (the core), this file and its scripts (`lua/simple_unlock.lua`,
+//! `lua/simple_renew.lua`) into your crate, with `mod lock; mod redis_simple;` at its
+//! root, and the crates `copies.toml` lists under `[backend.redis-simple]`.
+//! `./scripts/copy-check redis-simple DIR` builds such a copy and runs it on a real
+//! server.
 //!
 //! # Algorithm
 //! 1. Acquire: `SET stock:42 <holder> NX PX 10000`. `NX`: only if nobody holds it;

@@ -2,12 +2,11 @@
 //! majority agrees.
 //!
 //! # Copying this file
-//! Take `src/lock.rs` (the core), this file and `lua/simple_unlock.lua`,
-//! `lua/simple_renew.lua` into your crate, with `mod lock; mod redlock;` at its root.
-//! Crates: `redis` (features `tokio-comp`, `script`, `connection-manager`), `futures`,
-//! `tokio` (features `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`,
-//! `uuid` (features `v4`), `rand`. `./scripts/copy-check redlock DIR` builds such a
-//! copy and runs it on real servers. Example: `cargo run -p locks --example redlock`.
+//! Take `src/lock.rs` (the core), this file and its scripts (`lua/simple_unlock.lua`,
+//! `lua/simple_renew.lua`) into your crate, with `mod lock; mod redlock;` at its root,
+//! and the crates `copies.toml` lists under `[backend.redlock]`. `./scripts/copy-check
+//! redlock DIR` builds such a copy and runs it on real servers. Example: `cargo run -p
+//! locks --example redlock`.
 //!
 //! # Algorithm (antirez, "Distributed locks with Redis")
 //! 1. Note the time on a monotonic clock, *before* the first request.

@@ -4,10 +4,9 @@
 //!
 //! # Copying this file
 //! Take `src/lock.rs` (the core) and this file into your crate, with `mod lock; mod
-//! zookeeper;` at its root. Crates: `zookeeper-client` (features `tokio`), `tokio` (features
-//! `rt`, `sync`, `time`), `async-trait`, `thiserror`, `tracing`, `uuid` (features `v4`).
-//! `./scripts/copy-check zookeeper DIR` builds such a copy and runs it on a real server.
-//! Example: `cargo run -p locks --example zookeeper`.
+//! zookeeper;` at its root, and the crates `copies.toml` lists under
+//! `[backend.zookeeper]`. `./scripts/copy-check zookeeper DIR` builds such a copy and
+//! runs it on a real server. Example: `cargo run -p locks --example zookeeper`.
 //!
 //! # Algorithm
 //! Key `stock/42` lives under the persistent parent `<root>/stock/42` (never deleted).

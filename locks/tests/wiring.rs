@@ -28,32 +28,12 @@ fn backends() -> Vec<String> {
         .collect()
 }
 
-/// The case of `backend` in `scripts/copy-check` (its smoke construction), if any.
-fn copy_check_case(copy_check: &str, backend: &str) -> Option<String> {
-    let start = copy_check.find(&format!("\n  {backend})\n"))?;
-    let case = &copy_check[start..];
-    Some(case[..case.find(";;")?].to_string())
-}
-
-/// The variables a piece of shell or Rust reads with `std::env::var("...")`.
-fn variables_read(text: &str) -> Vec<String> {
-    (text.split("std::env::var(\"").skip(1))
-        .filter_map(|rest| rest.split_once('"'))
-        .map(|(variable, _)| variable.to_string())
-        .collect()
-}
-
-/// Each backend: its `pub mod` behind its feature in `locks/src/lib.rs`, its smoke
-/// construction in `scripts/copy-check` (which names the server variable it reads:
-/// one of the testbed's, `testbed::SERVER_VARIABLES`), and its entry in the shared
-/// lock suite's `subjects!` (`locks/tests/suite.rs`).
+/// Each backend: its `pub mod` behind its feature in `locks/src/lib.rs` and its entry
+/// in the shared lock suite's `subjects!` (`locks/tests/suite.rs`). Its copy is
+/// `copies.toml`'s (the `copies` crate's test holds every feature to an entry there).
 #[test]
 fn every_backend_is_in_every_place_contributing_names() {
-    let (lib, copy_check, suite) = (
-        read("locks/src/lib.rs"),
-        read("scripts/copy-check"),
-        read("locks/tests/suite.rs"),
-    );
+    let (lib, suite) = (read("locks/src/lib.rs"), read("locks/tests/suite.rs"));
     let subjects = suite
         .split("\nsubjects! {")
         .nth(1)
@@ -71,27 +51,6 @@ fn every_backend_is_in_every_place_contributing_names() {
             missing.push(format!(
                 "{backend}: no entry in subjects! (locks/tests/suite.rs)"
             ));
-        }
-        match copy_check_case(&copy_check, backend) {
-            None => missing.push(format!(
-                "{backend}: no `connect=` case in scripts/copy-check"
-            )),
-            Some(case) => {
-                let read = variables_read(&case);
-                if read.is_empty() {
-                    missing.push(format!(
-                        "{backend}: scripts/copy-check reads no server variable"
-                    ));
-                }
-                for variable in read {
-                    if !testbed::SERVER_VARIABLES.contains(&variable.as_str()) {
-                        missing.push(format!(
-                            "{backend}: reads {variable}, which no testbed server kind exports \
-                             (testbed::KINDS)"
-                        ));
-                    }
-                }
-            }
         }
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));

@@ -2,17 +2,10 @@
 //! (an application-level group commit).
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`, the no-op test hooks
-//! `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/retry.rs`,
-//! `app/src/strategies/idempotency.rs`, `app/src/strategies/record_many.rs` and this
-//! file into your crate under the same module paths, with the tables of
-//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
-//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
-//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
-//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`.
-//! `./scripts/copy-check batched DIR` builds such a copy and sells from it on a real
-//! server.
+//! A copy takes this file, the domain, the contract and the helpers it calls, under the
+//! same module paths, with the schema: `copies.toml` lists them under
+//! `[strategy.batched]`, with the crates they need. `./scripts/copy-check batched DIR`
+//! builds such a copy and sells from it on a real server.
 //!
 //! Every other safe strategy runs one transaction per sale, and all of them queue on
 //! the same thing for a hot product: its row lock (or a lock key in front of it). The

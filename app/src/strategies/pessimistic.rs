@@ -1,16 +1,10 @@
 //! `pessimistic`: `SELECT ... FOR UPDATE`, the database's row lock held to COMMIT.
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`, the no-op test hooks
-//! `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/retry.rs`,
-//! `app/src/strategies/idempotency.rs` and this file into your crate under the same
-//! module paths, with the tables of `migrations/0001_initial_schema.sql`. Crates:
-//! `sqlx` (features `runtime-tokio`, `mysql`), `tokio` (features `rt`, `sync`, `time`),
-//! `async-trait`, `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`,
-//! `tracing`, `rand`, `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa`
-//! (features `macros`), `prometheus`. `./scripts/copy-check pessimistic DIR` builds
-//! such a copy and sells from it on a real server.
+//! A copy takes this file, the domain, the contract and the helpers it calls, under the
+//! same module paths, with the schema: `copies.toml` lists them under
+//! `[strategy.pessimistic]`, with the crates they need. `./scripts/copy-check
+//! pessimistic DIR` builds such a copy and sells from it on a real server.
 //!
 //! # Algorithm
 //! 1. BEGIN.

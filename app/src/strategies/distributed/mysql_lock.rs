@@ -9,18 +9,10 @@
 //! of the four lock strategies.
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
-//! the no-op test hooks `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
-//! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
-//! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
-//! (`locks/src/lock.rs`, `locks/src/mysql.rs`, `locks/sql/mysql_lock.sql`, as a crate
-//! named `locks`) and this file into your crate under the same module paths, with the
-//! tables of `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features
-//! `runtime-tokio`, `mysql`, `macros`), `tokio` (features `rt`, `sync`, `time`), `async-trait`,
-//! `serde` (features `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`,
-//! `sha2`, `hex`, `clap` (features `derive`, `env`), `utoipa` (features `macros`),
-//! `prometheus`, `futures`, `uuid` (features `v4`). Say what it needs of the shared
+//! A copy takes this file, the domain, the contract and the helpers it calls, under the
+//! same module paths, with the schema: `copies.toml` lists them under
+//! `[strategy.mysql-lock]`, with the crates they need. Its lock is the `locks` crate's
+//! MySQL backend, copied as a crate named `locks`. Say what it needs of the shared
 //! settings by implementing [`LockShared`]. `./scripts/copy-check mysql-lock DIR`
 //! builds such a copy and sells from it on a real server.
 

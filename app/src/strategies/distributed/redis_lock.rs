@@ -10,25 +10,15 @@
 //! a restart.
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
-//! the no-op test hooks `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
-//! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
-//! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
-//! (`locks/src/lock.rs`, `locks/src/redis.rs`, `locks/lua/lock.lua`,
-//! `locks/lua/unlock.lua`, `locks/lua/renew.lua`, as a crate named `locks`) and this
-//! file into your crate under the same module paths, with the tables of
-//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
-//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
-//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
-//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
-//! `futures`, `uuid` (features `v4`), `redis` (features `tokio-comp`, `script`,
-//! `connection-manager`). Say what it needs of the shared settings by implementing
-//! [`RedisLockShared`] (one server: [`one_server`]; Sentinel is
-//! `locks/src/redis_sentinel.rs`, and the replicas' `WAIT` is
+//! A copy takes this file, the domain, the contract and the helpers it calls, under the
+//! same module paths, with the schema: `copies.toml` lists them under
+//! `[strategy.redis-lock]`, with the crates they need. Its lock is the `locks` crate's
+//! Redis backend, copied as a crate named `locks`. Say what it needs of the shared
+//! settings by implementing [`RedisLockShared`] (one server: [`one_server`]; Sentinel
+//! is `locks/src/redis_sentinel.rs`, and the replicas' `WAIT` is
 //! `RedisLock::with_min_replicas`, as the service's answer uses them).
-//! `./scripts/copy-check redis-lock DIR` builds such a copy and sells from it on a
-//! real server.
+//! `./scripts/copy-check redis-lock DIR` builds such a copy and sells from it on a real
+//! server.
 
 use super::algorithm::{Connect, LockShared, LockStrategy, connector, not_set, unavailable};
 #[cfg(feature = "service")]

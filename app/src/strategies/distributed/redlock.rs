@@ -8,22 +8,12 @@
 //! majority, lets two holders in.
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
-//! the no-op test hooks `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
-//! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
-//! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
-//! (`locks/src/lock.rs`, `locks/src/redlock.rs`, `locks/lua/simple_unlock.lua`,
-//! `locks/lua/simple_renew.lua`, as a crate named `locks`) and this file into your
-//! crate under the same module paths, with the tables of
-//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
-//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
-//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
-//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
-//! `futures`, `uuid` (features `v4`), `redis` (features `tokio-comp`, `script`,
-//! `connection-manager`). Say what it needs of the shared settings by implementing
-//! [`RedLockShared`]. `./scripts/copy-check --strategy redlock DIR` builds such a copy
-//! and sells from it on real servers.
+//! A copy takes this file, the domain, the contract and the helpers it calls, under the
+//! same module paths, with the schema: `copies.toml` lists them under
+//! `[strategy.redlock]`, with the crates they need. Its lock is the `locks` crate's
+//! RedLock backend, copied as a crate named `locks`. Say what it needs of the shared
+//! settings by implementing [`RedLockShared`]. `./scripts/copy-check --strategy redlock
+//! DIR` builds such a copy and sells from it on real servers.
 
 use super::algorithm::{LockShared, LockStrategy, connector};
 #[cfg(feature = "service")]

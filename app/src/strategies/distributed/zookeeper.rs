@@ -8,21 +8,12 @@
 //! holder's lock comes back after the session timeout.
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`,
-//! the no-op test hooks `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/txn.rs`, `app/src/strategies/idempotency.rs`,
-//! `app/src/strategies/plain.rs`, `app/src/strategies/fencing.rs`,
-//! `app/src/strategies/distributed/algorithm.rs`, its lock from the `locks` crate
-//! (`locks/src/lock.rs`, `locks/src/zookeeper.rs`, as a crate named `locks`) and this
-//! file into your crate under the same module paths, with the tables of
-//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`,
-//! `mysql`), `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features
-//! `derive`), `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`,
-//! `clap` (features `derive`, `env`), `utoipa` (features `macros`), `prometheus`,
-//! `futures`, `uuid` (features `v4`), `zookeeper-client` (features `tokio`). Say
-//! what it needs of the shared settings by implementing [`ZooKeeperShared`].
-//! `./scripts/copy-check --strategy zookeeper DIR` builds such a copy and sells from
-//! it on a real ensemble.
+//! A copy takes this file, the domain, the contract and the helpers it calls, under the
+//! same module paths, with the schema: `copies.toml` lists them under
+//! `[strategy.zookeeper]`, with the crates they need. Its lock is the `locks` crate's
+//! ZooKeeper backend, copied as a crate named `locks`. Say what it needs of the shared
+//! settings by implementing [`ZooKeeperShared`]. `./scripts/copy-check --strategy
+//! zookeeper DIR` builds such a copy and sells from it on a real ensemble.
 
 use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
 #[cfg(feature = "service")]

@@ -2,21 +2,15 @@
 //! one Lua script in Redis; a persister writes it into MariaDB afterwards.
 //!
 //! # Copying this file
-//! Take `app/src/domain/error.rs`, `app/src/domain/order.rs`, the no-op test hooks
-//! `app/copy/domain/probe.rs`, `app/src/strategies/contract.rs`,
-//! `app/src/strategies/record_many.rs` and this folder into your crate under the same module
-//! paths (`crate::domain::…`, `crate::strategies::…`), with the tables of
-//! `migrations/0001_initial_schema.sql`. Crates: `sqlx` (features `runtime-tokio`, `mysql`),
-//! `tokio` (features `rt`, `sync`, `time`), `async-trait`, `serde` (features `derive`),
-//! `serde_json`, `thiserror`, `anyhow`, `tracing`, `rand`, `sha2`, `hex`, `clap` (features
-//! `derive`, `env`), `utoipa` (features `macros`), `prometheus`, `redis` (features `tokio-comp`,
-//! `script`, `connection-manager`, `streams`), `futures`, `uuid` (features `v4`). Optional:
-//! `sentinel.rs` (Redis Sentinel; without it, answer [`RedisEndpoint`] with
-//! [`connection::Endpoint::url`]), `cluster.rs` with `lua/redis_stock_shard.lua` (a Redis
-//! Cluster; the `redis` feature `cluster-async`) and `view.rs` (the service's card, view and
-//! gauge); delete the `pub mod` line of each you leave out. `./scripts/copy-check redis-stock
-//! DIR` builds such a copy (without Sentinel) and sells from it on a real server. It needs no
-//! idempotency layer (step 4).
+//! A copy takes this file, the domain, the contract and the helpers it calls, under the
+//! same module paths, with the schema: `copies.toml` lists them under
+//! `[strategy.redis-stock]`, with the crates they need. A copy may leave out Sentinel
+//! (`sentinel.rs`; then answer [`RedisEndpoint`] with [`connection::Endpoint::url`]), a
+//! Redis Cluster (`cluster.rs` with `lua/redis_stock_shard.lua`, and the `redis`
+//! feature `cluster-async`) and the service's card, view and gauge (`view.rs`),
+//! deleting the `pub mod` line of each: the manifest's copy does. `./scripts/copy-check
+//! redis-stock DIR` builds such a copy (without Sentinel) and sells from it on a real
+//! server. It needs no idempotency layer (step 4).
 //!
 //! # Layout
 //! This file: the request path (steps 1-2). [`stream`]: the settings and a sale as the stream
