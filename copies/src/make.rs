@@ -2,7 +2,7 @@
 //! crates at this workspace's versions, and a smoke program; then building and
 //! running it.
 
-use crate::manifest::{Ask, Backend, BackendCopy, Crates, Manifest, StrategyCopy};
+use crate::manifest::{Ask, Backend, BackendCopy, Crates, Manifest, SettingsFrom, StrategyCopy};
 use anyhow::{Context, Result, bail, ensure};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -77,7 +77,7 @@ fn connect(backend: Backend) -> &'static str {
     }
 }
 
-/// A strategy's copy in `dir`: `app/src/X` and `app/copy/X` to `src/X`,
+/// A strategy's copy in `dir`: `app/src/X` to `src/X`,
 /// `migrations/X` to `migrations/X`, its lock backend to the crate `locks/`.
 pub fn strategy(
     repo: &Path,
@@ -92,13 +92,11 @@ pub fn strategy(
     for file in &copy.files {
         let to = if let Some(rest) = file.strip_prefix("app/src/") {
             format!("src/{rest}")
-        } else if let Some(rest) = file.strip_prefix("app/copy/") {
-            format!("src/{rest}")
         } else if file.starts_with("migrations/") {
             schema.push(file.clone());
             file.clone()
         } else {
-            bail!("{file}: a strategy's file is under app/src, app/copy or migrations");
+            bail!("{file}: a strategy's file is under app/src or migrations");
         };
         ensure!(
             !dir.join(&to).exists(),
@@ -229,7 +227,12 @@ fn strategy_smoke(name: &str, copy: &StrategyCopy, schema: &[String]) -> String 
     let schema: String = (schema.iter())
         .map(|f| format!("sqlx::raw_sql(include_str!(\"../{f}\")).execute(&pool).await?;\n    "))
         .collect();
+    let build = match copy.settings {
+        SettingsFrom::Flags => BUILD_FROM_FLAGS,
+        SettingsFrom::Default => BUILD_FROM_DEFAULT,
+    };
     STRATEGY_SMOKE
+        .replace("__BUILD_FN__", build)
         .replace("__NAME__", name)
         .replace(
             "__CRATE__",
@@ -243,6 +246,30 @@ fn strategy_smoke(name: &str, copy: &StrategyCopy, schema: &[String]) -> String 
         .replace("__TYPE__", &copy.type_name)
         .replace("__SHARED__", shared)
 }
+
+/// A strategy whose settings are flags: built from the flags' defaults, as the
+/// service builds it.
+const BUILD_FROM_FLAGS: &str =
+    "/// The strategy, built from its own flags' defaults (as the service builds it).
+fn build<T: Declare<S>, S>(database_url: &str, shared: &S) -> Arc<dyn Strategy>
+where
+    T::Settings: clap::Args + clap::FromArgMatches,
+{
+    use clap::{Args, FromArgMatches};
+    let command = T::Settings::augment_args(clap::Command::new(\"smoke\"));
+    let matches = command.get_matches_from([\"smoke\"]);
+    let settings = T::Settings::from_arg_matches(&matches).expect(\"the defaults parse\");
+    T::build(&settings, &Context { database_url, shared })
+}";
+
+/// Any other: built from its settings' `Default`.
+const BUILD_FROM_DEFAULT: &str = "/// The strategy, built from its settings' defaults.
+fn build<T: Declare<S>, S>(database_url: &str, shared: &S) -> Arc<dyn Strategy>
+where
+    T::Settings: Default,
+{
+    T::build(&T::Settings::default(), &Context { database_url, shared })
+}";
 
 /// An implementation of what `ask` names for the smoke program's `FromEnv`.
 fn answer(ask: Ask, path: &str) -> String {

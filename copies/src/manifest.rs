@@ -83,6 +83,21 @@ pub struct StrategyCopy {
     /// Modules of its folder the copy leaves out (their `pub mod` lines removed).
     #[serde(default)]
     pub without: Vec<String>,
+    /// Where the smoke program's settings come from.
+    #[serde(default)]
+    pub settings: SettingsFrom,
+}
+
+/// Where a copy's smoke program takes the strategy's settings from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SettingsFrom {
+    /// Their `Default`: plain settings, or none.
+    #[default]
+    Default,
+    /// Their flags' defaults (a `clap::Args` struct, read with the environment
+    /// testbed exports: `ETCD_ENDPOINTS` for `etcd-lock`).
+    Flags,
 }
 
 /// What a strategy asks of the settings the service's strategies share: a trait of

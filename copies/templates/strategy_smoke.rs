@@ -11,14 +11,7 @@ use std::time::Duration;
 
 __ADAPTER__
 
-/// The strategy, built from its own flags' defaults (as the service builds it).
-fn build<T: Declare<S>, S>(database_url: &str, shared: &S) -> Arc<dyn Strategy> {
-    use clap::{Args, FromArgMatches};
-    let command = T::Settings::augment_args(clap::Command::new("smoke"));
-    let matches = command.get_matches_from(["smoke"]);
-    let settings = T::Settings::from_arg_matches(&matches).expect("the defaults parse");
-    T::build(&settings, &Context { database_url, shared })
-}
+__BUILD_FN__
 
 async fn sell(
     strategy: &dyn Strategy,
@@ -60,8 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let strategy = build::<copied::__PATH__::__TYPE__, _>(&url, &__SHARED__);
     let probe: Arc<dyn Probe> = Arc::new(NoProbe);
-    let registry = prometheus::Registry::new();
-    let started = Started { pool: &pool, probe: &probe, registry: &registry };
+    let started = Started { pool: &pool, probe: &probe };
     let background = strategy.start(&started);
 
     let mut left = Vec::new();

@@ -2,9 +2,8 @@
 //! (where tests make races happen on purpose), the time each phase took, and the
 //! per-request test knobs. In production the probe does nothing
 //! ([`NoProbe`], or the service's test hooks switched off); the service's test hooks
-//! (`http::hooks`) implement it. A copied strategy takes the no-op stand-in
-//! `app/copy/domain/probe.rs` instead of this file: the same names, nothing behind
-//! them (`scripts/copy-check` builds every copy with it, so the two cannot drift).
+//! (`http::hooks`) implement it. A copied strategy takes this file as it is and hands
+//! its strategy [`NoProbe`]: every failpoint passed, every knob off.
 //!
 //! # Failpoints
 //! In the order a request passes them:

@@ -125,8 +125,10 @@ impl Service {
         let started = crate::strategies::Started {
             pool: &self.pool,
             probe: &self.hooks,
-            registry: self.metrics.registry(),
         };
+        for strategy in self.strategies.iter() {
+            strategy.register(self.metrics.registry(), &self.hooks);
+        }
         self.strategies
             .iter()
             .filter_map(|s| s.start(&started))

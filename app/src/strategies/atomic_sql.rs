@@ -47,43 +47,23 @@
 //! Almost always, for a counter like stock. It is the baseline the lock strategies are
 //! measured against in the report.
 
-#[cfg(feature = "service")]
-use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::txn::{self, Sold};
 use crate::domain::error::{DeductError, mysql_error_number};
 use async_trait::async_trait;
 
+/// How the service registers it: its card for the catalogue
+/// (`atomic_sql/served.rs`; a copy leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
+
 /// The conditional-UPDATE strategy. Stateless.
 pub struct AtomicSql;
 
 const NAME: &str = "atomic-sql";
-
-#[cfg(feature = "service")]
-static INFO: StrategyInfo = StrategyInfo {
-    name: NAME,
-    source: file!(),
-    description: "One conditional UPDATE per item: quantity = quantity - q WHERE quantity >= q; the row lock serializes buyers.",
-    family: Family::Database,
-    when_to_use: "Stock is a counter in one database: the first choice.",
-    explanation: "One conditional UPDATE (quantity = quantity − q WHERE quantity ≥ q): the check and the write are one statement under the row lock. For a counter in one database, the first choice.",
-    backend: "database",
-    safe_across_instances: true,
-    fencing: "not needed",
-    statements: Statements {
-        sale: 5,
-        refusal: 4,
-    },
-    traits: &[Trait::ConditionalUpdate],
-    chaos: &[
-        // The row lock is held by the frozen request: everyone else waits.
-        ChaosCell::new("pause-past-lease", None, &["unavailable"]),
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
-        // The CHECK constraint is the net: nothing oversold, the buyers get its error.
-        ChaosCell::new("mistake-no-guard", None, &["safe"]),
-    ],
-};
 
 impl<S> super::contract::Declare<S> for AtomicSql {
     type Settings = super::contract::NoSettings;
@@ -93,13 +73,6 @@ impl<S> super::contract::Declare<S> for AtomicSql {
         _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(AtomicSql)
-    }
-}
-
-#[cfg(feature = "service")]
-impl Served for AtomicSql {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 }
 

@@ -84,8 +84,6 @@
 //! it is confirmed. It needs no other server. It does not help a catalogue of many
 //! lukewarm products (batches of one), and it trades a little latency for throughput.
 
-#[cfg(feature = "service")]
-use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, ItemResult, Strategy};
 use super::record_many;
 use super::retry::{self, backoff, retry_on_lock_conflict};
@@ -99,6 +97,14 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
+
+/// How the service registers it: its card for the catalogue and its flags
+/// (`batched/served.rs`; a copy leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
 
 /// The coalescing strategy: one queue (and at most one running batch) per product.
 pub struct Batched {
@@ -115,6 +121,18 @@ pub struct BatchSettings {
     /// Transactions a batch may run before its members are answered 503 `busy`
     /// (retries after a deadlock or a lock wait timeout).
     pub max_attempts: u32,
+}
+
+/// The flags' defaults: no window (a batch is what arrived while the previous one
+/// ran), up to 256 requests a transaction, 5 transactions a batch.
+impl Default for BatchSettings {
+    fn default() -> Self {
+        BatchSettings {
+            window: Duration::ZERO,
+            max_batch: 256,
+            max_attempts: 5,
+        }
+    }
 }
 
 struct Shared {
@@ -145,61 +163,11 @@ struct Buyer {
 
 const NAME: &str = "batched";
 
-#[cfg(feature = "service")]
-static INFO: StrategyInfo = StrategyInfo {
-    name: NAME,
-    source: file!(),
-    description: "Request coalescing: the buyers of one product queue briefly and share one transaction (row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE).",
-    family: Family::HotProduct,
-    when_to_use: "One product sells to many buyers at once and no server besides the database is wanted.",
-    explanation: "Request coalescing: the buyers of one product queue briefly in each instance and share one transaction (the row locked once, units allocated in arrival order, multi-row INSERTs, one UPDATE). Many sales per row-lock hand-over: the flash-sale strategy that needs no other server.",
-    backend: "database",
-    safe_across_instances: true,
-    fencing: "not needed",
-    // Per batch; a sequential request is a batch of one. Under load one batch
-    // carries many sales (the flash-sale report counts statements per sale).
-    statements: Statements {
-        sale: 6,
-        refusal: 4,
-    },
-    traits: &[Trait::Batches],
-    chaos: &[
-        // The paused request is a whole batch holding the row lock; a kill breaks every
-        // member's connection mid-transaction, and a batch's COMMIT is the ambiguous one.
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
-    ],
-};
-
-/// `batched`'s flags.
-#[derive(clap::Args, Debug, Clone)]
-#[group(skip)]
-pub struct BatchedSettings {
-    /// How long a product's batch task waits for more buyers before it takes its
-    /// queue, in microseconds. 0: it takes what is there at once (under load a batch
-    /// is then whatever arrived while the previous one ran).
-    #[arg(long, env, default_value_t = 0)]
-    pub batch_window_us: u64,
-
-    /// The most requests one transaction carries.
-    #[arg(long, env, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub batch_max: u32,
-
-    /// Transactions a batch may run (retries after a deadlock or a lock wait timeout)
-    /// before its buyers are answered 503 busy.
-    #[arg(long, env, default_value_t = 5)]
-    pub batched_max_attempts: u32,
-}
-
 impl<S> super::contract::Declare<S> for Batched {
-    type Settings = BatchedSettings;
+    type Settings = BatchSettings;
 
-    fn build(settings: &BatchedSettings, _: &super::contract::Context<'_, S>) -> Arc<dyn Strategy> {
-        Arc::new(Batched::new(BatchSettings {
-            window: Duration::from_micros(settings.batch_window_us),
-            max_batch: settings.batch_max as usize,
-            max_attempts: settings.batched_max_attempts,
-        }))
+    fn build(settings: &BatchSettings, _: &super::contract::Context<'_, S>) -> Arc<dyn Strategy> {
+        Arc::new(Batched::new(*settings))
     }
 }
 
@@ -211,13 +179,6 @@ impl Batched {
                 queues: Mutex::default(),
             }),
         }
-    }
-}
-
-#[cfg(feature = "service")]
-impl Served for Batched {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
     }
 }
 

@@ -64,7 +64,6 @@
 //! is confirmed. Choose K around the number of buyers that should proceed at once
 //! (more buckets than database connections buys nothing).
 
-use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold};
@@ -75,6 +74,30 @@ use rand::Rng;
 use sqlx::MySqlConnection;
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+/// How the service registers it: its card for the catalogue and its flags
+/// (`bucketed/served.rs`; a copy leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+const NAME: &str = "bucketed";
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
+
+/// Its settings.
+#[derive(Debug, Clone)]
+pub struct BucketedSettings {
+    /// Transactions it may run to gather a multi-unit request (retries after a deadlock
+    /// or a lock wait timeout).
+    pub max_attempts: u32,
+}
+
+impl Default for BucketedSettings {
+    fn default() -> Self {
+        BucketedSettings { max_attempts: 5 }
+    }
+}
 
 /// Targeted tries (step 2 to step 1) before a single-item request gathers.
 const TARGETED_TRIES: u32 = 3;
@@ -88,16 +111,6 @@ pub struct Bucketed {
     known: Mutex<HashMap<i64, u16>>,
 }
 
-/// `bucketed`'s flags.
-#[derive(clap::Args, Debug, Clone)]
-#[group(skip)]
-pub struct BucketedSettings {
-    /// Transactions `bucketed` may run to gather a multi-unit request (retries after a
-    /// deadlock or a lock wait timeout).
-    #[arg(long, env, default_value_t = 5)]
-    pub bucketed_max_attempts: u32,
-}
-
 impl<S> super::contract::Declare<S> for Bucketed {
     type Settings = BucketedSettings;
 
@@ -105,7 +118,7 @@ impl<S> super::contract::Declare<S> for Bucketed {
         settings: &BucketedSettings,
         _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
-        std::sync::Arc::new(Bucketed::new(settings.bucketed_max_attempts))
+        std::sync::Arc::new(Bucketed::new(settings.max_attempts))
     }
 }
 
@@ -133,29 +146,6 @@ impl Bucketed {
     }
 }
 
-static INFO: StrategyInfo = StrategyInfo {
-    name: "bucketed",
-    source: file!(),
-    description: "The hot row split into K bucket rows (set at restock): one conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request.",
-    family: Family::HotProduct,
-    when_to_use: "One hot product whose stock may be split at restock, and single units per order.",
-    explanation: "The hot row split into K bucket rows at restock: a conditional UPDATE on a random bucket, the others tried when it is short, all of them locked only to gather a multi-unit request. K buyers proceed at once; the database's CPU becomes the limit.",
-    backend: "database",
-    safe_across_instances: true,
-    fencing: "not needed",
-    // An unsplit product is one bucket: a conditional UPDATE's five; a 409 adds
-    // the read of the buckets that proves every bucket is short.
-    statements: Statements {
-        sale: 5,
-        refusal: 5,
-    },
-    traits: &[Trait::SplitsStock],
-    chaos: &[
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
-    ],
-};
-
 /// Where a product's units are: its own row, or bucket `b` of `stock_bucket`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Bucket {
@@ -163,16 +153,10 @@ enum Bucket {
     Split(i16),
 }
 
-impl Served for Bucketed {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
-
 #[async_trait(?Send)]
 impl Strategy for Bucketed {
     fn name(&self) -> &'static str {
-        INFO.name
+        NAME
     }
 
     // ANCHOR: deduct

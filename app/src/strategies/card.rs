@@ -1,7 +1,7 @@
 //! What only the service asks of a strategy: its card for the catalogue (`GET
-//! /strategies`, the load test, the book, the tests), declared in its own file as a
-//! `static INFO: StrategyInfo` and answered by [`Served::info`], and the hooks of
-//! `GET /stock`, `/metrics` and `/ready`. The service has it (the
+//! /strategies`, the load test, the book, the tests), declared beside it (its
+//! `served.rs`) as a `static INFO: StrategyInfo` and answered by [`Served::info`];
+//! and the hooks of `GET /stock`, `/metrics` and `/ready`. The service has it (the
 //! `service` feature, on by default); a copied strategy runs without it.
 
 use async_trait::async_trait;
@@ -19,6 +19,16 @@ pub trait Served {
     /// the product outside the database), merged into the answer.
     async fn stock_view(&self, _product_id: i64) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Map::new()
+    }
+
+    /// At start, before [`Strategy::start`](super::contract::Strategy::start):
+    /// register the strategy's own metrics in the service's registry. `probe` is the
+    /// service's (a lock strategy tells it every hold).
+    fn register(
+        &self,
+        _registry: &prometheus::Registry,
+        _probe: &std::sync::Arc<dyn crate::domain::probe::Probe>,
+    ) {
     }
 
     /// Before `/metrics` is rendered: bring the strategy's own gauges up to date.

@@ -48,8 +48,6 @@ impl Deduction<'_> {
 pub struct Started<'a> {
     pub pool: &'a MySqlPool,
     pub probe: &'a Arc<dyn Probe>,
-    /// The service's metrics registry, for metrics of the strategy's own.
-    pub registry: &'a prometheus::Registry,
 }
 
 #[cfg(feature = "service")]
@@ -101,7 +99,8 @@ pub trait Strategy: Served + Send + Sync + 'static {
 }
 
 /// One line of a successful deduction's response.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "service", derive(utoipa::ToSchema))]
 pub struct ItemResult {
     pub product_id: i64,
     pub quantity: i32,
@@ -109,7 +108,8 @@ pub struct ItemResult {
 }
 
 /// The 200 body of a deduction; also what `orders.response` stores.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "service", derive(utoipa::ToSchema))]
 pub struct Deducted {
     pub deducted: bool,
     pub request_id: String,
@@ -133,11 +133,14 @@ pub struct Deducted {
     pub stream_entry: Option<String>,
 }
 
-/// How a strategy enters the registry: its settings (a `clap::Args` struct marked
-/// `#[group(skip)]`, or `NoSettings`) and how it is built from them and from what the
-/// strategies share (`Shared`; a strategy that needs none of it is generic over it).
+/// How a strategy is built: from its settings and from what the strategies share
+/// (`Shared`; a strategy that needs none of it is generic over it).
+///
+/// The settings are plain values with their defaults (`Default`), or [`NoSettings`];
+/// the service reads them from its command line (its `Flagged` flags, beside each
+/// strategy), a copy from wherever it likes.
 pub trait Declare<Shared> {
-    type Settings: clap::Args + clap::FromArgMatches + Clone + std::fmt::Debug;
+    type Settings: Clone + std::fmt::Debug;
 
     fn build(settings: &Self::Settings, context: &Context<'_, Shared>) -> Arc<dyn Strategy>;
 }
@@ -149,6 +152,5 @@ pub struct Context<'a, Shared> {
 }
 
 /// The settings of a strategy that has none.
-#[derive(clap::Args, Debug, Clone, Default)]
-#[group(skip)]
+#[derive(Debug, Clone, Default)]
 pub struct NoSettings {}

@@ -38,44 +38,27 @@
 //! Not for stock: `atomic-sql` is a compare-and-set with no refusals. It is here to
 //! separate what the fence guarantees from what the lock adds.
 
-use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::fencing::{self, Claim, Fence};
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use async_trait::async_trait;
 
+/// How the service registers it: its card for the catalogue
+/// (`fence_only/served.rs`; a copy leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+const NAME: &str = "fence-only";
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
+
 /// The backend name of this strategy's rows in `stock_fence`.
 const BACKEND: &str = "fence-only";
 
 /// Ticket, claim, guarded write; no lock. Stateless.
 pub struct FenceOnly;
-
-static INFO: StrategyInfo = StrategyInfo {
-    name: "fence-only",
-    source: file!(),
-    description: "No lock: a ticket from a database sequence, a claim on the product's fence row, a write guarded by the claim; overtaken requests are refused (lock_lost).",
-    family: Family::Control,
-    when_to_use: "To see that the fence alone is safe: a lock in front of it only makes it efficient.",
-    explanation: "No lock at all: a ticket from a database sequence, a claim on the product's fence row (only if newer than every claim before), a write guarded by the claim. No update lost between writers (a read from a lagging replica is another matter); refuses every request a newer ticket overtook. The fence alone is safe; a lock in front of it only makes it efficient.",
-    backend: "database",
-    safe_across_instances: true,
-    fencing: "token (ticket)",
-    statements: Statements {
-        sale: 8,
-        refusal: 4,
-    },
-    traits: &[Trait::RefusesOvertaken],
-    chaos: &[
-        ChaosCell::new("fence-alone", None, &["refused"]),
-        ChaosCell::new(
-            "ambiguous-commit",
-            None,
-            &["safe", "unavailable", "refused"],
-        )
-        .extra(),
-    ],
-};
 
 impl<S> super::contract::Declare<S> for FenceOnly {
     type Settings = super::contract::NoSettings;
@@ -88,16 +71,10 @@ impl<S> super::contract::Declare<S> for FenceOnly {
     }
 }
 
-impl Served for FenceOnly {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
-
 #[async_trait(?Send)]
 impl Strategy for FenceOnly {
     fn name(&self) -> &'static str {
-        INFO.name
+        NAME
     }
 
     // ANCHOR: deduct

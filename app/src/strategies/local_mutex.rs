@@ -38,7 +38,6 @@
 //! The map keeps one entry per product ever deducted (a few dozen bytes each). There
 //! is no wait bound: requests queue on the mutex in arrival order.
 
-use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::plain::read_check_write;
 use crate::domain::error::DeductError;
@@ -49,29 +48,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Mutex as AsyncMutex;
 
+/// How the service registers it: its card for the catalogue
+/// (`local_mutex/served.rs`; a copy leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+const NAME: &str = "local-mutex";
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
+
 /// One async mutex per product, shared by every worker of this process.
 #[derive(Default)]
 pub struct LocalMutex {
     mutexes: Mutex<HashMap<i64, Arc<AsyncMutex<()>>>>,
 }
-
-static INFO: StrategyInfo = StrategyInfo {
-    name: "local-mutex",
-    source: file!(),
-    description: "A per-product mutex in this process, taken before BEGIN and released after COMMIT. Safe on one instance only.",
-    family: Family::Control,
-    when_to_use: "One process only, never behind a load balancer: the lesson that a mutex is local.",
-    explanation: "A per-product mutex inside one process, taken before BEGIN and released after COMMIT. Correct on one instance; with two, each has its own mutexes and it oversells like no lock at all.",
-    backend: "process memory",
-    safe_across_instances: false,
-    fencing: "none",
-    statements: Statements {
-        sale: 6,
-        refusal: 2,
-    },
-    traits: &[Trait::ProcessLock],
-    chaos: &[ChaosCell::new("pause-past-lease", None, &["erased"]).extra()],
-};
 
 impl LocalMutex {
     fn mutex(&self, product_id: i64) -> Arc<AsyncMutex<()>> {
@@ -91,16 +82,10 @@ impl<S> super::contract::Declare<S> for LocalMutex {
     }
 }
 
-impl Served for LocalMutex {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
-
 #[async_trait(?Send)]
 impl Strategy for LocalMutex {
     fn name(&self) -> &'static str {
-        INFO.name
+        NAME
     }
 
     // ANCHOR: deduct

@@ -32,7 +32,11 @@
 //!
 //! # Layout
 //! - [`contract`]: what a strategy is (the trait, a deduction, its answer).
-//! - [`card`]: what a strategy says about itself, for the catalogue (`/strategies`).
+//! - [`card`]: what the service asks of a strategy besides its sales: its card for the
+//!   catalogue (`/strategies`) and the hooks of `/stock`, `/metrics` and `/ready`
+//!   ([`card::Served`]); [`flags`]: its command-line flags ([`Flagged`]). Each
+//!   strategy answers them in a `served.rs` beside it (the lock strategies and
+//!   `redis-stock`, not split yet, in their files), which a copy leaves out.
 //! - [`unsafe_control`]: `unsafe`, plain read, check, write; no lock. Must oversell.
 //! - [`local_mutex`]: `local-mutex`, `unsafe`'s read-check-write under a per-product
 //!   mutex inside one process.
@@ -62,6 +66,7 @@ pub mod contract;
 pub mod distributed;
 pub mod fence_only;
 pub mod fencing;
+pub mod flags;
 pub mod idempotency;
 pub mod local_mutex;
 pub mod optimistic;
@@ -78,6 +83,7 @@ pub use card::{Family, StrategyInfo};
 pub use contract::{
     Context, Declare, Deducted, Deduction, ItemResult, NoSettings, Started, Strategy,
 };
+pub use flags::{Flagged, NoFlags};
 use serde::Serialize;
 use shared::{RedisTarget, Shared};
 use std::sync::Arc;
@@ -184,7 +190,7 @@ macro_rules! registry {
         pub struct Settings {
             $(
                 #[command(flatten)]
-                pub $field: <$strategy as Declare<shared::Shared>>::Settings,
+                pub $field: <$strategy as Flagged>::Flags,
             )*
         }
 
@@ -196,7 +202,10 @@ macro_rules! registry {
                 list: Vec::new(),
                 mistake_names: Vec::new(),
             };
-            $( strategies.add(<$strategy as Declare<shared::Shared>>::build(&settings.$field, context)); )*
+            $(
+                let own = <$strategy as Flagged>::settings(&settings.$field);
+                strategies.add(<$strategy as Declare<shared::Shared>>::build(&own, context));
+            )*
             strategies
         }
     };
@@ -234,6 +243,45 @@ pub fn name_of(field: &str) -> Option<&'static str> {
     let index = FIELDS.iter().position(|f| *f == field)?;
     Some(all(&settings, &context).cards()[index].info.name)
 }
+
+/// The flags of the strategies whose settings are still their flags (a `clap::Args`
+/// struct in their own file), or who have none.
+macro_rules! settings_are_flags {
+    ($($strategy:ty: $settings:ty),* $(,)?) => {$(
+        impl Flagged for $strategy {
+            type Flags = $settings;
+
+            fn settings(flags: &$settings) -> $settings {
+                flags.clone()
+            }
+        }
+    )*};
+}
+
+settings_are_flags! {
+    redis_stock::RedisStock: redis_stock::stream::RedisStockSettings,
+    distributed::mysql_lock::MysqlLock: distributed::mysql_lock::MysqlLockSettings,
+    distributed::redlock::RedLock: distributed::redlock::RedLockSettings,
+    distributed::etcd_lock::EtcdLock: distributed::etcd_lock::EtcdLockSettings,
+}
+
+/// The lock strategies without settings of their own.
+macro_rules! no_flags {
+    ($($strategy:ty),* $(,)?) => {$(
+        impl Flagged for $strategy {
+            type Flags = NoFlags;
+
+            fn settings(_: &NoFlags) -> NoSettings {
+                NoSettings {}
+            }
+        }
+    )*};
+}
+
+no_flags!(
+    distributed::redis_lock::RedisLock,
+    distributed::zookeeper::ZooKeeper
+);
 
 // What each strategy asks of the settings they share, answered by them (a copy of a
 // strategy answers it its own way).

@@ -48,27 +48,37 @@
 //! When conflicts are rare (many products, few buyers each) and holding locks while
 //! the application thinks is costly. For one hot product, use `atomic-sql`.
 
-#[cfg(feature = "service")]
-use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold, check_enough};
 use crate::domain::error::DeductError;
 use async_trait::async_trait;
 
-/// Version compare-and-set with bounded retries.
-pub struct Optimistic {
+/// How the service registers it: its card for the catalogue and its flags
+/// (`optimistic/served.rs`; a copy leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
+
+/// Its settings.
+#[derive(Debug, Clone)]
+pub struct OptimisticSettings {
+    /// Transactions it may run for one request (retries after a failed compare-and-set)
+    /// before it answers 503 busy.
     pub max_attempts: u32,
 }
 
-/// `optimistic`'s flags.
-#[derive(clap::Args, Debug, Clone)]
-#[group(skip)]
-pub struct OptimisticSettings {
-    /// Transactions `optimistic` may run for one request (retries after a failed
-    /// compare-and-set) before it answers 503 busy.
-    #[arg(long, env, default_value_t = 10)]
-    pub optimistic_max_attempts: u32,
+impl Default for OptimisticSettings {
+    fn default() -> Self {
+        OptimisticSettings { max_attempts: 10 }
+    }
+}
+
+/// Version compare-and-set with bounded retries.
+pub struct Optimistic {
+    pub max_attempts: u32,
 }
 
 impl<S> super::contract::Declare<S> for Optimistic {
@@ -79,51 +89,12 @@ impl<S> super::contract::Declare<S> for Optimistic {
         _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(Optimistic {
-            max_attempts: settings.optimistic_max_attempts,
+            max_attempts: settings.max_attempts,
         })
     }
 }
 
 const NAME: &str = "optimistic";
-
-#[cfg(feature = "service")]
-static INFO: StrategyInfo = StrategyInfo {
-    name: NAME,
-    source: file!(),
-    description: "Read quantity and version, UPDATE ... WHERE version = read; a new transaction per retry, bounded, then busy.",
-    family: Family::Database,
-    when_to_use: "Conflicts are rare and a transaction must hold nothing while it thinks.",
-    explanation: "Reads quantity and version, writes only WHERE version is unchanged, retries in a new transaction. Holds nothing while thinking; wastes attempts under contention (tries/sale).",
-    backend: "database",
-    safe_across_instances: true,
-    fencing: "not needed",
-    statements: Statements {
-        sale: 6,
-        refusal: 2,
-    },
-    traits: &[Trait::CompareAndSet],
-    chaos: &[
-        // Holds nothing: the frozen request's compare-and-set fails when it wakes.
-        ChaosCell::new("pause-past-lease", None, &["safe"]),
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new(
-            "ambiguous-commit",
-            None,
-            &["safe", "unavailable", "refused"],
-        )
-        .extra(),
-        // A lagging replica: every stale read is refused (safe, and unavailable).
-        ChaosCell::new("replica-lag", None, &["safe", "unavailable"]),
-        ChaosCell::new("replica-lag-primary-reads", None, &["safe"]),
-    ],
-};
-
-#[cfg(feature = "service")]
-impl Served for Optimistic {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
 
 #[async_trait(?Send)]
 impl Strategy for Optimistic {

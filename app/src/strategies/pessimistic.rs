@@ -45,8 +45,6 @@
 //! contention per row is moderate. For a plain counter, `atomic-sql` does the same
 //! in one statement.
 
-#[cfg(feature = "service")]
-use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::retry::{self, TxError, retry_on_lock_conflict};
 use super::txn::{self, Sold, check_enough};
@@ -58,19 +56,31 @@ use sqlx::MySqlConnection;
 use std::cell::Cell;
 use std::time::Duration;
 
-/// `SELECT ... FOR UPDATE` with bounded whole-transaction retries.
-pub struct Pessimistic {
+/// How the service registers it: its card for the catalogue and its flags
+/// (`pessimistic/served.rs`; a copy leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
+
+/// Its settings.
+#[derive(Debug, Clone)]
+pub struct PessimisticSettings {
+    /// Transactions it may run for one request (retries after a deadlock or a lock wait
+    /// timeout).
     pub max_attempts: u32,
 }
 
-/// `pessimistic`'s flags.
-#[derive(clap::Args, Debug, Clone)]
-#[group(skip)]
-pub struct PessimisticSettings {
-    /// Transactions `pessimistic` may run for one request (retries after a deadlock or
-    /// a lock wait timeout).
-    #[arg(long, env, default_value_t = 5)]
-    pub pessimistic_max_attempts: u32,
+impl Default for PessimisticSettings {
+    fn default() -> Self {
+        PessimisticSettings { max_attempts: 5 }
+    }
+}
+
+/// `SELECT ... FOR UPDATE` with bounded whole-transaction retries.
+pub struct Pessimistic {
+    pub max_attempts: u32,
 }
 
 impl<S> super::contract::Declare<S> for Pessimistic {
@@ -81,43 +91,12 @@ impl<S> super::contract::Declare<S> for Pessimistic {
         _: &super::contract::Context<'_, S>,
     ) -> std::sync::Arc<dyn Strategy> {
         std::sync::Arc::new(Pessimistic {
-            max_attempts: settings.pessimistic_max_attempts,
+            max_attempts: settings.max_attempts,
         })
     }
 }
 
 const NAME: &str = "pessimistic";
-
-#[cfg(feature = "service")]
-static INFO: StrategyInfo = StrategyInfo {
-    name: NAME,
-    source: file!(),
-    description: "SELECT ... FOR UPDATE in product order, check, write, COMMIT; retried on deadlock or lock wait timeout.",
-    family: Family::Database,
-    when_to_use: "The decision needs several statements (read, compute, write) and contention per row is moderate.",
-    explanation: "SELECT … FOR UPDATE locks the rows (in product order), then check and write; deadlocks and lock-wait timeouts are retried. Use it when the decision needs several statements.",
-    backend: "database",
-    safe_across_instances: true,
-    fencing: "not needed",
-    statements: Statements {
-        sale: 6,
-        refusal: 4,
-    },
-    traits: &[Trait::RowLock],
-    chaos: &[
-        // The row lock is held by the frozen request: everyone else waits.
-        ChaosCell::new("pause-past-lease", None, &["unavailable"]),
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
-    ],
-};
-
-#[cfg(feature = "service")]
-impl Served for Pessimistic {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
 
 #[async_trait(?Send)]
 impl Strategy for Pessimistic {

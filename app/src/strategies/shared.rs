@@ -1,6 +1,6 @@
 //! What several strategies share, declared once: the servers besides the database
 //! (Redis, ZooKeeper) and the options of every distributed lock. Each strategy's own
-//! flags live in its own file (`PessimisticSettings`, `RedisStockSettings`, ...),
+//! flags live beside it (`pessimistic/served.rs`, `RedisStockSettings`, ...),
 //! except `redis-lock`'s wait for replicas: the service's Redis connection applies it
 //! (with Sentinel), so a copy on one server has neither.
 

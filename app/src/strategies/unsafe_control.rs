@@ -35,32 +35,23 @@
 //! # When to use it
 //! Never; it is here so every experiment has something that visibly breaks.
 
-use super::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use super::contract::{Deducted, Deduction, Strategy};
 use super::plain;
 use crate::domain::error::DeductError;
 use async_trait::async_trait;
 
+/// How the service registers it: its card for the catalogue
+/// (`unsafe_control/served.rs`; a copy leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+const NAME: &str = "unsafe";
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
+
 /// Read, check, write; no concurrency control. Stateless.
 pub struct Unsafe;
-
-static INFO: StrategyInfo = StrategyInfo {
-    name: "unsafe",
-    source: file!(),
-    description: "No lock: plain read, check, write the computed value. The control group; it oversells.",
-    family: Family::Control,
-    when_to_use: "Never: it is the control group, the oversell every other strategy prevents.",
-    explanation: "Reads the quantity, checks it, writes read − requested. Two buyers who read the same value both write the same result: one sale vanishes from the stock while the ledger keeps both. Never use it; it is the control group.",
-    backend: "database",
-    safe_across_instances: false,
-    fencing: "none",
-    statements: Statements {
-        sale: 6,
-        refusal: 2,
-    },
-    traits: &[Trait::NoLock],
-    chaos: &[ChaosCell::new("pause-past-lease", None, &["erased"]).extra()],
-};
 
 impl<S> super::contract::Declare<S> for Unsafe {
     type Settings = super::contract::NoSettings;
@@ -73,16 +64,10 @@ impl<S> super::contract::Declare<S> for Unsafe {
     }
 }
 
-impl Served for Unsafe {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
-
 #[async_trait(?Send)]
 impl Strategy for Unsafe {
     fn name(&self) -> &'static str {
-        INFO.name
+        NAME
     }
 
     // ANCHOR: deduct

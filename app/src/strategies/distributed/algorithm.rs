@@ -176,17 +176,6 @@ impl Strategy for LockStrategy {
             ..done
         })
     }
-
-    /// Registers the backend's lock counters (the service's, [`super::counters`]).
-    #[cfg(feature = "service")]
-    fn start(
-        &self,
-        started: &crate::strategies::contract::Started<'_>,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        let counters = super::counters::LockCounters::register(started, self.backend);
-        let _ = self.counters.set(counters);
-        None
-    }
 }
 
 impl LockStrategy {

@@ -3,7 +3,6 @@
 #![cfg(feature = "service")]
 
 use crate::domain::probe::{LockHold, Probe};
-use crate::strategies::contract::Started;
 use async_trait::async_trait;
 use locks::{Acquired, HolderId, LockBackend, LockError, LockGuard, LostReason};
 use prometheus::{IntCounter, IntCounterVec, Opts};
@@ -48,8 +47,11 @@ pub struct LockCounters {
 }
 
 impl LockCounters {
-    pub fn register(started: &Started<'_>, backend: &str) -> LockCounters {
-        let registry = started.registry;
+    pub fn register(
+        registry: &prometheus::Registry,
+        probe: &Arc<dyn Probe>,
+        backend: &str,
+    ) -> LockCounters {
         // Series appear at the first scrape after the backend connected.
         let counter = |name: &str, help: &str, labels: &[&str]| {
             let opts = Opts::new(name, help).const_label("backend", backend);
@@ -69,7 +71,7 @@ impl LockCounters {
                 "Locks lost while held (not_holder, expired, max_hold), by backend and reason.",
                 &["reason"],
             ),
-            probe: started.probe.clone(),
+            probe: probe.clone(),
         }
     }
 

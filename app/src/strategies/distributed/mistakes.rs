@@ -111,6 +111,16 @@ impl<T: MakesMistakes> Declare<Shared> for Mistaken<T> {
     }
 }
 
+impl<T: MakesMistakes + crate::strategies::flags::Flagged> crate::strategies::flags::Flagged
+    for Mistaken<T>
+{
+    type Flags = T::Flags;
+
+    fn settings(flags: &T::Flags) -> T::Settings {
+        T::settings(flags)
+    }
+}
+
 /// A lock strategy that can also be made to make some of the classic mistakes
 /// (`names`), on a request's `mistake` test knob.
 pub struct WithMistakes {
@@ -182,6 +192,14 @@ impl Served for WithMistakes {
 
     async fn ready(&self, limit: std::time::Duration) -> Option<Reached> {
         self.strategy.ready(limit).await
+    }
+
+    fn register(
+        &self,
+        registry: &prometheus::Registry,
+        probe: &std::sync::Arc<dyn crate::domain::probe::Probe>,
+    ) {
+        self.strategy.register(registry, probe)
     }
 
     async fn scrape(&self) {

@@ -4,8 +4,10 @@
 #![cfg(feature = "service")]
 
 use super::algorithm::LockStrategy;
+use crate::domain::probe::Probe;
 use crate::strategies::card::{Reached, Served, StrategyInfo};
 use async_trait::async_trait;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The fault cells every lock goes through (each card lists them). Frozen past the
@@ -51,6 +53,12 @@ impl Served for LockStrategy {
         let name = self.name;
         self.info
             .unwrap_or_else(|| panic!("lock strategy `{name}` built without its card"))
+    }
+
+    /// The backend's lock counters ([`super::counters`]).
+    fn register(&self, registry: &prometheus::Registry, probe: &Arc<dyn Probe>) {
+        let counters = super::counters::LockCounters::register(registry, probe, self.backend);
+        let _ = self.counters.set(counters);
     }
 
     /// Connects anew (and drops the connection) when its servers are its own.

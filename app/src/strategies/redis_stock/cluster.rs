@@ -365,11 +365,6 @@ impl Strategy for Sharded {
 
     /// A persister per partition, each on its own connection to its master.
     fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
-        #[cfg(feature = "service")]
-        (started
-            .registry
-            .register(Box::new(self.stock.backlog.clone())))
-        .expect("registered once");
         let _ = self.pool.set(started.pool.clone());
         let (pool, probe) = (started.pool.clone(), started.probe.clone());
         let persisters: Vec<_> = (self.partitions.iter().cloned())
@@ -727,6 +722,16 @@ async fn thaw(
 impl crate::strategies::card::Served for Sharded {
     fn info(&self) -> &crate::strategies::card::StrategyInfo {
         &super::view::INFO
+    }
+
+    /// The backlog gauge, every partition's stream summed.
+    fn register(
+        &self,
+        registry: &prometheus::Registry,
+        _: &std::sync::Arc<dyn crate::domain::probe::Probe>,
+    ) {
+        let registered = registry.register(Box::new(self.stock.backlog.clone()));
+        registered.expect("registered once");
     }
 
     async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {

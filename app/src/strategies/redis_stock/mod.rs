@@ -239,8 +239,6 @@ impl Strategy for RedisStock {
 
     /// The persister (steps 3-5), started without waiting for Redis.
     fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
-        #[cfg(feature = "service")]
-        (started.registry.register(Box::new(self.backlog.clone()))).expect("registered once");
         Some(tokio::spawn(persister::persist_forever(
             self.settings.clone(),
             started.pool.clone(),

@@ -6,6 +6,7 @@
 use super::RedisStock;
 use super::stream::{NAME, unavailable};
 use crate::domain::error::DeductError;
+use crate::domain::probe::Probe;
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -67,6 +68,12 @@ pub(super) fn backlog() -> prometheus::IntGauge {
 impl Served for RedisStock {
     fn info(&self) -> &StrategyInfo {
         &INFO
+    }
+
+    /// The backlog gauge.
+    fn register(&self, registry: &prometheus::Registry, _: &std::sync::Arc<dyn Probe>) {
+        let registered = registry.register(Box::new(self.backlog.clone()));
+        registered.expect("registered once");
     }
 
     /// `pending` (sold by Redis, not yet in the database; 0 when drained) and `redis`

@@ -1,0 +1,46 @@
+//! How the service registers the strategy: its card for the catalogue. A copy
+//! of the strategy leaves this file out.
+
+use super::{AtomicSql, NAME, SOURCE};
+use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::NoSettings;
+use crate::strategies::flags::{Flagged, NoFlags};
+
+static INFO: StrategyInfo = StrategyInfo {
+    name: NAME,
+    source: SOURCE,
+    description: "One conditional UPDATE per item: quantity = quantity - q WHERE quantity >= q; the row lock serializes buyers.",
+    family: Family::Database,
+    when_to_use: "Stock is a counter in one database: the first choice.",
+    explanation: "One conditional UPDATE (quantity = quantity − q WHERE quantity ≥ q): the check and the write are one statement under the row lock. For a counter in one database, the first choice.",
+    backend: "database",
+    safe_across_instances: true,
+    fencing: "not needed",
+    statements: Statements {
+        sale: 5,
+        refusal: 4,
+    },
+    traits: &[Trait::ConditionalUpdate],
+    chaos: &[
+        // The row lock is held by the frozen request: everyone else waits.
+        ChaosCell::new("pause-past-lease", None, &["unavailable"]),
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+        // The CHECK constraint is the net: nothing oversold, the buyers get its error.
+        ChaosCell::new("mistake-no-guard", None, &["safe"]),
+    ],
+};
+
+impl Served for AtomicSql {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
+impl Flagged for AtomicSql {
+    type Flags = NoFlags;
+
+    fn settings(_: &NoFlags) -> NoSettings {
+        NoSettings {}
+    }
+}

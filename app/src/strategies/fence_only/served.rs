@@ -1,0 +1,47 @@
+//! How the service registers the strategy: its card for the catalogue. A copy
+//! of the strategy leaves this file out.
+
+use super::{FenceOnly, NAME, SOURCE};
+use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::NoSettings;
+use crate::strategies::flags::{Flagged, NoFlags};
+
+static INFO: StrategyInfo = StrategyInfo {
+    name: NAME,
+    source: SOURCE,
+    description: "No lock: a ticket from a database sequence, a claim on the product's fence row, a write guarded by the claim; overtaken requests are refused (lock_lost).",
+    family: Family::Control,
+    when_to_use: "To see that the fence alone is safe: a lock in front of it only makes it efficient.",
+    explanation: "No lock at all: a ticket from a database sequence, a claim on the product's fence row (only if newer than every claim before), a write guarded by the claim. No update lost between writers (a read from a lagging replica is another matter); refuses every request a newer ticket overtook. The fence alone is safe; a lock in front of it only makes it efficient.",
+    backend: "database",
+    safe_across_instances: true,
+    fencing: "token (ticket)",
+    statements: Statements {
+        sale: 8,
+        refusal: 4,
+    },
+    traits: &[Trait::RefusesOvertaken],
+    chaos: &[
+        ChaosCell::new("fence-alone", None, &["refused"]),
+        ChaosCell::new(
+            "ambiguous-commit",
+            None,
+            &["safe", "unavailable", "refused"],
+        )
+        .extra(),
+    ],
+};
+
+impl Served for FenceOnly {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
+impl Flagged for FenceOnly {
+    type Flags = NoFlags;
+
+    fn settings(_: &NoFlags) -> NoSettings {
+        NoSettings {}
+    }
+}

@@ -1,0 +1,63 @@
+//! How the service registers the strategy: its card for the catalogue and its
+//! flags. A copy of the strategy leaves this file out.
+
+use super::{NAME, Optimistic, OptimisticSettings, SOURCE};
+use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::flags::Flagged;
+
+static INFO: StrategyInfo = StrategyInfo {
+    name: NAME,
+    source: SOURCE,
+    description: "Read quantity and version, UPDATE ... WHERE version = read; a new transaction per retry, bounded, then busy.",
+    family: Family::Database,
+    when_to_use: "Conflicts are rare and a transaction must hold nothing while it thinks.",
+    explanation: "Reads quantity and version, writes only WHERE version is unchanged, retries in a new transaction. Holds nothing while thinking; wastes attempts under contention (tries/sale).",
+    backend: "database",
+    safe_across_instances: true,
+    fencing: "not needed",
+    statements: Statements {
+        sale: 6,
+        refusal: 2,
+    },
+    traits: &[Trait::CompareAndSet],
+    chaos: &[
+        // Holds nothing: the frozen request's compare-and-set fails when it wakes.
+        ChaosCell::new("pause-past-lease", None, &["safe"]),
+        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
+        ChaosCell::new(
+            "ambiguous-commit",
+            None,
+            &["safe", "unavailable", "refused"],
+        )
+        .extra(),
+        // A lagging replica: every stale read is refused (safe, and unavailable).
+        ChaosCell::new("replica-lag", None, &["safe", "unavailable"]),
+        ChaosCell::new("replica-lag-primary-reads", None, &["safe"]),
+    ],
+};
+
+impl Served for Optimistic {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
+/// Its flags (named as their fields are).
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct Flags {
+    /// Transactions `optimistic` may run for one request (retries after a failed
+    /// compare-and-set) before it answers 503 busy.
+    #[arg(long, env, default_value_t = OptimisticSettings::default().max_attempts)]
+    pub optimistic_max_attempts: u32,
+}
+
+impl Flagged for Optimistic {
+    type Flags = Flags;
+
+    fn settings(flags: &Flags) -> OptimisticSettings {
+        OptimisticSettings {
+            max_attempts: flags.optimistic_max_attempts,
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! How the service registers the strategy: its card for the catalogue. A copy
+//! of the strategy leaves this file out.
+
+use super::{NAME, SOURCE, Unsafe};
+use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::NoSettings;
+use crate::strategies::flags::{Flagged, NoFlags};
+
+static INFO: StrategyInfo = StrategyInfo {
+    name: NAME,
+    source: SOURCE,
+    description: "No lock: plain read, check, write the computed value. The control group; it oversells.",
+    family: Family::Control,
+    when_to_use: "Never: it is the control group, the oversell every other strategy prevents.",
+    explanation: "Reads the quantity, checks it, writes read − requested. Two buyers who read the same value both write the same result: one sale vanishes from the stock while the ledger keeps both. Never use it; it is the control group.",
+    backend: "database",
+    safe_across_instances: false,
+    fencing: "none",
+    statements: Statements {
+        sale: 6,
+        refusal: 2,
+    },
+    traits: &[Trait::NoLock],
+    chaos: &[ChaosCell::new("pause-past-lease", None, &["erased"]).extra()],
+};
+
+impl Served for Unsafe {
+    fn info(&self) -> &StrategyInfo {
+        &INFO
+    }
+}
+
+impl Flagged for Unsafe {
+    type Flags = NoFlags;
+
+    fn settings(_: &NoFlags) -> NoSettings {
+        NoSettings {}
+    }
+}
