@@ -1,13 +1,13 @@
 //! `copy-check [--strategy] NAME DIR`: builds the copy NAME (a lock backend, or a
 //! strategy: `--strategy` for `redlock` and `zookeeper`, which are both) in DIR and
-//! runs it against a real server. `copy-check --all DIR`: every copy, each in
-//! DIR/NAME. Needs the servers' variables: run it under `testbed run --`
+//! runs it against a real server. `copy-check --all DIR`: every copy, a backend in
+//! DIR/NAME, a strategy in DIR/strategy-NAME. Needs the servers' variables: run it under `testbed run --`
 //! (`./scripts/copy-check` does).
 
 use anyhow::{Result, ensure};
 use clap::Parser;
+use copies::make;
 use copies::manifest::{Entry, Manifest};
-use copies::{count, make};
 use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
@@ -53,11 +53,9 @@ fn check(repo: &Path, manifest: &Manifest, entry: Entry<'_>, dir: &Path) -> Resu
         .filter_map(Result::ok)
         .any(|e| e.file_name() != "target");
     ensure!(!taken, "copy-check: {} is not empty", dir.display());
-    let label = format!("copy-check {}", entry.label());
     match entry {
         Entry::Backend(backend, copy) => make::backend(repo, backend, copy, dir)?,
         Entry::Strategy(name, copy) => make::strategy(repo, manifest, name, copy, dir)?,
     }
-    count::report(&label, &count::count(dir)?);
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Making a copy: its files in a crate of their own, a Cargo.toml of the manifest's
 //! crates at this workspace's versions, and a smoke program; then building and
-//! running it.
+//! running it, and reporting its size.
 
+use crate::count;
 use crate::manifest::{Ask, Backend, BackendCopy, Crates, Manifest, SettingsFrom, StrategyCopy};
 use anyhow::{Context, Result, bail, ensure};
 use std::fmt::Write as _;
@@ -25,10 +26,8 @@ pub fn backend(repo: &Path, backend: Backend, copy: &BackendCopy, dir: &Path) ->
     manifest.push_str(SMOKE_DEPENDENCIES);
     if backend == Backend::Mysql {
         // The smoke program makes a database of its own for the lock's table.
-        manifest.push_str(
-            "sqlx = { version = \"0.8.6\", default-features = false, \
-             features = [\"runtime-tokio\", \"mysql\"] }\n",
-        );
+        let sqlx = Crates::from([("sqlx".into(), vec!["runtime-tokio".into(), "mysql".into()])]);
+        manifest.push_str(&dependencies(repo, &sqlx)?);
     }
     write(&dir.join("Cargo.toml"), &manifest)?;
     copy_file(&repo.join("Cargo.lock"), &dir.join("Cargo.lock"))?;
@@ -36,7 +35,12 @@ pub fn backend(repo: &Path, backend: Backend, copy: &BackendCopy, dir: &Path) ->
         .replace("__CRATE__", &format!("copied_{name}_lock"))
         .replace("__CONNECT__", connect(backend));
     write(&dir.join("examples/smoke.rs"), &smoke)?;
-    build_and_run(dir)
+    build_and_run(dir)?;
+    count::report(
+        &format!("copy-check {}", backend.name()),
+        &count::count(dir)?,
+    );
+    Ok(())
 }
 
 /// How the smoke program reaches a backend's server, from testbed's variables.
@@ -107,7 +111,7 @@ pub fn strategy(
     leave_out(dir, copy)?;
     write_module_tree(&dir.join("src"))?;
     let lib = format!(
-        "//! A copy of stock-locks' `{name}` strategy, made by copy-check.\n{}",
+        "//! A copy of stock-locks' `{name}` strategy, made by copy-check.\n{DENY_UNUSED}{}",
         module_lines(&dir.join("src"))?
     );
     write(&dir.join("src/lib.rs"), &lib)?;
@@ -128,14 +132,16 @@ pub fn strategy(
 
     let smoke = strategy_smoke(name, copy, &schema);
     write(&dir.join("examples/smoke.rs"), &smoke)?;
-    build_and_run(dir)
+    build_and_run(dir)?;
+    count::report(&format!("copy-check strategy-{name}"), &count::count(dir)?);
+    Ok(())
 }
 
 /// A lock strategy's lock: its backend's copy as a library crate named `locks`
 /// (`lock.rs`'s items at its root, as the service's `locks` crate has them).
 fn locks_crate(repo: &Path, backend: &BackendCopy, dir: &Path) -> Result<()> {
     let files = place_locks(repo, &backend.files, dir)?;
-    let mut lib = String::from("mod lock;\npub use lock::*;\n");
+    let mut lib = format!("{DENY_UNUSED}mod lock;\npub use lock::*;\n");
     for file in files
         .iter()
         .filter(|f| f.extension().is_some_and(|e| e == "rs"))
@@ -329,6 +335,10 @@ fn answer(ask: Ask, path: &str) -> String {
     format!("impl copied::{trait_path} for FromEnv {{\n{body}\n}}\n\n")
 }
 
+/// Every generated `lib.rs` refuses a listed crate its code does not use: the list
+/// is what a copier adds to their Cargo.toml, no more.
+const DENY_UNUSED: &str = "#![deny(unused_crate_dependencies)]\n";
+
 /// The smoke program's own needs (a runtime and a main), not the copy's.
 const SMOKE_DEPENDENCIES: &str = "
 [dev-dependencies]
@@ -445,7 +455,7 @@ fn walk_rust(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn lib_rs(what: &str, files: &[PathBuf]) -> String {
-    let mut lib = format!("//! A copy of stock-locks' {what}, made by copy-check.\n");
+    let mut lib = format!("//! A copy of stock-locks' {what}, made by copy-check.\n{DENY_UNUSED}");
     for file in files {
         if file.starts_with("src") && file.extension().is_some_and(|e| e == "rs") {
             let stem = file.file_stem().unwrap_or_default().to_string_lossy();

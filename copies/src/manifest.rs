@@ -176,8 +176,9 @@ pub enum Entry<'a> {
 }
 
 impl Entry<'_> {
-    /// Its name on the command line, and its directory under `--all`'s DIR (the
-    /// strategies that share a backend's name get a `strategy-` prefix there).
+    /// How it is labelled in the output, and its directory under `--all`'s DIR:
+    /// a backend's name, a strategy's with a `strategy-` prefix (`redlock` and
+    /// `zookeeper` are both).
     pub fn label(&self) -> String {
         match self {
             Entry::Backend(backend, _) => backend.name().to_string(),

@@ -84,3 +84,50 @@ fn every_lock_backend_has_a_copy() {
         "lock backends without a copy in copies.toml: {missing:?}"
     );
 }
+
+/// Every file that opens a "Copying this file" section has an entry that takes it,
+/// so no promised copy goes unchecked.
+#[test]
+fn every_file_that_offers_a_copy_has_an_entry() {
+    let repo = repo();
+    let manifest = manifest();
+    let taken: Vec<&String> = manifest
+        .all()
+        .into_iter()
+        .flat_map(|entry| match entry {
+            Entry::Backend(_, copy) => copy.files.iter(),
+            Entry::Strategy(_, copy) => copy.files.iter(),
+        })
+        .collect();
+    let mut offered = Vec::new();
+    for dir in ["locks/src", "app/src/strategies"] {
+        collect_rust(&repo.join(dir), &mut offered);
+    }
+    let mut missing = Vec::new();
+    for file in offered {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let relative = file
+            .strip_prefix(&repo)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        if text.contains("\n//! # Copying this file\n") && !taken.contains(&&relative) {
+            missing.push(relative);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "sections without an entry in copies.toml: {missing:?}"
+    );
+}
+
+fn collect_rust(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_rust(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}

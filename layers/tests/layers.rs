@@ -95,6 +95,15 @@ const TREES: &[Tree] = &[
         root: "loadtest/src/main.rs",
         layers: &[&["cli"]],
     },
+    // copy-check: the manifest and the size of a copy; making a copy from them.
+    Tree {
+        root: "copies/src/lib.rs",
+        layers: &[&["manifest", "count"], &["make"]],
+    },
+    Tree {
+        root: "copies/src/main.rs",
+        layers: &[],
+    },
 ];
 
 fn workspace() -> PathBuf {

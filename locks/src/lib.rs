@@ -23,10 +23,10 @@
 //!   - [`noop`]: a lock that always grants, **broken on purpose**, to prove that the
 //!     test suite catches a broken lock.
 //!
-//! Each backend file opens with **Copying this file**: the exact files (always
-//! `lock.rs`, the backend, its Lua or SQL) and crates to take into your own crate.
-//! `./scripts/copy-check BACKEND DIR` does exactly that and runs the copy against a
-//! real server. Each backend is also a Cargo feature of the same name (`mysql`,
+//! Each backend file opens with **Copying this file**: what to take into your own
+//! crate (always `lock.rs`, the backend, its Lua or SQL), whose exact files and
+//! crates `copies.toml` at the repository's root lists. `./scripts/copy-check BACKEND
+//! DIR` takes exactly those and runs the copy against a real server. Each backend is also a Cargo feature of the same name (`mysql`,
 //! `redis`, `redlock`, `zookeeper`, `etcd`; all on by default): with
 //! `default-features = false, features = ["redis"]` this crate builds without sqlx,
 //! zookeeper-client and etcd-client.

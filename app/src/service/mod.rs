@@ -118,9 +118,9 @@ impl Service {
             })
     }
 
-    /// Starts the strategies' background work ([`Strategy::start`]: e.g. a persister
-    /// that writes what Redis sold to the database); the caller aborts the tasks when it
-    /// stops.
+    /// Registers the strategies' own metrics (`Served::register`) and starts their
+    /// background work ([`Strategy::start`]: e.g. a persister that writes what Redis
+    /// sold to the database); the caller aborts the tasks when it stops.
     pub fn start(&self) -> Vec<tokio::task::JoinHandle<()>> {
         let started = crate::strategies::Started {
             pool: &self.pool,

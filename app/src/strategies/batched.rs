@@ -123,8 +123,8 @@ pub struct BatchSettings {
     pub max_attempts: u32,
 }
 
-/// The flags' defaults: no window (a batch is what arrived while the previous one
-/// ran), up to 256 requests a transaction, 5 transactions a batch.
+/// No window (a batch is what arrived while the previous one ran); the service's
+/// flags take their defaults from here.
 impl Default for BatchSettings {
     fn default() -> Self {
         BatchSettings {
@@ -172,7 +172,13 @@ impl<S> super::contract::Declare<S> for Batched {
 }
 
 impl Batched {
+    /// A batch carries at least one request (`max_batch` 0 counts as 1: an empty
+    /// batch would never end its queue).
     pub fn new(settings: BatchSettings) -> Batched {
+        let settings = BatchSettings {
+            max_batch: settings.max_batch.max(1),
+            ..settings
+        };
         Batched {
             shared: Arc::new(Shared {
                 settings,

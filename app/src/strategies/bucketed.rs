@@ -85,7 +85,7 @@ const NAME: &str = "bucketed";
 /// Where this strategy is written, from the repository's root (its card's `source`).
 pub const SOURCE: &str = file!();
 
-/// Its settings.
+/// How many transactions a multi-unit request may run.
 #[derive(Debug, Clone)]
 pub struct BucketedSettings {
     /// Transactions it may run to gather a multi-unit request (retries after a deadlock

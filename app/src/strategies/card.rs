@@ -63,7 +63,7 @@ pub enum Family {
     DistributedLock,
 }
 
-/// What a strategy says about itself: declared once, in its own file.
+/// What a strategy says about itself: declared once, beside it (its `served.rs`).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StrategyInfo {
     /// The path segment: `POST /deduct/{name}`.

@@ -69,8 +69,9 @@ pub trait Strategy: Served + Send + Sync + 'static {
     /// Deducts every item of `d.order`, all or nothing, and records it.
     async fn deduct(&self, d: &Deduction<'_>) -> Result<Deducted, DeductError>;
 
-    /// At start: register the strategy's own metrics, start its background work
-    /// (the task is aborted when the service stops). Must not wait on a backend.
+    /// At start: start the strategy's background work (the task is aborted when the
+    /// service stops). Must not wait on a backend. (The service registers its metrics
+    /// just before, through `Served::register`.)
     fn start(&self, _started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
         None
     }
@@ -138,7 +139,8 @@ pub struct Deducted {
 ///
 /// The settings are plain values with their defaults (`Default`), or [`NoSettings`];
 /// the service reads them from its command line (its `Flagged` flags, beside each
-/// strategy), a copy from wherever it likes.
+/// strategy), a copy from wherever it likes. (The lock strategies and `redis-stock`
+/// are not split yet: their settings are still their clap flags.)
 pub trait Declare<Shared> {
     type Settings: Clone + std::fmt::Debug;
 

@@ -184,7 +184,7 @@ macro_rules! registry {
             ($d callback:ident) => { $d callback! { $($field),* } };
         }
 
-        /// Every strategy's own settings, each its own struct from its own file.
+        /// Every strategy's own flags, each declared beside it ([`Flagged`]).
         #[derive(clap::Args, Debug, Clone)]
         #[group(skip)]
         pub struct Settings {
@@ -245,7 +245,7 @@ pub fn name_of(field: &str) -> Option<&'static str> {
 }
 
 /// The flags of the strategies whose settings are still their flags (a `clap::Args`
-/// struct in their own file), or who have none.
+/// struct in their own file).
 macro_rules! settings_are_flags {
     ($($strategy:ty: $settings:ty),* $(,)?) => {$(
         impl Flagged for $strategy {

@@ -64,7 +64,7 @@ mod served;
 /// Where this strategy is written, from the repository's root (its card's `source`).
 pub const SOURCE: &str = file!();
 
-/// Its settings.
+/// How many transactions one request may run.
 #[derive(Debug, Clone)]
 pub struct PessimisticSettings {
     /// Transactions it may run for one request (retries after a deadlock or a lock wait
