@@ -53,9 +53,5 @@ fn check(repo: &Path, manifest: &Manifest, entry: Entry<'_>, dir: &Path) -> Resu
         .filter_map(Result::ok)
         .any(|e| e.file_name() != "target");
     ensure!(!taken, "copy-check: {} is not empty", dir.display());
-    match entry {
-        Entry::Backend(backend, copy) => make::backend(repo, backend, copy, dir)?,
-        Entry::Strategy(name, copy) => make::strategy(repo, manifest, name, copy, dir)?,
-    }
-    Ok(())
+    make::copy(repo, manifest, entry, dir)
 }

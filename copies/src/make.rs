@@ -3,7 +3,9 @@
 //! running it, and reporting its size.
 
 use crate::count;
-use crate::manifest::{Ask, Backend, BackendCopy, Crates, Manifest, SettingsFrom, StrategyCopy};
+use crate::manifest::{
+    Ask, Backend, BackendCopy, Crates, Entry, Manifest, SettingsFrom, StrategyCopy,
+};
 use anyhow::{Context, Result, bail, ensure};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -12,8 +14,19 @@ use std::process::Command;
 const BACKEND_SMOKE: &str = include_str!("../templates/backend_smoke.rs");
 const STRATEGY_SMOKE: &str = include_str!("../templates/strategy_smoke.rs");
 
+/// Makes `entry`'s copy in `dir`, builds and runs it, and reports its size.
+pub fn copy(repo: &Path, manifest: &Manifest, entry: Entry<'_>, dir: &Path) -> Result<()> {
+    match entry {
+        Entry::Backend(backend, copy) => self::backend(repo, backend, copy, dir)?,
+        Entry::Strategy(name, copy) => strategy(repo, manifest, name, copy, dir)?,
+    }
+    let label = format!("copy-check {}", entry.label());
+    count::report(&label, &count::count(dir)?);
+    Ok(())
+}
+
 /// A lock backend's copy in `dir`: `locks/src/X` to `src/X`, `locks/lua/X` to `lua/X`.
-pub fn backend(repo: &Path, backend: Backend, copy: &BackendCopy, dir: &Path) -> Result<()> {
+fn backend(repo: &Path, backend: Backend, copy: &BackendCopy, dir: &Path) -> Result<()> {
     let name = backend.module();
     let files = place_locks(repo, &copy.files, dir)?;
     write(
@@ -35,12 +48,7 @@ pub fn backend(repo: &Path, backend: Backend, copy: &BackendCopy, dir: &Path) ->
         .replace("__CRATE__", &format!("copied_{name}_lock"))
         .replace("__CONNECT__", connect(backend));
     write(&dir.join("examples/smoke.rs"), &smoke)?;
-    build_and_run(dir)?;
-    count::report(
-        &format!("copy-check {}", backend.name()),
-        &count::count(dir)?,
-    );
-    Ok(())
+    build_and_run(dir)
 }
 
 /// How the smoke program reaches a backend's server, from testbed's variables.
@@ -83,7 +91,7 @@ fn connect(backend: Backend) -> &'static str {
 
 /// A strategy's copy in `dir`: `app/src/X` to `src/X`,
 /// `migrations/X` to `migrations/X`, its lock backend to the crate `locks/`.
-pub fn strategy(
+fn strategy(
     repo: &Path,
     manifest: &Manifest,
     name: &str,
@@ -132,9 +140,7 @@ pub fn strategy(
 
     let smoke = strategy_smoke(name, copy, &schema);
     write(&dir.join("examples/smoke.rs"), &smoke)?;
-    build_and_run(dir)?;
-    count::report(&format!("copy-check strategy-{name}"), &count::count(dir)?);
-    Ok(())
+    build_and_run(dir)
 }
 
 /// A lock strategy's lock: its backend's copy as a library crate named `locks`

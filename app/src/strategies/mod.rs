@@ -265,7 +265,7 @@ settings_are_flags! {
     distributed::etcd_lock::EtcdLock: distributed::etcd_lock::EtcdLockSettings,
 }
 
-/// The lock strategies without settings of their own.
+/// The strategies without settings of their own.
 macro_rules! no_flags {
     ($($strategy:ty),* $(,)?) => {$(
         impl Flagged for $strategy {
@@ -279,8 +279,12 @@ macro_rules! no_flags {
 }
 
 no_flags!(
+    unsafe_control::Unsafe,
+    local_mutex::LocalMutex,
+    fence_only::FenceOnly,
+    atomic_sql::AtomicSql,
     distributed::redis_lock::RedisLock,
-    distributed::zookeeper::ZooKeeper
+    distributed::zookeeper::ZooKeeper,
 );
 
 // What each strategy asks of the settings they share, answered by them (a copy of a

@@ -1,10 +1,8 @@
-//! How the service registers the strategy: its card for the catalogue. A copy
-//! of the strategy leaves this file out.
+//! How the service registers the strategy: its card for the catalogue (it has no
+//! flags: `no_flags!` in the registry). A copy of the strategy leaves this file out.
 
 use super::{FenceOnly, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
-use crate::strategies::contract::NoSettings;
-use crate::strategies::flags::{Flagged, NoFlags};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -35,13 +33,5 @@ static INFO: StrategyInfo = StrategyInfo {
 impl Served for FenceOnly {
     fn info(&self) -> &StrategyInfo {
         &INFO
-    }
-}
-
-impl Flagged for FenceOnly {
-    type Flags = NoFlags;
-
-    fn settings(_: &NoFlags) -> NoSettings {
-        NoSettings {}
     }
 }

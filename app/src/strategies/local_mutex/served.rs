@@ -1,10 +1,8 @@
-//! How the service registers the strategy: its card for the catalogue. A copy
-//! of the strategy leaves this file out.
+//! How the service registers the strategy: its card for the catalogue (it has no
+//! flags: `no_flags!` in the registry). A copy of the strategy leaves this file out.
 
 use super::{LocalMutex, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
-use crate::strategies::contract::NoSettings;
-use crate::strategies::flags::{Flagged, NoFlags};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -27,13 +25,5 @@ static INFO: StrategyInfo = StrategyInfo {
 impl Served for LocalMutex {
     fn info(&self) -> &StrategyInfo {
         &INFO
-    }
-}
-
-impl Flagged for LocalMutex {
-    type Flags = NoFlags;
-
-    fn settings(_: &NoFlags) -> NoSettings {
-        NoSettings {}
     }
 }
