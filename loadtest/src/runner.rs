@@ -148,12 +148,14 @@ impl Runner {
             retries: plan.retries,
             beside: engine::Beside {
                 read_every: plan.read_every,
-                restock: (plan.restock_during).map(|(after_answers, stock)| engine::MidRestock {
-                    after_answers,
-                    stock,
-                    buckets,
-                    admin_token: self.admin_token.clone(),
-                }),
+                restock: plan
+                    .restock_during
+                    .map(|(after_answers, stock)| engine::MidRestock {
+                        after_answers,
+                        stock,
+                        buckets,
+                        admin_token: self.admin_token.clone(),
+                    }),
             },
         };
         let watch = live

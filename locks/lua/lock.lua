@@ -1,8 +1,10 @@
 -- Acquire or re-enter a reentrant lock (Redisson's hash lock, plus a fencing token).
+--
 -- KEYS[1]  the lock: a hash {holder: count, "#token": token}
 -- KEYS[2]  the key's last token (a plain string key; survives the lock)
 -- ARGV[1]  holder id
 -- ARGV[2]  lease in milliseconds
+--
 -- Returns {1, token} when acquired or re-entered, {0, pttl} when held by another.
 --
 -- The token is max(last token + 1, the server's clock in microseconds): it grows by

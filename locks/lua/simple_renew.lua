@@ -1,5 +1,9 @@
 -- Compare-and-extend for the minimal SET NX lock.
--- KEYS[1] the lock key; ARGV[1] our value; ARGV[2] lease in milliseconds.
+--
+-- KEYS[1]  the lock key
+-- ARGV[1]  our value (the holder id)
+-- ARGV[2]  lease in milliseconds
+--
 -- Returns 1 if renewed, 0 if not ours.
 if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('pexpire', KEYS[1], ARGV[2])

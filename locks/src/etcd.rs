@@ -27,16 +27,18 @@
 //! 6. Release: revoke the lease (its key goes with it). Reentrancy is counted per
 //!    holder in this process; only the last release revokes.
 //!
-//! Why not etcd's own Lock RPC (`v3lock`, `etcd-client`'s `lock`)? The same recipe in
-//! the server, but it blocks with no bound of its own, and a cancelled call leaves the
-//! key queued until its lease ends: here the wait is ours to bound and clean up.
+//! Why not etcd's own Lock RPC (`v3lock`, used by `etcd-client`'s `lock`)? It is this
+//! same recipe run inside the server, but it blocks until the lock is free with no
+//! bound of its own, and a cancelled call leaves the key queued until its lease ends.
+//! Here the wait is ours to bound and to clean up, as for every other backend.
 //!
 //! # How it fails
 //! - **A holder paused past its lease** (GC, SIGSTOP): etcd expires the lease, deletes
 //!   the key, and the next waiter holds the lock while the first still believes it
 //!   does. Jepsen found exactly this ("multiple processes can hold an etcd lock
 //!   concurrently"), and etcd's docs say its locks "cannot be used as mutual exclusion
-//!   mechanism by themselves". Fence writes with the revision (the chaos runner shows it).
+//!   mechanism by themselves". Fence writes with the revision; the chaos runner shows
+//!   both sides.
 //! - **Unreachable** (partition, every member down): keep-alives fail; the watchdog
 //!   signals the loss when the lease would have ended on our clock, before etcd (whose
 //!   lease is at least as long) can grant it to another.

@@ -1,6 +1,11 @@
-//! The lock core every backend builds on: errors, holder ids, options, the [`LockGuard`]
-//! with its lost-lock signal, and **one watchdog** renewing every lease/3. A backend
-//! ([`LockBackend`]) owns its acquisition, waiting included; [`Locker`] makes a guard.
+//! The lock core every backend file builds on.
+//!
+//! It holds the errors, the holder id, the options, the [`LockGuard`] with its
+//! lost-lock signal, and **one watchdog** that renews every lease/3 for every backend.
+//!
+//! A backend ([`LockBackend`]) owns its whole acquisition, waiting included: a MySQL
+//! row retried with jitter, a Redis pub/sub wake-up, a ZooKeeper queue. [`Locker`]
+//! turns its answer (a token and the instant the lease counts from) into a guard.
 
 use async_trait::async_trait;
 use std::error::Error;
@@ -17,6 +22,7 @@ pub type Cause = Box<dyn Error + Send + Sync>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
+    /// Another holder kept the lock for the whole wait.
     #[error("lock `{key}` not acquired within {waited:?}")]
     TimedOut { key: String, waited: Duration },
     /// An unlock or renewal by someone who does not hold the lock.
@@ -25,7 +31,8 @@ pub enum LockError {
     /// A bad argument (an empty key, a holder id the backend cannot store, ...).
     #[error("invalid lock argument: {0}")]
     Invalid(String),
-    /// The backend (named) failed, as [`BackendKind`] says, from its `source`.
+    /// The backend failed or could not be reached: its name, how it failed (what a
+    /// caller can act on), and its client's own error as the source.
     #[error("lock backend: {0}: {2}")]
     Backend(&'static str, BackendKind, #[source] Cause),
 }
@@ -33,7 +40,8 @@ pub enum LockError {
 /// How a backend failed: what its caller can act on ([`LockError::kind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
-    /// No answer in time (slow or gone; it may have done it).
+    /// No answer in time: the backend is slow or gone, and it may have done what it
+    /// was asked.
     Timeout,
     /// Not reachable (or too few nodes answered), or the connection broke.
     Unreachable,
@@ -52,31 +60,42 @@ impl LockError {
 
     /// `holder` does not hold `key`.
     pub fn not_holder(key: &str, holder: &HolderId) -> LockError {
-        let (key, holder) = (key.to_string(), holder.to_string());
-        LockError::NotHolder { key, holder }
+        LockError::NotHolder {
+            key: key.to_string(),
+            holder: holder.to_string(),
+        }
     }
 }
 
 /// Why a held lock was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum LostReason {
-    /// A renewal found another holder or no lock (expired and taken, or removed).
+    /// A renewal found another holder, or no lock at all: it expired and was taken,
+    /// or it was removed from outside (a deleted key, a cleared row, a Redis restart).
     #[error("another holder has it, or it was removed")]
     NotHolder,
-    /// The lease ran out before a renewal got through (or renewal is off).
+    /// The lease ran out before a renewal got through: the backend was slow or
+    /// unreachable, or renewal was turned off.
     #[error("the lease ran out before it could be renewed")]
     Expired,
+    /// The maximum hold time ended the lease: the watchdog stopped renewing.
     #[error("the maximum hold time ended the lease")]
     MaxHold,
 }
 
-/// Who holds a lock (Redisson's `uuid:threadId`; async Rust has no thread id): one id
-/// per logical owner (a request, a job). Reentrancy is per holder; only it releases.
+/// Who holds a lock: one id per logical owner (a request, a job).
+///
+/// Redisson names a holder `uuid:threadId`; async Rust has no thread id, so the caller
+/// says who it is. Reentrancy is per holder, and only the holder releases.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HolderId(String);
 
 impl HolderId {
-    /// 1 to 128 printable ASCII characters, not starting with `#` (Redis's token field).
+    /// A holder id: 1 to 128 printable ASCII characters, not starting with `#` (the
+    /// Redis lock keeps its token in a field of that name).
+    ///
+    /// # Errors
+    /// [`LockError::Invalid`], naming what is wrong with the id.
     pub fn new(id: impl Into<String>) -> Result<HolderId, LockError> {
         let id = id.into();
         let printable = id.bytes().all(|b| b.is_ascii_graphic());
@@ -107,16 +126,23 @@ impl std::fmt::Display for HolderId {
 /// How a lock is held.
 #[derive(Debug, Clone)]
 pub struct LockOptions {
-    /// How long the backend keeps it unrenewed; the holder counts from *before* its
-    /// request was sent, so its deadline ends first.
+    /// How long the backend keeps the lock without a renewal.
+    ///
+    /// The holder counts it from *before* its request was sent, so its own deadline
+    /// ends before the backend's.
     pub lease: Duration,
-    /// Renew every lease/3 while the guard lives (Redisson's watchdog); off: it expires.
+    /// Renew every lease/3 while the guard lives (Redisson's watchdog). Off: the lock
+    /// simply expires after `lease`.
     pub renew: bool,
-    /// Stop renewing this long after the lease started (the last renewal cut to end
-    /// there): a hung task must not hold a lock forever.
+    /// Stop renewing this long after the lease started: a hung task must not hold a
+    /// lock forever. The last renewal is cut so the lease ends exactly then.
     pub max_hold: Option<Duration>,
-    /// Chubby's lock-delay: a vanished holder blocks the next for lease + this (a release
-    /// frees it at once). It narrows a stale write's window, never closes it.
+    /// Chubby's lock-delay: the backend keeps the lock this much longer than the
+    /// holder counts on.
+    ///
+    /// A holder that vanished without releasing blocks the next one for lease + delay;
+    /// a release frees the lock at once. It narrows a stale write's window, never
+    /// closes it (only a fencing token does).
     pub lock_delay: Duration,
 }
 
@@ -131,8 +157,12 @@ impl Default for LockOptions {
     }
 }
 
-/// A backend's yes: the fencing token (a re-entry's is the first one's) and when the
-/// lease counts from on the holder's clock (before the request, less clock drift).
+/// A backend's yes.
+///
+/// `token` is the fencing token: `None` if the backend has none, and a reentrant
+/// acquisition returns the first one's. `since` is the instant the lease counts from,
+/// on the holder's clock: before the request was sent, less any allowance for clock
+/// drift.
 #[derive(Debug, Clone, Copy)]
 pub struct Acquired {
     pub token: Option<u64>,
@@ -188,11 +218,15 @@ impl Locker {
         self.backend.name()
     }
 
-    /// Waits up to `wait` for `key` (1-255 printable ASCII, no leading `/`), as the
-    /// backend waits.
+    /// Takes `key` for `holder`, waiting up to `wait` while another holder has it.
+    ///
+    /// The backend decides how it waits (see its file). The key is 1 to 255 printable
+    /// ASCII characters and does not start with `/`.
     ///
     /// # Errors
-    /// [`LockError::TimedOut`]: another holder kept it all the wait; `Invalid`: the key.
+    /// [`LockError::TimedOut`] when another holder kept the lock for the whole wait;
+    /// [`LockError::Invalid`] for a bad key; [`LockError::Backend`] when the backend
+    /// failed.
     ///
     /// # Cancellation safety
     /// Dropped while the backend's request is in flight, the lock may be taken with no
@@ -212,21 +246,23 @@ impl Locker {
         let started = Instant::now();
         let lease = first_lease(options) + options.lock_delay;
         let Some(acquired) = self.backend.acquire(key, holder, lease, wait).await? else {
-            let (key, waited) = (key.to_string(), started.elapsed());
-            return Err(LockError::TimedOut { key, waited });
+            return Err(LockError::TimedOut {
+                key: key.to_string(),
+                waited: started.elapsed(),
+            });
+        };
+        let held = Held {
+            backend: self.backend.clone(),
+            key: key.to_string(),
+            holder: holder.clone(),
         };
         let (lost_tx, lost) = watch::channel(None);
-        let (key, holder, backend) = (key.to_string(), holder.clone(), self.backend.clone());
-        let held = (backend.clone(), key.clone(), holder.clone());
-        let watchdog = watchdog(held, options.clone(), acquired.since, lost_tx);
-        let watchdog = Some(tokio::spawn(watchdog));
+        let watchdog = watchdog(held.clone(), options.clone(), acquired.since, lost_tx);
         Ok(LockGuard {
-            key,
-            holder,
+            held,
             token: acquired.token,
-            backend,
             lost,
-            watchdog,
+            watchdog: Some(tokio::spawn(watchdog)),
         })
     }
 
@@ -251,27 +287,30 @@ fn first_lease(options: &LockOptions) -> Duration {
     options.lease.min(options.max_hold.unwrap_or(Duration::MAX))
 }
 
-/// A held lock, released by [`LockGuard::release`]; dropped, it unlocks in the
-/// background (on the current tokio runtime, if any; otherwise the lease runs out).
+/// A held lock.
+///
+/// Release it with [`LockGuard::release`]. A guard dropped without a release stops its
+/// watchdog and unlocks in the background, on the current tokio runtime if there is
+/// one; otherwise the lease simply runs out.
 pub struct LockGuard {
-    key: String,
-    holder: HolderId,
+    held: Held,
     token: Option<u64>,
-    backend: Arc<dyn LockBackend>,
     lost: watch::Receiver<Option<LostReason>>,
     watchdog: Option<JoinHandle<()>>,
 }
 
 impl LockGuard {
     pub fn key(&self) -> &str {
-        &self.key
+        &self.held.key
     }
 
     pub fn holder(&self) -> &HolderId {
-        &self.holder
+        &self.held.holder
     }
 
-    /// The fencing token (`None`: the backend has none; a re-entry's is the first one's).
+    /// The fencing token of this acquisition (`None` if the backend has none).
+    ///
+    /// A reentrant acquisition has the token of the first one.
     pub fn token(&self) -> Option<u64> {
         self.token
     }
@@ -299,17 +338,18 @@ impl LockGuard {
     /// Stops renewing and releases one level of the lock.
     ///
     /// # Errors
-    /// [`LockError::NotHolder`]: already lost; [`LockError::Backend`]: not told (the
-    /// lease or session ends it).
+    /// [`LockError::NotHolder`] if the lock had already been lost to someone else;
+    /// [`LockError::Backend`] if the backend could not be told (the lock then ends
+    /// with its lease or session).
     ///
     /// # Cancellation safety
-    /// The watchdog stops first; dropped before the backend answered, it may or may
-    /// not have unlocked, and the lease (or session) ends the rest.
+    /// The watchdog stops first. A release dropped before the backend answered may or
+    /// may not have unlocked, and the lease (or session) ends the rest.
     pub async fn release(mut self) -> Result<(), LockError> {
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.abort();
         }
-        self.backend.unlock(&self.key, &self.holder).await
+        self.held.unlock().await
     }
 }
 
@@ -321,23 +361,45 @@ impl Drop for LockGuard {
         watchdog.abort();
         // No blocking in Drop: the unlock runs as a task of its own.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (backend, key, holder) =
-                (self.backend.clone(), self.key.clone(), self.holder.clone());
+            let held = self.held.clone();
             runtime.spawn(async move {
-                if let Err(e) = backend.unlock(&key, &holder).await {
-                    tracing::debug!(%key, error = %e, "background unlock of a dropped guard failed");
+                if let Err(e) = held.unlock().await {
+                    tracing::debug!(key = %held.key, error = %e, "background unlock of a dropped guard failed");
                 }
             });
         }
     }
 }
 
-/// The one watchdog every backend shares. Every lease/3 it renews the lease (counted
-/// from before the request). Another holder found: [`LostReason::NotHolder`]. A failed
-/// renewal is retried next tick; none through before the lease ends: `Expired`. At
-/// `max_hold` it stops renewing: `MaxHold` when the lease runs out.
+/// One held lock as its backend knows it: what a renewal or an unlock names.
+#[derive(Clone)]
+struct Held {
+    backend: Arc<dyn LockBackend>,
+    key: String,
+    holder: HolderId,
+}
+
+impl Held {
+    /// Extends the lease; `Ok(None)` when someone else holds the lock now.
+    async fn renew(&self, lease: Duration) -> Result<Option<Instant>, LockError> {
+        self.backend.renew(&self.key, &self.holder, lease).await
+    }
+
+    async fn unlock(&self) -> Result<(), LockError> {
+        self.backend.unlock(&self.key, &self.holder).await
+    }
+}
+
+/// The one watchdog every backend shares.
+///
+/// - Every lease/3 it renews the lease, counted from before the request was sent.
+/// - A renewal that finds another holder ends the hold: [`LostReason::NotHolder`].
+/// - A renewal that fails (backend down, timeout) is retried on the next tick; if
+///   none succeeds before the current lease ends: [`LostReason::Expired`].
+/// - At `max_hold` it stops renewing (the last renewal is cut to end exactly there)
+///   and signals [`LostReason::MaxHold`] when the lease runs out.
 async fn watchdog(
-    (backend, key, holder): (Arc<dyn LockBackend>, String, HolderId),
+    held: Held,
     options: LockOptions,
     since: Instant,
     lost: watch::Sender<Option<LostReason>>,
@@ -367,7 +429,7 @@ async fn watchdog(
             None => options.lease,
         };
         next_renewal = now + period;
-        let renew = backend.renew(&key, &holder, lease + options.lock_delay);
+        let renew = held.renew(lease + options.lock_delay);
         match tokio::time::timeout_at(valid_until, renew).await {
             Ok(Ok(Some(since))) => {
                 valid_until = since + lease;
@@ -375,11 +437,11 @@ async fn watchdog(
             }
             Ok(Ok(None)) => break NotHolder,
             Ok(Err(e)) => {
-                tracing::warn!(%key, error = %e, "lock renewal failed; retrying until the lease ends")
+                tracing::warn!(key = %held.key, error = %e, "lock renewal failed; retrying until the lease ends");
             }
             Err(_) => break ran_out(cut_by_max_hold),
         }
     };
-    tracing::info!(%key, %holder, %reason, "lock lost");
+    tracing::info!(key = %held.key, holder = %held.holder, %reason, "lock lost");
     let _ = lost.send(Some(reason));
 }

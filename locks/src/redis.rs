@@ -28,8 +28,9 @@
 //!
 //! # Guarantees
 //! Mutual exclusion while Redis keeps its data and the holder runs within its lease;
-//! reentrancy per holder; only the holder releases; a token growing with each new
-//! acquisition of a key, also across Redis losing its data (unless its clock went back).
+//! reentrancy per holder; only the holder releases; a token that grows with every
+//! new acquisition of a key, also across Redis losing its data (unless its clock went
+//! back meanwhile).
 //!
 //! # How it fails
 //! - **Pause past the lease** (GC, SIGSTOP): the key expires, another holder takes it;
@@ -40,21 +41,26 @@
 //! - **Clocks**: Redis expires keys by its own clock; a jump ends leases early. The
 //!   holder's deadline runs on its monotonic clock from before the request, so the
 //!   holder gives up first.
-//! - The unlock is one script: a client-side `GET`, compare, `DEL` deletes the next
-//!   holder's lock when the lease ends between the two (the runnable `get-then-del`
-//!   mistake). `./scripts/chaos` shows each of these in the service under load.
+//! - The unlock is one script because a client-side `GET`, compare, `DEL` deletes the
+//!   next holder's lock when the lease ends between the two (the `get-then-del`
+//!   mistake in `app/src/strategies/distributed/mistakes.rs`, runnable).
+//! - `./scripts/chaos` shows each of these in the service under load.
 //!
 //! # Tokens that survive Redis losing them
 //! A plain `INCR` counter goes back with the data: after a restart every new token is
-//! one the fence has outgrown, and every holder is refused until it climbs back. So a
-//! token is `max(last + 1, the server's clock in µs)` (`TIME` in the script, no extra
-//! round trip): a counter while Redis keeps its data; after a loss, past every token
-//! handed out before. The clock decides only *liveness*: set back across a loss, the
-//! fence refuses holders until it catches up, and never lets a stale one through.
-//! (ZooKeeper's zxid puts an election epoch in its high 32 bits for the same reason.)
+//! one the resource's fence has already outgrown, and every holder is refused until
+//! the counter climbs back. So a token is `max(last + 1, the server's clock in µs)`
+//! (`TIME` inside the script): increasing like a counter while Redis keeps its data;
+//! after a loss, the clock is already past every token handed out before. No extra
+//! round trip. The clock only decides *liveness*: a clock set back across a data loss
+//! makes the fence refuse holders until it catches up (safe); it never lets a stale
+//! holder through, because the resource compares tokens. (ZooKeeper's zxid does the
+//! same with an election epoch in its high 32 bits.)
 //!
 //! # Sentinel, Cluster
-//! [`RedisLock::connect`]: one server; optional: `redis_sentinel.rs`, `redis_cluster.rs`.
+//! [`RedisLock::connect`] talks to one server. `redis_sentinel.rs` (optional) follows
+//! the primary Sentinel names, and says what that does not fix; `redis_cluster.rs`
+//! (optional) puts the lock on a Redis Cluster.
 
 use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
@@ -238,6 +244,9 @@ pub(crate) async fn pipelined(
 }
 
 /// A connection that gives up after 2 s (connect, answer) and retries twice.
+///
+/// A renewal that waits longer than this is retried on the watchdog's next tick
+/// anyway, well inside the lease.
 pub async fn open(client: &redis::Client) -> Result<ConnectionManager, RedisError> {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(2)))
@@ -269,8 +278,11 @@ impl RedisLock {
         .await)
     }
 
-    /// The lock on `primary`, its release subscription open (up to 2 s for it to be
-    /// confirmed: no release after this returns is missed; a cluster's, per lock, later).
+    /// The lock on `primary`, with the process's release subscription open.
+    ///
+    /// It waits up to 2 s for the subscription to be confirmed, so that no release
+    /// after this returns is missed. On a Redis Cluster the channels are subscribed
+    /// one by one later, as waiters ask for them (`redis_cluster.rs`).
     pub async fn on(primary: Arc<dyn Connection>) -> RedisLock {
         let wakeups = Arc::new(Wakeups::default());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();

@@ -9,31 +9,38 @@
 //! runs it on a real server. Example: `cargo run -p locks --example zookeeper`.
 //!
 //! # Algorithm
-//! Key `stock/42` lives under the persistent parent `<root>/stock/42` (never deleted).
+//! The lock for key `stock/42` lives under the persistent parent `<root>/stock/42`
+//! (created on first use, never deleted).
 //! 1. Create an `EPHEMERAL_SEQUENTIAL` child `_c_<uuid>-lock-`; ZooKeeper appends a
 //!    10-digit sequence number. The node lives as long as our session.
-//! 2. List the children, the `-lock-` ones by sequence number: ours lowest, we hold it.
+//! 2. List the children; order the `-lock-` ones by sequence number. Ours is the
+//!    lowest: we hold the lock.
 //! 3. Otherwise watch **only the node just before ours** and wait; when it goes, back
 //!    to 2 (it may have given up rather than released). Also back to 2 every quarter
 //!    session timeout: a watch can be lost when the client fails over to another
 //!    server (seen with the leader killed mid-queue). One waiter woken per release: no herd.
 //! 4. Release: delete our node (at the last release: reentrancy is counted in-process).
 //!
-//! Fencing token: the node's **czxid** (the id of the transaction that created it),
-//! increasing across the ensemble; not the sequence number (it counts per parent).
+//! Fencing token: the node's **czxid**, the id of the transaction that created it,
+//! increasing across the whole ensemble. (The sequence number is not: it counts per
+//! parent and restarts if the parent is re-created, as Curator's container parents are.)
 //!
 //! # How it fails
-//! - **ConnectionLoss during create**: the node may or may not exist; it is found again
-//!   by its `_c_<uuid>` prefix (why Curator puts a UUID in the name): no orphan blocks.
+//! - **ConnectionLoss during create**: the node may or may not exist. It is found
+//!   again by its `_c_<uuid>` prefix (why Curator puts a UUID in the name), so no
+//!   orphan node blocks the lock forever.
 //! - **Session expiry**: ZooKeeper deletes our node and the next waiter gets the lock;
-//!   the watchdog's check (every lease/3) finds our node gone: lost.
-//! - **Disconnected**: the session may or may not live; the holder counts the lock lost
-//!   after its lease (shorter than the session timeout) without a successful check.
-//! - **A pause past the session timeout**: consensus (ZAB) orders creates and deletes
-//!   but cannot stop a paused holder waking up to write: fence with the czxid
-//!   (`./scripts/chaos` shows it).
-//! - **The mistake: a PERSISTENT lock node** outlives its holder's session: a crash
-//!   blocks everyone for good (the service's `persistent-node` mistake).
+//!   the watchdog's check (every lease/3) finds our node gone and signals the loss.
+//! - **Disconnected**: the client cannot know whether its session still lives. The
+//!   holder counts the lock as lost after the lock's lease (its safety margin, shorter
+//!   than the session timeout) without a successful check.
+//! - **A pause past the session timeout**: consensus (ZAB) orders every create and
+//!   delete, but cannot stop a paused holder from waking up and writing after another
+//!   client took the lock. Fence writes with the czxid. `./scripts/chaos` shows this
+//!   and more under load (README, "Faults and fencing").
+//! - **The mistake: a PERSISTENT lock node.** It does not die with its holder's
+//!   session, so a holder that crashes blocks everyone for good. Runnable in the
+//!   service as the `persistent-node` mistake (`app/src/strategies/distributed/mistakes.rs`).
 
 use crate::lock::{Acquired, BackendKind, HolderId, LockBackend, LockError};
 use async_trait::async_trait;
@@ -53,7 +60,8 @@ fn backend(e: zk::Error) -> LockError {
     LockError::Backend("zookeeper", kind, e.into())
 }
 
-/// How long connection losses are retried (an election takes well under a second).
+/// How long an operation is retried through connection losses (a leader election
+/// takes well under a second) before the loss is reported.
 const RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// A lock node we hold: its path, czxid and how many times its holder entered.
@@ -74,7 +82,8 @@ pub struct ZooKeeperLock {
 }
 
 impl ZooKeeperLock {
-    /// Connects a session (failing at once if no server answers); creates `root`.
+    /// Connects a session (failing at once if no server answers) and makes sure
+    /// `root` exists.
     pub async fn connect(
         connect: &str,
         root: &str,
@@ -99,8 +108,9 @@ impl ZooKeeperLock {
         self.client.lock().expect("client poisoned").clone()
     }
 
-    /// After the session expired every request on the old client fails: start a new one
-    /// (locks held on the old one are lost; their holders learn it at their next check).
+    /// After the session expired, every request on the old client fails: start a new
+    /// session for the acquisitions to come. (Locks held on the old one are lost; their
+    /// holders are told by their next check.)
     async fn renew_session_if_expired(&self, error: &zk::Error) {
         if matches!(error, zk::Error::SessionExpired | zk::Error::ClientClosed)
             && let Ok(client) = new_client(&self.connect, self.session_timeout).await
@@ -117,17 +127,20 @@ impl LockBackend for ZooKeeperLock {
     }
 
     // ANCHOR: acquire
-    /// Steps 1-3: queue, and wait for our turn at most `wait`. The lease is the holder's
-    /// safety margin: the watchdog's checks must keep confirming the node within it.
+    /// Steps 1-3: queue, and wait for our turn at most `wait`. The lease is the
+    /// holder's safety margin: it counts from the moment the node was ours, and the
+    /// watchdog's checks must keep confirming the node within it.
     ///
     /// # Errors
     /// [`LockError::Backend`]: the ensemble failed or stayed unreachable (connection
-    /// losses retried for 10 s), or our node vanished while we waited.
+    /// losses are retried for 10 s), or our node vanished while we waited (the
+    /// session expired).
     ///
     /// # Cancellation safety
-    /// Dropped while queued or mid-create, our node is deleted in the background (found
-    /// by its marker if need be); dropped after it became the lowest, before the guard
-    /// exists, it stays until our session ends (held by `holder` in this process).
+    /// Dropped while queued or mid-create, our node is deleted in the background
+    /// (found by its marker if the create's answer never came). Dropped after the node
+    /// became the lowest but before the guard exists, the node stays until our session
+    /// ends (it is counted as held by `holder` in this process).
     async fn acquire(
         &self,
         key: &str,
@@ -240,8 +253,9 @@ impl LockBackend for ZooKeeperLock {
     /// Step 4.
     ///
     /// # Errors
-    /// [`LockError::NotHolder`] when `holder` does not hold it (or the session expired);
-    /// [`LockError::Backend`] when the delete failed (retried in the background).
+    /// [`LockError::NotHolder`] when `holder` does not hold it (or the node was gone:
+    /// the session expired); [`LockError::Backend`] when the delete failed (it is
+    /// retried in the background, so the node does not block the lock).
     async fn unlock(&self, key: &str, holder: &HolderId) -> Result<(), LockError> {
         let entry = (key.to_string(), holder.to_string());
         let path = {
@@ -307,8 +321,9 @@ async fn create_node(
     }
 }
 
-/// Retries `op` through ConnectionLoss (the client reconnects, maybe elsewhere) for at
-/// most [`RETRY_FOR`]: a release or clean-up never hangs on a cluster that is gone.
+/// Retries `op` while it fails with ConnectionLoss (the client reconnects, possibly to
+/// another server), for at most [`RETRY_FOR`]: never forever, so a release or a
+/// clean-up cannot hang on a cluster that is gone.
 async fn retry_on_connection_loss<T, F, Fut>(op: F) -> Result<T, zk::Error>
 where
     F: Fn() -> Fut,

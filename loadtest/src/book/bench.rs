@@ -342,7 +342,8 @@ pub fn claims(bench: &Bench) -> Vec<Claim> {
     let mut verdicts = Vec::new();
     let mut evidence = Vec::new();
     let wait = |c: &Contended| {
-        (c.longest_wait_ms).map_or_else(String::new, |w| format!(", longest wait {} ms", num(w)))
+        c.longest_wait_ms
+            .map_or_else(String::new, |w| format!(", longest wait {} ms", num(w)))
     };
     if let Some(z) = contended(zk) {
         verdicts.push(z.overtakes_spread.map(|s| s.high == 0.0));

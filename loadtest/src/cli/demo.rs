@@ -240,7 +240,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             started.elapsed().as_secs_f64()
         ));
     };
-    let seconds = (args.load.seconds).unwrap_or(if args.full {
+    let seconds = args.load.seconds.unwrap_or(if args.full {
         loadtest::plan::THROUGHPUT_SECONDS
     } else {
         QUICK_SECONDS

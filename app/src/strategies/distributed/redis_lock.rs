@@ -3,11 +3,15 @@
 //!
 //! # How it fails
 //! As `mysql-lock`, with Redis's clock. A Redis restart without persistence, or a
-//! failover to a replica that missed the lock, lets a second holder in (unfenced:
-//! lost updates). The service's `--redis-lock-min-replicas`: a lock counts once that
-//! many replicas have it (each attempt waits for their acknowledgement). Tokens come from Redis's clock when the
-//! last is lost, so a fence that saw the old tokens does not refuse the holders after
-//! a restart.
+//! failover to a replica that missed the lock, lets a second holder in at once
+//! (unfenced: lost updates).
+//!
+//! With the service's `--redis-lock-min-replicas`, a lock counts only once that many
+//! replicas have it: a failover then keeps it, at a round trip per acquisition (each
+//! attempt waits for the replicas' acknowledgement).
+//!
+//! Its tokens come from Redis's clock when the last one is lost, so fenced holders
+//! after a restart are not refused by a fence that saw the old tokens.
 //!
 //! # Copying this file
 //! A copy takes this file, the domain, the contract and the helpers it calls, under the

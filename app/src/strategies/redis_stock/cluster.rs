@@ -302,7 +302,9 @@ impl ConnectionLike for Waiting {
                 .arg(self.replicas)
                 .arg(ms);
             let mut values: Vec<Value> = pipeline.query_async(&mut self.conn).await?;
-            let acked = (values.get(1)).and_then(|v| redis::from_redis_value_ref::<u32>(v).ok());
+            let acked = values
+                .get(1)
+                .and_then(|v| redis::from_redis_value_ref::<u32>(v).ok());
             if acked.unwrap_or(0) < self.replicas {
                 let detail = format!(
                     "the script ran on the master, acknowledged by {} of the {} replica(s) required within {:?}; a failover may lose it",

@@ -87,6 +87,10 @@ impl Primary for Single {
 }
 
 /// A connection that gives up after 2 s (connect, answer) and retries twice.
+///
+/// The same settings as the Redis lock's connection (`locks::redis::open`), kept here
+/// on purpose: a copy of this strategy takes no lock crate, and the counter's
+/// timeouts may one day differ from a lock's.
 pub async fn open(client: &redis::Client) -> Result<ConnectionManager, RedisError> {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(2)))

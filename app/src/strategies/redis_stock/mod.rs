@@ -48,25 +48,27 @@
 //!    the flag.
 //!
 //! # What it guarantees, and what it can lose
-//! - **Never oversold in the database**: it changes only by recorded sales, and `CHECK (quantity
-//!   >= 0)` refuses any beyond its stock.
-//! - **Acknowledged before durable.** A 200 means Redis has the sale; `GET /stock/{id}` reports
-//!   `pending` until the database has it. A Redis crash loses what was not persisted yet:
-//!   everything without persistence (the testbed's default; the counters restart from the
-//!   database and those units sell again), up to a second with `appendfsync everysec`, nothing
-//!   with `always`. A Redis back from an older snapshot has counters too high: step 5 corrects
-//!   them, and what it sold beyond the database's stock the CHECK refuses; it stays `pending`,
-//!   visible. The chaos runner measures each.
-//! - **Idempotency**: the request key answers a retry (`duplicate: true`) while it lives, the
-//!   persister after that (step 4).
-//! - A sale pending across a restock is recorded under its epoch and leaves the new stock alone.
-//!   Several items: all or nothing. Test probe: `before_commit` is the persister's; `hold_ms` is
-//!   refused (400): there is no step to hold.
+//! - **Never oversold in the database**: it changes only by recorded sales, and
+//!   `CHECK (quantity >= 0)` refuses any beyond its stock.
+//! - **Acknowledged before durable.** A 200 means Redis has the sale; `GET /stock/{id}`
+//!   reports `pending` until the database has it. A Redis crash loses what was not
+//!   persisted yet: everything without persistence (the testbed's default; the
+//!   counters restart from the database and those units sell again), up to a second
+//!   with `appendfsync everysec`, nothing with `always`. A Redis back from an older
+//!   snapshot has counters too high: step 5 corrects them, and what it sold beyond
+//!   the database's stock the CHECK refuses; it stays `pending`, visible. The chaos
+//!   runner measures each.
+//! - **Idempotency**: the request key answers a retry (`duplicate: true`) while it
+//!   lives, the persister after that (step 4).
+//! - A sale pending across a restock is recorded under its epoch and leaves the new
+//!   stock alone. Several items: all or nothing. Test probe: `before_commit` is the
+//!   persister's; `hold_ms` is refused (400): there is no step to hold.
 //!
 //! # When to use it
-//! The hottest sales (tickets, limited drops), where answering fast matters more than every sale
-//! being on disk before the buyer hears of it, with Redis persistence chosen for the loss you can
-//! accept. It needs a Redis, a running persister, and someone watching `pending`.
+//! The hottest sales (tickets, limited drops), where answering fast matters more than
+//! every sale being on disk before the buyer hears of it, with Redis persistence
+//! chosen for the loss you can accept. It needs a Redis, a running persister, and
+//! someone watching `pending`.
 
 pub mod cluster;
 pub mod connection;
@@ -148,8 +150,12 @@ impl RedisStock {
         .fetch_optional(pool)
         .await?;
         let (quantity, epoch, initial) = row.ok_or(DeductError::UnknownProduct(product_id))?;
-        let start =
-            (settings.shard).map_or(quantity, |(i, k)| initial / k + i32::from(i < initial % k));
+        // A shard starts with its share of the initial stock: `initial / k`, and one
+        // more for the first `initial % k` shards, so the shares sum to `initial`.
+        let start = match settings.shard {
+            Some((i, k)) => initial / k + i32::from(i < initial % k),
+            None => quantity,
+        };
         let _created: i64 = INIT
             .key(settings.counter(product_id))
             .arg(start)

@@ -2,8 +2,9 @@
 -- of "pending", once per entry: by the call whose XDEL removed it (not XACK's answer: after
 -- a failover an entry may be in the stream and in no consumer's list, its delivery lost).
 --
--- KEYS[1]  the sales stream     KEYS[2..] one counter hash per item line below
--- ARGV[1]  the consumer group
+-- KEYS[1]   the sales stream
+-- KEYS[2..] one counter hash per item line below
+-- ARGV[1]   the consumer group
 -- ARGV[2..] per entry: entry id, number of items, give back (1: a late duplicate the
 --           database already had: its units return to the counter), then per item:
 --           quantity, epoch

@@ -4,7 +4,9 @@
 -- KEYS[2]  the sales stream
 -- KEYS[3]  the "reconciling after a Redis restart" flag
 -- KEYS[4..] one counter hash per item, in product order: {stock, pending, epoch}
--- ARGV[1]  request id       ARGV[2] fingerprint       ARGV[3] seconds the request key lives
+-- ARGV[1]  request id
+-- ARGV[2]  fingerprint (of the request's body: a reused id with another body is refused)
+-- ARGV[3]  seconds the request key lives
 -- ARGV[4..] per item: product id, quantity (same order as KEYS[4..])
 --
 -- Returns one of

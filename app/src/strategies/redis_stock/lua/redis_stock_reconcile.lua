@@ -1,7 +1,10 @@
 -- redis-stock: make a counter agree with the database again (after a Redis restart or a
 -- failover that may have forgotten sales the database already has).
 --
--- KEYS[1] the counter hash     ARGV[1] quantity in the database     ARGV[2] its epoch
+-- KEYS[1]  the counter hash
+-- ARGV[1]  quantity in the database
+-- ARGV[2]  its epoch
+--
 -- Redis may sell at most what the database has left minus what Redis sold and it has not
 -- recorded yet (pending), and never more than the counter had (a shard sells a part).
 if redis.call('EXISTS', KEYS[1]) == 0 then
