@@ -121,7 +121,7 @@ fn history(seed: u64, products: i64, multi: f64, reads: f64, restocks: f64) -> V
 /// when one is refused) with its last refusal answered as a sale instead: one sale too
 /// many, which no order explains.
 fn failing(mut history: Vec<Record>) -> Vec<Record> {
-    let refusal = (history.iter_mut()).rev().find_map(|r| match r {
+    let refusal = history.iter_mut().rev().find_map(|r| match r {
         Record::Deduct { answer, .. } if *answer == DeductAnswer::Refused => Some(answer),
         _ => None,
     });

@@ -137,7 +137,9 @@ impl Bounds {
     /// the operations in the order so far (`op` among them).
     pub fn feasible(&mut self, part: &Part, op: usize, state: &State, taken: &[u64]) -> bool {
         let places = std::mem::take(&mut self.places[op]);
-        let ok = (places.iter()).all(|&(p, _, _)| self.product(part, p, state, taken));
+        let ok = places
+            .iter()
+            .all(|&(p, _, _)| self.product(part, p, state, taken));
         self.places[op] = places;
         ok
     }

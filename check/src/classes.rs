@@ -142,7 +142,7 @@ fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
         }
     }
     let written = |id: &str| {
-        (records.iter()).position(|r| {
+        records.iter().position(|r| {
             matches!(r, Record::Deduct { request_id, recorded: Some(true), .. } if request_id == id)
         })
     };
@@ -291,7 +291,7 @@ fn double_sales(records: &[Record], settled: &Settled, found: &mut Vec<Anomaly>)
                 .collect()
         };
         let sold = answered(DeductAnswer::Sold);
-        let maybe_sold = (ops.iter()).any(|&i| {
+        let maybe_sold = ops.iter().any(|&i| {
             matches!(
                 settled.effects[i],
                 Effect::Sale { .. } | Effect::Maybe { .. }

@@ -116,7 +116,7 @@ pub fn settle(records: &[Record]) -> Settled<'_> {
         }
     }
     let quiet = quiet(records, &ledger);
-    let mut effects: Vec<Effect> = (records.iter()).map(plain_effect).collect();
+    let mut effects: Vec<Effect> = records.iter().map(plain_effect).collect();
     let mut one_of = BTreeSet::new();
     for (id, attempts) in &attempts {
         let held = ledger.get(id).copied();
@@ -285,7 +285,10 @@ pub fn is_final(settled: &Settled, read: &Record) -> bool {
             sent_us,
             stock: Some(_),
             ..
-        } => (settled.quiet.get(product_id)).is_some_and(|&at| *sent_us >= at),
+        } => settled
+            .quiet
+            .get(product_id)
+            .is_some_and(|&at| *sent_us >= at),
         _ => false,
     }
 }

@@ -72,8 +72,9 @@ pub fn anomalies(records: &[Record], verdict: &Verdict) -> Vec<classes::Anomaly>
     };
     if let Verdict::NotLinearizable { products } = verdict {
         for part in products {
-            let explained =
-                (found.iter()).any(|a| explains(a) && a.products.iter().any(|p| part.contains(p)));
+            let explained = found
+                .iter()
+                .any(|a| explains(a) && a.products.iter().any(|p| part.contains(p)));
             if !explained {
                 found.push(classes::Anomaly {
                     class: classes::Class::NotLinearizable,
@@ -137,7 +138,7 @@ pub fn check(records: &[Record], budget: Duration) -> Result<Verdict, String> {
 fn observed(part: &model::Part) -> bool {
     use history::DeductAnswer::Refused;
     part.ops.is_empty()
-        || (part.ops.iter()).any(|op| {
+        || part.ops.iter().any(|op| {
             matches!(
                 op,
                 model::Op::Read { .. }

@@ -198,7 +198,10 @@ fn leave_out(dir: &Path, copy: &StrategyCopy) -> Result<()> {
     }
     let mut kept = String::new();
     for line in text.lines() {
-        let dropped = (copy.without.iter()).any(|m| line.trim() == format!("pub mod {m};"));
+        let dropped = copy
+            .without
+            .iter()
+            .any(|m| line.trim() == format!("pub mod {m};"));
         if !dropped {
             kept.push_str(line);
             kept.push('\n');
@@ -240,7 +243,7 @@ fn strategy_smoke(name: &str, copy: &StrategyCopy, schema: &[String]) -> String 
         .map(|f| format!("sqlx::raw_sql(include_str!(\"../{f}\")).execute(&pool).await?;\n    "))
         .collect();
     let build = match copy.settings {
-        SettingsFrom::Flags => BUILD_FROM_FLAGS,
+        SettingsFrom::EtcdEndpoints => BUILD_WITH_ETCD,
         SettingsFrom::Default => BUILD_FROM_DEFAULT,
     };
     STRATEGY_SMOKE
@@ -259,18 +262,18 @@ fn strategy_smoke(name: &str, copy: &StrategyCopy, schema: &[String]) -> String 
         .replace("__SHARED__", shared)
 }
 
-/// A strategy whose settings are flags: built from the flags' defaults, as the
-/// service builds it.
-const BUILD_FROM_FLAGS: &str =
-    "/// The strategy, built from its own flags' defaults (as the service builds it).
-fn build<T: Declare<S>, S>(database_url: &str, shared: &S) -> Arc<dyn Strategy>
+/// `etcd-lock`: its settings' defaults, with testbed's etcd as its servers.
+const BUILD_WITH_ETCD: &str =
+    "/// The strategy, built from its settings' defaults and testbed's etcd.
+fn build<T, S>(database_url: &str, shared: &S) -> Arc<dyn Strategy>
 where
-    T::Settings: clap::Args + clap::FromArgMatches,
+    T: Declare<S, Settings = copied::strategies::distributed::etcd_lock::EtcdLockSettings>,
 {
-    use clap::{Args, FromArgMatches};
-    let command = T::Settings::augment_args(clap::Command::new(\"smoke\"));
-    let matches = command.get_matches_from([\"smoke\"]);
-    let settings = T::Settings::from_arg_matches(&matches).expect(\"the defaults parse\");
+    let endpoints = std::env::var(\"ETCD_ENDPOINTS\").expect(\"testbed exports ETCD_ENDPOINTS\");
+    let settings = copied::strategies::distributed::etcd_lock::EtcdLockSettings {
+        endpoints: endpoints.split(',').map(str::to_string).collect(),
+        ..Default::default()
+    };
     T::build(&settings, &Context { database_url, shared })
 }";
 

@@ -95,9 +95,9 @@ pub enum SettingsFrom {
     /// Their `Default`: plain settings, or none.
     #[default]
     Default,
-    /// Their flags' defaults (a `clap::Args` struct, read with the environment
-    /// testbed exports: `ETCD_ENDPOINTS` for `etcd-lock`).
-    Flags,
+    /// Their `Default` with `endpoints` from the `ETCD_ENDPOINTS` testbed exports
+    /// (`etcd-lock`: its servers are a setting of its own, not a shared one).
+    EtcdEndpoints,
 }
 
 /// What a strategy asks of the settings the service's strategies share: a trait of
@@ -151,8 +151,14 @@ impl Manifest {
 
     /// Every copy, the backends first.
     pub fn all(&self) -> Vec<Entry<'_>> {
-        let backends = (self.backend.iter()).map(|(b, copy)| Entry::Backend(*b, copy));
-        let strategies = (self.strategy.iter()).map(|(name, copy)| Entry::Strategy(name, copy));
+        let backends = self
+            .backend
+            .iter()
+            .map(|(b, copy)| Entry::Backend(*b, copy));
+        let strategies = self
+            .strategy
+            .iter()
+            .map(|(name, copy)| Entry::Strategy(name, copy));
         backends.chain(strategies).collect()
     }
 

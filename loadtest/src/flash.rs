@@ -330,8 +330,10 @@ pub async fn run(
         .map(|c| flash_plan("flash-sale", &c.name, next(), None, &options))
         .collect();
     if let Some(splits) = splits {
-        let after =
-            (plans.iter().position(|p| p.strategy == splits.name)).map_or(plans.len(), |i| i + 1);
+        let after = plans
+            .iter()
+            .position(|p| p.strategy == splits.name)
+            .map_or(plans.len(), |i| i + 1);
         for (i, &buckets) in BUCKET_SCAN.iter().enumerate() {
             let plan = Plan {
                 buckets,
@@ -393,7 +395,9 @@ pub async fn run(
         .and_then(|r| sale.limits.iter().find(|l| l.strategy == r.name))
         .map(|l| l.sales.clone());
     for limits in &mut sale.limits {
-        let ratio = (reference.as_ref()).map(|r| crate::rate::ratio(&limits.sales, r));
+        let ratio = reference
+            .as_ref()
+            .map(|r| crate::rate::ratio(&limits.sales, r));
         limits.times_atomic_sql = ratio.map(|r| r.times);
         limits.times_atomic_sql_range = ratio.map(|r| [r.low, r.high]);
     }
@@ -465,7 +469,9 @@ impl FlashSale {
     /// The claims this run can check, each on sales/s with its spread.
     pub fn claims(&self) -> Vec<Claim> {
         let row = |name: &str| {
-            (self.rows.iter()).find(|r| r.section == "flash-sale" && r.strategy == name)
+            self.rows
+                .iter()
+                .find(|r| r.section == "flash-sale" && r.strategy == name)
         };
         let named = |t: &str| self.catalogue.with(t).into_iter().map(|c| c.name.as_str());
         let mut claims = Vec::new();

@@ -434,7 +434,10 @@ pub fn round_order(count: usize, round: u32) -> Vec<usize> {
 pub fn shown_round(rows: &[&Row]) -> Option<usize> {
     let troubled = |row: &Row| {
         !row.transport_errors.is_empty()
-            || (row.responses.keys()).any(|k| !matches!(k.as_str(), "200" | "409" | "503 busy"))
+            || row
+                .responses
+                .keys()
+                .any(|k| !matches!(k.as_str(), "200" | "409" | "503 busy"))
     };
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| {

@@ -44,7 +44,11 @@ async fn a_slot_moved_under_a_held_lock_keeps_it_and_still_wakes_its_waiters() {
         lock_delay: Duration::ZERO,
     };
     let holder = HolderId::random();
-    let guard = (locker.try_acquire(key, &holder, &options).await.unwrap()).unwrap();
+    let guard = locker
+        .try_acquire(key, &holder, &options)
+        .await
+        .unwrap()
+        .unwrap();
     let first_token = guard.token().unwrap();
 
     let waiters: Vec<_> = (0..WAITERS)

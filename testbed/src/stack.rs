@@ -111,12 +111,16 @@ impl Stack {
     /// The running servers of type `T` (`Stack::get::<testbed::MariaDb>()`), if their
     /// kind runs.
     pub fn get<T: Servers>(&self) -> Option<&T> {
-        (self.servers.iter()).find_map(|(_, s)| (&**s as &dyn Any).downcast_ref())
+        self.servers
+            .iter()
+            .find_map(|(_, s)| (&**s as &dyn Any).downcast_ref())
     }
 
     /// [`Stack::get`], to make faults on them (restart, pause).
     pub fn get_mut<T: Servers>(&mut self) -> Option<&mut T> {
-        (self.servers.iter_mut()).find_map(|(_, s)| (&mut **s as &mut dyn Any).downcast_mut())
+        self.servers
+            .iter_mut()
+            .find_map(|(_, s)| (&mut **s as &mut dyn Any).downcast_mut())
     }
 
     /// The independent Redis servers (none if Redis does not run).

@@ -43,7 +43,7 @@ pub async fn check(pool: &MySqlPool, settings: &Settings, strategies: &Strategie
     });
     // The servers a strategy alone is configured with, each once (bounded by the
     // strategy; the timeout here is the backstop).
-    let own = futures::future::join_all(strategies.iter().map(|s| async move {
+    let own = futures::future::join_all(strategies.with_cards().map(|(card, s)| async move {
         let backstop = CHECK_TIMEOUT + Duration::from_millis(100);
         let answer = timeout(backstop, s.ready(CHECK_TIMEOUT)).await;
         let late = || {
@@ -51,7 +51,7 @@ pub async fn check(pool: &MySqlPool, settings: &Settings, strategies: &Strategie
                 "no answer within {backstop:?}"
             ))))
         };
-        Some((s.info().backend, answer.unwrap_or_else(|_| late())?))
+        Some((card.backend, answer.unwrap_or_else(|_| late())?))
     }));
     let (database, shared, own) = tokio::join!(database, settings.shared.check(CHECK_TIMEOUT), own);
     let database = database.unwrap_or_else(|_| Err(format!("no answer within {CHECK_TIMEOUT:?}")));

@@ -92,7 +92,7 @@ pub fn json_config() -> web::JsonConfig {
                 req.match_info().get("strategy"),
             ) && let Some(strategy) = state.service.strategies.get(name)
             {
-                let served = strategy.info().name;
+                let served = strategy.name();
                 state.service.metrics.refused_unread(served, error.code());
             }
             ApiError::from(error).into()
@@ -543,7 +543,7 @@ async fn deduct(
     let started = std::time::Instant::now();
     let service = &state.service;
     let strategy = service.strategy(&path)?;
-    let served = strategy.info().name;
+    let served = strategy.name();
     // Named once it is one served here (the path is the client's, of any length).
     tracing::Span::current().record("strategy", served);
     req.extensions_mut().insert(Served(served));

@@ -6,12 +6,9 @@ use crate::http::hooks::Hooks;
 use crate::http::openapi;
 use crate::http::routes;
 use crate::http::state::AppState;
-use crate::service::Service;
 use crate::service::admission::Admission;
-use crate::service::in_flight::InFlight;
-use crate::service::metrics::Metrics;
 use crate::service::sold_out::SoldOut;
-use crate::service::sold_out_reads::SoldOutReads;
+use crate::service::{Limits, Pools, Service};
 use crate::strategies;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
@@ -82,30 +79,28 @@ pub async fn service(settings: &Settings, hooks: Arc<dyn Probe>) -> anyhow::Resu
             .context("READ_REPLICA_URL")?,
         None => pool.clone(),
     };
-    let sold_out_reads = SoldOutReads::new(
-        MySqlPoolOptions::new()
-            .max_connections(crate::service::SOLD_OUT_POOL_SIZE)
-            .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
-            .connect_lazy_with((*pool.connect_options()).clone()),
+    let sold_out = MySqlPoolOptions::new()
+        .max_connections(crate::service::SOLD_OUT_POOL_SIZE)
+        .acquire_timeout(Duration::from_millis(settings.db_acquire_timeout_ms))
+        .connect_lazy_with((*pool.connect_options()).clone());
+    let strategies = strategies::all(
+        &settings.strategies,
+        &strategies::Context {
+            database_url: &settings.database_url,
+            shared: &settings.shared,
+        },
     );
-    Ok(Service {
-        strategies: strategies::all(
-            &settings.strategies,
-            &strategies::Context {
-                database_url: &settings.database_url,
-                shared: &settings.shared,
-            },
-        ),
-        pool,
-        reads,
-        sold_out_reads,
-        in_flight: InFlight::default(),
+    let limits = Limits {
         admission: Admission::new(settings.max_in_flight, settings.adaptive_limit)
             .with_reject_hold(settings.reject_hold()),
         sold_out: SoldOut::new(Duration::from_millis(settings.sold_out_cache_ms)),
-        hooks,
-        metrics: Metrics::new(),
-    })
+    };
+    let pools = Pools {
+        main: pool,
+        reads,
+        sold_out,
+    };
+    Ok(Service::new(pools, strategies, limits, hooks))
 }
 
 /// A built service, bound to its port, not yet serving.

@@ -35,7 +35,11 @@
 //!
 //! `/health`, `/ready`, `/metrics` and the admin routes are never limited.
 
+use super::ServiceError;
+use super::layer::{Answer, Deduct, Request};
+use async_trait::async_trait;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -411,6 +415,29 @@ impl Admission {
                 self.in_flight.fetch_sub(1, Ordering::AcqRel);
             }
         }
+    }
+}
+
+/// The admission layer: a deduction takes a place under the limit, or is refused
+/// `429 overloaded` (after its hold in line), before anything below it runs.
+pub struct Admit<D> {
+    pub admission: Arc<Admission>,
+    pub inner: D,
+}
+
+#[async_trait(?Send)]
+impl<D: Deduct> Deduct for Admit<D> {
+    async fn deduct(&self, request: &Request<'_>) -> Answer {
+        if request.unlimited {
+            return self.inner.deduct(request).await;
+        }
+        let _permit = match self.admission.enter().await {
+            Ok(permit) => permit,
+            Err(Refused { limit, held }) => {
+                return Answer::now(Err(ServiceError::Overloaded { limit, held }));
+            }
+        };
+        self.inner.deduct(request).await
     }
 }
 

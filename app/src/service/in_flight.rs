@@ -3,6 +3,8 @@
 //! instead of racing it for locks and rows only to roll back. Across instances the
 //! `orders` key does the same job (`strategies::idempotency`).
 
+use super::layer::{Answer, Deduct, Request};
+use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
@@ -60,5 +62,22 @@ impl Drop for Entered<'_> {
         {
             ids.remove(&self.id);
         }
+    }
+}
+
+/// The twin layer: a request waits here while its id is in flight in this process.
+pub struct Twins<D> {
+    pub in_flight: InFlight,
+    pub inner: D,
+}
+
+#[async_trait(?Send)]
+impl<D: Deduct> Deduct for Twins<D> {
+    async fn deduct(&self, request: &Request<'_>) -> Answer {
+        let _entered = self
+            .in_flight
+            .enter(&request.deduction.order.request_id)
+            .await;
+        self.inner.deduct(request).await
     }
 }

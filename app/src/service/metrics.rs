@@ -43,10 +43,13 @@
 //! renewals and losses, a backlog of sales not yet in the database) and update them
 //! before each scrape (`Served::scrape`); its file documents them.
 
+use super::layer::{Answer, Deduct, Request};
 use crate::service::phases::{PHASES, Phases};
+use async_trait::async_trait;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What is read at a scrape, not counted as it happens.
@@ -312,5 +315,32 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+/// The metrics layer: every answer counted by its outcome, timed from the request's
+/// arrival, a sale's transactions and its phases recorded.
+pub struct Counted<D> {
+    pub metrics: Arc<Metrics>,
+    pub inner: D,
+}
+
+#[async_trait(?Send)]
+impl<D: Deduct> Deduct for Counted<D> {
+    async fn deduct(&self, request: &Request<'_>) -> Answer {
+        let answer = self.inner.deduct(request).await;
+        let served = request.deduction.strategy;
+        let metrics = &self.metrics;
+        metrics.deduction(served, answer.outcome(), request.started.elapsed());
+        if answer.by_mark {
+            metrics.sold_out_fast(served);
+        }
+        if let Ok(done) = &answer.result
+            && !done.duplicate
+        {
+            metrics.sale(served, done.attempts, done.batch_size);
+        }
+        metrics.phases(served, request.phases);
+        answer
     }
 }

@@ -56,8 +56,14 @@
 //! Marks are per strategy and product: each strategy's view of the stock is its own
 //! (a row, split buckets, a counter in Redis).
 
+use super::ServiceError;
+use super::admission::Admission;
+use super::layer::{Answer, Deduct, Request};
+use super::sold_out_reads::SoldOutReads;
+use crate::domain::error::DeductError;
+use async_trait::async_trait;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -287,6 +293,94 @@ impl SoldOut {
         let mut marks = self.marks.lock().expect("sold-out marks poisoned");
         if let Some(mark) = marks.get_mut(&(strategy, product)) {
             mark.until = Instant::now();
+        }
+    }
+}
+
+/// The sold-out layer: a product known sold out here is refused without the layers
+/// below it (no place in the admission line, no strategy), after one read of `orders`
+/// and of what is left ([`SoldOutReads`]); the strategy's own "0 left" marks it.
+pub struct Marks<D> {
+    pub sold_out: Arc<SoldOut>,
+    pub reads: SoldOutReads,
+    /// Whose reject timer holds a refusal past the product's at-once pace.
+    pub admission: Arc<Admission>,
+    pub inner: D,
+}
+
+#[async_trait(?Send)]
+impl<D: Deduct> Deduct for Marks<D> {
+    async fn deduct(&self, request: &Request<'_>) -> Answer {
+        let d = request.deduction;
+        // A classic mistake is made whatever the marks say, and marks nothing.
+        if d.knobs.mistake.is_some() {
+            return self.inner.deduct(request).await;
+        }
+        let products = d.order.items.iter().map(|item| item.product_id);
+        match self.sold_out.find(d.strategy, products).await {
+            Lookup::Known(known) => self.refuse(request, known).await,
+            // After its mark expired, this request looks again (its refusal renews
+            // the mark) while the others wait for it: it takes no place in the line.
+            Lookup::LookAgain(_looking) => {
+                let looking = Request {
+                    unlimited: true,
+                    ..*request
+                };
+                self.run_and_mark(&looking).await
+            }
+            Lookup::Unknown | Lookup::Wait(_) => self.run_and_mark(request).await,
+        }
+    }
+}
+
+impl<D: Deduct> Marks<D> {
+    /// The layers below; a refusal that saw nothing left marks its product.
+    async fn run_and_mark(&self, request: &Request<'_>) -> Answer {
+        let answer = self.inner.deduct(request).await;
+        if let Err(ServiceError::Deduct(DeductError::InsufficientStock {
+            product_id,
+            available: Some(0),
+            ..
+        })) = &answer.result
+        {
+            let strategy = request.deduction.strategy;
+            self.sold_out
+                .mark(strategy, *product_id, answer.evidence_at);
+        }
+        answer
+    }
+
+    /// The fast path: refused from the mark, past the product's pace after a hold,
+    /// once `orders` says this id did not succeed before and the database has nothing
+    /// left. Units left: the mark was stale, so it is forgotten and the request runs
+    /// the layers below after all.
+    async fn refuse(&self, request: &Request<'_>, known: Known) -> Answer {
+        let held = known.hold && !self.admission.hold_refusal().await.is_zero();
+        let d = request.deduction;
+        let requested = d
+            .order
+            .items
+            .iter()
+            .find(|item| item.product_id == known.product_id)
+            .map_or(1, |item| item.quantity);
+        let sold_out = DeductError::InsufficientStock {
+            product_id: known.product_id,
+            requested: requested.into(),
+            available: Some(0),
+        };
+        match self
+            .reads
+            .after_refusal(d, known.product_id, sold_out, held)
+            .await
+        {
+            Some(result) => Answer {
+                by_mark: true,
+                ..Answer::now(result)
+            },
+            None => {
+                self.sold_out.forget(d.strategy, known.product_id);
+                self.run_and_mark(request).await
+            }
         }
     }
 }

@@ -95,7 +95,9 @@ impl Closing {
     }
 
     fn take(&mut self) -> Vec<Member> {
-        (self.0.lock().expect("sold-out reads poisoned"))
+        self.0
+            .lock()
+            .expect("sold-out reads poisoned")
             .take()
             .unwrap_or_default()
     }

@@ -1,8 +1,10 @@
-//! What only the service asks of a strategy: its card for the catalogue (`GET
-//! /strategies`, the load test, the book, the tests), declared beside it (its
-//! `served.rs`) as a `static INFO: StrategyInfo` and answered by [`Served::info`];
-//! and the hooks of `GET /stock`, `/metrics` and `/ready`. The service has it (the
-//! `service` feature, on by default); a copied strategy runs without it.
+//! What only the service asks of a strategy.
+//!
+//! Its card for the catalogue (`GET /strategies`, the load test, the book, the
+//! tests) is a `static INFO: StrategyInfo` declared beside it (its `served.rs`) and
+//! handed to the registry by [`Registered::card`](super::registered::Registered).
+//! The hooks of `GET /stock`, `/metrics` and `/ready` are [`Served`]'s. The service
+//! has them (the `service` feature, on by default); a copied strategy runs without.
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -12,9 +14,6 @@ use serde::Serialize;
 /// strategy says otherwise, so the service never names a strategy.
 #[async_trait(?Send)]
 pub trait Served {
-    /// Its card, for the catalogue.
-    fn info(&self) -> &StrategyInfo;
-
     /// Fields `GET /stock/{product_id}` adds for this strategy (what it keeps about
     /// the product outside the database), merged into the answer.
     async fn stock_view(&self, _product_id: i64) -> serde_json::Map<String, serde_json::Value> {

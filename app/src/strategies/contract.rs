@@ -138,9 +138,8 @@ pub struct Deducted {
 /// (`Shared`; a strategy that needs none of it is generic over it).
 ///
 /// The settings are plain values with their defaults (`Default`), or [`NoSettings`];
-/// the service reads them from its command line (its `Flagged` flags, beside each
-/// strategy), a copy from wherever it likes. (The lock strategies and `redis-stock`
-/// are not split yet: their settings are still their clap flags.)
+/// the service reads them from its command line (its flags, beside each strategy in
+/// its `served.rs`), a copy from wherever it likes.
 pub trait Declare<Shared> {
     type Settings: Clone + std::fmt::Debug;
 

@@ -7,7 +7,8 @@
 //!   not (sold out since: 409; lock busy: 503), so a refusal reads `orders` once: the
 //!   stored answer if this id succeeded (422 if for something else), else the refusal,
 //!   with what is left when the strategy could not say, or 404 when there is no product.
-//! - **In-flight twins wait** (the edge's `InFlight`) instead of racing for locks and rows.
+//! - **In-flight twins wait** (the service's twin layer, `service/in_flight.rs`) instead
+//!   of racing for locks and rows.
 
 use super::contract::{Deducted, Deduction};
 use crate::domain::error::DeductError;

@@ -11,12 +11,14 @@
 //! - [`plain`]: the plain read-check-write, `unsafe`'s, which the locks run under them;
 //! - [`fencing`]: the ticket, the claim and the guarded write, and what each lock
 //!   backend's token is;
-//! - [`idempotency`]: in-flight twins, and the one read a refusal makes (a retry of a
-//!   request that already succeeded gets its stored answer).
+//! - [`idempotency`]: the one read a refusal makes (a retry of a request that already
+//!   succeeded gets its stored answer).
 //!
-//! The path of a request: `routes::deduct` parses the body into an [`Order`](crate::domain::order::Order) (and the
-//! test-hook knobs beside it), then [`idempotency::once`] runs the strategy's
-//! `deduct`. That is all of it.
+//! The path of a request: `routes::deduct` parses the body into an
+//! [`Order`](crate::domain::order::Order) (and the test-hook knobs beside it), then
+//! `Service::deduct` passes it down the service's layers (`service/mod.rs` lists
+//! them, each in its file: metrics, twins, sold-out marks, admission, idempotency) to
+//! the strategy's `deduct`.
 //!
 //! **No statement the algorithm does not need.** A deduction reads nothing up front
 //! for idempotency (the `orders` primary key catches twins inside the transaction),
@@ -34,9 +36,9 @@
 //! - [`contract`]: what a strategy is (the trait, a deduction, its answer).
 //! - [`card`]: what the service asks of a strategy besides its sales: its card for the
 //!   catalogue (`/strategies`) and the hooks of `/stock`, `/metrics` and `/ready`
-//!   ([`card::Served`]); [`flags`]: its command-line flags ([`Flagged`]). Each
-//!   strategy answers them in a `served.rs` beside it (the lock strategies and
-//!   `redis-stock`, not split yet, in their files), which a copy leaves out.
+//!   ([`card::Served`]); [`registered`]: how the registry takes its card, its
+//!   command-line flags and the settings they make ([`Registered`]). Each strategy
+//!   answers them in a `served.rs` beside it, which a copy leaves out.
 //! - [`unsafe_control`]: `unsafe`, plain read, check, write; no lock. Must oversell.
 //! - [`local_mutex`]: `local-mutex`, `unsafe`'s read-check-write under a per-product
 //!   mutex inside one process.
@@ -66,7 +68,6 @@ pub mod contract;
 pub mod distributed;
 pub mod fence_only;
 pub mod fencing;
-pub mod flags;
 pub mod idempotency;
 pub mod local_mutex;
 pub mod optimistic;
@@ -74,6 +75,7 @@ pub mod pessimistic;
 pub mod plain;
 pub mod record_many;
 pub mod redis_stock;
+pub mod registered;
 pub mod retry;
 pub mod shared;
 pub mod txn;
@@ -83,7 +85,7 @@ pub use card::{Family, StrategyInfo};
 pub use contract::{
     Context, Declare, Deducted, Deduction, ItemResult, NoSettings, Started, Strategy,
 };
-pub use flags::{Flagged, NoFlags};
+pub use registered::{NoFlags, Registered};
 use serde::Serialize;
 use shared::{RedisTarget, Shared};
 use std::sync::Arc;
@@ -111,18 +113,32 @@ pub const PALETTE: [&str; 20] = [
     "#e6550d", "#31a354", "#756bb1", "#636363",
 ];
 
-/// The registry: every strategy this service serves, in the order they were added
-/// (the teaching order: the control first, the distributed locks last).
+/// The registry: every strategy this service serves with its card, in the order
+/// they were added (the teaching order: the control first, the distributed locks
+/// last).
 #[derive(Clone)]
 pub struct Strategies {
     list: Vec<Arc<dyn Strategy>>,
+    /// Each strategy's card, in the same order.
+    cards: Vec<&'static StrategyInfo>,
     /// Every strategy's [`Strategy::mistakes`], in order.
     mistake_names: Vec<&'static str>,
 }
 
 impl Strategies {
-    pub fn add(&mut self, strategy: Arc<dyn Strategy>) {
+    /// Adds `strategy`, listed with `card`.
+    ///
+    /// # Panics
+    /// When the card names another strategy: the catalogue would route its name to
+    /// the wrong algorithm.
+    pub fn add(&mut self, card: &'static StrategyInfo, strategy: Arc<dyn Strategy>) {
+        assert_eq!(
+            card.name,
+            strategy.name(),
+            "a strategy listed with another's card"
+        );
         self.mistake_names.extend(strategy.mistakes());
+        self.cards.push(card);
         self.list.push(strategy);
     }
 
@@ -131,12 +147,22 @@ impl Strategies {
         self.list.iter()
     }
 
+    /// Every strategy with its card, in the registry's order.
+    pub fn with_cards(&self) -> impl Iterator<Item = (&'static StrategyInfo, &Arc<dyn Strategy>)> {
+        self.cards.iter().copied().zip(&self.list)
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Strategy>> {
-        self.list.iter().find(|s| s.info().name == name)
+        self.list.iter().find(|s| s.name() == name)
+    }
+
+    /// The card of the strategy named `name`.
+    pub fn card(&self, name: &str) -> Option<&'static StrategyInfo> {
+        self.cards.iter().copied().find(|card| card.name == name)
     }
 
     pub fn names(&self) -> Vec<&'static str> {
-        self.list.iter().map(|s| s.info().name).collect()
+        self.list.iter().map(|s| s.name()).collect()
     }
 
     /// Every classic mistake the strategies can be made to make (gathered as they are
@@ -152,11 +178,11 @@ impl Strategies {
 
     /// `GET /strategies`: every strategy in the registry's order, with its colour.
     pub fn cards(&self) -> Vec<StrategyCard> {
-        self.list
+        self.cards
             .iter()
             .enumerate()
-            .map(|(order, s)| StrategyCard {
-                info: s.info().clone(),
+            .map(|(order, card)| StrategyCard {
+                info: (*card).clone(),
                 order,
                 colour: PALETTE[order % PALETTE.len()],
             })
@@ -184,13 +210,13 @@ macro_rules! registry {
             ($d callback:ident) => { $d callback! { $($field),* } };
         }
 
-        /// Every strategy's own flags, each declared beside it ([`Flagged`]).
+        /// Every strategy's own flags, each declared beside it ([`Registered`]).
         #[derive(clap::Args, Debug, Clone)]
         #[group(skip)]
         pub struct Settings {
             $(
                 #[command(flatten)]
-                pub $field: <$strategy as Flagged>::Flags,
+                pub $field: <$strategy as Registered>::Flags,
             )*
         }
 
@@ -200,11 +226,13 @@ macro_rules! registry {
         pub fn all(settings: &Settings, context: &Context<'_, shared::Shared>) -> Strategies {
             let mut strategies = Strategies {
                 list: Vec::new(),
+                cards: Vec::new(),
                 mistake_names: Vec::new(),
             };
             $(
-                let own = <$strategy as Flagged>::settings(&settings.$field);
-                strategies.add(<$strategy as Declare<shared::Shared>>::build(&own, context));
+                let own = <$strategy as Registered>::settings(&settings.$field);
+                let strategy = <$strategy as Declare<shared::Shared>>::build(&own, context);
+                strategies.add(<$strategy as Registered>::card(), strategy);
             )*
             strategies
         }
@@ -243,49 +271,6 @@ pub fn name_of(field: &str) -> Option<&'static str> {
     let index = FIELDS.iter().position(|f| *f == field)?;
     Some(all(&settings, &context).cards()[index].info.name)
 }
-
-/// The flags of the strategies whose settings are still their flags (a `clap::Args`
-/// struct in their own file).
-macro_rules! settings_are_flags {
-    ($($strategy:ty: $settings:ty),* $(,)?) => {$(
-        impl Flagged for $strategy {
-            type Flags = $settings;
-
-            fn settings(flags: &$settings) -> $settings {
-                flags.clone()
-            }
-        }
-    )*};
-}
-
-settings_are_flags! {
-    redis_stock::RedisStock: redis_stock::stream::RedisStockSettings,
-    distributed::mysql_lock::MysqlLock: distributed::mysql_lock::MysqlLockSettings,
-    distributed::redlock::RedLock: distributed::redlock::RedLockSettings,
-    distributed::etcd_lock::EtcdLock: distributed::etcd_lock::EtcdLockSettings,
-}
-
-/// The strategies without settings of their own.
-macro_rules! no_flags {
-    ($($strategy:ty),* $(,)?) => {$(
-        impl Flagged for $strategy {
-            type Flags = NoFlags;
-
-            fn settings(_: &NoFlags) -> NoSettings {
-                NoSettings {}
-            }
-        }
-    )*};
-}
-
-no_flags!(
-    unsafe_control::Unsafe,
-    local_mutex::LocalMutex,
-    fence_only::FenceOnly,
-    atomic_sql::AtomicSql,
-    distributed::redis_lock::RedisLock,
-    distributed::zookeeper::ZooKeeper,
-);
 
 // What each strategy asks of the settings they share, answered by them (a copy of a
 // strategy answers it its own way).

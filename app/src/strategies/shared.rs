@@ -136,7 +136,9 @@ impl Shared {
     /// single Redis ([`Shared::redis_endpoint`]).
     pub fn redis_target(&self) -> Option<RedisTarget> {
         // Empty entries (an empty variable) name no node.
-        let nodes: Vec<String> = (self.redis_cluster_urls.iter())
+        let nodes: Vec<String> = self
+            .redis_cluster_urls
+            .iter()
             .filter(|url| !url.is_empty())
             .cloned()
             .collect();
@@ -245,8 +247,10 @@ async fn cluster_state(nodes: &[String]) -> Result<String, String> {
     for node in nodes {
         let info = async {
             let client = redis::Client::open(node.as_str()).map_err(|e| e.to_string())?;
-            let mut conn =
-                (client.get_multiplexed_async_connection().await).map_err(|e| e.to_string())?;
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| e.to_string())?;
             redis::cmd("CLUSTER")
                 .arg("INFO")
                 .query_async::<String>(&mut conn)
@@ -255,7 +259,8 @@ async fn cluster_state(nodes: &[String]) -> Result<String, String> {
         };
         match info.await {
             Ok(info) if info.contains("cluster_state:ok") => {
-                let masters = (info.lines())
+                let masters = info
+                    .lines()
                     .find_map(|l| l.strip_prefix("cluster_size:"))
                     .unwrap_or("?")
                     .trim()

@@ -148,7 +148,11 @@ pub async fn spawn_with(settings: Settings) -> TestApp {
     let prefix = settings.strategies.redis_stock.redis_stock_prefix.clone();
     let redis = match &settings.shared.redis_cluster_urls {
         nodes if !nodes.is_empty() => Some((nodes.clone(), prefix)),
-        _ => (settings.shared.redis_urls.first()).map(|url| (vec![url.clone()], prefix)),
+        _ => settings
+            .shared
+            .redis_urls
+            .first()
+            .map(|url| (vec![url.clone()], prefix)),
     };
     let app = Application::build(settings).await.expect("build the app");
     let address = format!("http://127.0.0.1:{}", app.port());
@@ -246,7 +250,10 @@ impl TestApp {
         let mut conns = Vec::new();
         for url in urls {
             let client = redis::Client::open(url.as_str()).expect("a Redis URL");
-            let mut conn = (client.get_multiplexed_async_connection().await).expect("connect");
+            let mut conn = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect");
             // A cluster's replica answers reads only after READONLY (else MOVED).
             if urls.len() > 1 {
                 let _: () = redis::cmd("READONLY")

@@ -410,8 +410,9 @@ fn run_counter(made: &mut [Made], mut stock: Vec<i64>) -> Vec<String> {
                 answer,
                 ..
             } => {
-                let enough =
-                    (items.iter()).all(|i| stock[(i.product_id - 1) as usize] >= i.quantity);
+                let enough = items
+                    .iter()
+                    .all(|i| stock[(i.product_id - 1) as usize] >= i.quantity);
                 let said = if sold.contains(request_id) {
                     Duplicate
                 } else if enough {

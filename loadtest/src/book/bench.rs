@@ -251,11 +251,21 @@ pub fn claims(bench: &Bench) -> Vec<Claim> {
     // Our locks, by the server they run on.
     let redis = ["Redis", "Redis Cluster"];
     let consensus = ["ZooKeeper", "etcd"];
-    let steady = |on: &str| (bench.steadiness.iter()).find(|s| s.server.as_deref() == Some(on));
+    let steady = |on: &str| {
+        bench
+            .steadiness
+            .iter()
+            .find(|s| s.server.as_deref() == Some(on))
+    };
     let level = |on: &str, tasks: u64| {
         steady(on).and_then(|s| s.levels.iter().find(|l| l.tasks == tasks)?.clean())
     };
-    let contended = |on: &str| (bench.contended.iter()).find(|c| c.server.as_deref() == Some(on));
+    let contended = |on: &str| {
+        bench
+            .contended
+            .iter()
+            .find(|c| c.server.as_deref() == Some(on))
+    };
     let compare = |a: Option<Spread>, b: Option<Spread>| decisively_larger(&a?, &b?);
     let levels: Vec<u64> = (steady(redis[0]).into_iter())
         .flat_map(|s| s.levels.iter().map(|l| l.tasks))

@@ -3,7 +3,7 @@
 
 use super::{BatchSettings, Batched, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
-use crate::strategies::flags::Flagged;
+use crate::strategies::registered::Registered;
 use std::time::Duration;
 
 static INFO: StrategyInfo = StrategyInfo {
@@ -31,11 +31,8 @@ static INFO: StrategyInfo = StrategyInfo {
     ],
 };
 
-impl Served for Batched {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
+/// Every hook at its default: nothing beyond the catalogue's card.
+impl Served for Batched {}
 
 /// Its flags (named as their fields are).
 #[derive(clap::Args, Debug, Clone)]
@@ -57,8 +54,12 @@ pub struct Flags {
     pub batched_max_attempts: u32,
 }
 
-impl Flagged for Batched {
+impl Registered for Batched {
     type Flags = Flags;
+
+    fn card() -> &'static StrategyInfo {
+        &INFO
+    }
 
     fn settings(flags: &Flags) -> BatchSettings {
         BatchSettings {

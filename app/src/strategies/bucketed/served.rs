@@ -3,7 +3,7 @@
 
 use super::{Bucketed, BucketedSettings, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
-use crate::strategies::flags::Flagged;
+use crate::strategies::registered::Registered;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -28,11 +28,8 @@ static INFO: StrategyInfo = StrategyInfo {
     ],
 };
 
-impl Served for Bucketed {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
+/// Every hook at its default: nothing beyond the catalogue's card.
+impl Served for Bucketed {}
 
 /// Its flags (named as their fields are).
 #[derive(clap::Args, Debug, Clone)]
@@ -44,8 +41,12 @@ pub struct Flags {
     pub bucketed_max_attempts: u32,
 }
 
-impl Flagged for Bucketed {
+impl Registered for Bucketed {
     type Flags = Flags;
+
+    fn card() -> &'static StrategyInfo {
+        &INFO
+    }
 
     fn settings(flags: &Flags) -> BucketedSettings {
         BucketedSettings {

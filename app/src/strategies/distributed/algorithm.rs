@@ -43,13 +43,12 @@
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::domain::probe::Phase;
-#[cfg(feature = "service")]
-use crate::strategies::card::StrategyInfo;
 use crate::strategies::contract::{Deducted, Deduction, Strategy};
 use crate::strategies::fencing::{self, Claim, Fence};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use locks::{HolderId, LockBackend, LockError, LockGuard, LockOptions, Locker};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -89,13 +88,20 @@ pub fn not_set(backend: &str, variable: &str) -> DeductError {
     DeductError::unavailable(backend, format!("{variable} is not set"))
 }
 
+/// What watches a lock strategy's locks from outside its algorithm: in the service,
+/// the lock counters and the lock log (`counters.rs`). A copy has none.
+pub trait LockWatch: Send + Sync {
+    /// The backend as it connected, wrapped so that its answers are seen.
+    fn backend(&self, backend: Box<dyn LockBackend>) -> Box<dyn LockBackend>;
+
+    /// A guard about to be released, lost or not.
+    fn releasing(&self, guard: &LockGuard);
+}
+
 /// A strategy that trusts one distributed lock backend.
 pub struct LockStrategy {
     /// The strategy's name.
     pub name: &'static str,
-    /// Its card ([`LockStrategy::with_card`]).
-    #[cfg(feature = "service")]
-    pub info: Option<&'static StrategyInfo>,
     /// The backend's name in metrics and errors (`mysql`, `redis`, ...).
     pub backend: &'static str,
     /// Lock keys are `<prefix><product_id>`.
@@ -109,9 +115,8 @@ pub struct LockStrategy {
     pub fencing: bool,
     /// Names this process in holder ids (`<instance>:<request_id>`).
     pub instance: String,
-    /// Its metrics, registered at start.
-    #[cfg(feature = "service")]
-    pub counters: std::sync::OnceLock<super::counters::LockCounters>,
+    /// What watches its locks, if anything: set once, before the first deduction.
+    pub watch: OnceLock<Box<dyn LockWatch>>,
     /// `Some` when its servers are a flag of its own, which `/ready` then checks by
     /// connecting; `Err(what would set them)` when not set.
     pub own_servers: Option<Result<(), &'static str>>,
@@ -127,8 +132,6 @@ impl LockStrategy {
     ) -> LockStrategy {
         LockStrategy {
             name,
-            #[cfg(feature = "service")]
-            info: None,
             backend,
             key_prefix,
             connect,
@@ -137,8 +140,7 @@ impl LockStrategy {
             wait: shared.lock_wait(),
             fencing: shared.fencing(),
             instance: uuid::Uuid::new_v4().simple().to_string(),
-            #[cfg(feature = "service")]
-            counters: std::sync::OnceLock::new(),
+            watch: OnceLock::new(),
             own_servers: None,
         }
     }
@@ -161,8 +163,9 @@ impl Strategy for LockStrategy {
         let lost_after_commit = held.iter().any(|(_, guard)| guard.is_lost());
         let release = async {
             while let Some((_, guard)) = held.pop() {
-                #[cfg(feature = "service")]
-                super::counters::count_lost(&guard, self.counters.get());
+                if let Some(watch) = self.watch.get() {
+                    watch.releasing(&guard);
+                }
                 let key = guard.key().to_string();
                 if let Err(e) = guard.release().await {
                     // Lost before the release (expired and taken): nothing left to free.
@@ -179,11 +182,12 @@ impl Strategy for LockStrategy {
 }
 
 impl LockStrategy {
-    /// Connects the backend (in the service, its renewals counted).
+    /// Connects the backend, watched if something watches this strategy's locks.
     async fn connect(&self) -> Result<Locker, DeductError> {
-        let backend = (self.connect)().await?;
-        #[cfg(feature = "service")]
-        let backend = super::counters::counted(backend, self.counters.get());
+        let mut backend = (self.connect)().await?;
+        if let Some(watch) = self.watch.get() {
+            backend = watch.backend(backend);
+        }
         Ok(Locker {
             backend: backend.into(),
         })

@@ -1,7 +1,9 @@
-//! The lock counters each backend registers in the service (the `service` feature; a
-//! copy leaves this file out).
+//! The lock counters each backend registers in the service, and the lock log the
+//! test hooks keep: what watches a lock strategy's locks ([`LockWatch`]). The
+//! `service` feature; a copy leaves this file out.
 #![cfg(feature = "service")]
 
+use super::algorithm::LockWatch;
 use crate::domain::probe::{LockHold, Probe};
 use async_trait::async_trait;
 use locks::{Acquired, HolderId, LockBackend, LockError, LockGuard, LostReason};
@@ -10,35 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// `backend`, its successful renewals counted once the counters are registered, and
-/// every hold told to the service's probe (its lock log, with test hooks on).
-pub fn counted(
-    backend: Box<dyn LockBackend>,
-    counters: Option<&LockCounters>,
-) -> Box<dyn LockBackend> {
-    let renewals = counters.map(LockCounters::connected);
-    let probe = counters.map(|c| c.probe.clone()).filter(|p| p.enabled());
-    Box::new(Counted {
-        backend,
-        renewals,
-        probe,
-    })
-}
-
-/// A lost guard, counted by its reason, as it is released.
-pub fn count_lost(guard: &LockGuard, counters: Option<&LockCounters>) {
-    if let (Some(reason), Some(counters)) = (guard.lost_reason(), counters) {
-        counters
-            .lost
-            .with_label_values(&[reason_label(reason)])
-            .inc();
-    }
-}
-
-/// What a lock backend's watchdogs did, as Prometheus counters: one pair per
-/// backend, each with a constant `backend` label (the registry merges the four into
-/// one metric family each). Renewals are counted as the backend answers them
-/// (`Counted`), losses when a lost guard is released.
+/// What a lock backend's watchdogs did, as Prometheus counters.
+///
+/// One pair per backend, each with a constant `backend` label (the registry merges
+/// the backends' into one metric family each). Renewals are counted as the backend
+/// answers them (`Counted`), losses when a lost guard is released.
 pub struct LockCounters {
     renewals: IntCounterVec,
     lost: IntCounterVec,
@@ -88,6 +66,25 @@ impl LockCounters {
     }
 }
 
+impl LockWatch for LockCounters {
+    /// The backend with its successful renewals counted, and every hold told to the
+    /// service's probe (its lock log, with test hooks on).
+    fn backend(&self, backend: Box<dyn LockBackend>) -> Box<dyn LockBackend> {
+        Box::new(Counted {
+            backend,
+            renewals: self.connected(),
+            probe: Some(self.probe.clone()).filter(|probe| probe.enabled()),
+        })
+    }
+
+    /// A lost guard, counted by its reason.
+    fn releasing(&self, guard: &LockGuard) {
+        if let Some(reason) = guard.lost_reason() {
+            self.lost.with_label_values(&[reason_label(reason)]).inc();
+        }
+    }
+}
+
 fn reason_label(reason: LostReason) -> &'static str {
     match reason {
         LostReason::NotHolder => "not_holder",
@@ -99,7 +96,7 @@ fn reason_label(reason: LostReason) -> &'static str {
 /// A backend whose successful renewals are counted, and whose holds are told.
 struct Counted {
     backend: Box<dyn LockBackend>,
-    renewals: Option<IntCounter>,
+    renewals: IntCounter,
     /// With test hooks on: where each hold is told.
     probe: Option<Arc<dyn Probe>>,
 }
@@ -145,11 +142,10 @@ impl LockBackend for Counted {
         lease: Duration,
     ) -> Result<Option<Instant>, LockError> {
         let renewed = self.backend.renew(key, holder, lease).await;
-        if let (Ok(Some(_)), Some(renewals)) = (&renewed, &self.renewals) {
-            renewals.inc();
-        }
-        if let Ok(None) = &renewed {
-            self.tell(key, holder, None, "lost");
+        match &renewed {
+            Ok(Some(_)) => self.renewals.inc(),
+            Ok(None) => self.tell(key, holder, None, "lost"),
+            Err(_) => {}
         }
         renewed
     }

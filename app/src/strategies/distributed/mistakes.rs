@@ -31,6 +31,7 @@ use crate::domain::probe::Failpoint;
 use crate::strategies::card::{Reached, Served, StrategyInfo};
 use crate::strategies::contract::{Context, Declare, Deducted, Deduction, Started, Strategy};
 use crate::strategies::plain::{self, read_check_write};
+use crate::strategies::registered::Registered;
 use crate::strategies::shared::Shared;
 use crate::strategies::txn::{self, Sold, check_enough};
 use async_trait::async_trait;
@@ -111,10 +112,13 @@ impl<T: MakesMistakes> Declare<Shared> for Mistaken<T> {
     }
 }
 
-impl<T: MakesMistakes + crate::strategies::flags::Flagged> crate::strategies::flags::Flagged
-    for Mistaken<T>
-{
+/// `T`'s card and flags.
+impl<T: MakesMistakes + Registered> Registered for Mistaken<T> {
     type Flags = T::Flags;
+
+    fn card() -> &'static StrategyInfo {
+        T::card()
+    }
 
     fn settings(flags: &T::Flags) -> T::Settings {
         T::settings(flags)
@@ -182,10 +186,6 @@ impl Strategy for WithMistakes {
 
 #[async_trait(?Send)]
 impl Served for WithMistakes {
-    fn info(&self) -> &StrategyInfo {
-        self.strategy.info()
-    }
-
     async fn stock_view(&self, product_id: i64) -> serde_json::Map<String, serde_json::Value> {
         self.strategy.stock_view(product_id).await
     }

@@ -5,11 +5,12 @@
 //! # Layout
 //! - [`algorithm`]: lock, claim, read-check-write, release (one for all five), and
 //!   what a lock strategy needs of the shared settings ([`algorithm::LockShared`]);
-//! - [`served`] and [`counters`]: what only the service asks of them (the `service`
-//!   feature): the fault cells every lock goes through, `/ready`'s look, the lock
-//!   counters;
-//! - [`mysql_lock`], [`redis_lock`], [`redlock`], [`zookeeper`], [`etcd_lock`]: each one's card,
-//!   flags and connection, and how it fails;
+//! - [`served`] and [`counters`]: what only the service asks of all of them (the
+//!   `service` feature): the fault cells every lock goes through, `/ready`'s look,
+//!   the lock counters (which watch the locks through [`algorithm::LockWatch`]);
+//! - [`mysql_lock`], [`redis_lock`], [`redlock`], [`zookeeper`], [`etcd_lock`]: each
+//!   one's settings and connection, and how it fails; its card and flags in the
+//!   `served.rs` beside it;
 //! - [`mistakes`]: the classic lock mistakes, made on purpose (test knob only): how
 //!   the service runs `redis-lock` and `zookeeper` ([`mistakes::Mistaken`]).
 //!

@@ -17,76 +17,54 @@
 //! builds such a copy and sells from it on a real server.
 
 use super::algorithm::{LockShared, LockStrategy, connector, unavailable};
-#[cfg(feature = "service")]
-use super::served::cells::{
-    DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED,
-};
-#[cfg(feature = "service")]
-use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, Strategy};
 use locks::LockBackend;
 use std::sync::Arc;
 
 pub struct MysqlLock;
 
-/// `mysql-lock`'s flags (named as their fields are).
-#[derive(clap::Args, Debug, Clone)]
-#[group(skip)]
+/// `mysql-lock`'s own settings.
+#[derive(Debug, Clone)]
 pub struct MysqlLockSettings {
-    /// Connections the mysql-lock strategy uses for acquisition attempts (it has its
-    /// own pools, apart from the stock transactions').
-    #[arg(long, env, default_value_t = 16)]
-    pub mysql_lock_pool_size: u32,
+    /// Connections for acquisition attempts: the lock has pools of its own, apart
+    /// from the stock transactions'.
+    pub pool_size: u32,
+}
+
+impl Default for MysqlLockSettings {
+    fn default() -> Self {
+        MysqlLockSettings { pool_size: 16 }
+    }
 }
 
 const NAME: &str = "mysql-lock";
 
+/// How the service registers it: its card for the catalogue and its flags
+/// (`mysql_lock/served.rs`; a copy leaves it out).
 #[cfg(feature = "service")]
-static INFO: StrategyInfo = StrategyInfo {
-    name: NAME,
-    source: file!(),
-    description: "Lock table in the database (reentrant, leased by the database clock, watchdog), plain read-check-write; fenced by default.",
-    family: Family::DistributedLock,
-    when_to_use: "A lock is needed, only the database is there, and the load is light.",
-    explanation: "A lock row in the database (reentrant, leased by the database clock, renewed by a watchdog), then a plain read-check-write, fenced by the row's token. Slow: every attempt is a write transaction.",
-    backend: "database (lock table)",
-    safe_across_instances: true,
-    fencing: "token",
-    // Its lock's own two (take and release) besides the fenced path's seven.
-    statements: Statements {
-        sale: 9,
-        refusal: 5,
-    },
-    traits: &[Trait::LeaseLock],
-    chaos: &[
-        FROZEN_UNFENCED,
-        FROZEN_FENCED,
-        DELAY_SHORT,
-        DELAY_LONG,
-        KILLED,
-        KILLED_UNFENCED,
-        ChaosCell::new("ambiguous-commit", Some(true), MAYBE_REFUSED).extra(),
-    ],
-};
+mod served;
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
 
 impl<S: LockShared> Declare<S> for MysqlLock {
     type Settings = MysqlLockSettings;
 
     /// The lock table, on pools of its own in the service's database.
     fn build(settings: &MysqlLockSettings, context: &Context<'_, S>) -> Arc<dyn Strategy> {
-        let config = (
-            context.database_url.to_string(),
-            settings.mysql_lock_pool_size,
-        );
+        let config = (context.database_url.to_string(), settings.pool_size);
         let connect = connector(config, async |(url, size)| {
             let backend = locks::mysql::MysqlLock::connect(&url, size)
                 .await
                 .map_err(unavailable("database"))?;
             Ok(Box::new(backend) as Box<dyn LockBackend>)
         });
-        let strategy = LockStrategy::new(NAME, "mysql", "stock:", connect, context.shared);
-        #[cfg(feature = "service")]
-        let strategy = strategy.with_card(&INFO);
-        Arc::new(strategy)
+        Arc::new(LockStrategy::new(
+            NAME,
+            "mysql",
+            "stock:",
+            connect,
+            context.shared,
+        ))
     }
 }

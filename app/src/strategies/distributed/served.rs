@@ -1,11 +1,12 @@
-//! What only the service asks of the lock strategies (the `service` feature; a copy
-//! leaves this file out): the fault cells every lock goes through, the card and
-//! `/ready`'s look at a strategy's own servers (the lock counters: [`super::counters`]).
+//! What only the service asks of every lock strategy: the fault cells every lock
+//! goes through, the lock counters registered at start ([`super::counters`]) and
+//! `/ready`'s look at a strategy's own servers. Each strategy's card and flags are in
+//! its own `served.rs`. The `service` feature; a copy leaves this file out.
 #![cfg(feature = "service")]
 
 use super::algorithm::LockStrategy;
 use crate::domain::probe::Probe;
-use crate::strategies::card::{Reached, Served, StrategyInfo};
+use crate::strategies::card::{Reached, Served};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,28 +38,12 @@ pub mod cells {
     pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
 }
 
-impl LockStrategy {
-    /// With its card, for the catalogue.
-    pub fn with_card(self, info: &'static StrategyInfo) -> LockStrategy {
-        LockStrategy {
-            info: Some(info),
-            ..self
-        }
-    }
-}
-
 #[async_trait(?Send)]
 impl Served for LockStrategy {
-    fn info(&self) -> &StrategyInfo {
-        let name = self.name;
-        self.info
-            .unwrap_or_else(|| panic!("lock strategy `{name}` built without its card"))
-    }
-
-    /// The backend's lock counters ([`super::counters`]).
+    /// The backend's lock counters ([`super::counters`]), which watch its locks.
     fn register(&self, registry: &prometheus::Registry, probe: &Arc<dyn Probe>) {
         let counters = super::counters::LockCounters::register(registry, probe, self.backend);
-        let _ = self.counters.set(counters);
+        let _ = self.watch.set(Box::new(counters));
     }
 
     /// Connects anew (and drops the connection) when its servers are its own.

@@ -16,13 +16,6 @@
 //! zookeeper DIR` builds such a copy and sells from it on a real ensemble.
 
 use super::algorithm::{LockShared, LockStrategy, connector, not_set, unavailable};
-#[cfg(feature = "service")]
-use super::served::cells::{
-    FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED, PARTITIONED_FENCED,
-    PARTITIONED_UNFENCED,
-};
-#[cfg(feature = "service")]
-use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::{Context, Declare, NoSettings, Strategy};
 use locks::LockBackend;
 use std::sync::Arc;
@@ -42,36 +35,13 @@ pub trait ZooKeeperShared: LockShared {
 
 const NAME: &str = "zookeeper";
 
+/// How the service registers it: its card for the catalogue and its flags
+/// (`zookeeper/served.rs`; a copy leaves it out).
 #[cfg(feature = "service")]
-static INFO: StrategyInfo = StrategyInfo {
-    name: NAME,
-    source: file!(),
-    description: "Ephemeral sequential node per request, each waiter watching its predecessor (Curator-compatible), plain read-check-write; fenced by czxid by default.",
-    family: Family::DistributedLock,
-    when_to_use: "A consensus-backed lock with fair (FIFO) waiting, where ZooKeeper already runs.",
-    explanation: "An ephemeral sequential node per request; each waiter watches only its predecessor (FIFO, no herd); the node's czxid is the fencing token. Consensus-backed, slower per acquisition than Redis.",
-    backend: "zookeeper",
-    safe_across_instances: true,
-    fencing: "token (czxid)",
-    statements: Statements {
-        sale: 7,
-        refusal: 3,
-    },
-    traits: &[Trait::SessionLock],
-    chaos: &[
-        FROZEN_UNFENCED,
-        FROZEN_FENCED,
-        KILLED,
-        KILLED_UNFENCED,
-        // Consensus survives its leader.
-        ChaosCell::new("zk-leader-killed", Some(true), ChaosCell::NO_LOSS),
-        PARTITIONED_UNFENCED,
-        PARTITIONED_FENCED,
-        ChaosCell::new("ambiguous-commit", Some(true), MAYBE_REFUSED).extra(),
-        // The classic mistake the service makes in this strategy (`super::mistakes`).
-        ChaosCell::new("mistake-persistent-node", None, &["unavailable"]),
-    ],
-};
+mod served;
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
 
 impl<S: ZooKeeperShared> Declare<S> for ZooKeeper {
     type Settings = NoSettings;
@@ -92,8 +62,6 @@ impl<S: ZooKeeperShared> Declare<S> for ZooKeeper {
         });
         let mut strategy = LockStrategy::new(NAME, "zookeeper", "stock/", connect, shared);
         strategy.options.lease = strategy.options.lease.min(session * 2 / 3);
-        #[cfg(feature = "service")]
-        let strategy = strategy.with_card(&INFO);
         Arc::new(strategy)
     }
 }

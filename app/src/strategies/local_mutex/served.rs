@@ -1,8 +1,10 @@
 //! How the service registers the strategy: its card for the catalogue (it has no
-//! flags: `no_flags!` in the registry). A copy of the strategy leaves this file out.
+//! flags). A copy of the strategy leaves this file out.
 
 use super::{LocalMutex, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::contract::NoSettings;
+use crate::strategies::registered::{NoFlags, Registered};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -22,8 +24,17 @@ static INFO: StrategyInfo = StrategyInfo {
     chaos: &[ChaosCell::new("pause-past-lease", None, &["erased"]).extra()],
 };
 
-impl Served for LocalMutex {
-    fn info(&self) -> &StrategyInfo {
+/// Every hook at its default: nothing beyond the catalogue's card.
+impl Served for LocalMutex {}
+
+impl Registered for LocalMutex {
+    type Flags = NoFlags;
+
+    fn card() -> &'static StrategyInfo {
         &INFO
+    }
+
+    fn settings(flags: &NoFlags) -> NoSettings {
+        flags.settings()
     }
 }

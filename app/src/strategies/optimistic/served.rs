@@ -3,7 +3,7 @@
 
 use super::{NAME, Optimistic, OptimisticSettings, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
-use crate::strategies::flags::Flagged;
+use crate::strategies::registered::Registered;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -36,11 +36,8 @@ static INFO: StrategyInfo = StrategyInfo {
     ],
 };
 
-impl Served for Optimistic {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
+/// Every hook at its default: nothing beyond the catalogue's card.
+impl Served for Optimistic {}
 
 /// Its flags (named as their fields are).
 #[derive(clap::Args, Debug, Clone)]
@@ -52,8 +49,12 @@ pub struct Flags {
     pub optimistic_max_attempts: u32,
 }
 
-impl Flagged for Optimistic {
+impl Registered for Optimistic {
     type Flags = Flags;
+
+    fn card() -> &'static StrategyInfo {
+        &INFO
+    }
 
     fn settings(flags: &Flags) -> OptimisticSettings {
         OptimisticSettings {

@@ -3,7 +3,7 @@
 
 use super::{NAME, Pessimistic, PessimisticSettings, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
-use crate::strategies::flags::Flagged;
+use crate::strategies::registered::Registered;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -28,11 +28,8 @@ static INFO: StrategyInfo = StrategyInfo {
     ],
 };
 
-impl Served for Pessimistic {
-    fn info(&self) -> &StrategyInfo {
-        &INFO
-    }
-}
+/// Every hook at its default: nothing beyond the catalogue's card.
+impl Served for Pessimistic {}
 
 /// Its flags (named as their fields are).
 #[derive(clap::Args, Debug, Clone)]
@@ -44,8 +41,12 @@ pub struct Flags {
     pub pessimistic_max_attempts: u32,
 }
 
-impl Flagged for Pessimistic {
+impl Registered for Pessimistic {
     type Flags = Flags;
+
+    fn card() -> &'static StrategyInfo {
+        &INFO
+    }
 
     fn settings(flags: &Flags) -> PessimisticSettings {
         PessimisticSettings {

@@ -146,7 +146,7 @@ impl Connect for Nodes {
             )
                 .into());
         }
-        let pin = (self.pin.as_deref()).map(to_master_of);
+        let pin = self.pin.as_deref().map(to_master_of);
         Ok(Box::new(Cluster {
             conn: self.cluster().await?,
             pin,
@@ -156,7 +156,8 @@ impl Connect for Nodes {
 
     /// The strategy with its partitions (each pinned for its persister) and shards.
     fn strategy(&self, stock: RedisStock) -> Arc<dyn Strategy> {
-        let partitions = (partitions(&stock.settings, self.layout.partitions).into_iter())
+        let partitions = partitions(&stock.settings, self.layout.partitions)
+            .into_iter()
             .map(|partition| {
                 let pin = Some(partition.stream());
                 let endpoint = Endpoint::new(Nodes {
@@ -207,11 +208,11 @@ fn partitions(settings: &RedisStockSettings, count: u32) -> Vec<RedisStockSettin
         .map(|j| {
             let part = j * 16_384 / count..(j + 1) * 16_384 / count;
             let tag = (0..)
-                .map(|n| format!("{}{j}.{n}", settings.redis_stock_prefix))
+                .map(|n| format!("{}{j}.{n}", settings.prefix))
                 .find(|tag| slot(tag).is_some_and(|s| part.contains(&s)))
                 .expect("every part of the slots has a tag");
             RedisStockSettings {
-                redis_stock_prefix: format!("{{{tag}}}:"),
+                prefix: format!("{{{tag}}}:"),
                 ..settings.clone()
             }
         })
@@ -220,7 +221,9 @@ fn partitions(settings: &RedisStockSettings, count: u32) -> Vec<RedisStockSettin
 
 /// A request's home shard: a hash of its id (the same in every instance).
 fn home(request_id: &str, shards: usize) -> usize {
-    let hash = (request_id.bytes()).fold(0_u64, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
+    let hash = request_id
+        .bytes()
+        .fold(0_u64, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
     (hash % shards as u64) as usize
 }
 
@@ -369,7 +372,10 @@ impl Strategy for Sharded {
     fn start(&self, started: &Started<'_>) -> Option<tokio::task::JoinHandle<()>> {
         let _ = self.pool.set(started.pool.clone());
         let (pool, probe) = (started.pool.clone(), started.probe.clone());
-        let persisters: Vec<_> = (self.partitions.iter().cloned())
+        let persisters: Vec<_> = self
+            .partitions
+            .iter()
+            .cloned()
             .map(|settings| persist_forever(settings, pool.clone(), probe.clone()))
             .collect();
         Some(tokio::spawn(async move {
@@ -403,8 +409,10 @@ impl Strategy for Sharded {
         self.cluster().await?;
         let items = &d.order.items;
         let shards = self.shards(items[0].product_id);
-        let partition = |product_id| self.shards(product_id)[0].redis_stock_prefix.clone();
-        let apart = (items.iter()).any(|i| partition(i.product_id) != shards[0].redis_stock_prefix);
+        let partition = |product_id| self.shards(product_id)[0].prefix.clone();
+        let apart = items
+            .iter()
+            .any(|i| partition(i.product_id) != shards[0].prefix);
         if items.len() > 1 && (shards.len() > 1 || apart) {
             return Err(DeductError::InvalidRequest(
                 "items: on a Redis Cluster redis-stock sells an order in one script, so its products must share a partition (and not be split into shards); send one product per order".into(),
@@ -457,7 +465,9 @@ impl Strategy for Sharded {
             // 2. Together they cannot: refused if no shard's `gen` moved meanwhile.
             let again = self.read(&shards, d.pool, item.product_id, request).await?;
             if again.is_ok_and(|again| {
-                (again.iter().zip(&first))
+                again
+                    .iter()
+                    .zip(&first)
                     .all(|(a, f)| a.generation == f.generation && a.epoch == f.epoch)
             }) {
                 return Err(DeductError::InsufficientStock {
@@ -490,9 +500,14 @@ impl Sharded {
     /// its primary's), with `--redis-stock-min-replicas` each of its scripts followed
     /// by `WAIT` ([`Waiting`]).
     async fn cluster(&self) -> Result<&ClusterConnection, DeductError> {
-        (self.layout.check()).map_err(|detail| DeductError::unavailable("redis", detail))?;
-        let conn =
-            (self.cluster.get_or_try_init(|| self.nodes.cluster()).await).map_err(unavailable)?;
+        self.layout
+            .check()
+            .map_err(|detail| DeductError::unavailable("redis", detail))?;
+        let conn = self
+            .cluster
+            .get_or_try_init(|| self.nodes.cluster())
+            .await
+            .map_err(unavailable)?;
         if !self.stock.primary.initialized() {
             let Layout {
                 min_replicas,
@@ -513,7 +528,8 @@ impl Sharded {
     async fn retire(&self, product_id: i64, epoch: i64) -> Result<(), DeductError> {
         let mut conn = self.conn().await?;
         for settings in self.shards(product_id) {
-            let _gone: i64 = (SHARD.key(settings.counter(product_id)))
+            let _gone: i64 = SHARD
+                .key(settings.counter(product_id))
                 .arg("retire")
                 .arg(epoch)
                 .invoke_async(&mut conn)
@@ -582,7 +598,8 @@ impl Sharded {
                 .await
                 .map_err(unavailable)?;
             let field = |i: usize| -> i64 {
-                (reply.get(i))
+                reply
+                    .get(i)
                     .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
                     .unwrap_or(0)
             };
@@ -632,7 +649,8 @@ impl Sharded {
         let mut conn = self.stock.primary().await?.conn().0;
         let mut held: Vec<i64> = Vec::with_capacity(shards.len());
         for settings in shards {
-            let reply: Vec<Value> = (SHARD.key(settings.counter(product_id)))
+            let reply: Vec<Value> = SHARD
+                .key(settings.counter(product_id))
                 .arg("freeze")
                 .arg(&owner)
                 .arg(FREEZE_MS)
@@ -685,7 +703,9 @@ impl Sharded {
                     .map(|s| (s.generation, s.epoch))
                     .collect::<Vec<_>>()
             };
-            let settled = (seen.iter()).all(|s| s.generation % 2 == 0 && s.epoch == seen[0].epoch);
+            let settled = seen
+                .iter()
+                .all(|s| s.generation % 2 == 0 && s.epoch == seen[0].epoch);
             if let Some(first) = before.filter(|first| settled && gens(first) == gens(&seen)) {
                 let sum = |f: fn(&Seen) -> i64| first.iter().map(f).sum::<i64>();
                 return Ok(Some(serde_json::json!({
@@ -708,7 +728,8 @@ async fn thaw(
     owner: &str,
     units: i64,
 ) -> Result<bool, DeductError> {
-    let reply: Vec<Value> = (SHARD.key(settings.counter(product_id)))
+    let reply: Vec<Value> = SHARD
+        .key(settings.counter(product_id))
         .arg("thaw")
         .arg(owner)
         .arg(units)
@@ -722,10 +743,6 @@ async fn thaw(
 #[cfg(feature = "service")]
 #[async_trait(?Send)]
 impl crate::strategies::card::Served for Sharded {
-    fn info(&self) -> &crate::strategies::card::StrategyInfo {
-        &super::view::INFO
-    }
-
     /// The backlog gauge, every partition's stream summed.
     fn register(
         &self,
@@ -770,7 +787,8 @@ impl crate::strategies::card::Served for Sharded {
 
 /// A script's first element, as text.
 fn text(reply: &[Value]) -> String {
-    (reply.first())
+    reply
+        .first()
         .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
         .unwrap_or_default()
 }

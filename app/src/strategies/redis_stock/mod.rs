@@ -7,8 +7,8 @@
 //! `[strategy.redis-stock]`, with the crates they need. A copy may leave out Sentinel
 //! (`sentinel.rs`; then answer [`RedisEndpoint`] with [`connection::Endpoint::url`]), a
 //! Redis Cluster (`cluster.rs` with `lua/redis_stock_shard.lua`, and the `redis`
-//! feature `cluster-async`) and the service's card, view and gauge (`view.rs`),
-//! deleting the `pub mod` line of each: the manifest's copy does. `./scripts/copy-check
+//! feature `cluster-async`), deleting the `pub mod` line of each: the manifest's copy
+//! does. The service's card, flags, view and gauge (`served.rs`) stay out of a copy. `./scripts/copy-check
 //! redis-stock DIR` builds such a copy (without Sentinel) and sells from it on a real
 //! server. It needs no idempotency layer (step 4).
 //!
@@ -75,7 +75,15 @@ pub mod connection;
 pub mod persister;
 pub mod sentinel;
 pub mod stream;
-pub mod view;
+
+/// How the service registers it and shows it: its card, its flags, `pending` in
+/// `GET /stock/{id}` and the backlog in `/metrics` (`redis_stock/served.rs`; a copy
+/// leaves it out).
+#[cfg(feature = "service")]
+mod served;
+
+/// Where this strategy is written, from the repository's root (its card's `source`).
+pub const SOURCE: &str = file!();
 
 use crate::domain::error::DeductError;
 use crate::strategies::contract::{Context, Declare, Deducted, Deduction, Started, Strategy};
@@ -107,7 +115,7 @@ impl<S: RedisEndpoint> Declare<S> for RedisStock {
             settings,
             primary: OnceCell::new(),
             #[cfg(feature = "service")]
-            backlog: view::backlog(),
+            backlog: served::backlog(),
         };
         match stock.settings.endpoint.clone() {
             Some(endpoint) => endpoint.0.strategy(stock),
@@ -126,8 +134,10 @@ pub struct RedisStock {
 
 impl RedisStock {
     pub async fn primary(&self) -> Result<&dyn Primary, DeductError> {
-        let endpoint = (self.settings.endpoint.as_ref())
-            .ok_or_else(|| DeductError::unavailable("redis", "not configured: set REDIS_URLS"))?;
+        let endpoint =
+            self.settings.endpoint.as_ref().ok_or_else(|| {
+                DeductError::unavailable("redis", "not configured: set REDIS_URLS")
+            })?;
         self.primary
             .get_or_try_init(|| endpoint.0.connect())
             .await
@@ -186,7 +196,7 @@ impl RedisStock {
             }
             call.arg(&order.request_id)
                 .arg(&d.fingerprint)
-                .arg(settings.redis_stock_id_ttl_secs);
+                .arg(settings.id_ttl_secs);
             for item in &order.items {
                 call.arg(item.product_id).arg(item.quantity);
             }
@@ -216,7 +226,8 @@ impl RedisStock {
                 "ok" => return Ok(Sale::read(d, &text(1), &text(2))?.answer()),
                 "dup" => return stored_answer(d, &text(1)),
                 "init" => {
-                    (self.initialise(&mut conn, settings, d.pool, item(1).product_id)).await?
+                    self.initialise(&mut conn, settings, d.pool, item(1).product_id)
+                        .await?
                 }
                 "short" => {
                     return Err(DeductError::InsufficientStock {

@@ -69,7 +69,7 @@ impl Persister {
         self.ensure_group(&mut conn).await?;
         // Housekeeping (the same Redis? a persister dead?) on (re)connecting, then every
         // half claim period. A restart breaks the connection: seen at once, too.
-        let every = self.settings.claim_after() / 2;
+        let every = self.settings.claim_after / 2;
         let mut checked: Option<Instant> = None;
         loop {
             let due = checked.is_none_or(|t| t.elapsed() >= every);
@@ -82,7 +82,7 @@ impl Persister {
                 *run_id = Some(now);
                 checked = Some(Instant::now());
             }
-            let claim = due.then_some(self.settings.claim_after());
+            let claim = due.then_some(self.settings.claim_after);
             let sales = self.next_batch(&mut conn, claim).await?;
             if !sales.is_empty() {
                 self.persist_and_ack(&mut conn, sales).await?;
@@ -111,7 +111,7 @@ impl Persister {
         claim: Option<Duration>,
     ) -> anyhow::Result<Vec<Sale>> {
         let stream = self.settings.stream();
-        let batch = self.settings.redis_stock_batch as usize;
+        let batch = self.settings.batch as usize;
         let mut entries = Vec::new();
         if let Some(idle) = claim {
             let claimed: redis::streams::StreamAutoClaimReply = conn
@@ -252,7 +252,7 @@ impl Persister {
             self.persist_and_ack(conn, sales).await?;
         }
         // Every counter key (SCAN may name one twice).
-        let pattern = format!("{}p:*", self.settings.redis_stock_prefix);
+        let pattern = format!("{}p:*", self.settings.prefix);
         let counters: HashSet<String> = conn.scan_match(&pattern).await?.try_collect().await?;
         for key in counters {
             let Some(product_id) = key.rsplit(':').next().and_then(|id| id.parse::<i64>().ok())

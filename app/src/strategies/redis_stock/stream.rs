@@ -12,54 +12,52 @@ pub const NAME: &str = "redis-stock";
 /// The consumer group of the persisters.
 pub const GROUP: &str = "persisters";
 
-/// `redis-stock`'s flags (named as their fields are), and where its Redis is.
-#[derive(clap::Args, Debug, Clone)]
-#[group(skip)]
+/// `redis-stock`'s own settings, and where its Redis is.
+#[derive(Debug, Clone)]
 pub struct RedisStockSettings {
     /// Where its keys live in Redis (`<prefix>p:<id>` counters, `<prefix>sales` the
     /// stream, ...). Instances that share a database share it.
-    #[arg(long, env, default_value = "stock-locks:rs:")]
-    pub redis_stock_prefix: String,
-
-    /// How long Redis remembers a sold request id (a retry within it is answered from
-    /// Redis; later, the persister finds it in `orders`), in seconds.
-    #[arg(long, env, default_value_t = 86_400)]
-    pub redis_stock_id_ttl_secs: u64,
-
-    /// The most stream entries one persister transaction carries.
-    #[arg(long, env, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
-    pub redis_stock_batch: u64,
-
+    pub prefix: String,
+    /// How long Redis remembers a sold request id, in seconds. A retry within it is
+    /// answered from Redis; later, the persister finds it in `orders`.
+    pub id_ttl_secs: u64,
+    /// The most stream entries one persister transaction carries (at least 1).
+    pub batch: u64,
     /// How long an entry may sit unacknowledged with one persister (it may have
-    /// crashed) before another claims it, in milliseconds.
-    #[arg(long, env, default_value_t = 5_000)]
-    pub redis_stock_claim_ms: u64,
-
+    /// crashed) before another claims it.
+    pub claim_after: Duration,
     /// The Redis, from the shared settings ([`super::RedisEndpoint`]).
-    #[arg(skip)]
     pub endpoint: Option<Endpoint>,
-
     /// A shard's (which of how many): it starts with its part of the epoch's stock.
-    #[arg(skip)]
     pub shard: Option<(i32, i32)>,
+}
+
+impl Default for RedisStockSettings {
+    fn default() -> Self {
+        RedisStockSettings {
+            prefix: "stock-locks:rs:".into(),
+            id_ttl_secs: 86_400,
+            batch: 500,
+            claim_after: Duration::from_millis(5_000),
+            endpoint: None,
+            shard: None,
+        }
+    }
 }
 
 /// Where its keys live in Redis.
 impl RedisStockSettings {
     pub fn counter(&self, product_id: i64) -> String {
-        format!("{}p:{product_id}", self.redis_stock_prefix)
+        format!("{}p:{product_id}", self.prefix)
     }
     pub fn request(&self, request_id: &str) -> String {
-        format!("{}req:{request_id}", self.redis_stock_prefix)
+        format!("{}req:{request_id}", self.prefix)
     }
     pub fn stream(&self) -> String {
-        format!("{}sales", self.redis_stock_prefix)
+        format!("{}sales", self.prefix)
     }
     pub fn reconciling(&self) -> String {
-        format!("{}reconciling", self.redis_stock_prefix)
-    }
-    pub fn claim_after(&self) -> Duration {
-        Duration::from_millis(self.redis_stock_claim_ms)
+        format!("{}reconciling", self.prefix)
     }
 }
 

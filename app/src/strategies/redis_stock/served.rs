@@ -1,13 +1,13 @@
-//! What the service shows of `redis-stock` beside its sales (the `service` feature):
-//! its card, `pending` and the counters in `GET /stock/{id}`, the backlog in
-//! `/metrics`. A copy may leave it out.
-#![cfg(feature = "service")]
+//! How the service registers `redis-stock` and what it shows of it beside its sales:
+//! its card and flags, `pending` and the counters in `GET /stock/{id}`, the backlog
+//! in `/metrics`. A copy of the strategy leaves this file out.
 
-use super::RedisStock;
-use super::stream::{NAME, unavailable};
+use super::stream::{NAME, RedisStockSettings, unavailable};
+use super::{RedisStock, SOURCE};
 use crate::domain::error::DeductError;
 use crate::domain::probe::Probe;
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::registered::Registered;
 use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,10 +16,9 @@ use std::time::Duration;
 /// from the ledger.
 const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "missing"];
 
-pub(super) static INFO: StrategyInfo = StrategyInfo {
+static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
-    // Its file is the folder's `mod.rs` (this card is the service's).
-    source: "app/src/strategies/redis_stock/mod.rs",
+    source: SOURCE,
     description: "Redis in front: one Lua script checks the request id, decrements the counter and appends the sale to a stream; a persister writes the stream into MariaDB in batches (orders, ledger, stock), acknowledging after COMMIT.",
     family: Family::HotProduct,
     when_to_use: "The hottest sales, where answering fast matters more than every sale being on disk before the buyer hears of it.",
@@ -64,12 +63,51 @@ pub(super) fn backlog() -> prometheus::IntGauge {
     .expect("a valid metric")
 }
 
-#[async_trait::async_trait(?Send)]
-impl Served for RedisStock {
-    fn info(&self) -> &StrategyInfo {
+/// Its flags (named as their fields are).
+#[derive(clap::Args, Debug, Clone)]
+#[group(skip)]
+pub struct Flags {
+    /// Where its keys live in Redis (`<prefix>p:<id>` counters, `<prefix>sales` the
+    /// stream, ...). Instances that share a database share it.
+    #[arg(long, env, default_value_t = RedisStockSettings::default().prefix)]
+    pub redis_stock_prefix: String,
+
+    /// How long Redis remembers a sold request id (a retry within it is answered from
+    /// Redis; later, the persister finds it in `orders`), in seconds.
+    #[arg(long, env, default_value_t = RedisStockSettings::default().id_ttl_secs)]
+    pub redis_stock_id_ttl_secs: u64,
+
+    /// The most stream entries one persister transaction carries.
+    #[arg(long, env, default_value_t = RedisStockSettings::default().batch, value_parser = clap::value_parser!(u64).range(1..))]
+    pub redis_stock_batch: u64,
+
+    /// How long an entry may sit unacknowledged with one persister (it may have
+    /// crashed) before another claims it, in milliseconds.
+    #[arg(long, env, default_value_t = RedisStockSettings::default().claim_after.as_millis() as u64)]
+    pub redis_stock_claim_ms: u64,
+}
+
+/// The settings its flags make; its Redis comes from the shared settings at build.
+impl Registered for RedisStock {
+    type Flags = Flags;
+
+    fn card() -> &'static StrategyInfo {
         &INFO
     }
 
+    fn settings(flags: &Flags) -> RedisStockSettings {
+        RedisStockSettings {
+            prefix: flags.redis_stock_prefix.clone(),
+            id_ttl_secs: flags.redis_stock_id_ttl_secs,
+            batch: flags.redis_stock_batch,
+            claim_after: Duration::from_millis(flags.redis_stock_claim_ms),
+            ..RedisStockSettings::default()
+        }
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl Served for RedisStock {
     /// The backlog gauge.
     fn register(&self, registry: &prometheus::Registry, _: &std::sync::Arc<dyn Probe>) {
         let registered = registry.register(Box::new(self.backlog.clone()));
