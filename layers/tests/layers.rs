@@ -95,6 +95,8 @@ const TREES: &[Tree] = &[
         root: "loadtest/src/main.rs",
         layers: &[&["cli"]],
     },
+    // (The wire's `stock-wire`, three modules that use none of each other, has nothing
+    // to layer.)
     // copy-check: the manifest and the size of a copy; making a copy from them.
     Tree {
         root: "copies/src/lib.rs",

@@ -15,6 +15,7 @@
 use crate::catalogue::{Card, Catalogue};
 use crate::rate::{SalesRate, compare};
 use crate::report::{Claim, ClaimVerdict, Row};
+use stock_wire::Trait;
 
 /// The source articles, by title (as published, in Chinese), with what they are about.
 pub mod source {
@@ -100,9 +101,9 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
         rows.iter()
             .find(|r| r.section == section && r.strategy == strategy)
     };
-    let with = |t: &str| catalogue.first_with(t).map(|c| c.name.as_str());
-    let locks: Vec<&Card> = (catalogue.with("lease-lock").into_iter())
-        .chain(catalogue.with("session-lock"))
+    let with = |t: Trait| catalogue.first_with(t).map(|c| c.name.as_str());
+    let locks: Vec<&Card> = (catalogue.with(Trait::LeaseLock).into_iter())
+        .chain(catalogue.with(Trait::SessionLock))
         .collect();
     let on = |backend: &str| {
         (locks.iter())
@@ -112,11 +113,11 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
     let mut claims = Vec::new();
 
     // One instance: the in-process lock works there, and only there.
-    let one = |t: &str| with(t).and_then(|n| find(ONE_INSTANCE, n));
+    let one = |t: Trait| with(t).and_then(|n| find(ONE_INSTANCE, n));
     if let (Some(sql), Some(pess), Some(mutex)) = (
-        one("conditional-update"),
-        one("row-lock"),
-        one("process-lock"),
+        one(Trait::ConditionalUpdate),
+        one(Trait::RowLock),
+        one(Trait::ProcessLock),
     ) {
         claims.push(claim(
             "A single conditional UPDATE beats SELECT ... FOR UPDATE, which beats an in-process lock",
@@ -136,7 +137,7 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
     }
     // A compare-and-set at low and at high concurrency: the high one is the
     // throughput section's row (one setup, one figure).
-    if let Some(cas) = with("compare-and-set")
+    if let Some(cas) = with(Trait::CompareAndSet)
         && let (Some(low), Some(high)) = (find(CONTENTION, cas), find(THROUGHPUT, cas))
     {
         claims.push(claim(
@@ -167,7 +168,7 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
         ));
     }
     let session = catalogue
-        .first_with("session-lock")
+        .first_with(Trait::SessionLock)
         .map(|c| c.name.as_str());
     let measured = |name: Option<&str>| name.and_then(|n| find(THROUGHPUT, n));
     if let (Some(redis), Some(zk)) = (measured(on("redis")), measured(session)) {
@@ -210,7 +211,7 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
             ));
         }
     }
-    if let Some(row) = with("process-lock").and_then(|n| find(HELD, n)) {
+    if let Some(row) = with(Trait::ProcessLock).and_then(|n| find(HELD, n)) {
         claims.push(claim(
             "An in-process lock oversells with two instances",
             source::OVERSELL,
@@ -222,7 +223,7 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
             ),
         ));
     }
-    if let Some(row) = with("no-lock").and_then(|n| find(HELD, n)) {
+    if let Some(row) = with(Trait::NoLock).and_then(|n| find(HELD, n)) {
         claims.push(claim(
             "Without a lock, stock is oversold",
             source::INTERVIEW,

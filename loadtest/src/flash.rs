@@ -33,6 +33,7 @@ use sqlx::MySqlPool;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Instant;
+use stock_wire::{Family, Trait};
 
 /// The strategies the sell-out runs: the hot-product family, and the reference (the
 /// conditional UPDATE) they are measured against.
@@ -40,14 +41,16 @@ pub fn sell_out_strategies(catalogue: &Catalogue) -> Vec<&Card> {
     catalogue
         .0
         .iter()
-        .filter(|c| c.family == "hot-product" || c.has("conditional-update"))
+        .filter(|c| c.family == Family::HotProduct || c.has(Trait::ConditionalUpdate))
         .collect()
 }
 
 /// Whether the flash sale's claims compare this strategy: the hot-product family and
 /// the row locks it is measured against (the conditional UPDATE among them).
 pub fn compared(card: &Card) -> bool {
-    card.family == "hot-product" || card.has("conditional-update") || card.has("row-lock")
+    card.family == Family::HotProduct
+        || card.has(Trait::ConditionalUpdate)
+        || card.has(Trait::RowLock)
 }
 
 /// The bucket counts of the buckets run (the default is the throughput run's).
@@ -320,12 +323,12 @@ pub async fn run(
     let sellers = catalogue
         .0
         .iter()
-        .filter(|c| c.safe_across_instances && !c.has("refuses-overtaken"))
+        .filter(|c| c.safe_across_instances && !c.has(Trait::RefusesOvertaken))
         .collect::<Vec<_>>();
     // Every strategy once per round, round after round (the rounds pooled); the
     // splitting strategy's other bucket counts right after its own row, so the claim
     // that splitting scales compares counts measured side by side.
-    let splits = catalogue.first_with("splits-stock");
+    let splits = catalogue.first_with(Trait::SplitsStock);
     let mut plans: Vec<Plan> = (sellers.iter())
         .map(|c| flash_plan("flash-sale", &c.name, next(), None, &options))
         .collect();
@@ -391,7 +394,7 @@ pub async fn run(
         sale.limits.push(limits);
     }
     let reference = catalogue
-        .first_with("conditional-update")
+        .first_with(Trait::ConditionalUpdate)
         .and_then(|r| sale.limits.iter().find(|l| l.strategy == r.name))
         .map(|l| l.sales.clone());
     for limits in &mut sale.limits {
@@ -473,17 +476,17 @@ impl FlashSale {
                 .iter()
                 .find(|r| r.section == "flash-sale" && r.strategy == name)
         };
-        let named = |t: &str| self.catalogue.with(t).into_iter().map(|c| c.name.as_str());
+        let named = |t: Trait| self.catalogue.with(t).into_iter().map(|c| c.name.as_str());
         let mut claims = Vec::new();
-        for batching in named("batches") {
+        for batching in named(Trait::Batches) {
             let Some(batched) = row(batching) else {
                 continue;
             };
             let statements = (self.limits.iter())
                 .find(|l| l.strategy == batching)
                 .map_or(0.0, |l| l.statements_per_sale);
-            let row_locks: Vec<&Row> = named("conditional-update")
-                .chain(named("row-lock"))
+            let row_locks: Vec<&Row> = named(Trait::ConditionalUpdate)
+                .chain(named(Trait::RowLock))
                 .filter_map(row)
                 .collect();
             if !row_locks.is_empty() {
@@ -509,7 +512,7 @@ impl FlashSale {
                 ));
             }
         }
-        for later in named("records-later") {
+        for later in named(Trait::RecordsLater) {
             let Some(counter) = row(later) else {
                 continue;
             };
@@ -539,7 +542,7 @@ impl FlashSale {
             ));
         }
         if self.buckets.len() >= 2
-            && let Some(splits) = named("splits-stock").next()
+            && let Some(splits) = named(Trait::SplitsStock).next()
             && let Some(at_default) = row(splits)
         {
             let steps: Vec<Option<bool>> = (self.buckets.windows(2))
@@ -599,7 +602,7 @@ impl FlashSale {
     fn html(&self) -> String {
         let o = &self.options;
         // The strategies of a trait, named as the service names them.
-        let named = |t: &str| {
+        let named = |t: Trait| {
             let names: Vec<String> = self
                 .catalogue
                 .with(t)
@@ -614,7 +617,7 @@ impl FlashSale {
         };
         let reference = self
             .catalogue
-            .first_with("conditional-update")
+            .first_with(Trait::ConditionalUpdate)
             .map_or("the reference".to_string(), |c| escape(&c.name));
         let mut html = format!(
             "<h2>Flash sale: one hot product</h2><p>Every strategy safe across instances on one product whose stock is \
@@ -631,10 +634,10 @@ impl FlashSale {
                     "{r:.0} requests/s (open loop, at most {} in flight)",
                     o.concurrency
                 )),
-            named("refuses-overtaken"),
-            named("batches"),
-            named("splits-stock"),
-            named("records-later"),
+            named(Trait::RefusesOvertaken),
+            named(Trait::Batches),
+            named(Trait::SplitsStock),
+            named(Trait::RecordsLater),
         );
         let rows: Vec<&Row> = self
             .rows
@@ -733,7 +736,7 @@ impl FlashSale {
                 html,
                 "<h3>{} by number of buckets</h3><p>The same load; the product split into K rows at restock.</p>\
                  <table><tr><th>buckets</th><th>sales/s (q1-q3)</th></tr>",
-                named("splits-stock"),
+                named(Trait::SplitsStock),
             );
             for (k, r) in &self.buckets {
                 let _ = write!(html, "<tr><td>{k}</td><td>{}</td></tr>", r.text());

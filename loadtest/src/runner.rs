@@ -8,6 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
 use std::collections::HashSet;
+use stock_wire::Trait;
 use verify::Verdict;
 
 /// The longest a run waits for the requests its clients gave up on to finish in the
@@ -78,7 +79,11 @@ impl Runner {
     /// [`Runner::run`], also returning what the clients saw request by request.
     pub async fn run_fired(&self, plan: &Plan) -> anyhow::Result<(Row, Fired)> {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let buckets = if self.strategies().await?.has(&plan.strategy, "splits-stock") {
+        let buckets = if self
+            .strategies()
+            .await?
+            .has(&plan.strategy, Trait::SplitsStock)
+        {
             plan.buckets
         } else {
             0

@@ -27,6 +27,7 @@ use plotters::style::RGBColor;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use stock_wire::Trait;
 
 /// The concurrencies of the sweep (requests in flight, closed loop).
 pub const CONCURRENCIES: [usize; 5] = [1, 4, 16, 64, 256];
@@ -184,7 +185,7 @@ impl Sweep {
                         row.sales.text(),
                         row.answers_per_second,
                         row.latency_ms.p99,
-                        if catalogue.has(strategy, "compare-and-set") {
+                        if catalogue.has(strategy, Trait::CompareAndSet) {
                             format!(", {:.2} tries/sale", row.attempts_per_success)
                         } else {
                             String::new()
@@ -311,7 +312,7 @@ pub fn print_tables(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) {
             println!("{line}");
         }
         // A compare-and-set throws a transaction away at every conflict.
-        for cas in catalogue.with("compare-and-set") {
+        for cas in catalogue.with(Trait::CompareAndSet) {
             let tries: Vec<String> = info
                 .concurrencies
                 .iter()
@@ -467,7 +468,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         }
         html.push_str("</table>");
     }
-    let Some(cas) = catalogue.first_with("compare-and-set") else {
+    let Some(cas) = catalogue.first_with(Trait::CompareAndSet) else {
         return html;
     };
     let tries: Vec<(String, RGBColor, Vec<Option<f64>>)> = info

@@ -1090,13 +1090,9 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
         "3x",
         "the overload goal's p99 multiple",
     ),
+    ("wire/src/chaos.rs", "3x", "a freeze of three leases"),
     (
-        "loadtest/src/chaos/scenarios.rs",
-        "3x",
-        "a freeze of three leases",
-    ),
-    (
-        "loadtest/src/chaos/scenarios.rs",
+        "wire/src/chaos.rs",
         "2x",
         "a pause within lease + lock-delay",
     ),
@@ -1120,23 +1116,19 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
         "30 s",
         "the clock jump the scenario makes",
     ),
+    ("wire/src/chaos.rs", "300 ms", "the mistakes' pause"),
     (
-        "loadtest/src/chaos/scenarios.rs",
-        "300 ms",
-        "the mistakes' pause",
-    ),
-    (
-        "loadtest/src/chaos/scenarios.rs",
+        "wire/src/chaos.rs",
         "200 ms",
         "the scenario's pause and WAIT timeout",
     ),
     (
-        "loadtest/src/chaos/scenarios.rs",
+        "wire/src/chaos.rs",
         "30 s",
         "the clock jump the scenario makes",
     ),
     (
-        "loadtest/src/chaos/scenarios.rs",
+        "wire/src/chaos.rs",
         "20 ms",
         "the pause between a reshard's batches of keys",
     ),
@@ -1163,14 +1155,14 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
 ];
 
 /// No figure is typed into a string of the code that writes the data or the pages
-/// (`loadtest/src`, the strategies' cards and logs): a number with a unit in a string
+/// (`loadtest/src`, the strategies' cards and logs, the wire's scenarios): a number with a unit in a string
 /// literal outside the tests is a setting on the list above, or comes from a `{}`.
 #[test]
 fn no_figure_is_typed_into_the_code_that_writes_the_data() {
     let pattern = figure_pattern();
     let literal = regex::Regex::new(r#"(?s)"((?:[^"\\]|\\.)*)""#).unwrap();
     let mut files = Vec::new();
-    for dir in ["loadtest/src", "app/src/strategies"] {
+    for dir in ["loadtest/src", "app/src/strategies", "wire/src"] {
         let tree = loadtest::book::read_tree(&root().join(dir)).unwrap();
         files.extend(
             tree.into_iter()

@@ -1,5 +1,6 @@
-//! What can go wrong in a deduction, in the domain's words, each with its stable code
-//! ([`DeductError::code`]). No HTTP here: `http::error` maps each code to a status.
+//! What can go wrong in a deduction, in the domain's words. No codes and no HTTP here:
+//! the service names each error to its clients (`service::code_of`, a code of the
+//! wire's `ErrorCode`, which carries its HTTP status).
 
 /// Why a deduction did not happen (or, for [`DeductError::OutcomeUnknown`], may not
 /// have).
@@ -54,23 +55,6 @@ pub enum DeductError {
 }
 
 impl DeductError {
-    /// The stable code of this outcome: the error body's `error` and the metrics'
-    /// `outcome` (`http::error` maps each to its status).
-    pub fn code(&self) -> &'static str {
-        use DeductError::*;
-        match self {
-            InvalidRequest(_) => "invalid_request",
-            UnknownProduct(_) => "unknown_product",
-            InsufficientStock { .. } | StockConstraint(_) => "insufficient_stock",
-            RequestIdReused(_) => "request_id_reused",
-            Busy(_) => "busy",
-            LockLost(_) => "lock_lost",
-            OutcomeUnknown(_) => "outcome_unknown",
-            BackendUnavailable { .. } => "backend_unavailable",
-            AlreadyDone(_) | Unexpected(_) => "internal",
-        }
-    }
-
     /// An answer a request that already succeeded could also get (its retry after the
     /// stock ran out, or racing its twin): answered from `orders` when it has one.
     pub fn is_refusal(&self) -> bool {

@@ -9,20 +9,22 @@
 
 use crate::domain::error::DeductError;
 use crate::http::ready::BackendStatus;
-use crate::http::strict_json::{clip, clip_to};
+use crate::http::strict_json::clip_to;
 use crate::service::ServiceError;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
+use stock_wire::ErrorCode;
 
-/// What went wrong while serving a request: a deduction's own error
-/// ([`DeductError`]), or one only the edge can make (a path, a method, a token).
+/// What went wrong while serving a request: what the service said of a deduction
+/// ([`ServiceError`]), or what only the edge can say (a path, a method, a token).
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
-    /// What the domain says: stock, locks, backends, the order's fields.
+    /// What the service says: the domain's reasons (stock, locks, backends, the
+    /// order's fields), an unknown strategy, no place under the admission limit.
     #[error(transparent)]
-    Deduct(#[from] DeductError),
+    Service(#[from] ServiceError),
     /// Bad input the edge found (a body that is not JSON, a repeated key, a path or
     /// query parameter), naming what is wrong. 400.
     #[error("{0}")]
@@ -36,9 +38,6 @@ pub enum AppError {
     /// Admin route on a service started without ADMIN_TOKEN. 403.
     #[error("admin routes are disabled: the service was started without ADMIN_TOKEN")]
     AdminDisabled,
-    /// 404 for `/deduct/{name}` with a name we do not serve.
-    #[error("unknown strategy `{name}`; strategies: {known}")]
-    UnknownStrategy { name: String, known: String },
     /// 404 for any other path.
     #[error("no route for {0}")]
     NotFound(String),
@@ -50,16 +49,6 @@ pub enum AppError {
     /// 408: a test hook's wait ran out (e.g. fewer requests paused than awaited).
     #[error("{0}")]
     HookTimeout(String),
-    /// 429: the instance works on as many deductions as its admission limit allows
-    /// (`--max-in-flight`); nothing was done, retry after `Retry-After`.
-    #[error(
-        "{limit} deductions in flight here, the admission limit; nothing was done, retry later"
-    )]
-    Overloaded {
-        limit: usize,
-        /// How long the refusal was held before it was answered (`--reject-hold-ms`).
-        held: std::time::Duration,
-    },
     /// 405 for a known path with another method.
     #[error("{method} is not allowed here; use {allowed}")]
     MethodNotAllowed {
@@ -68,96 +57,47 @@ pub enum AppError {
     },
 }
 
-impl From<ServiceError> for AppError {
-    fn from(e: ServiceError) -> AppError {
-        match e {
-            ServiceError::Deduct(e) => AppError::Deduct(e),
-            // The name is the client's: echo no more of it than needed.
-            ServiceError::UnknownStrategy { name, known } => AppError::UnknownStrategy {
-                name: clip(&name).into_owned(),
-                known,
-            },
-            ServiceError::Overloaded { limit, held } => AppError::Overloaded { limit, held },
-        }
+impl From<DeductError> for AppError {
+    fn from(e: DeductError) -> AppError {
+        AppError::Service(e.into())
     }
 }
 
 impl From<sqlx::Error> for AppError {
     fn from(e: sqlx::Error) -> AppError {
-        AppError::Deduct(e.into())
+        DeductError::from(e).into()
     }
 }
 
 impl AppError {
-    /// The table: each error's HTTP status ([`status`](Self::status)) and stable code
-    /// ([`code`](Self::code)), side by side.
+    /// The HTTP status: its code's ([`ErrorCode::status`]), but for a body over the
+    /// size limit (413, code `invalid_request`).
     pub fn status(&self) -> StatusCode {
-        self.table().0
+        let status = match self {
+            AppError::PayloadTooLarge(_) => 413,
+            other => other.code().status(),
+        };
+        StatusCode::from_u16(status).expect("every code's status is a valid status")
     }
 
     /// The stable, machine-readable code in the body's `error` field.
-    pub fn code(&self) -> &'static str {
-        self.table().1
-    }
-
-    /// Every code an error body may carry (the OpenAPI document's `ErrorCode`).
-    pub const CODES: [&'static str; 17] = [
-        "invalid_request",
-        "unauthorized",
-        "admin_disabled",
-        "unknown_strategy",
-        "unknown_product",
-        "not_found",
-        "unknown_failpoint",
-        "method_not_allowed",
-        "hook_timeout",
-        "insufficient_stock",
-        "request_id_reused",
-        "busy",
-        "lock_lost",
-        "outcome_unknown",
-        "backend_unavailable",
-        "overloaded",
-        "internal",
-    ];
-
-    fn table(&self) -> (StatusCode, &'static str) {
+    pub fn code(&self) -> ErrorCode {
         use AppError::*;
-        use DeductError as D;
-        use StatusCode as S;
         match self {
-            // The domain names its outcomes (`DeductError::code`); here, their status.
-            Deduct(e) => (
-                match e {
-                    D::InvalidRequest(_) => S::BAD_REQUEST,
-                    D::UnknownProduct(_) => S::NOT_FOUND,
-                    D::InsufficientStock { .. } | D::StockConstraint(_) => S::CONFLICT,
-                    D::RequestIdReused(_) => S::UNPROCESSABLE_ENTITY,
-                    D::Busy(_) | D::LockLost(_) | D::OutcomeUnknown(_) => S::SERVICE_UNAVAILABLE,
-                    D::BackendUnavailable { .. } => S::SERVICE_UNAVAILABLE,
-                    D::AlreadyDone(_) | D::Unexpected(_) => S::INTERNAL_SERVER_ERROR,
-                },
-                e.code(),
-            ),
-            InvalidRequest(_) => (S::BAD_REQUEST, "invalid_request"),
-            PayloadTooLarge(_) => (S::PAYLOAD_TOO_LARGE, "invalid_request"),
-            Unauthorized => (S::UNAUTHORIZED, "unauthorized"),
-            AdminDisabled => (S::FORBIDDEN, "admin_disabled"),
-            UnknownStrategy { .. } => (S::NOT_FOUND, "unknown_strategy"),
-            NotFound(_) => (S::NOT_FOUND, "not_found"),
-            UnknownFailpoint(_) => (S::NOT_FOUND, "unknown_failpoint"),
-            MethodNotAllowed { .. } => (S::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            HookTimeout(_) => (S::REQUEST_TIMEOUT, "hook_timeout"),
-            Overloaded { .. } => (S::TOO_MANY_REQUESTS, "overloaded"),
+            Service(e) => e.code(),
+            InvalidRequest(_) | PayloadTooLarge(_) => ErrorCode::InvalidRequest,
+            Unauthorized => ErrorCode::Unauthorized,
+            AdminDisabled => ErrorCode::AdminDisabled,
+            NotFound(_) => ErrorCode::NotFound,
+            UnknownFailpoint(_) => ErrorCode::UnknownFailpoint,
+            MethodNotAllowed { .. } => ErrorCode::MethodNotAllowed,
+            HookTimeout(_) => ErrorCode::HookTimeout,
         }
     }
 
     /// An answer whose cause is logged and not sent (500 `internal`).
     fn is_internal(&self) -> bool {
-        matches!(
-            self,
-            AppError::Deduct(DeductError::Unexpected(_) | DeductError::AlreadyDone(_))
-        )
+        self.code() == ErrorCode::Internal
     }
 }
 
@@ -187,8 +127,7 @@ where
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// What went wrong, as a stable code.
-    #[schema(value_type = ErrorCode)]
-    pub error: &'static str,
+    pub error: ErrorCode,
     /// What went wrong, for a human: names the field or backend, never a database
     /// detail.
     pub detail: String,
@@ -198,21 +137,6 @@ pub struct ErrorBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backends: Option<Vec<BackendStatus>>,
 }
-
-/// The codes of [`ErrorBody::error`] ([`AppError::CODES`]), as a string enum.
-pub struct ErrorCode;
-
-impl utoipa::PartialSchema for ErrorCode {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::schema::Type::String)
-            .enum_values(Some(AppError::CODES))
-            .description(Some("The error's code; 500 answers are always `internal`."))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for ErrorCode {}
 
 /// How long a refusal already made its client wait (a reject hold), left in the
 /// response's extensions for the middleware that sets `Retry-After`.
@@ -282,7 +206,7 @@ impl ResponseError for ApiError {
             },
             cause,
         });
-        if let AppError::Overloaded { held, .. } = &self.error {
+        if let AppError::Service(ServiceError::Overloaded { held, .. }) = &self.error {
             response.extensions_mut().insert(Waited(*held));
         }
         response

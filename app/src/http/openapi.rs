@@ -9,13 +9,14 @@
 //! parser. `app/tests/api/openapi.rs` holds every answer the API gives to the document.
 
 use crate::http::bodies::{Barrier, DeductRequest, ItemRequest, Restock};
-use crate::http::error::{ErrorBody, ErrorCode};
+use crate::http::error::ErrorBody;
 use crate::http::hooks::{Mode, PointState, Setting};
 use crate::http::ready::{BackendStatus, Readiness};
 use crate::http::routes::{Health, HooksState, Paused, Released};
 use crate::service::stock::StockView;
 use crate::strategies::card::{ChaosCell, Trait};
 use crate::strategies::{Deducted, Family, ItemResult, StrategyCard, StrategyInfo};
+use stock_wire::ErrorCode;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 

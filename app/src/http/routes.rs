@@ -8,6 +8,7 @@ use crate::http::hooks::{self, Setting};
 use crate::http::ready;
 use crate::http::state::AppState;
 use crate::http::strict_json::{DUPLICATE_KEY, StrictValue, clip, clip_to};
+use crate::service::code_of;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::{JsonPayloadError, PathError};
@@ -93,7 +94,10 @@ pub fn json_config() -> web::JsonConfig {
             ) && let Some(strategy) = state.service.strategies.get(name)
             {
                 let served = strategy.name();
-                state.service.metrics.refused_unread(served, error.code());
+                state
+                    .service
+                    .metrics
+                    .refused_unread(served, error.code().id());
             }
             ApiError::from(error).into()
         })
@@ -542,7 +546,8 @@ async fn deduct(
 ) -> Result<HttpResponse, ApiError> {
     let started = std::time::Instant::now();
     let service = &state.service;
-    let strategy = service.strategy(&path)?;
+    // The name is the client's: an unknown one is echoed no longer than needed.
+    let strategy = service.strategy(&clip(&path))?;
     let served = strategy.name();
     // Named once it is one served here (the path is the client's, of any length).
     tracing::Span::current().record("strategy", served);
@@ -553,7 +558,7 @@ async fn deduct(
         state.hooks.enabled(),
         service.strategies.mistake_names(),
     )
-    .inspect_err(|e| service.refused_input(served, e.code(), started))?;
+    .inspect_err(|e| service.refused_input(served, code_of(e).id(), started))?;
     // From here the answer names the order's request id, whatever it is.
     req.extensions_mut()
         .insert(AnsweredId(order.request_id.clone()));

@@ -57,7 +57,7 @@ impl Answer {
         match &self.result {
             Ok(done) if done.duplicate => "duplicate",
             Ok(_) => "deducted",
-            Err(e) => e.code(),
+            Err(e) => e.code().id(),
         }
     }
 }

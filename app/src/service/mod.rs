@@ -49,6 +49,7 @@ use sqlx::MySqlPool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stock::StockView;
+use stock_wire::ErrorCode;
 
 /// Connections of the sold-out fast path's own pool ([`Pools::sold_out`]): each reads a batch of refusals' request
 /// ids by primary key in one statement, while the main pool sells.
@@ -78,12 +79,29 @@ pub enum ServiceError {
 
 impl ServiceError {
     /// The outcome's stable code (the error body's `error`, the metrics' `outcome`).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ServiceError::Deduct(e) => e.code(),
-            ServiceError::UnknownStrategy { .. } => "unknown_strategy",
-            ServiceError::Overloaded { .. } => "overloaded",
+            ServiceError::Deduct(e) => code_of(e),
+            ServiceError::UnknownStrategy { .. } => ErrorCode::UnknownStrategy,
+            ServiceError::Overloaded { .. } => ErrorCode::Overloaded,
         }
+    }
+}
+
+/// The code a deduction's error is answered with: the domain names what went wrong,
+/// the wire names it to clients.
+pub fn code_of(e: &DeductError) -> ErrorCode {
+    use DeductError as D;
+    match e {
+        D::InvalidRequest(_) => ErrorCode::InvalidRequest,
+        D::UnknownProduct(_) => ErrorCode::UnknownProduct,
+        D::InsufficientStock { .. } | D::StockConstraint(_) => ErrorCode::InsufficientStock,
+        D::RequestIdReused(_) => ErrorCode::RequestIdReused,
+        D::Busy(_) => ErrorCode::Busy,
+        D::LockLost(_) => ErrorCode::LockLost,
+        D::OutcomeUnknown(_) => ErrorCode::OutcomeUnknown,
+        D::BackendUnavailable { .. } => ErrorCode::BackendUnavailable,
+        D::AlreadyDone(_) | D::Unexpected(_) => ErrorCode::Internal,
     }
 }
 

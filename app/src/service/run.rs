@@ -49,7 +49,10 @@ async fn call(
         None => strategy.deduct(d).await,
         Some(mistake) => strategy.deduct_mistaken(mistake, d).await,
     };
-    let outcome = result.as_ref().map_or_else(|e| e.code(), |_| "deducted");
+    let outcome = match &result {
+        Ok(_) => "deducted",
+        Err(e) => super::code_of(e).id(),
+    };
     tracing::Span::current().record("outcome", outcome);
     result
 }

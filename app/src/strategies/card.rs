@@ -8,6 +8,7 @@
 
 use async_trait::async_trait;
 use serde::Serialize;
+pub use stock_wire::{CellVerdict, ChaosCell, Family, Scenario, Trait};
 
 /// What the service asks of every [`Strategy`](super::contract::Strategy) besides
 /// its sales (a supertrait of it with the feature). The hooks do nothing unless a
@@ -48,20 +49,6 @@ pub enum Reached {
     Answered(Result<String, String>),
 }
 
-/// The four kinds of strategy, in teaching order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Family {
-    /// What goes wrong without a (real) lock, and the fence alone.
-    Control,
-    /// The database's own concurrency control: a conditional UPDATE, row locks, CAS.
-    Database,
-    /// One product, many buyers: coalescing, split rows, Redis in front.
-    HotProduct,
-    /// A lock service around a plain read-check-write, fenced.
-    DistributedLock,
-}
-
 /// What a strategy says about itself: declared once, beside it (its `served.rs`).
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StrategyInfo {
@@ -100,81 +87,4 @@ pub struct StrategyInfo {
 pub struct Statements {
     pub sale: u32,
     pub refusal: u32,
-}
-
-/// A property a client may ask for, declared by the strategies that have it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Trait {
-    /// No lock at all: read, check, write (the lost-update story).
-    NoLock,
-    /// A lock inside one process: safe with one instance only.
-    ProcessLock,
-    /// Every write guarded by the newest claim, so an overtaken request is refused: a
-    /// control for the fencing experiments, not a way to sell.
-    RefusesOvertaken,
-    /// The database checks and decrements in one statement: the reference the others
-    /// are measured against.
-    ConditionalUpdate,
-    /// The database's row lock, taken by a locking read.
-    RowLock,
-    /// A compare-and-set on a version, retried when another writer got there first
-    /// (its transactions per sale measure the contention).
-    CompareAndSet,
-    /// Many sales share one transaction.
-    Batches,
-    /// Sells from rows the restock splits the stock into (`buckets`).
-    SplitsStock,
-    /// Answers before the database has the sale: a persister records it later (wait
-    /// for `pending` before judging; its persister is what a killed holder is).
-    RecordsLater,
-    /// A lease that ends when its holder stops renewing it.
-    LeaseLock,
-    /// The lock server keeps leases in whole seconds, rounded up (etcd): a lock
-    /// outlives the lease asked for by up to a second (the holder still counts on
-    /// the lease it asked for).
-    LeaseInWholeSeconds,
-    /// A lock that lasts as long as its holder's session.
-    SessionLock,
-}
-
-/// One cell of the fault grid: a scenario of `loadtest chaos`, with fencing on or off.
-#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
-pub struct ChaosCell {
-    /// The scenario's id (`pause-past-lease`, ...).
-    pub scenario: &'static str,
-    /// `null`: the strategy has no fencing switch.
-    pub fencing: Option<bool>,
-    /// The verdicts that count as expected: `safe`, `refused`, `unavailable`, `erased`
-    /// (sales erased from the stock), `missing` (acknowledged sales missing from the
-    /// ledger).
-    pub expect: &'static [&'static str],
-    /// Run only with `loadtest chaos --all`.
-    pub extra: bool,
-}
-
-impl ChaosCell {
-    /// Expected to lose nothing: safe, refused or unavailable.
-    pub const NO_LOSS: &'static [&'static str] = &["safe", "refused", "unavailable"];
-
-    pub const fn new(
-        scenario: &'static str,
-        fencing: Option<bool>,
-        expect: &'static [&'static str],
-    ) -> ChaosCell {
-        ChaosCell {
-            scenario,
-            fencing,
-            expect,
-            extra: false,
-        }
-    }
-
-    /// This cell, run only with `--all`.
-    pub const fn extra(self) -> ChaosCell {
-        ChaosCell {
-            extra: true,
-            ..self
-        }
-    }
 }

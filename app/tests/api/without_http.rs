@@ -11,6 +11,7 @@ use stock_app::domain::error::DeductError;
 use stock_app::domain::order::{Item, Order};
 use stock_app::domain::probe::{Knobs, NoProbe};
 use stock_app::service::{Service, ServiceError};
+use stock_wire::ErrorCode;
 
 /// A service on a fresh database, its failpoints going nowhere (no test hooks).
 async fn service() -> Service {
@@ -153,7 +154,7 @@ async fn an_unknown_strategy_is_named() {
 
     let refused = service.strategy("no-such-lock").err().expect("refused");
 
-    assert_eq!(refused.code(), "unknown_strategy");
+    assert_eq!(refused.code(), ErrorCode::UnknownStrategy);
     assert!(refused.to_string().contains("atomic-sql"), "{refused}");
     service.close().await;
 }
@@ -181,10 +182,10 @@ async fn a_backend_failure_keeps_its_cause() {
         .await
         .expect_err("no lock without Redis");
 
+    assert_eq!(refused.code(), ErrorCode::BackendUnavailable, "{refused}");
     let ServiceError::Deduct(refused) = refused else {
         panic!("{refused:?}");
     };
-    assert_eq!(refused.code(), "backend_unavailable", "{refused}");
     let cause = refused.source().and_then(|s| s.downcast_ref::<LockError>());
     let cause = cause.unwrap_or_else(|| panic!("the lock's error kept: {refused:?}"));
     assert_eq!(cause.kind(), Some(BackendKind::Unreachable), "{cause}");

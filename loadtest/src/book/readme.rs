@@ -12,7 +12,7 @@ pub fn readme_map(strategies: &Catalogue) -> String {
         .map(|s| {
             vec![
                 format!("`{}`", s.name),
-                s.family.clone(),
+                s.family.id().to_string(),
                 format!("[`{0}`]({0})", s.source),
                 s.when_to_use.clone(),
             ]

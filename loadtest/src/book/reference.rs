@@ -59,10 +59,10 @@ fn strategies_page(strategies: &Catalogue) -> String {
         .0
         .iter()
         .map(|s| {
-            let traits: Vec<String> = s.traits.iter().map(|t| format!("`{t}`")).collect();
+            let traits: Vec<String> = s.traits.iter().map(|t| format!("`{}`", t.id())).collect();
             vec![
                 format!("`{}`", s.name),
-                s.family.clone(),
+                s.family.id().to_string(),
                 format!("`{}`", s.source),
                 yes_no(s.safe_across_instances),
                 s.fencing.clone(),

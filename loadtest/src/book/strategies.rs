@@ -55,7 +55,7 @@ pub fn matrix_page(data: &Data) -> Option<String> {
         // The strategy as served: the grid's deliberate mistakes are other code.
         let mine: Vec<&Cell> = cells
             .iter()
-            .filter(|c| c.strategy == *name && !c.scenario.id().starts_with("mistake-"))
+            .filter(|c| c.strategy == *name && c.scenario.mistake().is_none())
             .collect();
         let listed = |keep: &dyn Fn(&Cell) -> bool| -> Vec<String> {
             let mut seen = BTreeSet::new();

@@ -1,6 +1,7 @@
 //! The judge: a cell's verdict from the ledger and the samples, and why.
 
 use super::*;
+use stock_wire::Trait;
 
 pub(super) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -144,7 +145,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
     let blocked = fmt_ms(c.blocked_ms);
     let lease = timing.lease_ms;
     let session = timing.zk_session_ms;
-    let holder_survives = if c.has("session-lock") {
+    let holder_survives = if c.has(Trait::SessionLock) {
         format!("its session ({session} ms)")
     } else {
         format!("its lease ({lease} ms)")
@@ -199,7 +200,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             c.failed,
             fmt_ms(c.recovery_ms)
         ),
-        (Scenario::RedisClusterFailover, Missing) if c.has("records-later") => format!(
+        (Scenario::RedisClusterFailover, Missing) if c.has(Trait::RecordsLater) => format!(
             "The master selling the product acknowledged sales its replica never got (replication held back, the persisters held behind a COMMIT); the master died, the cluster promoted the replica without them, and {} of {} acknowledged sales are missing from the ledger. Asynchronous replication loses what was acknowledged and not yet copied.",
             c.missing_acknowledged, c.succeeded
         ),
@@ -241,7 +242,7 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             c.refused
         ),
         (Scenario::ReplicaLag | Scenario::ReplicaLagPrimaryReads, v)
-            if c.has("compare-and-set") =>
+            if c.has(Trait::CompareAndSet) =>
         {
             if c.scenario == Scenario::ReplicaLag {
                 format!(
@@ -286,7 +287,9 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             lease + timing.lock_delay_ms(),
             c.lost_updates
         ),
-        (Scenario::PausePastLease, Erased) if c.has("lease-lock") || c.has("session-lock") => {
+        (Scenario::PausePastLease, Erased)
+            if c.has(Trait::LeaseLock) || c.has(Trait::SessionLock) =>
+        {
             format!(
                 "Unfenced, the lock is trusted: after {holder_survives} ran out B's buyers took the lock and sold; the frozen holder woke and wrote the quantity it had computed before, while B held the lock: {} sale(s) vanished from the stock (B's, or its own when B's next write landed on top of it).",
                 c.lost_updates
@@ -310,15 +313,15 @@ pub(super) fn why(c: &Cell, timing: &Timing) -> String {
             "No lock, still no loss: every write is guarded by the newest claim. The price: {} of {} requests were refused (lock_lost) because a newer ticket overtook them, with or without a fault. A lock strategy with fencing is this plus a queue in front.",
             c.refused, c.requests
         ),
-        (Scenario::HolderKilled, _) if c.has("records-later") => format!(
+        (Scenario::HolderKilled, _) if c.has(Trait::RecordsLater) => format!(
             "Redis kept selling while A's persister was stopped before its COMMIT and then killed: its entries stayed unacknowledged, B's persister claimed them after about a lease ({lease} ms) and recorded each once: {} sold, nothing lost or doubled.",
             c.sold
         ),
         (Scenario::HolderKilled, _) => format!(
             "A dead holder never writes, so nothing can be lost; B's buyers waited {blocked} for the lock to come back ({}).",
-            if c.has("session-lock") {
+            if c.has(Trait::SessionLock) {
                 format!("the session timeout, {session} ms")
-            } else if c.has("lease-lock") {
+            } else if c.has(Trait::LeaseLock) {
                 format!("the lease, {lease} ms")
             } else {
                 "MariaDB rolled back the dead client's transaction when its connection closed"

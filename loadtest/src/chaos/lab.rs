@@ -1,6 +1,7 @@
 //! The lab: private servers, two instances, and the faults made on them.
 
 use super::*;
+use stock_wire::Trait;
 use testbed::{Distance, ServerKind};
 
 /// Private servers and two `stock-app` instances with test hooks.
@@ -122,7 +123,7 @@ impl Lab {
     }
 
     /// Every cell the lab's strategies declare ([`matrix`]).
-    pub fn matrix(&self) -> anyhow::Result<Vec<CellSpec>> {
+    pub fn matrix(&self) -> Vec<CellSpec> {
         matrix(&self.catalogue)
     }
 
@@ -244,7 +245,7 @@ impl Lab {
     /// (the one master whose keys include `...:p:ID`).
     fn cluster_master(&self, spec: &CellSpec, product: i64) -> anyhow::Result<(u16, String)> {
         let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
-        if !spec.has("records-later") {
+        if !spec.has(Trait::RecordsLater) {
             let key = format!("stock:{product}");
             return Ok((cluster.master_of(cluster.slot_of(&key)?)?, key));
         }
@@ -405,7 +406,7 @@ impl Lab {
 
     async fn run_cell_here(&mut self, spec: &CellSpec, product: i64) -> anyhow::Result<Cell> {
         let b = self.instances[1].base.clone();
-        let buckets = if spec.has("splits-stock") {
+        let buckets = if spec.has(Trait::SplitsStock) {
             crate::plan::BUCKETS
         } else {
             0
@@ -601,7 +602,7 @@ impl Lab {
             Scenario::HolderKilled => {
                 // A strategy that records later holds nothing in its requests: its
                 // persister is what dies between its writes and its COMMIT.
-                let failpoint = if spec.has("records-later") {
+                let failpoint = if spec.has(Trait::RecordsLater) {
                     "before_commit"
                 } else {
                     "after_read"
@@ -808,7 +809,7 @@ impl Lab {
                     .context("no replication link")?
                     .set(ProxyMode::Blackhole);
                 let wait = spec.scenario == Scenario::RedisClusterFailoverWait;
-                let records_later = spec.has("records-later");
+                let records_later = spec.has(Trait::RecordsLater);
                 let fault = if records_later {
                     // Sales on the master alone, none recorded: what its death takes.
                     // A's persister held before its COMMIT holds the product's row

@@ -39,6 +39,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use stock_wire::Trait;
 use testbed::proxy::ProxyMode;
 use testbed::{Persistence, Stack, StackConfig};
 
@@ -66,7 +67,7 @@ pub use judge::{cell_name, fencing_label, fmt_opt_ms};
 pub use lab::Lab;
 use load::*;
 
-pub use scenarios::{CellSpec, CellVerdict, Scenario, history_as_expected, matrix};
+pub use scenarios::{CellSpec, CellVerdict, History, Scenario, Setup, history_as_expected, matrix};
 
 /// How long things take in a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -136,9 +137,9 @@ impl Timing {
             }
             _ => {}
         }
-        let survives = if spec.has("session-lock") {
+        let survives = if spec.has(Trait::SessionLock) {
             self.lease_ms.max(self.zk_session_ms)
-        } else if spec.has("lease-in-whole-seconds") {
+        } else if spec.has(Trait::LeaseInWholeSeconds) {
             // Rounded up to seconds, and expired by a check every 500 ms (etcd).
             self.lease_ms.div_ceil(1000) * 1000 + 500
         } else {
@@ -203,13 +204,13 @@ pub struct Cell {
     pub history: Option<crate::history::Judged>,
     /// The strategy's traits (from its card), for the sentences.
     #[serde(skip)]
-    pub traits: Vec<String>,
+    pub traits: Vec<Trait>,
 }
 
 impl Cell {
-    /// Whether the strategy declares this trait.
-    pub fn has(&self, name: &str) -> bool {
-        self.traits.iter().any(|t| t == name)
+    /// Whether the strategy declares `t`.
+    pub fn has(&self, t: Trait) -> bool {
+        self.traits.contains(&t)
     }
 
     /// Adds the checker's verdict on the cell's history, and judges the cell again.
@@ -330,7 +331,7 @@ impl ChaosReport {
                     source::MYSQL_LOCKS,
                     c.verdict == CellVerdict::Refused,
                 ),
-                Scenario::ReplicaLag if self.strategies.has(&c.strategy, "compare-and-set") => {
+                Scenario::ReplicaLag if self.strategies.has(&c.strategy, Trait::CompareAndSet) => {
                     let control = self.cells.iter().find(|o| {
                         o.scenario == Scenario::ReplicaLagPrimaryReads && o.strategy == c.strategy
                     });
@@ -420,7 +421,7 @@ pub async fn run(
     }
     let strategies = lab.catalogue.clone();
     let cells: Vec<CellSpec> = lab
-        .matrix()?
+        .matrix()
         .into_iter()
         .filter(|c| all || !c.extra)
         .filter(|c| chosen(&c.scenario))

@@ -45,7 +45,8 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
     let mut scenarios = Vec::new();
     for wanted in &args.scenarios {
         let matching: Vec<Scenario> = Scenario::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|s| s.id() == wanted || s.number().to_string() == *wanted)
             .collect();
         if matching.is_empty() {

@@ -24,6 +24,7 @@ use sqlx::mysql::MySqlPoolOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
+use stock_wire::Trait;
 use testbed::{Stack, StackConfig};
 
 #[derive(clap::Args)]
@@ -257,7 +258,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     // (the control that refuses every overtaken request sells next to nothing on a hot
     // product: its section is the faults').
     let sellers: Vec<String> = (catalogue.0.iter())
-        .filter(|c| c.safe_across_instances && !c.has("refuses-overtaken") && wanted(&c.name))
+        .filter(|c| c.safe_across_instances && !c.has(Trait::RefusesOvertaken) && wanted(&c.name))
         .map(|c| c.name.clone())
         .collect();
     let mut instances_extra: Vec<InstanceInfo> = Vec::new();
@@ -276,7 +277,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     // reference's transaction (the conditional UPDATE) over sqlx, no HTTP, same
     // concurrency, same time, as many connections as the two instances.
     let reference = catalogue
-        .first_with("conditional-update")
+        .first_with(Trait::ConditionalUpdate)
         .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
     let mut plans: Vec<loadtest::plan::Plan> = (sellers.iter().enumerate())
         .map(|(k, strategy)| {
@@ -289,7 +290,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             ))
         })
         .collect();
-    let cas = (catalogue.first_with("compare-and-set"))
+    let cas = (catalogue.first_with(Trait::CompareAndSet))
         .map(|c| c.name.clone())
         .filter(|s| wanted(s));
     if let Some(cas) = &cas {
@@ -349,8 +350,8 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     // against the database's locks is judged on that.
     announce("one instance: the in-process lock where it works, beside the database's locks");
     let one = runner_on(&plain[..1]);
-    let one_instance: Vec<String> = ["conditional-update", "row-lock", "process-lock"]
-        .iter()
+    let one_instance: Vec<String> = [Trait::ConditionalUpdate, Trait::RowLock, Trait::ProcessLock]
+        .into_iter()
         .filter_map(|t| catalogue.first_with(t).map(|c| c.name.clone()))
         .filter(|n| wanted(n))
         .collect();
@@ -516,8 +517,8 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     // admission limit (fixed, adaptive) on two instances each.
     let mut overload = Vec::new();
     let overload_strategies: Vec<String> = if args.overload_strategies.is_empty() {
-        ["conditional-update", "batches"]
-            .iter()
+        [Trait::ConditionalUpdate, Trait::Batches]
+            .into_iter()
             .filter_map(|t| catalogue.first_with(t).map(|c| c.name.clone()))
             .collect()
     } else {
@@ -842,7 +843,7 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             );
         }
         let splits = catalogue
-            .first_with("splits-stock")
+            .first_with(Trait::SplitsStock)
             .map(|c| c.name.as_str());
         for (k, r) in &sale.buckets {
             println!(

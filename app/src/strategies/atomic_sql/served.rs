@@ -5,6 +5,7 @@ use super::{AtomicSql, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::NoSettings;
 use crate::strategies::registered::{NoFlags, Registered};
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -23,11 +24,15 @@ static INFO: StrategyInfo = StrategyInfo {
     traits: &[Trait::ConditionalUpdate],
     chaos: &[
         // The row lock is held by the frozen request: everyone else waits.
-        ChaosCell::new("pause-past-lease", None, &["unavailable"]),
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+        ChaosCell::new(Scenario::PausePastLease, None, &[CellVerdict::Unavailable]),
+        ChaosCell::new(Scenario::HolderKilled, None, ChaosCell::NO_LOSS),
+        ChaosCell::new(
+            Scenario::AmbiguousCommit,
+            None,
+            &[CellVerdict::Safe, CellVerdict::Unavailable],
+        ),
         // The CHECK constraint is the net: nothing oversold, the buyers get its error.
-        ChaosCell::new("mistake-no-guard", None, &["safe"]),
+        ChaosCell::new(Scenario::MistakeNoGuard, None, &[CellVerdict::Safe]),
     ],
 };
 

@@ -5,6 +5,7 @@ use super::{BatchSettings, Batched, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use crate::strategies::registered::Registered;
 use std::time::Duration;
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -26,8 +27,12 @@ static INFO: StrategyInfo = StrategyInfo {
     chaos: &[
         // The paused request is a whole batch holding the row lock; a kill breaks every
         // member's connection mid-transaction, and a batch's COMMIT is the ambiguous one.
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+        ChaosCell::new(Scenario::HolderKilled, None, ChaosCell::NO_LOSS),
+        ChaosCell::new(
+            Scenario::AmbiguousCommit,
+            None,
+            &[CellVerdict::Safe, CellVerdict::Unavailable],
+        ),
     ],
 };
 

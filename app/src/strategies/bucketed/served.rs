@@ -4,6 +4,7 @@
 use super::{Bucketed, BucketedSettings, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use crate::strategies::registered::Registered;
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -23,8 +24,12 @@ static INFO: StrategyInfo = StrategyInfo {
     },
     traits: &[Trait::SplitsStock],
     chaos: &[
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+        ChaosCell::new(Scenario::HolderKilled, None, ChaosCell::NO_LOSS),
+        ChaosCell::new(
+            Scenario::AmbiguousCommit,
+            None,
+            &[CellVerdict::Safe, CellVerdict::Unavailable],
+        ),
     ],
 };
 

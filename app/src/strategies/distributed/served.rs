@@ -17,25 +17,40 @@ use std::time::Duration;
 /// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
 /// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
 pub mod cells {
-    use crate::strategies::card::ChaosCell;
+    use stock_wire::{CellVerdict, ChaosCell, Scenario};
 
-    pub const FROZEN_UNFENCED: ChaosCell =
-        ChaosCell::new("pause-past-lease", Some(false), &["erased"]);
-    pub const FROZEN_FENCED: ChaosCell =
-        ChaosCell::new("pause-past-lease", Some(true), &["refused"]);
-    pub const KILLED: ChaosCell = ChaosCell::new("holder-killed", Some(true), ChaosCell::NO_LOSS);
+    pub const FROZEN_UNFENCED: ChaosCell = ChaosCell::new(
+        Scenario::PausePastLease,
+        Some(false),
+        &[CellVerdict::Erased],
+    );
+    pub const FROZEN_FENCED: ChaosCell = ChaosCell::new(
+        Scenario::PausePastLease,
+        Some(true),
+        &[CellVerdict::Refused],
+    );
+    pub const KILLED: ChaosCell =
+        ChaosCell::new(Scenario::HolderKilled, Some(true), ChaosCell::NO_LOSS);
     pub const KILLED_UNFENCED: ChaosCell =
-        ChaosCell::new("holder-killed", Some(false), ChaosCell::NO_LOSS).extra();
+        ChaosCell::extra(Scenario::HolderKilled, Some(false), ChaosCell::NO_LOSS);
     pub const PARTITIONED_UNFENCED: ChaosCell =
-        ChaosCell::new("lock-partition", Some(false), &["erased"]);
+        ChaosCell::new(Scenario::LockPartition, Some(false), &[CellVerdict::Erased]);
     pub const PARTITIONED_FENCED: ChaosCell =
-        ChaosCell::new("lock-partition", Some(true), &["refused"]);
-    const SAFE: &[&str] = &["unavailable", "safe"];
-    pub const DELAY_SHORT: ChaosCell = ChaosCell::new("lock-delay-short-pause", Some(false), SAFE);
-    pub const DELAY_LONG: ChaosCell =
-        ChaosCell::new("lock-delay-long-pause", Some(false), &["erased"]);
+        ChaosCell::new(Scenario::LockPartition, Some(true), &[CellVerdict::Refused]);
+    const SAFE: &[CellVerdict] = &[CellVerdict::Unavailable, CellVerdict::Safe];
+    pub const DELAY_SHORT: ChaosCell =
+        ChaosCell::new(Scenario::LockDelayShortPause, Some(false), SAFE);
+    pub const DELAY_LONG: ChaosCell = ChaosCell::new(
+        Scenario::LockDelayLongPause,
+        Some(false),
+        &[CellVerdict::Erased],
+    );
     /// An ambiguous COMMIT under a lock that may also be lost meanwhile.
-    pub const MAYBE_REFUSED: &[&str] = &["safe", "unavailable", "refused"];
+    pub const MAYBE_REFUSED: &[CellVerdict] = &[
+        CellVerdict::Safe,
+        CellVerdict::Unavailable,
+        CellVerdict::Refused,
+    ];
 }
 
 #[async_trait(?Send)]

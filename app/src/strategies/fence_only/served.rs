@@ -5,6 +5,7 @@ use super::{FenceOnly, NAME, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::NoSettings;
 use crate::strategies::registered::{NoFlags, Registered};
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -22,13 +23,16 @@ static INFO: StrategyInfo = StrategyInfo {
     },
     traits: &[Trait::RefusesOvertaken],
     chaos: &[
-        ChaosCell::new("fence-alone", None, &["refused"]),
-        ChaosCell::new(
-            "ambiguous-commit",
+        ChaosCell::new(Scenario::FenceAlone, None, &[CellVerdict::Refused]),
+        ChaosCell::extra(
+            Scenario::AmbiguousCommit,
             None,
-            &["safe", "unavailable", "refused"],
-        )
-        .extra(),
+            &[
+                CellVerdict::Safe,
+                CellVerdict::Unavailable,
+                CellVerdict::Refused,
+            ],
+        ),
     ],
 };
 

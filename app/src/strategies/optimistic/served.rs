@@ -4,6 +4,7 @@
 use super::{NAME, Optimistic, OptimisticSettings, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use crate::strategies::registered::Registered;
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -22,17 +23,24 @@ static INFO: StrategyInfo = StrategyInfo {
     traits: &[Trait::CompareAndSet],
     chaos: &[
         // Holds nothing: the frozen request's compare-and-set fails when it wakes.
-        ChaosCell::new("pause-past-lease", None, &["safe"]),
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new(
-            "ambiguous-commit",
+        ChaosCell::new(Scenario::PausePastLease, None, &[CellVerdict::Safe]),
+        ChaosCell::new(Scenario::HolderKilled, None, ChaosCell::NO_LOSS),
+        ChaosCell::extra(
+            Scenario::AmbiguousCommit,
             None,
-            &["safe", "unavailable", "refused"],
-        )
-        .extra(),
+            &[
+                CellVerdict::Safe,
+                CellVerdict::Unavailable,
+                CellVerdict::Refused,
+            ],
+        ),
         // A lagging replica: every stale read is refused (safe, and unavailable).
-        ChaosCell::new("replica-lag", None, &["safe", "unavailable"]),
-        ChaosCell::new("replica-lag-primary-reads", None, &["safe"]),
+        ChaosCell::new(
+            Scenario::ReplicaLag,
+            None,
+            &[CellVerdict::Safe, CellVerdict::Unavailable],
+        ),
+        ChaosCell::new(Scenario::ReplicaLagPrimaryReads, None, &[CellVerdict::Safe]),
     ],
 };
 

@@ -4,6 +4,7 @@
 use super::{NAME, Pessimistic, PessimisticSettings, SOURCE};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use crate::strategies::registered::Registered;
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -22,9 +23,13 @@ static INFO: StrategyInfo = StrategyInfo {
     traits: &[Trait::RowLock],
     chaos: &[
         // The row lock is held by the frozen request: everyone else waits.
-        ChaosCell::new("pause-past-lease", None, &["unavailable"]),
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+        ChaosCell::new(Scenario::PausePastLease, None, &[CellVerdict::Unavailable]),
+        ChaosCell::new(Scenario::HolderKilled, None, ChaosCell::NO_LOSS),
+        ChaosCell::new(
+            Scenario::AmbiguousCommit,
+            None,
+            &[CellVerdict::Safe, CellVerdict::Unavailable],
+        ),
     ],
 };
 

@@ -11,10 +11,16 @@ use crate::strategies::registered::Registered;
 use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::time::Duration;
+use stock_wire::{CellVerdict, Scenario};
 
 /// A Redis crash without `appendfsync always` may lose acknowledged sales: missing
 /// from the ledger.
-const MAY_LOSE: &[&str] = &["safe", "refused", "unavailable", "missing"];
+const MAY_LOSE: &[CellVerdict] = &[
+    CellVerdict::Safe,
+    CellVerdict::Refused,
+    CellVerdict::Unavailable,
+    CellVerdict::Missing,
+];
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -35,21 +41,29 @@ static INFO: StrategyInfo = StrategyInfo {
     chaos: &[
         // Its holder is its persister, paused before its COMMIT: another instance's
         // persister claims its entries.
-        ChaosCell::new("holder-killed", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("redis-killed-everysec", None, MAY_LOSE),
-        ChaosCell::new("redis-killed-always", None, ChaosCell::NO_LOSS),
-        ChaosCell::new("redis-killed-no-persistence", None, MAY_LOSE),
-        ChaosCell::new("ambiguous-commit", None, &["safe", "unavailable"]),
+        ChaosCell::new(Scenario::HolderKilled, None, ChaosCell::NO_LOSS),
+        ChaosCell::new(Scenario::RedisKilledEverySec, None, MAY_LOSE),
+        ChaosCell::new(Scenario::RedisKilledAlways, None, ChaosCell::NO_LOSS),
+        ChaosCell::new(Scenario::RedisKilledNoPersistence, None, MAY_LOSE),
+        ChaosCell::new(
+            Scenario::AmbiguousCommit,
+            None,
+            &[CellVerdict::Safe, CellVerdict::Unavailable],
+        ),
         // On a Redis Cluster: the selling master dies with sales its replica lacks
         // (missing from the ledger), the same with WAIT (nothing acknowledged is lost: sales stop while no
         // replica confirms), and the product's slot moved under load.
-        ChaosCell::new("redis-cluster-failover", None, &["missing"]),
         ChaosCell::new(
-            "redis-cluster-failover-wait",
+            Scenario::RedisClusterFailover,
             None,
-            &["unavailable", "refused"],
+            &[CellVerdict::Missing],
         ),
-        ChaosCell::new("redis-cluster-reshard", None, &["safe"]),
+        ChaosCell::new(
+            Scenario::RedisClusterFailoverWait,
+            None,
+            &[CellVerdict::Unavailable, CellVerdict::Refused],
+        ),
+        ChaosCell::new(Scenario::RedisClusterReshard, None, &[CellVerdict::Safe]),
     ],
 };
 

@@ -5,6 +5,7 @@ use super::{NAME, SOURCE, Unsafe};
 use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
 use crate::strategies::contract::NoSettings;
 use crate::strategies::registered::{NoFlags, Registered};
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -21,7 +22,11 @@ static INFO: StrategyInfo = StrategyInfo {
         refusal: 2,
     },
     traits: &[Trait::NoLock],
-    chaos: &[ChaosCell::new("pause-past-lease", None, &["erased"]).extra()],
+    chaos: &[ChaosCell::extra(
+        Scenario::PausePastLease,
+        None,
+        &[CellVerdict::Erased],
+    )],
 };
 
 /// Every hook at its default: nothing beyond the catalogue's card.

@@ -8,6 +8,7 @@ use crate::strategies::distributed::served::cells::{
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
 use crate::strategies::registered::Registered;
+use stock_wire::Scenario;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -31,7 +32,7 @@ static INFO: StrategyInfo = StrategyInfo {
         DELAY_LONG,
         KILLED,
         KILLED_UNFENCED,
-        ChaosCell::new("etcd-leader-killed", Some(true), ChaosCell::NO_LOSS),
+        ChaosCell::new(Scenario::EtcdLeaderKilled, Some(true), ChaosCell::NO_LOSS),
         PARTITIONED_UNFENCED,
         PARTITIONED_FENCED,
     ],

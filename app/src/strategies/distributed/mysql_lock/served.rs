@@ -7,6 +7,7 @@ use crate::strategies::distributed::served::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED,
 };
 use crate::strategies::registered::Registered;
+use stock_wire::Scenario;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -31,7 +32,7 @@ static INFO: StrategyInfo = StrategyInfo {
         DELAY_LONG,
         KILLED,
         KILLED_UNFENCED,
-        ChaosCell::new("ambiguous-commit", Some(true), MAYBE_REFUSED).extra(),
+        ChaosCell::extra(Scenario::AmbiguousCommit, Some(true), MAYBE_REFUSED),
     ],
 };
 

@@ -9,6 +9,7 @@ use crate::strategies::distributed::served::cells::{
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
 use crate::strategies::registered::{NoFlags, Registered};
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -33,32 +34,68 @@ static INFO: StrategyInfo = StrategyInfo {
         KILLED,
         KILLED_UNFENCED,
         // Redis forgets the lock and the token counter.
-        ChaosCell::new("redis-restart", Some(false), &["erased"]),
-        ChaosCell::new("redis-restart", Some(true), &["refused"]),
+        ChaosCell::new(Scenario::RedisRestart, Some(false), &[CellVerdict::Erased]),
+        ChaosCell::new(Scenario::RedisRestart, Some(true), &[CellVerdict::Refused]),
         PARTITIONED_UNFENCED,
         PARTITIONED_FENCED,
-        ChaosCell::new("ambiguous-commit", Some(true), &["safe", "unavailable"]),
+        ChaosCell::new(
+            Scenario::AmbiguousCommit,
+            Some(true),
+            &[CellVerdict::Safe, CellVerdict::Unavailable],
+        ),
         // The classic mistakes the service makes in this strategy (`super::mistakes`),
         // each showing its failure.
-        ChaosCell::new("mistake-lock-inside-transaction", None, &["erased"]),
-        ChaosCell::new("mistake-release-before-commit", None, &["erased"]),
-        ChaosCell::new("mistake-setnx-then-expire", None, &["unavailable"]),
-        ChaosCell::new("mistake-get-then-del", None, &["erased"]),
+        ChaosCell::new(
+            Scenario::MistakeLockInsideTransaction,
+            None,
+            &[CellVerdict::Erased],
+        ),
+        ChaosCell::new(
+            Scenario::MistakeReleaseBeforeCommit,
+            None,
+            &[CellVerdict::Erased],
+        ),
+        ChaosCell::new(
+            Scenario::MistakeSetnxThenExpire,
+            None,
+            &[CellVerdict::Unavailable],
+        ),
+        ChaosCell::new(Scenario::MistakeGetThenDel, None, &[CellVerdict::Erased]),
         // A failover loses the lock (two holders); waiting for the replica: no lock
         // only the primary had, and no sale without one.
-        ChaosCell::new("redis-failover", Some(false), &["erased"]),
-        ChaosCell::new("redis-failover", Some(true), &["refused"]),
-        ChaosCell::new("redis-failover-wait", Some(false), &["unavailable"]),
+        ChaosCell::new(Scenario::RedisFailover, Some(false), &[CellVerdict::Erased]),
+        ChaosCell::new(Scenario::RedisFailover, Some(true), &[CellVerdict::Refused]),
+        ChaosCell::new(
+            Scenario::RedisFailoverWait,
+            Some(false),
+            &[CellVerdict::Unavailable],
+        ),
         // The same on a Redis Cluster (a master of three, its replica promoted), and a
         // reshard of the lock's slot under load (a holder whose renewal meets the slot
         // half moved may be told its lock is lost: refused, nothing lost).
-        ChaosCell::new("redis-cluster-failover", Some(false), &["erased"]),
-        ChaosCell::new("redis-cluster-failover", Some(true), &["refused"]),
-        ChaosCell::new("redis-cluster-failover-wait", Some(false), &["unavailable"]),
-        ChaosCell::new("redis-cluster-reshard", Some(true), &["safe", "refused"]),
+        ChaosCell::new(
+            Scenario::RedisClusterFailover,
+            Some(false),
+            &[CellVerdict::Erased],
+        ),
+        ChaosCell::new(
+            Scenario::RedisClusterFailover,
+            Some(true),
+            &[CellVerdict::Refused],
+        ),
+        ChaosCell::new(
+            Scenario::RedisClusterFailoverWait,
+            Some(false),
+            &[CellVerdict::Unavailable],
+        ),
+        ChaosCell::new(
+            Scenario::RedisClusterReshard,
+            Some(true),
+            &[CellVerdict::Safe, CellVerdict::Refused],
+        ),
         // Reads from a lagging replica: a lock, fenced or not, writes from them.
-        ChaosCell::new("replica-lag", Some(false), &["erased"]),
-        ChaosCell::new("replica-lag", Some(true), &["erased"]),
+        ChaosCell::new(Scenario::ReplicaLag, Some(false), &[CellVerdict::Erased]),
+        ChaosCell::new(Scenario::ReplicaLag, Some(true), &[CellVerdict::Erased]),
     ],
 };
 

@@ -9,6 +9,7 @@ use crate::strategies::distributed::served::cells::{
 };
 use crate::strategies::registered::Registered;
 use std::time::Duration;
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -33,13 +34,29 @@ static INFO: StrategyInfo = StrategyInfo {
         KILLED,
         KILLED_UNFENCED,
         // The quorum: two of five frozen still lock; three do not.
-        ChaosCell::new("redlock-2-of-5-paused", Some(true), &["safe", "refused"]),
-        ChaosCell::new("redlock-3-of-5-paused", Some(true), &["unavailable"]),
+        ChaosCell::new(
+            Scenario::RedlockMinorityPaused,
+            Some(true),
+            &[CellVerdict::Safe, CellVerdict::Refused],
+        ),
+        ChaosCell::new(
+            Scenario::RedlockMajorityPaused,
+            Some(true),
+            &[CellVerdict::Unavailable],
+        ),
         PARTITIONED_UNFENCED,
         PARTITIONED_FENCED,
         // Kleppmann's clock jump: a second majority.
-        ChaosCell::new("redlock-clock-jump", Some(false), &["erased"]),
-        ChaosCell::new("redlock-clock-jump", Some(true), &["refused"]),
+        ChaosCell::new(
+            Scenario::RedlockClockJump,
+            Some(false),
+            &[CellVerdict::Erased],
+        ),
+        ChaosCell::new(
+            Scenario::RedlockClockJump,
+            Some(true),
+            &[CellVerdict::Refused],
+        ),
     ],
 };
 

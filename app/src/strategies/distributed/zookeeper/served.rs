@@ -9,6 +9,7 @@ use crate::strategies::distributed::served::cells::{
     PARTITIONED_UNFENCED,
 };
 use crate::strategies::registered::{NoFlags, Registered};
+use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -31,12 +32,16 @@ static INFO: StrategyInfo = StrategyInfo {
         KILLED,
         KILLED_UNFENCED,
         // Consensus survives its leader.
-        ChaosCell::new("zk-leader-killed", Some(true), ChaosCell::NO_LOSS),
+        ChaosCell::new(Scenario::ZkLeaderKilled, Some(true), ChaosCell::NO_LOSS),
         PARTITIONED_UNFENCED,
         PARTITIONED_FENCED,
-        ChaosCell::new("ambiguous-commit", Some(true), MAYBE_REFUSED).extra(),
+        ChaosCell::extra(Scenario::AmbiguousCommit, Some(true), MAYBE_REFUSED),
         // The classic mistake the service makes in this strategy (`super::mistakes`).
-        ChaosCell::new("mistake-persistent-node", None, &["unavailable"]),
+        ChaosCell::new(
+            Scenario::MistakePersistentNode,
+            None,
+            &[CellVerdict::Unavailable],
+        ),
     ],
 };
 
