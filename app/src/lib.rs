@@ -11,13 +11,15 @@
 //! import circle or an upward import, in this crate and every other):
 //! - [`http`], the edge: routes that parse a body, call the service and map its
 //!   answer; the request bodies (each one type that parses and documents itself); the
-//!   one error-to-status map, OpenAPI, `/ready`, startup, configuration, and the test
-//!   hooks' implementation.
-//! - [`service`]: the deduction below HTTP ([`service::Service::deduct`]: the sold-out
-//!   fast path, the admission limit, the strategy, idempotency, timing, metrics).
+//!   edge's errors and the one response they write, OpenAPI, `/ready`, startup,
+//!   configuration, and the test hooks' implementation.
+//! - [`service`]: the deduction below HTTP ([`service::Service::deduct`]: a stack of
+//!   layers, the metrics, the twin guard, the sold-out fast path, the admission limit
+//!   and idempotency, around the strategy); each error's code on the wire
+//!   ([`service::code_of`]).
 //! - [`strategies`]: the registry, one file or folder per strategy, and the helpers
 //!   they call (transaction, idempotency, fencing, the lock algorithm).
-//! - [`domain`]: the order, the domain errors and their codes (no actix in them), and
+//! - [`domain`]: the order, the domain errors (no actix and no codes in them), and
 //!   the probe a strategy is handed (failpoints; a no-op in production).
 
 #[cfg(not(feature = "service"))]

@@ -32,7 +32,9 @@ fn trait_methods_of(file: &str, name: &str) -> BTreeSet<String> {
             _ => None,
         })
         .unwrap_or_else(|| panic!("trait {name}"));
-    (strategy.items.iter())
+    strategy
+        .items
+        .iter()
         .filter_map(|item| match item {
             syn::TraitItem::Fn(f) => Some(f.sig.ident.to_string()),
             _ => None,
@@ -45,7 +47,8 @@ fn trait_methods_of(file: &str, name: &str) -> BTreeSet<String> {
 fn implemented(file: &str, wrapper: &str) -> BTreeMap<String, String> {
     let file = parse(file);
     let of = |name: &str| {
-        (file.items.iter())
+        file.items
+            .iter()
             .find_map(|item| match item {
                 syn::Item::Impl(i)
                     if i.trait_.as_ref().is_some_and(|(_, path, _)| {
@@ -59,7 +62,9 @@ fn implemented(file: &str, wrapper: &str) -> BTreeMap<String, String> {
             })
             .unwrap_or_else(|| panic!("impl {name} for {wrapper}"))
     };
-    (of("Strategy").items.iter())
+    of("Strategy")
+        .items
+        .iter()
         .chain(&of("Served").items)
         .filter_map(|item| match item {
             syn::ImplItem::Fn(f) => Some((
@@ -79,7 +84,8 @@ fn the_mistakes_wrapper_forwards_every_hook() {
         "too few methods read from the trait: {hooks:?}"
     );
     let forwarded = implemented("src/strategies/distributed/mistakes.rs", "WithMistakes");
-    let missing: Vec<&String> = (hooks.iter())
+    let missing: Vec<&String> = hooks
+        .iter()
         .filter(|h| !forwarded.contains_key(*h))
         .collect();
     assert!(
@@ -90,7 +96,8 @@ fn the_mistakes_wrapper_forwards_every_hook() {
     // Each passes the call on to the wrapped strategy, but the two the wrapper exists
     // for (its own mistakes).
     let own = ["mistakes", "deduct_mistaken"];
-    let dropped: Vec<&String> = (forwarded.iter())
+    let dropped: Vec<&String> = forwarded
+        .iter()
         .filter(|(name, body)| {
             !own.contains(&name.as_str()) && !body.contains(&format!("self . strategy . {name}"))
         })

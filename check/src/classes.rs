@@ -110,7 +110,8 @@ pub fn find(records: &[Record]) -> Vec<Anomaly> {
     let settled = settle(records);
     ledger_contradicts(records, &settled, &mut found);
     double_sales(records, &settled, &mut found);
-    let products: Vec<i64> = (records.iter())
+    let products: Vec<i64> = records
+        .iter()
         .filter_map(|r| match r {
             Record::Init { product_id, .. } => Some(*product_id),
             _ => None,
@@ -214,7 +215,8 @@ fn answer(record: &Record) -> Option<DeductAnswer> {
 
 /// The products of the deductions `ops`, each once, in order.
 fn products_of(records: &[Record], ops: &[usize]) -> Vec<i64> {
-    let mut products: Vec<i64> = (ops.iter())
+    let mut products: Vec<i64> = ops
+        .iter()
         .flat_map(|&i| match &records[i] {
             Record::Deduct { items, .. } => items.iter().map(|i| i.product_id).collect(),
             _ => Vec::new(),
@@ -232,7 +234,8 @@ fn ledger_contradicts(records: &[Record], settled: &Settled, found: &mut Vec<Ano
     use DeductAnswer::{Duplicate, Failed, Refused, Sold, Unknown};
     for (id, ops) in by_id(records) {
         let answered = |wanted: &[DeductAnswer]| -> Vec<usize> {
-            (ops.iter().copied())
+            ops.iter()
+                .copied()
                 .filter(|&i| answer(&records[i]).is_some_and(|a| wanted.contains(&a)))
                 .collect()
         };
@@ -286,7 +289,8 @@ fn ledger_contradicts(records: &[Record], settled: &Settled, found: &mut Vec<Ano
 fn double_sales(records: &[Record], settled: &Settled, found: &mut Vec<Anomaly>) {
     for (id, ops) in by_id(records) {
         let answered = |wanted: DeductAnswer| -> Vec<usize> {
-            (ops.iter().copied())
+            ops.iter()
+                .copied()
                 .filter(|&i| answer(&records[i]) == Some(wanted))
                 .collect()
         };
@@ -398,7 +402,8 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
             {
                 continue;
             }
-            Record::Deduct { items, .. } => (items.iter())
+            Record::Deduct { items, .. } => items
+                .iter()
                 .filter(|i| i.product_id == product)
                 .map(|i| i.quantity)
                 .sum(),
@@ -418,7 +423,8 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
     // Windows: certainly (from, until), possibly (from, until) (a restock takes effect
     // somewhere between its request and its answer), the stock, the restock that
     // opened it.
-    let mut restocks: Vec<&Op> = (ops.iter())
+    let mut restocks: Vec<&Op> = ops
+        .iter()
         .filter(|o| matches!(o.kind, Kind::Restock(_)))
         .collect();
     restocks.sort_by_key(|o| o.sent);
@@ -449,7 +455,8 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
             Some(restock.map_or(usize::MAX, |r| r.index)),
         ));
     }
-    let sales: Vec<&Op> = (ops.iter())
+    let sales: Vec<&Op> = ops
+        .iter()
         .filter(|o| matches!(o.kind, Kind::Sold | Kind::MaybeSold))
         .collect();
     for &((from, until), (may_from, may_until), stock, opened) in &windows {
@@ -464,7 +471,8 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
         let could = |o: &Op| o.answered >= may_from && o.sent <= may_until;
         let opened: Vec<usize> = opened.into_iter().collect();
         // Oversold: sales certain and inside the window beyond its stock.
-        let certain: Vec<&&Op> = (sales.iter())
+        let certain: Vec<&&Op> = sales
+            .iter()
             .filter(|o| o.kind == Kind::Sold && inside(o))
             .collect();
         let sold = sum_units(&certain);
@@ -472,7 +480,9 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
             found.push(Anomaly {
                 class: Class::Oversold,
                 products: vec![product],
-                ops: (opened.iter().copied())
+                ops: opened
+                    .iter()
+                    .copied()
                     .chain(certain.iter().map(|o| o.index))
                     .take(PROOF)
                     .collect(),
@@ -491,7 +501,8 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
             match op.kind {
                 Kind::Refused => {
                     // Every sale that could have come before it, counted.
-                    let before: i64 = (sales.iter())
+                    let before: i64 = sales
+                        .iter()
                         .filter(|s| could(s) && s.sent <= op.answered && s.index != op.index)
                         .map(|s| s.units)
                         .sum();
@@ -509,11 +520,13 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
                     }
                 }
                 Kind::Read(shown, last) => {
-                    let possibly: i64 = (sales.iter())
+                    let possibly: i64 = sales
+                        .iter()
                         .filter(|s| could(s) && s.sent <= op.answered)
                         .map(|s| s.units)
                         .sum();
-                    let surely: Vec<&&Op> = (sales.iter())
+                    let surely: Vec<&&Op> = sales
+                        .iter()
                         .filter(|s| s.kind == Kind::Sold && inside(s) && s.answered < op.sent)
                         .collect();
                     let (low, high) = (stock - possibly, stock - sum_units(&surely));
@@ -523,7 +536,9 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
                         found.push(Anomaly {
                             class: Class::LostUpdate,
                             products: vec![product],
-                            ops: (opened.iter().copied())
+                            ops: opened
+                                .iter()
+                                .copied()
                                 .chain([op.index])
                                 .chain(surely.iter().map(|s| s.index))
                                 .take(PROOF)

@@ -149,7 +149,9 @@ pub fn settle(records: &[Record]) -> Settled<'_> {
 /// unknown ones, or, where the ledger holds it and there are none, its failed ones.
 fn candidates(records: &[Record], attempts: &[usize], held: Option<bool>) -> Vec<usize> {
     let answered = |wanted: DeductAnswer| -> Vec<usize> {
-        (attempts.iter().copied())
+        attempts
+            .iter()
+            .copied()
             .filter(|&i| answer_of(&records[i]) == Some(wanted))
             .collect()
     };
@@ -218,7 +220,8 @@ fn items(record: &Record) -> &[Item] {
 /// The instant a sale the ledger holds came by at the latest: just before the first
 /// final read of any of its products ([`OPEN`] where none has one).
 fn sold_by(record: &Record, quiet: &BTreeMap<i64, u64>) -> u64 {
-    (items(record).iter())
+    items(record)
+        .iter()
         .filter_map(|item| quiet.get(&item.product_id))
         .map(|&at| at.saturating_sub(1))
         .min()

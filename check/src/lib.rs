@@ -98,7 +98,7 @@ pub fn anomalies(records: &[Record], verdict: &Verdict) -> Vec<classes::Anomaly>
 /// A history no service answers: an answer before its request, a product without its
 /// `init`, an order without items, one request id said both recorded and not.
 pub fn check(records: &[Record], budget: Duration) -> Result<Verdict, String> {
-    let contradicted: std::collections::BTreeSet<i64> = (classes::contradicted(records))
+    let contradicted: std::collections::BTreeSet<i64> = classes::contradicted(records)
         .into_iter()
         .flat_map(|a| a.products)
         .collect();

@@ -123,13 +123,17 @@ fn run(
     };
     // What each operation reads and writes: its products, and its request id's bit
     // (numbered after the products).
-    let touches: Vec<Vec<usize>> = (part.ops.iter())
+    let touches: Vec<Vec<usize>> = part
+        .ops
+        .iter()
         .map(|op| footprint(op, part.products.len()))
         .collect();
     let keys = part.products.len() + part.init.sold.len() * 64;
     // Equal operations share a kind (numbered once, here).
     let mut kinds: HashMap<&Op, usize> = HashMap::new();
-    let kind: Vec<usize> = (part.ops.iter())
+    let kind: Vec<usize> = part
+        .ops
+        .iter()
         .map(|op| {
             let next = kinds.len();
             *kinds.entry(op).or_insert(next)
@@ -197,7 +201,8 @@ fn run(
     let mut steps = 0u64;
     let mut deepest = 0;
     let order = |levels: &[Level]| -> Vec<usize> {
-        (levels.iter())
+        levels
+            .iter()
             .filter_map(|l| l.came_by.as_ref().map(|(call, _)| entries[*call].op))
             .collect()
     };
@@ -283,7 +288,9 @@ fn joined(
             }
         }
     }
-    (window.iter().zip(inside))
+    window
+        .iter()
+        .zip(inside)
         .filter_map(|(&call, inside)| inside.then_some(call))
         .collect()
 }
@@ -292,7 +299,9 @@ fn joined(
 /// as key `products + id`.
 fn footprint(op: &Op, products: usize) -> Vec<usize> {
     match op {
-        Op::Deduct { id, items, .. } => (items.iter().map(|&(p, _)| p))
+        Op::Deduct { id, items, .. } => items
+            .iter()
+            .map(|&(p, _)| p)
             .chain(id.map(|id| products + id))
             .collect(),
         Op::Restock { product, .. } | Op::Read { product, .. } => vec![*product],

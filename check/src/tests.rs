@@ -576,7 +576,8 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
     let mut ops: Vec<Record> = ops.into_iter().map(|(_, r)| r).collect();
     // The ledger read per request id: an id one of whose unknown outcomes was chosen
     // to be settled has its word on every attempt.
-    let settled: Vec<String> = (ops.iter())
+    let settled: Vec<String> = ops
+        .iter()
         .filter_map(|r| match r {
             Record::Deduct {
                 request_id,
@@ -669,7 +670,9 @@ fn the_search_agrees_with_every_order_tried() {
         let expected = brute_force(&history);
         // Parts of several products the O(n log n) test cannot take: where the search
         // joins operations to the most urgent one and looks ahead.
-        several += (partition(&history).expect("well-formed").iter())
+        several += partition(&history)
+            .expect("well-formed")
+            .iter()
             .filter(|part| part.products.len() > 1)
             .count();
         assert!(

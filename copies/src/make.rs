@@ -239,7 +239,8 @@ fn strategy_smoke(name: &str, copy: &StrategyCopy, schema: &[String]) -> String 
     } else {
         ("strategy.deduct(&d).await", "")
     };
-    let schema: String = (schema.iter())
+    let schema: String = schema
+        .iter()
         .map(|f| format!("sqlx::raw_sql(include_str!(\"../{f}\")).execute(&pool).await?;\n    "))
         .collect();
     let build = match copy.settings {

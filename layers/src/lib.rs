@@ -102,7 +102,8 @@ impl Graph {
     }
 
     fn add_items(&mut self, module: &str, items: &[syn::Item]) {
-        let here: Vec<String> = (module.split("::"))
+        let here: Vec<String> = module
+            .split("::")
             .filter(|s| !s.is_empty())
             .map(str::to_string)
             .collect();
@@ -190,10 +191,13 @@ impl Graph {
             if done.contains(*m) || !reachable[m].contains(*m) {
                 continue;
             }
-            let members: BTreeSet<&String> = (names.iter().copied())
+            let members: BTreeSet<&String> = names
+                .iter()
+                .copied()
                 .filter(|o| *o == *m || (reachable[m].contains(*o) && reachable[o].contains(*m)))
                 .collect();
-            let edges: Vec<String> = (uses.iter())
+            let edges: Vec<String> = uses
+                .iter()
                 .flat_map(|(f, to)| to.iter().map(move |(t, path)| (f, t, path)))
                 .filter(|(f, t, _)| members.contains(f) && members.contains(t))
                 .map(|(f, t, path)| format!("  {f} -> {t}    ({path})"))
@@ -216,7 +220,9 @@ impl Graph {
             let top = m.split("::").next().unwrap_or_default();
             layers.iter().position(|layer| layer.contains(&top))
         };
-        let mut found: Vec<String> = (self.modules.keys())
+        let mut found: Vec<String> = self
+            .modules
+            .keys()
             .filter(|m| !m.is_empty() && !m.contains("::") && rank(m).is_none())
             .map(|m| format!("  {m}: in no layer"))
             .collect();

@@ -14,8 +14,8 @@ struct Tree {
 const TREES: &[Tree] = &[
     // domain: the order, domain errors, the probe (no actix);
     // strategies: the registry, each strategy and its helpers; service: the deduction
-    // below HTTP (fast path, admission, idempotency, metrics); http: the edge (routes,
-    // the error-to-status map, OpenAPI, startup, the test hooks).
+    // below HTTP (its layers: metrics, twins, fast path, admission, idempotency); http:
+    // the edge (routes, the edge's errors, OpenAPI, startup, the test hooks).
     Tree {
         root: "app/src/lib.rs",
         layers: &[&["domain"], &["strategies"], &["service"], &["http"]],

@@ -102,11 +102,14 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
             .find(|r| r.section == section && r.strategy == strategy)
     };
     let with = |t: Trait| catalogue.first_with(t).map(|c| c.name.as_str());
-    let locks: Vec<&Card> = (catalogue.with(Trait::LeaseLock).into_iter())
+    let locks: Vec<&Card> = catalogue
+        .with(Trait::LeaseLock)
+        .into_iter()
         .chain(catalogue.with(Trait::SessionLock))
         .collect();
     let on = |backend: &str| {
-        (locks.iter())
+        locks
+            .iter()
             .find(|c| c.backend.starts_with(backend))
             .map(|c| c.name.as_str())
     };
@@ -185,7 +188,8 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
         ));
     }
     if let Some(db) = measured(on("database")) {
-        let others: Vec<&Row> = (locks.iter())
+        let others: Vec<&Row> = locks
+            .iter()
             .filter(|c| c.name != db.strategy)
             .filter_map(|c| find(THROUGHPUT, &c.name))
             .collect();
@@ -194,7 +198,8 @@ pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
                 .iter()
                 .map(|r| compare(&r.sales, &db.sales))
                 .collect();
-            let listed: Vec<String> = (others.iter())
+            let listed: Vec<String> = others
+                .iter()
                 .map(|r| figure(&r.strategy, &r.sales))
                 .collect();
             let compared: Vec<&Row> = std::iter::once(db).chain(others.iter().copied()).collect();
@@ -314,7 +319,8 @@ mod tests {
             row(THROUGHPUT, "zookeeper", |_| true),
         ];
         let claims = check(&rows, &catalogue());
-        let redis = (claims.iter())
+        let redis = claims
+            .iter()
             .find(|c| c.claim.starts_with("Redis locks are faster"))
             .expect("the claim is checked");
         assert_eq!(redis.verdict, ClaimVerdict::Refuted, "{redis:?}");

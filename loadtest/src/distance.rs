@@ -168,7 +168,9 @@ pub fn claim(info: &SweepInfo, rows: &[Row]) -> Option<Claim> {
         info.rtts_ms.iter().min_by(|a, b| a.total_cmp(b))?,
     );
     let concurrency = *info.concurrencies.last()?;
-    let sequential: BTreeMap<&str, f64> = (info.round_trips.iter())
+    let sequential: BTreeMap<&str, f64> = info
+        .round_trips
+        .iter()
         .map(|c| (c.strategy.as_str(), c.sequential_sale))
         .collect();
     let mut rhos = Vec::new();
@@ -246,9 +248,12 @@ pub fn html(
     html.push_str(&crate::sweep::legend(&strategies, catalogue));
     for &products in &info.products {
         let series = |value: &dyn Fn(&Row) -> f64| {
-            (strategies.iter())
+            strategies
+                .iter()
                 .map(|s| {
-                    let points = (info.rtts_ms.iter())
+                    let points = info
+                        .rtts_ms
+                        .iter()
                         .map(|&rtt| {
                             cell(rows, &section(products, Some(rtt)), s, concurrency).map(value)
                         })

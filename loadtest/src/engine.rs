@@ -402,7 +402,8 @@ fn body(load: &Load, i: usize, items: &[(i64, i64)]) -> (String, Value) {
             json!({"request_id": request_id, "product_id": product, "quantity": quantity})
         }
         items => {
-            let items: Vec<Value> = (items.iter())
+            let items: Vec<Value> = items
+                .iter()
                 .map(|(product, quantity)| json!({"product_id": product, "quantity": quantity}))
                 .collect();
             json!({"request_id": request_id, "items": items})
@@ -488,7 +489,9 @@ pub async fn post_deduct(client: &reqwest::Client, url: &str, body: &Value) -> R
     match client.post(url).json(body).send().await {
         Ok(response) => {
             let status = response.status().as_u16();
-            let retry_after = (response.headers().get("retry-after"))
+            let retry_after = response
+                .headers()
+                .get("retry-after")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(Duration::from_secs);

@@ -329,7 +329,8 @@ pub async fn run(
     // splitting strategy's other bucket counts right after its own row, so the claim
     // that splitting scales compares counts measured side by side.
     let splits = catalogue.first_with(Trait::SplitsStock);
-    let mut plans: Vec<Plan> = (sellers.iter())
+    let mut plans: Vec<Plan> = sellers
+        .iter()
         .map(|c| flash_plan("flash-sale", &c.name, next(), None, &options))
         .collect();
     if let Some(splits) = splits {
@@ -346,7 +347,8 @@ pub async fn run(
         }
     }
     let is_compared = |strategy: &str| sellers.iter().any(|c| c.name == strategy && compared(c));
-    let rounds: Vec<u32> = (plans.iter())
+    let rounds: Vec<u32> = plans
+        .iter()
         .map(|p| match is_compared(&p.strategy) {
             true => options.rounds,
             false => options.other_rounds,
@@ -482,7 +484,9 @@ impl FlashSale {
             let Some(batched) = row(batching) else {
                 continue;
             };
-            let statements = (self.limits.iter())
+            let statements = self
+                .limits
+                .iter()
                 .find(|l| l.strategy == batching)
                 .map_or(0.0, |l| l.statements_per_sale);
             let row_locks: Vec<&Row> = named(Trait::ConditionalUpdate)
@@ -490,10 +494,12 @@ impl FlashSale {
                 .filter_map(row)
                 .collect();
             if !row_locks.is_empty() {
-                let verdicts: Vec<Option<bool>> = (row_locks.iter())
+                let verdicts: Vec<Option<bool>> = row_locks
+                    .iter()
                     .map(|r| compare(&batched.sales, &r.sales))
                     .collect();
-                let listed: Vec<String> = (row_locks.iter())
+                let listed: Vec<String> = row_locks
+                    .iter()
                     .map(|r| figure(&r.strategy, &r.sales))
                     .collect();
                 let compared: Vec<&Row> = std::iter::once(batched)
@@ -516,13 +522,17 @@ impl FlashSale {
             let Some(counter) = row(later) else {
                 continue;
             };
-            let Some(fastest) = (self.rows.iter())
+            let Some(fastest) = self
+                .rows
+                .iter()
                 .filter(|r| r.section == "flash-sale" && r.strategy != later)
                 .max_by(|a, b| a.sales.per_second.total_cmp(&b.sales.per_second))
             else {
                 continue;
             };
-            let limits = (self.limits.iter())
+            let limits = self
+                .limits
+                .iter()
                 .find(|l| l.strategy == later)
                 .expect("measured");
             claims.push(claim(
@@ -545,10 +555,14 @@ impl FlashSale {
             && let Some(splits) = named(Trait::SplitsStock).next()
             && let Some(at_default) = row(splits)
         {
-            let steps: Vec<Option<bool>> = (self.buckets.windows(2))
+            let steps: Vec<Option<bool>> = self
+                .buckets
+                .windows(2)
                 .map(|w| compare(&w[1].1, &w[0].1))
                 .collect();
-            let listed: Vec<String> = (self.buckets.iter())
+            let listed: Vec<String> = self
+                .buckets
+                .iter()
                 .map(|(k, r)| format!("{k}: {}", crate::rate::judged_text(r)))
                 .collect();
             // The default count's row stands for the load; the windows are every count's.
@@ -582,7 +596,9 @@ impl FlashSale {
                 buckets_default: BUCKETS,
                 throughput: self.limits.clone(),
                 sell_out: self.sell_outs.clone(),
-                buckets: (self.buckets.iter())
+                buckets: self
+                    .buckets
+                    .iter()
                     .map(|(buckets, sales)| BucketRate {
                         buckets: *buckets,
                         sales_per_second: sales.per_second,

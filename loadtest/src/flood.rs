@@ -293,7 +293,9 @@ async fn one(
         0,
     )
     .await?;
-    let (apps, dbs): (Vec<_>, Vec<_>) = (runner.processes.iter())
+    let (apps, dbs): (Vec<_>, Vec<_>) = runner
+        .processes
+        .iter()
         .filter(|(name, _)| name.starts_with("stock-app") || name == "mariadb")
         .partition(|(name, _)| name.starts_with("stock-app"));
     let apps: Vec<u32> = apps.iter().map(|(_, pid)| *pid).collect();

@@ -126,7 +126,8 @@ impl Judged {
 
     /// `oversold 1, stale read 37, lost update 983`, or nothing.
     pub fn anomalies_text(&self) -> String {
-        (self.anomalies.iter())
+        self.anomalies
+            .iter()
             .map(|f| format!("{} {}", f.class, f.count))
             .collect::<Vec<_>>()
             .join(", ")
@@ -171,7 +172,8 @@ pub async fn recorded(db: &MySqlPool, prefix: &str) -> sqlx::Result<HashSet<Stri
             .bind(format!("{prefix}-%"))
             .fetch_all(db)
             .await?;
-    Ok((ids.into_iter())
+    Ok(ids
+        .into_iter()
         .map(|id| String::from_utf8_lossy(&id).into_owned())
         .collect())
 }
@@ -242,7 +244,9 @@ pub fn of_answers(
             Record::Deduct {
                 client: 0,
                 request_id: a.request_id.clone(),
-                items: (a.items.iter())
+                items: a
+                    .items
+                    .iter()
                     .map(|&(product_id, quantity)| Item {
                         product_id,
                         quantity,
@@ -281,7 +285,8 @@ pub fn of_answers(
         ops.push((p.sent_us, done, p.restock && p.done_us.is_none(), record));
     }
     ops.sort_by_key(|(sent, done, _, _)| (*sent, *done));
-    let mut records: Vec<Record> = (stock.iter())
+    let mut records: Vec<Record> = stock
+        .iter()
         .map(|&(product_id, stock)| Record::Init { product_id, stock })
         .collect();
     // Lanes free from a time, the earliest first; a new process id for each new lane
@@ -366,10 +371,11 @@ pub fn holds(logs: &[std::path::PathBuf], prefix: &str) -> Vec<Record> {
     }
     let mut open: std::collections::BTreeMap<(String, String), usize> = Default::default();
     let mut holds: Vec<Record> = Vec::new();
-    let lines = (logs.iter())
+    let lines = logs
+        .iter()
         .filter_map(|path| std::fs::read_to_string(path).ok())
         .flat_map(|text| {
-            (text.lines())
+            text.lines()
                 .filter_map(|l| serde_json::from_str::<Line>(l).ok())
                 .collect::<Vec<_>>()
         });
@@ -430,7 +436,10 @@ fn ordered(records: &[Record]) -> Vec<(usize, Vec<(i64, i64)>)> {
                 break;
             };
             state = after;
-            let stock = (part.products.iter().copied())
+            let stock = part
+                .products
+                .iter()
+                .copied()
                 .zip(state.stock.iter().copied())
                 .collect();
             ordered.push((part.records[op], stock));
@@ -468,7 +477,8 @@ pub fn judge_with(records: &[Record]) -> Result<(Judged, Vec<Anomaly>), String> 
         Verdict::Unknown { products } => (Said::Undecided, products),
         Verdict::Unobserved { products } => (Said::Unobserved, products),
     };
-    let unknown = (records.iter())
+    let unknown = records
+        .iter()
         .filter(|r| matches!(r, Record::Deduct { answer, .. } if *answer == DeductAnswer::Unknown));
     let judged = Judged {
         verdict,

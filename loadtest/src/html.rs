@@ -424,7 +424,9 @@ pub fn render(report: &Report) -> String {
                 );
             }
             far if far.starts_with("throughput, RTT ") => {
-                let near: Vec<&Row> = (report.results.iter())
+                let near: Vec<&Row> = report
+                    .results
+                    .iter()
                     .filter(|r| r.section == "throughput")
                     .collect();
                 html.push_str(&distance_table(&near, &rows));

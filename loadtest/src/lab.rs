@@ -45,7 +45,9 @@ impl Instance {
         let mut all = vec!["--bind".to_string(), format!("127.0.0.1:{port}")];
         all.extend_from_slice(args);
         // With test hooks, a lock log of its own (kept across a respawn: appended to).
-        let lock_log = (args.iter().any(|a| a == "--enable-test-hooks"))
+        let lock_log = args
+            .iter()
+            .any(|a| a == "--enable-test-hooks")
             .then(|| std::env::temp_dir().join(format!("stock-locks-{name}-{port}.locks.jsonl")));
         if let Some(path) = &lock_log {
             let _ = std::fs::remove_file(path);
@@ -167,7 +169,8 @@ pub fn raise_open_files() -> u64 {
 
 /// The processes a run's cost is measured on: these instances and the servers.
 pub fn processes(instances: &[Instance], servers: &[(String, u32)]) -> Vec<(String, u32)> {
-    (instances.iter())
+    instances
+        .iter()
         .map(|i| (i.process.name().to_string(), i.process.pid()))
         .chain(servers.iter().cloned())
         .collect()

@@ -156,7 +156,7 @@ fn plan(section: &str, strategy: &str, product: i64, seconds: f64) -> Plan {
 /// The best of `rows` (no-limit closed loops of the strategy, stock never the limit):
 /// its sales/s, its p99 and where it was measured.
 pub fn capacity(rows: &[&Row]) -> Option<(f64, f64, String)> {
-    (rows.iter())
+    rows.iter()
         .max_by(|a, b| a.sales.per_second.total_cmp(&b.sales.per_second))
         .map(|r| {
             (
@@ -439,7 +439,9 @@ pub struct SellOutRow {
 impl SellOutRow {
     /// `loadtest 40 µs, mariadb 102 µs, ...`: the CPU per answer.
     fn cpu_text(&self) -> String {
-        let cpu: Vec<String> = (self.cpu_us_per_answer.iter())
+        let cpu: Vec<String> = self
+            .cpu_us_per_answer
+            .iter()
             .filter(|(_, us)| **us >= 0.5)
             .map(|(name, us)| format!("{name} {us:.0} µs"))
             .collect();
@@ -483,7 +485,9 @@ pub async fn sell_out(
             p50_ms: row.latency_ms.p50,
             p99_ms: row.latency_ms.p99,
             // The row's CPU is per sale: per answer here, where nearly all are refusals.
-            cpu_us_per_answer: (row.cpu_us_per_sale.iter())
+            cpu_us_per_answer: row
+                .cpu_us_per_sale
+                .iter()
                 .map(|(name, us)| (name.clone(), us * sold as f64 / answers))
                 .collect(),
             exact: row.verdict.sold == stock

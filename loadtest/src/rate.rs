@@ -261,7 +261,8 @@ fn rate_of(windows: &[Slices], from: u64, to: u64) -> SalesRate {
     }
     let per_round = match windows {
         [] | [_] => Vec::new(),
-        _ => (windows.iter())
+        _ => windows
+            .iter()
             .map(|w| w.sales as f64 / w.seconds.max(1e-6))
             .collect(),
     };
@@ -289,10 +290,12 @@ pub fn rate_in(times: impl Iterator<Item = u64>, from: u64, to: u64) -> SalesRat
 /// summed length, the spread over all their slices. `shown` is the round whose window
 /// the figure names (the one whose row is shown).
 pub fn pooled(rounds: &[(&[Answer], Pace)], shown: usize) -> SalesRate {
-    let windows: Vec<(Slices, (u64, u64))> = (rounds.iter())
+    let windows: Vec<(Slices, (u64, u64))> = rounds
+        .iter()
         .map(|(answers, pace)| {
             let (from, to) = steady_window(answers, *pace);
-            let sold = (answers.iter())
+            let sold = answers
+                .iter()
                 .filter(|a| a.outcome == Outcome::Sold)
                 .map(|a| a.done_us);
             (slices_in(sold, from, to), (from, to))
@@ -342,7 +345,10 @@ pub fn lead(a: &SalesRate, b: &SalesRate) -> Option<Ratio> {
             high: a.q3 / b.q1,
         }),
         (n, m) if n == m => {
-            let leads: Vec<f64> = (a.per_round.iter().zip(&b.per_round))
+            let leads: Vec<f64> = a
+                .per_round
+                .iter()
+                .zip(&b.per_round)
                 .map(|(a, b)| a / b)
                 .collect();
             let low = match leads.iter().any(|l| l.is_nan()) {

@@ -181,7 +181,9 @@ impl Row {
 
     /// `stock-app 210 µs, mariadb 330 µs, loadtest 60 µs (Redis 12 µs)`: CPU per sale.
     pub fn cpu_text(&self) -> String {
-        let mut parts: Vec<String> = (self.cpu_us_per_sale.iter())
+        let mut parts: Vec<String> = self
+            .cpu_us_per_sale
+            .iter()
             .filter(|(_, us)| **us >= 0.5)
             .map(|(name, us)| format!("{name} {us:.0} µs"))
             .collect();
@@ -194,14 +196,17 @@ impl Row {
     /// Round trips per request (every answer) by kind of server.
     pub fn round_trips_per_request(&self) -> BTreeMap<String, f64> {
         let requests = self.requests.max(1) as f64;
-        (self.round_trips.iter())
+        self.round_trips
+            .iter()
             .map(|(kind, n)| (kind.clone(), *n as f64 / requests))
             .collect()
     }
 
     /// `database 5.0, redis 1.0`: the round trips per sale, or "" on loopback.
     pub fn round_trips_text(&self) -> String {
-        let parts: Vec<String> = (self.round_trips_per_sale.iter())
+        let parts: Vec<String> = self
+            .round_trips_per_sale
+            .iter()
             .filter(|(_, n)| **n >= 0.05)
             .map(|(kind, n)| format!("{kind} {n:.1}"))
             .collect();
@@ -444,7 +449,9 @@ pub fn print_table(title: &str, rows: &[&Row], columns: Columns) {
 
 /// `database 5, redis 1` (whole numbers shown without decimals).
 pub fn by_kind(counts: &BTreeMap<String, f64>) -> String {
-    let parts: Vec<String> = (counts.iter().filter(|(_, n)| **n >= 0.05))
+    let parts: Vec<String> = counts
+        .iter()
+        .filter(|(_, n)| **n >= 0.05)
         .map(|(kind, n)| {
             if (n - n.round()).abs() < 0.05 {
                 format!("{kind} {n:.0}")
@@ -463,7 +470,9 @@ pub fn by_kind(counts: &BTreeMap<String, f64>) -> String {
 /// A text table: the first two columns left-aligned (names), the rest right.
 pub(crate) fn print_rows(columns: &[(&str, usize)], rows: impl Iterator<Item = Vec<String>>) {
     let line = |cells: &[String]| {
-        let padded: Vec<String> = (cells.iter().zip(columns))
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(columns)
             .enumerate()
             .map(|(i, (cell, (_, width)))| match i {
                 0 | 1 => format!("{cell:<width$}"),

@@ -225,7 +225,8 @@ impl Runner {
         let sales = fired.count(&engine::Outcome::Sold) as f64;
         if sales > 0.0 {
             let cpu_after = cost::cpu_by_group(&self.processes);
-            row.cpu_us_per_sale = (cpu_after.iter())
+            row.cpu_us_per_sale = cpu_after
+                .iter()
                 .filter_map(|(name, after)| {
                     let used = after - cpu_before.get(name)?;
                     Some((name.clone(), used * 1e6 / sales))
@@ -236,7 +237,9 @@ impl Runner {
             {
                 row.redis_us_per_sale =
                     Some((after.main_thread_us - before.main_thread_us) / sales);
-                row.redis_commands_us_per_sale = (after.commands_us.iter())
+                row.redis_commands_us_per_sale = after
+                    .commands_us
+                    .iter()
                     .filter_map(|(cmd, usec)| {
                         let used =
                             usec.saturating_sub(before.commands_us.get(cmd).copied().unwrap_or(0));
@@ -249,10 +252,14 @@ impl Runner {
             (&self.network, trips_before, trips_after)
         {
             row.rtt_ms = Some(*rtt_ms);
-            row.round_trips = (after.iter())
+            row.round_trips = after
+                .iter()
                 .map(|(kind, n)| (kind.to_string(), n - before.get(kind).copied().unwrap_or(0)))
                 .collect();
-            row.round_trips_per_sale = (row.round_trips.iter().filter(|_| sales > 0.0))
+            row.round_trips_per_sale = row
+                .round_trips
+                .iter()
+                .filter(|_| sales > 0.0)
                 .map(|(kind, n)| (kind.clone(), *n as f64 / sales))
                 .collect();
         }
@@ -463,7 +470,8 @@ pub fn shown_round(rows: &[&Row]) -> Option<usize> {
 pub fn pooled_row(rounds: Vec<(Row, Fired)>) -> Option<(usize, Row)> {
     let rows: Vec<&Row> = rounds.iter().map(|(row, _)| row).collect();
     let shown = shown_round(&rows)?;
-    let records: Vec<(&[engine::Answer], rate::Pace)> = (rounds.iter())
+    let records: Vec<(&[engine::Answer], rate::Pace)> = rounds
+        .iter()
         .map(|(_, fired)| (&fired.record[..], fired.pace()))
         .collect();
     let sales = rate::pooled(&records, shown);

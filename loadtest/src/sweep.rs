@@ -103,7 +103,8 @@ impl SweepInfo {
         } else {
             self.rtts_ms.iter().copied().map(Some).collect()
         };
-        (self.products.iter())
+        self.products
+            .iter()
             .flat_map(|&p| rtts.iter().map(move |&rtt| section(p, rtt)))
             .collect()
     }
@@ -250,7 +251,7 @@ pub struct Cell<'a> {
 /// instances, stock never the limit, nothing held), if `rows` has one.
 pub fn reuse(rows: &[Row], cell: Cell) -> Option<Row> {
     let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
-    (rows.iter())
+    rows.iter()
         .find(|r| {
             r.strategy == cell.strategy
                 && r.products == cell.products
@@ -343,9 +344,12 @@ impl SweepInfo {
             )),
             // At a distance, the loopback cells taken from another run (`--reuse`)
             // are shown by the distance tables, not as sections of their own.
-            sections: (self.sections().into_iter())
+            sections: self
+                .sections()
+                .into_iter()
                 .chain(
-                    (self.products.iter())
+                    self.products
+                        .iter()
                         .filter(|_| !self.rtts_ms.is_empty())
                         .map(|&p| section(p, None)),
                 )

@@ -949,7 +949,8 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
     let files = loadtest::book::Data::read_json(&root().join("book/data")).unwrap();
     let data = loadtest::book::Data::from_json(&files).unwrap();
     let moved = |seed: u64| {
-        let files = (files.iter())
+        let files = files
+            .iter()
             .map(|(name, v)| (*name, perturbed(v, name, seed)))
             .collect();
         loadtest::book::Data::from_json(&files).unwrap()
@@ -1155,7 +1156,8 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
 ];
 
 /// No figure is typed into a string of the code that writes the data or the pages
-/// (`loadtest/src`, the strategies' cards and logs, the wire's scenarios): a number with a unit in a string
+/// (`loadtest/src`, the strategies' cards and logs, the wire's scenarios): a number
+/// with a unit in a string
 /// literal outside the tests is a setting on the list above, or comes from a `{}`.
 #[test]
 fn no_figure_is_typed_into_the_code_that_writes_the_data() {

@@ -72,7 +72,9 @@ async fn frozen_holder_loses_updates_unless_fenced() {
     // of the answers gives.
     let overlap = |cell: &loadtest::chaos::Cell, fenced: &str| {
         let history = cell.history.as_ref().expect("every cell is judged");
-        let found = (history.anomalies.iter())
+        let found = history
+            .anomalies
+            .iter()
             .find(|f| f.class == "lock overlap")
             .unwrap_or_else(|| panic!("no overlap seen: {history:?}"));
         assert!(found.says.contains(fenced), "{}", found.says);

@@ -242,7 +242,8 @@ fn the_instances_are_wired_to_every_server() {
     // REDIS_CLUSTER_URLS: taken from the host's environment, empty by default (the
     // instances then use redis-1); the header's command names the cluster's nodes.
     let header = std::fs::read_to_string(repo_file("docker-compose.yml")).unwrap();
-    let given = (header.lines())
+    let given = header
+        .lines()
         .find_map(|l| l.strip_prefix("#   REDIS_CLUSTER_URLS="))
         .and_then(|l| l.split_whitespace().next())
         .expect("the header shows how to start the cluster profile");

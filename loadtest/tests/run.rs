@@ -385,7 +385,9 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         assert!(row.sales.sales > 0 && row.sales.per_second > 0.0, "{row:?}");
     }
     for limits in &sale.limits {
-        let row = (sale.rows.iter())
+        let row = sale
+            .rows
+            .iter()
             .find(|r| r.section == "flash-sale" && r.strategy == limits.strategy)
             .unwrap();
         assert_eq!(limits.sales, row.sales);

@@ -576,7 +576,9 @@ fn parts(samples: &[Sample], window: Duration) -> Vec<(Duration, Vec<Sample>)> {
     (0..PARTS)
         .map(|i| {
             let (from, to) = (part * i, part * (i + 1));
-            let inside = (samples.iter().copied())
+            let inside = samples
+                .iter()
+                .copied()
                 .filter(|s| s.acquired >= from && s.acquired < to)
                 .collect();
             (part, inside)
@@ -604,16 +606,19 @@ impl Contended {
         let squares: f64 = per_task.iter().map(|&n| (n as f64).powi(2)).sum();
         let fifths = parts(&counted, window);
         Contended {
-            longest_wait_ms: (counted.iter())
+            longest_wait_ms: counted
+                .iter()
                 .map(|s| (s.acquired - s.requested).as_secs_f64() * 1e3)
                 .fold(0.0, f64::max),
             per_second_spread: Spread::of(
-                (fifths.iter())
+                fifths
+                    .iter()
                     .map(|(part, s)| s.len() as f64 / part.as_secs_f64())
                     .collect(),
             ),
             overtakes_spread: Spread::of(
-                (fifths.iter())
+                fifths
+                    .iter()
                     .map(|(_, s)| overtakes(s) as f64 / s.len().max(1) as f64)
                     .collect(),
             ),
@@ -786,7 +791,8 @@ async fn steadiness(
     let part = window / PARTS;
     let (mut per_second, mut p50, mut p99, mut ratio) = (vec![], vec![], vec![], vec![]);
     for i in 0..PARTS {
-        let mut inside: Vec<f64> = (latencies.iter())
+        let mut inside: Vec<f64> = latencies
+            .iter()
             .filter(|(at, _)| *at >= part * i && *at < part * (i + 1))
             .map(|(_, d)| d.as_secs_f64() * 1e6)
             .collect();
@@ -1130,7 +1136,8 @@ fn summary_json(
     let steadiness: Vec<serde_json::Value> = steady
         .iter()
         .map(|(row, levels)| {
-            let levels: Vec<serde_json::Value> = (levels.iter())
+            let levels: Vec<serde_json::Value> = levels
+                .iter()
                 .map(|l| {
                     serde_json::json!({
                         "tasks": l.tasks,
@@ -1264,7 +1271,8 @@ fn summary(
         );
     }
     if !steady.is_empty() {
-        let header: Vec<String> = (LEVELS.iter())
+        let header: Vec<String> = LEVELS
+            .iter()
             .map(|&t| format!("{t} task{}", if t == 1 { "" } else { "s" }))
             .collect();
         for (title, figure) in [
@@ -1282,7 +1290,8 @@ fn summary(
                 "---:|".repeat(LEVELS.len())
             );
             for (row, levels) in steady {
-                let cells: Vec<String> = (levels.iter())
+                let cells: Vec<String> = levels
+                    .iter()
                     .map(|l| match figure {
                         0 => Spread::text(l.ratio, 2),
                         _ => Spread::text(l.per_second, 0),

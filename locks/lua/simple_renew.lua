@@ -1,7 +1,7 @@
 -- Compare-and-extend for the minimal SET NX lock.
 --
 -- KEYS[1]  the lock key
--- ARGV[1]  our value (the holder id)
+-- ARGV[1]  the value our SET stored (the holder id; RedLock's random value)
 -- ARGV[2]  lease in milliseconds
 --
 -- Returns 1 if renewed, 0 if not ours.

@@ -4,7 +4,7 @@
 -- another holder between the two commands, and we would delete theirs.
 --
 -- KEYS[1]  the lock key
--- ARGV[1]  our value (the holder id)
+-- ARGV[1]  the value our SET stored (the holder id; RedLock's random value)
 --
 -- Returns 1 if deleted, 0 if not ours.
 if redis.call('get', KEYS[1]) == ARGV[1] then

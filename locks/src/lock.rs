@@ -338,7 +338,8 @@ impl LockGuard {
     /// Stops renewing and releases one level of the lock.
     ///
     /// # Errors
-    /// [`LockError::NotHolder`] if the lock had already been lost to someone else;
+    /// [`LockError::NotHolder`] if the lock had already been lost (taken by someone
+    /// else, expired or removed);
     /// [`LockError::Backend`] if the backend could not be told (the lock then ends
     /// with its lease or session).
     ///
@@ -380,7 +381,7 @@ struct Held {
 }
 
 impl Held {
-    /// Extends the lease; `Ok(None)` when someone else holds the lock now.
+    /// Extends the lease; `Ok(None)` when the holder no longer holds the lock.
     async fn renew(&self, lease: Duration) -> Result<Option<Instant>, LockError> {
         self.backend.renew(&self.key, &self.holder, lease).await
     }

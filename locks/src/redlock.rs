@@ -207,7 +207,9 @@ impl RedLock {
         let (verdict, decided) = watch::channel(None::<bool>);
         let (report, mut answers) = mpsc::unbounded_channel::<Option<bool>>();
         let started = Instant::now();
-        let sets: Vec<_> = (self.nodes.iter())
+        let sets: Vec<_> = self
+            .nodes
+            .iter()
             .map(|node| {
                 let (mut conn, key, value) = (node.clone(), key.to_string(), value.clone());
                 let (report, mut decided) = (report.clone(), decided.clone());

@@ -37,7 +37,7 @@
 //! - **A pause past the session timeout**: consensus (ZAB) orders every create and
 //!   delete, but cannot stop a paused holder from waking up and writing after another
 //!   client took the lock. Fence writes with the czxid. `./scripts/chaos` shows this
-//!   and more under load (README, "Faults and fencing").
+//!   and more under load (the book's "Faults and fencing").
 //! - **The mistake: a PERSISTENT lock node.** It does not die with its holder's
 //!   session, so a holder that crashes blocks everyone for good. Runnable in the
 //!   service as the `persistent-node` mistake (`app/src/strategies/distributed/mistakes.rs`).

@@ -55,10 +55,10 @@ async fn a_slot_moved_under_a_held_lock_keeps_it_and_still_wakes_its_waiters() {
         .map(|_| {
             let (locker, options) = (locker.clone(), options.clone());
             tokio::spawn(async move {
-                let guard =
-                    (locker.acquire(key, &HolderId::random(), &options, Duration::from_secs(20)))
-                        .await
-                        .unwrap();
+                let guard = locker
+                    .acquire(key, &HolderId::random(), &options, Duration::from_secs(20))
+                    .await
+                    .unwrap();
                 let (token, at) = (guard.token().unwrap(), Instant::now());
                 guard.release().await.unwrap();
                 (token, at)
@@ -77,7 +77,8 @@ async fn a_slot_moved_under_a_held_lock_keeps_it_and_still_wakes_its_waiters() {
     // The slot moves to another master, one key per batch (the lock hash and its
     // token counter), with a pause between: the waiters' subscription is dropped.
     let nodes = cluster.topology().unwrap();
-    let to = (nodes.iter())
+    let to = nodes
+        .iter()
         .find(|n| n.master_id.is_none() && !n.slots.is_empty() && n.port != from)
         .unwrap()
         .port;
@@ -186,7 +187,8 @@ async fn a_failover_that_lost_the_lock_lets_a_second_holder_in_with_a_newer_toke
     let promoted = fail_over(&mut cluster, master);
     assert_eq!(promoted, replica);
     let second = Locker::new(RedisLock::connect_cluster(&cluster.urls()).await.unwrap());
-    let other = (second.acquire(key, &HolderId::random(), &options, Duration::from_secs(10)))
+    let other = second
+        .acquire(key, &HolderId::random(), &options, Duration::from_secs(10))
         .await
         .unwrap();
     assert!(

@@ -171,7 +171,8 @@ async fn two_of_five_paused_still_locks_and_excludes() {
 async fn calls(port: u16, commands: &[&str]) -> u64 {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let info: String = (redis::cmd("INFO").arg("commandstats"))
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
         .query_async(&mut conn)
         .await
         .unwrap();

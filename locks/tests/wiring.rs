@@ -21,7 +21,8 @@ fn backends() -> Vec<String> {
         .nth(1)
         .expect("locks/Cargo.toml has [features]");
     let features = features.split("\n[").next().unwrap_or_default();
-    (features.lines())
+    features
+        .lines()
         .filter_map(|line| line.split_once(" = "))
         .map(|(name, _)| name.trim().to_string())
         .filter(|name| name != "default" && !name.starts_with('#'))

@@ -34,7 +34,9 @@ impl Servers for Etcd {
     }
 
     fn pids(&self) -> Vec<(String, u32)> {
-        (self.nodes.iter().enumerate())
+        self.nodes
+            .iter()
+            .enumerate()
             .map(|(i, n)| (format!("etcd-{}", i + 1), n.pid()))
             .collect()
     }

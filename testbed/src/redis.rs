@@ -28,7 +28,8 @@ impl Servers for Vec<Redis> {
     }
 
     fn pids(&self) -> Vec<(String, u32)> {
-        (self.iter().enumerate())
+        self.iter()
+            .enumerate()
             .map(|(i, r)| (format!("redis-{}", i + 1), r.pid()))
             .collect()
     }

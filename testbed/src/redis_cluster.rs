@@ -89,7 +89,9 @@ impl Servers for RedisCluster {
     }
 
     fn pids(&self) -> Vec<(String, u32)> {
-        (self.nodes.iter().enumerate())
+        self.nodes
+            .iter()
+            .enumerate()
             .map(|(i, r)| (format!("redis-cluster-{}", i + 1), r.pid()))
             .collect()
     }
@@ -306,12 +308,16 @@ impl RedisCluster {
     pub fn wait_for_promotion(&self, old: u16, timeout: Duration) -> Result<u16> {
         let replica = self.replica_of(old)?;
         wait_until(timeout, "a replica to take over the failed master", || {
-            let others: Vec<u16> = (self.nodes.iter().map(Redis::port))
+            let others: Vec<u16> = self
+                .nodes
+                .iter()
+                .map(Redis::port)
                 .filter(|p| *p != old && crate::redis::ping(*p))
                 .collect();
             info(replica, "replication").contains("role:master")
                 && others.iter().all(|p| {
-                    (self.command(*p, &["CLUSTER", "INFO"]).unwrap_or_default())
+                    self.command(*p, &["CLUSTER", "INFO"])
+                        .unwrap_or_default()
                         .contains("cluster_state:ok")
                 })
         })?;
@@ -370,7 +376,8 @@ impl RedisCluster {
             std::thread::sleep(pause);
         }
         // The target first, then the source, then every other master (as redis-cli).
-        let masters: Vec<u16> = (nodes.iter())
+        let masters: Vec<u16> = nodes
+            .iter()
             .filter(|n| n.master_id.is_none() && !n.failing && n.port != to && n.port != from)
             .map(|n| n.port)
             .collect();

@@ -162,7 +162,8 @@ impl Stack {
 
     /// [`Stack::env`] with the servers' own addresses, whatever the network.
     pub fn direct_env(&self) -> Vec<(&'static str, String)> {
-        (self.servers.iter())
+        self.servers
+            .iter()
             .map(|(kind, s)| (kind.variable, s.addresses(&self.config).join(",")))
             .collect()
     }
@@ -221,7 +222,8 @@ impl Distance {
 
     /// The proxies in front of the servers of `kind`, in the order of its addresses.
     pub fn proxies(&self, kind: &ServerKind) -> Vec<&Proxy> {
-        (self.links.iter())
+        self.links
+            .iter()
             .filter(|(k, _)| *k == kind)
             .map(|(_, proxy)| proxy)
             .collect()
@@ -246,7 +248,9 @@ impl Distance {
     /// This set's round-trip counters.
     pub fn round_trips(&self) -> RoundTrips {
         RoundTrips {
-            counters: (self.links.iter())
+            counters: self
+                .links
+                .iter()
                 .map(|(kind, proxy)| (*kind, proxy.round_trip_counter()))
                 .collect(),
         }

@@ -36,13 +36,16 @@ pub static KIND: ServerKind = ServerKind {
 
 impl Servers for ZooKeeper {
     fn addresses(&self, _: &StackConfig) -> Vec<String> {
-        (self.nodes.iter())
+        self.nodes
+            .iter()
             .map(|n| format!("127.0.0.1:{}", n.client_port))
             .collect()
     }
 
     fn pids(&self) -> Vec<(String, u32)> {
-        (self.nodes.iter().enumerate())
+        self.nodes
+            .iter()
+            .enumerate()
             .map(|(i, n)| (format!("zookeeper-{}", i + 1), n.pid()))
             .collect()
     }

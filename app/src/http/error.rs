@@ -1,5 +1,6 @@
-//! The edge's errors, and the one table that maps every error (the domain's
-//! [`DeductError`] included) to an HTTP status and a stable code.
+//! The edge's errors: what the service said ([`ServiceError`], whose code
+//! `service::code_of` gives) or what only the edge can say, each with a stable code of
+//! the wire's [`ErrorCode`], which carries its HTTP status.
 //!
 //! Every error body is `{"error": CODE, "detail": TEXT, "request_id": ID}`. The request
 //! id (in the body and in `X-Request-Id`) and `Retry-After` on a 503 or 429 are set in

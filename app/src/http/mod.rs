@@ -4,13 +4,13 @@
 //! calls [`crate::service::Service::deduct`] and maps its answer.
 //!
 //! - [`config`]: settings from flags and environment variables (each strategy's own
-//!   flags come from its file, through the registry).
+//!   flags come from its `served.rs`, through the registry).
 //! - [`startup`]: [`startup::Application::build`]: pool, migrations, listener, routes.
 //! - [`state`]: what every handler shares.
 //! - [`routes`]: handlers, the request-context middleware (request id, `X-Request-Id`
 //!   and `Retry-After` on every answer, in one place), admin auth, extractor errors.
-//! - [`error`]: the edge's errors and the one table that maps every error, the
-//!   domain's included, to a status and a code.
+//! - [`error`]: the edge's errors, each with its code (the wire's `ErrorCode`, which
+//!   carries its status), and the response every error writes.
 //! - [`hooks`]: failpoints, holds and barriers for deterministic race tests (off by
 //!   default): the service's [`crate::domain::probe::Probe`].
 //! - [`strict_json`]: JSON bodies that refuse a repeated key; cutting echoed input.

@@ -37,7 +37,6 @@
 
 use super::ServiceError;
 use super::layer::{Answer, Deduct, Request};
-use async_trait::async_trait;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -425,7 +424,6 @@ pub struct Admit<D> {
     pub inner: D,
 }
 
-#[async_trait(?Send)]
 impl<D: Deduct> Deduct for Admit<D> {
     async fn deduct(&self, request: &Request<'_>) -> Answer {
         if request.unlimited {

@@ -4,7 +4,6 @@
 //! `orders` key does the same job (`strategies::idempotency`).
 
 use super::layer::{Answer, Deduct, Request};
-use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
@@ -71,7 +70,6 @@ pub struct Twins<D> {
     pub inner: D,
 }
 
-#[async_trait(?Send)]
 impl<D: Deduct> Deduct for Twins<D> {
     async fn deduct(&self, request: &Request<'_>) -> Answer {
         let _entered = self

@@ -6,13 +6,12 @@
 //! `tower` crate: a deduction borrows its order, its pools and its probe for its whole
 //! run, and `tower::Service::call` hands back a future that may not borrow the
 //! service or the request. So the stack is one small trait, [`Deduct`], implemented
-//! by each layer over the next: generic, so the compiler sees the whole stack and
-//! nothing is boxed per request.
+//! by each layer over the next: generic, so the compiler sees the whole stack, and
+//! with a native `async fn`, so no layer's future is boxed.
 
 use super::ServiceError;
 use super::phases::Phases;
 use crate::strategies::contract::{Deducted, Deduction, Strategy};
-use async_trait::async_trait;
 use std::time::Instant;
 
 /// One deduction on its way down the layers.
@@ -63,7 +62,10 @@ impl Answer {
 }
 
 /// A layer of the deduction, or the strategy at the bottom of them.
-#[async_trait(?Send)]
+///
+/// Its future is not `Send`, and needs not be: actix serves each request on one
+/// worker thread, and the layers are composed by type, never as `dyn Deduct`.
+#[allow(async_fn_in_trait)]
 pub trait Deduct {
     async fn deduct(&self, request: &Request<'_>) -> Answer;
 }

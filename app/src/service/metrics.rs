@@ -9,9 +9,8 @@
 //!
 //! - `stock_locks_deductions_total{strategy, outcome}`: every answered deduction of a
 //!   served strategy. `outcome` is `deducted`, `duplicate` (a retry answered from
-//!   `orders`), or the error code of the answer (`insufficient_stock`, `busy`,
-//!   `lock_lost`, `outcome_unknown`, `invalid_request`, `unknown_product`,
-//!   `request_id_reused`, `backend_unavailable`, `internal`). Exact: after N sales the
+//!   `orders`), or the error code of the answer (the wire's `ErrorCode`:
+//!   `insufficient_stock`, `busy`, `overloaded`, ...). Exact: after N sales the
 //!   `deducted` count is N (a test holds it to the ledger).
 //! - `stock_locks_deduction_duration_seconds{strategy}`: how long each took, as a
 //!   histogram (from the handler's start to its answer; a body that could not be
@@ -45,7 +44,6 @@
 
 use super::layer::{Answer, Deduct, Request};
 use crate::service::phases::{PHASES, Phases};
-use async_trait::async_trait;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
 };
@@ -325,7 +323,6 @@ pub struct Counted<D> {
     pub inner: D,
 }
 
-#[async_trait(?Send)]
 impl<D: Deduct> Deduct for Counted<D> {
     async fn deduct(&self, request: &Request<'_>) -> Answer {
         let answer = self.inner.deduct(request).await;

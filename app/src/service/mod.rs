@@ -17,6 +17,12 @@
 //! 6. [`run::Run`]: the strategy itself (or the classic mistake it was asked to
 //!    make), timed by phase ([`phases`]).
 //!
+//! The order is the behaviour. A twin waits before its sold-out lookup and without a
+//! place in the admission line (so the adaptive limit's latency samples leave that
+//! wait out); a stale mark re-runs the layers below the marks still inside the twin
+//! guard; a place is given back as soon as the layers below it answer, before the
+//! marks layer writes a mark.
+//!
 //! [`stock`] is the admin's SQL (restock, read a product); [`Service::restock`] also
 //! tells the strategies and waits out the sold-out marks.
 
@@ -51,8 +57,9 @@ use std::time::{Duration, Instant};
 use stock::StockView;
 use stock_wire::ErrorCode;
 
-/// Connections of the sold-out fast path's own pool ([`Pools::sold_out`]): each reads a batch of refusals' request
-/// ids by primary key in one statement, while the main pool sells.
+/// Connections of the sold-out fast path's own pool ([`Pools::sold_out`]): each reads
+/// a batch of refusals' request ids by primary key in one statement, while the main
+/// pool sells.
 pub const SOLD_OUT_POOL_SIZE: u32 = 2;
 
 /// Why a deduction was not done: the domain's reasons ([`DeductError`]), and the two

@@ -7,7 +7,6 @@ use super::ServiceError;
 use super::layer::{Answer, Deduct, Request};
 use crate::domain::error::DeductError;
 use crate::strategies::idempotency;
-use async_trait::async_trait;
 use std::time::Instant;
 
 /// Answers a refusal from `orders` when this request id succeeded before.
@@ -15,7 +14,6 @@ pub struct Once<D> {
     pub inner: D,
 }
 
-#[async_trait(?Send)]
 impl<D: Deduct> Deduct for Once<D> {
     async fn deduct(&self, request: &Request<'_>) -> Answer {
         let before = Instant::now();

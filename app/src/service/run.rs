@@ -5,7 +5,6 @@ use super::layer::{Answer, Deduct, Request};
 use crate::domain::error::DeductError;
 use crate::strategies::Strategies;
 use crate::strategies::contract::{Deducted, Deduction, Strategy};
-use async_trait::async_trait;
 
 /// Runs the request's strategy.
 pub struct Run {
@@ -13,7 +12,6 @@ pub struct Run {
     pub strategies: Strategies,
 }
 
-#[async_trait(?Send)]
 impl Deduct for Run {
     async fn deduct(&self, request: &Request<'_>) -> Answer {
         let d = request.deduction;

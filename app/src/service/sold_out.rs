@@ -61,7 +61,6 @@ use super::admission::Admission;
 use super::layer::{Answer, Deduct, Request};
 use super::sold_out_reads::SoldOutReads;
 use crate::domain::error::DeductError;
-use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -308,7 +307,6 @@ pub struct Marks<D> {
     pub inner: D,
 }
 
-#[async_trait(?Send)]
 impl<D: Deduct> Deduct for Marks<D> {
     async fn deduct(&self, request: &Request<'_>) -> Answer {
         let d = request.deduction;
@@ -377,6 +375,7 @@ impl<D: Deduct> Marks<D> {
                 by_mark: true,
                 ..Answer::now(result)
             },
+            // Still inside the twin guard (a layer above): no twin slips in between.
             None => {
                 self.sold_out.forget(d.strategy, known.product_id);
                 self.run_and_mark(request).await

@@ -125,11 +125,6 @@ impl SoldOutReads {
         }
     }
 
-    /// The pool, to close it.
-    pub fn pool(&self) -> &MySqlPool {
-        &self.pool
-    }
-
     /// The fast path's refusal of `d` (`refusal`, `product_id` sold out): its stored
     /// answer if this request id succeeded before, read in a batch with the other
     /// refusals asking now (`held`: this one waited out a hold), else the refusal; read

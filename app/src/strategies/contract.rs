@@ -1,9 +1,10 @@
 //! What a strategy is: the trait it implements, what it is handed, what it answers,
 //! and how it is built. A strategy uses this file and its helpers, never the registry
 //! (`super`); a copied strategy takes it along, with the domain only. What only the
-//! service asks (the card and hooks, `card.rs`'s `Served`; a view or gauge beside a
-//! sale) compiles with the `service` feature: a copy declares it (`service = []`
-//! under `[features]`), leaves it off and takes no `card.rs`.
+//! service asks (its card and flags, `registered.rs`' `Registered`; the hooks of
+//! `card.rs`' `Served`: a view or gauge beside a sale) compiles with the `service`
+//! feature: a copy declares it (`service = []` under `[features]`), leaves it off
+//! and takes neither file.
 
 use crate::domain::error::DeductError;
 use crate::domain::order::Order;

@@ -17,8 +17,8 @@ pub trait Registered: Declare<Shared> {
     type Flags: clap::Args + clap::FromArgMatches + Clone + std::fmt::Debug;
 
     /// Its card for the catalogue (`GET /strategies`). Its `name` is the strategy's
-    /// own ([`Strategy::name`](super::contract::Strategy::name)): a test holds every
-    /// registered strategy to it.
+    /// own ([`Strategy::name`](super::contract::Strategy::name)): the registry refuses
+    /// to start with a card naming another strategy.
     fn card() -> &'static StrategyInfo;
 
     /// The settings its flags make, which [`Declare::build`] builds it from.

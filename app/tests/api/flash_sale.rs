@@ -557,7 +557,8 @@ async fn redis_stock_on_a_cluster_three_shards_two_instances() {
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await.unwrap();
         let master = redis::from_redis_value_ref::<String>(&role[0]).unwrap() == "master";
-        let counters: Vec<String> = (redis::cmd("KEYS").arg(format!("*{prefix}*:p:1")))
+        let counters: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("*{prefix}*:p:1"))
             .query_async(&mut conn)
             .await
             .unwrap();
@@ -574,7 +575,8 @@ async fn redis_stock_on_a_cluster_three_shards_two_instances() {
         .clone();
     let single = redis::Client::open(single.as_str()).unwrap();
     let mut single = single.get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> = (redis::cmd("KEYS").arg(format!("*{prefix}*")))
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{prefix}*"))
         .query_async(&mut single)
         .await
         .unwrap();

@@ -330,7 +330,8 @@ fn execution(rng: &mut StdRng) -> Execution {
     }
     if rng.random_bool(0.5) {
         // After every answer.
-        let quiet = (made.iter())
+        let quiet = made
+            .iter()
             .flat_map(|m| m.record.interval().and_then(|i| i.1))
             .max()
             .unwrap_or(0)
@@ -346,7 +347,8 @@ fn execution(rng: &mut StdRng) -> Execution {
     // Once the last request was sent and answered, a read is a final one: the lost
     // answers' requests took effect before it, if ever (the system is quiet then, as
     // the checker trusts).
-    let busy = (made.iter())
+    let busy = made
+        .iter()
         .filter(|m| !matches!(m.record, Record::Read { .. }))
         .flat_map(|m| {
             let (sent, answered) = m.record.interval().expect("an operation");
@@ -355,7 +357,8 @@ fn execution(rng: &mut StdRng) -> Execution {
         .flatten()
         .max()
         .unwrap_or(0);
-    let first_final = (made.iter())
+    let first_final = made
+        .iter()
         .filter_map(|m| match m.record {
             Record::Read { sent_us, .. } if sent_us > busy => Some(sent_us),
             _ => None,
@@ -368,7 +371,8 @@ fn execution(rng: &mut StdRng) -> Execution {
     }
     let sold = run_counter(&mut made, start.clone());
     let ledger = rng.random_bool(0.9);
-    let mut history: Vec<Record> = (made.into_iter())
+    let mut history: Vec<Record> = made
+        .into_iter()
         .map(|mut m| {
             if let Record::Deduct {
                 request_id,

@@ -139,7 +139,9 @@ pub struct Contended {
 /// The uncontended and the contended table.
 pub fn pages(bench: &Bench, pages: &mut Pages, facts: &mut Facts) {
     let mut page = banner(SOURCE);
-    let body: Vec<Vec<String>> = (bench.uncontended.iter())
+    let body: Vec<Vec<String>> = bench
+        .uncontended
+        .iter()
         .map(|r| vec![r.row.clone(), num(r.median_us)])
         .collect();
     page.push_str(&table(
@@ -154,7 +156,9 @@ pub fn pages(bench: &Bench, pages: &mut Pages, facts: &mut Facts) {
         num(bench.contended_seconds)
     );
     let count = |n: Option<u64>| n.map_or_else(|| num(f64::NAN), |n| n.to_string());
-    let body: Vec<Vec<String>> = (bench.contended.iter())
+    let body: Vec<Vec<String>> = bench
+        .contended
+        .iter()
         .map(|r| {
             if let Some(ours) = r.row.strip_prefix("ours: ") {
                 facts.add(
@@ -205,7 +209,10 @@ fn steadiness_page(bench: &Bench, pages: &mut Pages) {
         num(bench.steadiness_seconds),
         bench.parts
     );
-    let levels: Vec<String> = (bench.steadiness.first().into_iter())
+    let levels: Vec<String> = bench
+        .steadiness
+        .first()
+        .into_iter()
         .flat_map(|s| s.levels.iter())
         .map(|l| format!(">{} task{}", l.tasks, if l.tasks == 1 { "" } else { "s" }))
         .collect();
@@ -215,7 +222,9 @@ fn steadiness_page(bench: &Bench, pages: &mut Pages) {
     ] {
         let mut header = vec![title.to_string()];
         header.extend(levels.iter().cloned());
-        let body: Vec<Vec<String>> = (bench.steadiness.iter())
+        let body: Vec<Vec<String>> = bench
+            .steadiness
+            .iter()
             .map(|s| {
                 let mut row = vec![s.row.clone()];
                 row.extend(s.levels.iter().map(|l| match figure {
@@ -267,7 +276,8 @@ pub fn claims(bench: &Bench) -> Vec<Claim> {
             .find(|c| c.server.as_deref() == Some(on))
     };
     let compare = |a: Option<Spread>, b: Option<Spread>| decisively_larger(&a?, &b?);
-    let levels: Vec<u64> = (steady(redis[0]).into_iter())
+    let levels: Vec<u64> = steady(redis[0])
+        .into_iter()
         .flat_map(|s| s.levels.iter().map(|l| l.tasks))
         .collect();
     let first = levels.first().copied().unwrap_or(0);

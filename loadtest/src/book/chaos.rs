@@ -16,7 +16,9 @@ pub fn pages(faults: &ChaosReport, pages: &mut Pages, facts: &mut Facts) {
     facts.add("chaos-as-expected", expected.to_string());
     facts.add("chaos-seconds", num(faults.seconds));
     // Each scenario with its cells.
-    let scenarios: Vec<(&crate::chaos::ScenarioInfo, Vec<&Cell>)> = (faults.scenarios.iter())
+    let scenarios: Vec<(&crate::chaos::ScenarioInfo, Vec<&Cell>)> = faults
+        .scenarios
+        .iter()
         .map(|s| {
             (
                 s,

@@ -36,7 +36,8 @@ pub fn pages(data: &Data, pages: &mut Pages) {
     }
     let mut page = banner(SOURCE);
     let count = |said: Said| runs.iter().filter(|r| r.2.verdict == said).count();
-    let longest = (runs.iter())
+    let longest = runs
+        .iter()
         .max_by(|a, b| a.2.check_ms.total_cmp(&b.2.check_ms))
         .expect("a run");
     // Unobserved histories named only where there are some.
@@ -55,7 +56,8 @@ pub fn pages(data: &Data, pages: &mut Pages) {
         longest.0,
         longest.1,
     ));
-    let shown: Vec<Vec<String>> = (runs.iter())
+    let shown: Vec<Vec<String>> = runs
+        .iter()
         .filter(|r| !r.2.anomalies.is_empty() || !r.2.is_linearizable())
         .map(|(at, strategy, judged)| {
             vec![
@@ -72,7 +74,8 @@ pub fn pages(data: &Data, pages: &mut Pages) {
         &shown,
     ));
     page.push_str("\nEach class, and the first example the reference run gave of it:\n\n");
-    let examples: Vec<Vec<String>> = (Class::ALL.iter())
+    let examples: Vec<Vec<String>> = Class::ALL
+        .iter()
         .map(|class| {
             let first = runs.iter().find_map(|(at, strategy, judged)| {
                 let found = judged.anomalies.iter().find(|f| f.class == class.name())?;

@@ -235,7 +235,8 @@ fn contention_page(results: &[Row], pages: &mut Pages) {
 /// Claims as the book shows them: what, from where, judged on which section and load,
 /// the verdict and its evidence (the demo's, and the lock bench's).
 pub fn claims_table(claims: &[crate::report::Claim]) -> String {
-    let body: Vec<Vec<String>> = (claims.iter())
+    let body: Vec<Vec<String>> = claims
+        .iter()
         .map(|c| {
             vec![
                 c.claim.clone(),

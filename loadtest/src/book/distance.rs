@@ -17,7 +17,9 @@ pub fn pages(distance: &Written<SweepParts>, pages: &mut Pages) {
     let (Some(&near), Some(&far)) = (rtts.first(), rtts.last()) else {
         return;
     };
-    let concurrency = (info.concurrencies.last())
+    let concurrency = info
+        .concurrencies
+        .last()
         .map(usize::to_string)
         .unwrap_or_default();
     let measured = i64::try_from(distance.generated_at)

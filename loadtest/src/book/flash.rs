@@ -18,7 +18,9 @@ pub fn pages(flash: &FlashPart, results: &[Row], pages: &mut Pages, facts: &mut 
     );
     pages.insert("demo/sell-out.md".to_string(), sell_out_page(flash));
     let mut page = banner(SOURCE);
-    let body: Vec<Vec<String>> = (flash.buckets.iter())
+    let body: Vec<Vec<String>> = flash
+        .buckets
+        .iter()
         .map(|b| vec![b.buckets.to_string(), b.sales.text()])
         .collect();
     page.push_str(&table(&[">buckets", ">sales/s (q1–q3)"], &body));

@@ -162,7 +162,9 @@ pub(crate) mod tests {
             .filter_map(|r| r["strategy"].as_str())
             .collect();
         names.dedup();
-        let strategies: Vec<Value> = (names.iter().enumerate())
+        let strategies: Vec<Value> = names
+            .iter()
+            .enumerate()
             .map(|(order, name)| {
                 json!({"name": name, "family": "database", "description": "",
                     "when_to_use": "", "explanation": "", "backend": "database",

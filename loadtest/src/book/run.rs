@@ -24,9 +24,7 @@ pub struct Machine {
 
 /// `run.md`: the one sentence the book states its reference run in.
 pub fn page(m: &Machine) -> String {
-    let servers: Vec<String> = (m.servers.iter())
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
+    let servers: Vec<String> = m.servers.iter().map(|(k, v)| format!("{k} {v}")).collect();
     format!(
         "{}Every measured figure in this book comes from one reference run: **{}**, commit \
          `{}`, on {} cores ({}), {} GiB, {}, kernel {}; rustc {}; {}. `./scripts/book-data` \

@@ -147,7 +147,9 @@ pub fn pages(data: &Data, pages: &mut Pages) {
     let (cells, scenarios) = grid(data);
     for card in &demo.strategies.0 {
         let name = &card.name;
-        let mine: Vec<&Row> = (demo.results.iter())
+        let mine: Vec<&Row> = demo
+            .results
+            .iter()
             .filter(|r| r.strategy == *name)
             .collect();
         let mut page = banner(SOURCE);
@@ -185,10 +187,12 @@ pub fn pages(data: &Data, pages: &mut Pages) {
                 &body,
             ));
         }
-        let mine: Vec<(String, &Cell)> = (cells.iter())
+        let mine: Vec<(String, &Cell)> = cells
+            .iter()
             .filter(|c| c.strategy == *name)
             .map(|c| {
-                let title = (scenarios.iter())
+                let title = scenarios
+                    .iter()
                     .find(|s| s.id == c.scenario.id())
                     .map_or(String::new(), |s| format!("{}. {}", s.number, s.title));
                 (title, c)

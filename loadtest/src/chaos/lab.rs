@@ -51,7 +51,9 @@ impl Lab {
             .with_nodes(&testbed::etcd::KIND, ensemble),
         )?;
         // A's own proxies (the faults') reach the servers directly: the same distance.
-        let lock_servers: Vec<_> = (stack.direct_env().into_iter())
+        let lock_servers: Vec<_> = stack
+            .direct_env()
+            .into_iter()
             .filter(|(variable, _)| {
                 ServerKind::of_variable(variable).is_some_and(|kind| kind.behind_lab_proxies)
             })
@@ -281,7 +283,8 @@ impl Lab {
             Ok(redis::cmd("HKEYS").arg(key).query_async(&mut conn).await?)
         };
         let on_master = fields(master).await?;
-        let holder = (on_master.iter())
+        let holder = on_master
+            .iter()
             .find(|f| !f.starts_with('#'))
             .context("A's lock is not on its master")?;
         Ok(fields(replica).await?.contains(holder))
@@ -478,7 +481,9 @@ impl Lab {
             &recorded,
         );
         // The locks as their holders logged them: two holders at once show here.
-        let logs: Vec<_> = (self.instances.iter())
+        let logs: Vec<_> = self
+            .instances
+            .iter()
             .filter_map(|i| i.lock_log.clone())
             .collect();
         records.extend(crate::history::holds(&logs, &load_prefix));
@@ -659,7 +664,9 @@ impl Lab {
             }
             Scenario::EtcdLeaderKilled => {
                 let etcd = self.stack.get_mut::<testbed::Etcd>().context("no etcd")?;
-                let leader = (etcd.nodes().iter())
+                let leader = etcd
+                    .nodes()
+                    .iter()
                     .position(|n| n.is_leader() == Some(true))
                     .context("no etcd leader (the scenario needs a cluster)")?;
                 etcd.nodes_mut()[leader].process().kill();

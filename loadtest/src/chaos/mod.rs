@@ -223,7 +223,9 @@ impl Cell {
     /// was checked, the verdict expected of it.
     fn judged_as_expected(&self) -> bool {
         self.expected.contains(&self.verdict)
-            && (self.history.as_ref())
+            && self
+                .history
+                .as_ref()
                 .is_none_or(|h| history_as_expected(self.expected_history, h.verdict))
     }
 }

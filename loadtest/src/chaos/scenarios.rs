@@ -29,8 +29,6 @@ impl Setup for Scenario {
         matches!(self, Scenario::ZkLeaderKilled | Scenario::EtcdLeaderKilled)
     }
 
-    /// The scenarios run on a Redis primary, replica and Sentinels of their own, with
-    /// both instances reaching their Redis lock through the Sentinels.
     /// The scenarios whose instances read from the replica.
     fn reads_from_replica(self) -> bool {
         self == Scenario::ReplicaLag
@@ -52,6 +50,8 @@ impl Setup for Scenario {
         )
     }
 
+    /// The scenarios run on a Redis primary, replica and Sentinels of their own, with
+    /// both instances reaching their Redis lock through the Sentinels.
     fn needs_sentinel(self) -> bool {
         matches!(self, Scenario::RedisFailover | Scenario::RedisFailoverWait)
     }

@@ -279,7 +279,9 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     let reference = catalogue
         .first_with(Trait::ConditionalUpdate)
         .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
-    let mut plans: Vec<loadtest::plan::Plan> = (sellers.iter().enumerate())
+    let mut plans: Vec<loadtest::plan::Plan> = sellers
+        .iter()
+        .enumerate()
         .map(|(k, strategy)| {
             timed(plan(
                 "throughput",
@@ -290,7 +292,8 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             ))
         })
         .collect();
-    let cas = (catalogue.first_with(Trait::CompareAndSet))
+    let cas = catalogue
+        .first_with(Trait::CompareAndSet)
         .map(|c| c.name.clone())
         .filter(|s| wanted(s));
     if let Some(cas) = &cas {
@@ -339,7 +342,8 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     .await?;
     // The throughput section's rows, then the contention row: a table per section, as
     // the live page shows them.
-    let (throughput, contention): (Vec<Row>, Vec<Row>) = (runs.into_iter())
+    let (throughput, contention): (Vec<Row>, Vec<Row>) = runs
+        .into_iter()
         .filter_map(loadtest::runner::pooled_row)
         .map(|(_, row)| row)
         .partition(|row| row.section == "throughput");
@@ -356,7 +360,9 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
         .filter(|n| wanted(n))
         .collect();
     // Every one of them is safe on one instance: that is the point.
-    let plans: Vec<loadtest::plan::Plan> = (one_instance.iter().enumerate())
+    let plans: Vec<loadtest::plan::Plan> = one_instance
+        .iter()
+        .enumerate()
         .map(|(k, strategy)| {
             timed(plan(
                 loadtest::claims::ONE_INSTANCE,
@@ -384,7 +390,9 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
     // What breaks: every strategy, stock that runs out, every deduction held.
     announce("what breaks: every deduction held between read and write, stock that runs out");
     let held_runner = runner_on(&held);
-    let all: Vec<(String, bool)> = (catalogue.safety().into_iter())
+    let all: Vec<(String, bool)> = catalogue
+        .safety()
+        .into_iter()
         .filter(|(name, _)| wanted(name))
         .collect();
     for (k, (strategy, safe)) in all.iter().enumerate() {
@@ -645,7 +653,8 @@ pub async fn demo(mut args: DemoArgs) -> anyhow::Result<()> {
             }
             // Its capacity: the best of the no-limit rows this run already measured (one
             // setup, one figure); measured here only if no section ran it.
-            let measured: Vec<&Row> = (rows.iter())
+            let measured: Vec<&Row> = rows
+                .iter()
                 .filter(|r| {
                     &r.strategy == strategy
                         && ["throughput", "flash-sale"].contains(&r.section.as_str())

@@ -44,7 +44,8 @@ fn render(
     ordered: &[(usize, Vec<(i64, i64)>)],
 ) -> String {
     // The time axis: from the first request to the last answer (or request).
-    let times: Vec<u64> = (records.iter())
+    let times: Vec<u64> = records
+        .iter()
         .flat_map(|r| match r {
             Record::Hold {
                 from_us, until_us, ..
@@ -75,14 +76,16 @@ fn render(
     };
     // Stock before and after each operation in the order found, per product.
     let mut before_after: BTreeMap<usize, String> = BTreeMap::new();
-    let mut last: BTreeMap<i64, i64> = (records.iter())
+    let mut last: BTreeMap<i64, i64> = records
+        .iter()
         .filter_map(|r| match r {
             Record::Init { product_id, stock } => Some((*product_id, *stock)),
             _ => None,
         })
         .collect();
     for (op, after) in ordered {
-        let text: Vec<String> = (after.iter())
+        let text: Vec<String> = after
+            .iter()
             .map(|(p, s)| format!("product {p}: {} -> {s}", last.get(p).copied().unwrap_or(0)))
             .collect();
         for (p, s) in after {
@@ -148,7 +151,8 @@ fn render(
                     DeductAnswer::Failed => "#ef6c00",
                     DeductAnswer::Unknown => "#6a1b9a",
                 };
-                let items: Vec<String> = (items.iter())
+                let items: Vec<String> = items
+                    .iter()
                     .map(|it| format!("{} x product {}", it.quantity, it.product_id))
                     .collect();
                 let what = format!(

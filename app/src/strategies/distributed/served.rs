@@ -17,7 +17,7 @@ use std::time::Duration;
 /// database): as frozen. Chubby's lock-delay (lease locks): frozen within lease + delay,
 /// safe unfenced (no sale meanwhile); past it, an update lost: only fencing closes it.
 pub mod cells {
-    use stock_wire::{CellVerdict, ChaosCell, Scenario};
+    use crate::strategies::card::{CellVerdict, ChaosCell, Scenario};
 
     pub const FROZEN_UNFENCED: ChaosCell = ChaosCell::new(
         Scenario::PausePastLease,

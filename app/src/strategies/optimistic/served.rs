@@ -2,9 +2,10 @@
 //! flags. A copy of the strategy leaves this file out.
 
 use super::{NAME, Optimistic, OptimisticSettings, SOURCE};
-use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::card::{
+    CellVerdict, ChaosCell, Family, Scenario, Served, Statements, StrategyInfo, Trait,
+};
 use crate::strategies::registered::Registered;
-use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -44,7 +45,7 @@ static INFO: StrategyInfo = StrategyInfo {
     ],
 };
 
-/// Every hook at its default: nothing beyond the catalogue's card.
+/// Every hook at its default.
 impl Served for Optimistic {}
 
 /// Its flags (named as their fields are).

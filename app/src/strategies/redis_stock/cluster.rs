@@ -616,7 +616,7 @@ impl Sharded {
                 }
                 "dup" => return Ok(Read::Sold),
                 "missing" => {
-                    (self.stock)
+                    self.stock
                         .initialise(&mut conn, settings, pool, product_id)
                         .await?
                 }

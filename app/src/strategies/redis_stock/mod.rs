@@ -8,9 +8,9 @@
 //! (`sentinel.rs`; then answer [`RedisEndpoint`] with [`connection::Endpoint::url`]), a
 //! Redis Cluster (`cluster.rs` with `lua/redis_stock_shard.lua`, and the `redis`
 //! feature `cluster-async`), deleting the `pub mod` line of each: the manifest's copy
-//! does. The service's card, flags, view and gauge (`served.rs`) stay out of a copy. `./scripts/copy-check
-//! redis-stock DIR` builds such a copy (without Sentinel) and sells from it on a real
-//! server. It needs no idempotency layer (step 4).
+//! does. The service's card, flags, view and gauge (`served.rs`) stay out of a copy.
+//! `./scripts/copy-check redis-stock DIR` builds such a copy (without Sentinel) and
+//! sells from it on a real server. It needs no idempotency layer (step 4).
 //!
 //! # Layout
 //! This file: the request path (steps 1-2). [`stream`]: the settings and a sale as the stream

@@ -6,12 +6,13 @@ use super::stream::{NAME, RedisStockSettings, unavailable};
 use super::{RedisStock, SOURCE};
 use crate::domain::error::DeductError;
 use crate::domain::probe::Probe;
-use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::card::{
+    CellVerdict, ChaosCell, Family, Scenario, Served, Statements, StrategyInfo, Trait,
+};
 use crate::strategies::registered::Registered;
 use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::time::Duration;
-use stock_wire::{CellVerdict, Scenario};
 
 /// A Redis crash without `appendfsync always` may lose acknowledged sales: missing
 /// from the ledger.

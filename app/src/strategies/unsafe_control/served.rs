@@ -2,10 +2,11 @@
 //! flags). A copy of the strategy leaves this file out.
 
 use super::{NAME, SOURCE, Unsafe};
-use crate::strategies::card::{ChaosCell, Family, Served, Statements, StrategyInfo, Trait};
+use crate::strategies::card::{
+    CellVerdict, ChaosCell, Family, Scenario, Served, Statements, StrategyInfo, Trait,
+};
 use crate::strategies::contract::NoSettings;
 use crate::strategies::registered::{NoFlags, Registered};
-use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
@@ -29,7 +30,7 @@ static INFO: StrategyInfo = StrategyInfo {
     )],
 };
 
-/// Every hook at its default: nothing beyond the catalogue's card.
+/// Every hook at its default.
 impl Served for Unsafe {}
 
 impl Registered for Unsafe {

@@ -2,13 +2,12 @@
 //! flags. A copy of the strategy leaves this file out.
 
 use super::{EtcdLock, EtcdLockSettings, NAME, SOURCE};
-use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::card::{ChaosCell, Family, Scenario, Statements, StrategyInfo, Trait};
 use crate::strategies::distributed::served::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
 use crate::strategies::registered::Registered;
-use stock_wire::Scenario;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,

@@ -2,12 +2,11 @@
 //! flags. A copy of the strategy leaves this file out.
 
 use super::{MysqlLock, MysqlLockSettings, NAME, SOURCE};
-use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::card::{ChaosCell, Family, Scenario, Statements, StrategyInfo, Trait};
 use crate::strategies::distributed::served::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED,
 };
 use crate::strategies::registered::Registered;
-use stock_wire::Scenario;
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,

@@ -2,14 +2,15 @@
 //! flags. A copy of the strategy leaves this file out.
 
 use super::{NAME, RedLock, RedLockSettings, SOURCE};
-use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::card::{
+    CellVerdict, ChaosCell, Family, Scenario, Statements, StrategyInfo, Trait,
+};
 use crate::strategies::distributed::served::cells::{
     DELAY_LONG, DELAY_SHORT, FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED,
     PARTITIONED_FENCED, PARTITIONED_UNFENCED,
 };
 use crate::strategies::registered::Registered;
 use std::time::Duration;
-use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,

@@ -2,14 +2,15 @@
 //! flags). A copy of the strategy leaves this file out.
 
 use super::{NAME, SOURCE, ZooKeeper};
-use crate::strategies::card::{ChaosCell, Family, Statements, StrategyInfo, Trait};
+use crate::strategies::card::{
+    CellVerdict, ChaosCell, Family, Scenario, Statements, StrategyInfo, Trait,
+};
 use crate::strategies::contract::NoSettings;
 use crate::strategies::distributed::served::cells::{
     FROZEN_FENCED, FROZEN_UNFENCED, KILLED, KILLED_UNFENCED, MAYBE_REFUSED, PARTITIONED_FENCED,
     PARTITIONED_UNFENCED,
 };
 use crate::strategies::registered::{NoFlags, Registered};
-use stock_wire::{CellVerdict, Scenario};
 
 static INFO: StrategyInfo = StrategyInfo {
     name: NAME,
