@@ -16,6 +16,7 @@ use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
+use std::time::Duration;
 use stock_wire::ErrorCode;
 
 /// What went wrong while serving a request: what the service said of a deduction
@@ -139,11 +140,6 @@ pub struct ErrorBody {
     pub backends: Option<Vec<BackendStatus>>,
 }
 
-/// How long a refusal already made its client wait (a reject hold), left in the
-/// response's extensions for the middleware that sets `Retry-After`.
-#[derive(Debug, Clone, Copy)]
-pub struct Waited(pub std::time::Duration);
-
 /// The request id a request answers under when it is not the request's own (a
 /// deduction answers with its body's `request_id`): the handler leaves it in the
 /// request's extensions, the middleware names it in `X-Request-Id` and the error body.
@@ -154,16 +150,6 @@ pub struct AnsweredId(pub String);
 /// handler: the middleware names it when it logs an internal error.
 #[derive(Debug, Clone, Copy)]
 pub struct Served(pub &'static str);
-
-/// An error answer waiting for its request id: [`ApiError`] leaves its body here (and
-/// the cause of an internal error, to log), the middleware fills in the id and writes
-/// the body.
-#[derive(Debug)]
-pub struct Failure {
-    pub body: ErrorBody,
-    /// Logged with the request id, never sent (a 500 `internal`).
-    pub cause: Option<String>,
-}
 
 impl ApiError {
     /// Lists `/ready`'s backends in the body.
@@ -184,32 +170,50 @@ impl ResponseError for ApiError {
         self.error.status()
     }
 
+    /// The status and headers; the body, which names the request id, is written by
+    /// the request-context middleware from [`ApiError::body`] (actix hands
+    /// `error_response` no request to read the id from, and keeps this error in the
+    /// response, where the middleware finds it by its type).
     fn error_response(&self) -> HttpResponse {
-        let (detail, cause) = match &self.error {
-            internal if internal.is_internal() => (
-                "internal error; the request id is in the server log".to_string(),
-                Some(format!("{internal:?}")),
-            ),
-            // A bound on every detail, whatever quoted what: an error answer stays small.
-            other => (clip_to(&other.to_string(), 512).into_owned(), None),
-        };
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self.error, AppError::Unauthorized) {
             response.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")));
         }
-        let mut response = response.content_type("application/json").finish();
-        response.extensions_mut().insert(Failure {
-            body: ErrorBody {
-                error: self.error.code(),
-                detail,
-                request_id: String::new(),
-                backends: self.backends.clone(),
-            },
-            cause,
-        });
-        if let AppError::Service(ServiceError::Overloaded { held, .. }) = &self.error {
-            response.extensions_mut().insert(Waited(*held));
+        response.content_type("application/json").finish()
+    }
+}
+
+impl ApiError {
+    /// The body answering the request `request_id`: never a database detail (an
+    /// internal error says where its cause is: the server log, under that id).
+    pub fn body(&self, request_id: String) -> ErrorBody {
+        let detail = if self.error.is_internal() {
+            "internal error; the request id is in the server log".to_string()
+        } else {
+            // A bound on every detail, whatever quoted what: an error answer stays small.
+            clip_to(&self.error.to_string(), 512).into_owned()
+        };
+        ErrorBody {
+            error: self.error.code(),
+            detail,
+            request_id,
+            backends: self.backends.clone(),
         }
-        response
+    }
+
+    /// The cause to log, never sent: an internal error's.
+    pub fn cause(&self) -> Option<String> {
+        self.error
+            .is_internal()
+            .then(|| format!("{:?}", self.error))
+    }
+
+    /// How long the refusal already made its client wait (a reject hold): what
+    /// `Retry-After` leaves out.
+    pub fn waited(&self) -> Duration {
+        match &self.error {
+            AppError::Service(ServiceError::Overloaded { held, .. }) => *held,
+            _ => Duration::ZERO,
+        }
     }
 }

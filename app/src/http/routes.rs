@@ -3,7 +3,7 @@
 use crate::domain::error::DeductError;
 use crate::domain::probe::Failpoint;
 use crate::http::bodies::{self, DeductRequest, Restock};
-use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody, Failure, Served, Waited};
+use crate::http::error::{AnsweredId, ApiError, AppError, ErrorBody, Served};
 use crate::http::hooks::{self, Setting};
 use crate::http::ready;
 use crate::http::state::AppState;
@@ -177,6 +177,14 @@ pub async fn request_context(
     if let Ok(value) = HeaderValue::from_str(&answered) {
         res.headers_mut().insert(X_REQUEST_ID, value);
     }
+    // An error answer: the error itself, kept in the response by actix, found by its
+    // type; its body, naming the id it answers, is written here.
+    let error = res
+        .response()
+        .error()
+        .and_then(|e| e.as_error::<ApiError>());
+    let waited = error.map(ApiError::waited).unwrap_or_default();
+    let failure = error.map(|e| (e.body(answered.clone()), e.cause()));
     // One second, less what a refusal held on its timer already made the client wait,
     // in whole seconds to the nearest: a refusal held half a second or more says 0
     // (retry now), for the hold was its backoff. Rounded up, a polite client would wait
@@ -187,18 +195,15 @@ pub async fn request_context(
         actix_web::http::StatusCode::SERVICE_UNAVAILABLE
             | actix_web::http::StatusCode::TOO_MANY_REQUESTS
     ) {
-        let waited = res.response().extensions().get::<Waited>().map(|w| w.0);
-        let left = std::time::Duration::from_secs(1).saturating_sub(waited.unwrap_or_default());
+        let left = std::time::Duration::from_secs(1).saturating_sub(waited);
         let seconds = (left.as_millis() + 499) as u64 / 1000;
         res.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     span.record("status", res.status().as_u16());
-    // An error answer: its body, with the id it answers, written here.
-    let failure = res.response_mut().extensions_mut().remove::<Failure>();
     let res = match failure {
         None => res.map_into_left_body(),
-        Some(Failure { mut body, cause }) => {
+        Some((body, cause)) => {
             if let Some(cause) = cause {
                 let served = res.request().extensions().get::<Served>().map(|s| s.0);
                 tracing::error!(
@@ -209,7 +214,6 @@ pub async fn request_context(
                     "internal error"
                 );
             }
-            body.request_id = answered;
             let json = serde_json::to_vec(&body).expect("an error body serializes");
             res.map_body(|_, _| EitherBody::right(json))
         }
