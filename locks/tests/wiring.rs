@@ -2,6 +2,10 @@
 //! lists, and every kind of server the testbed starts is in each place its section
 //! lists: a backend forgotten somewhere fails here, named, not when someone copies it
 //! or starts the servers by hand. Reads the files; needs no server.
+//!
+//! It stays a check of files on purpose: the places are a Cargo manifest (read with
+//! the `toml` crate), `lib.rs`'s feature gates, the suite's `subjects!` list, a shell
+//! script, `.env.sample` and a compose file, which no Rust type spans.
 
 use std::path::{Path, PathBuf};
 
@@ -15,17 +19,14 @@ fn read(path: &str) -> String {
 
 /// The backends: the features of `locks/Cargo.toml` (one per backend) but `default`.
 fn backends() -> Vec<String> {
-    let manifest = read("locks/Cargo.toml");
-    let features = manifest
-        .split("[features]")
-        .nth(1)
+    let manifest: toml::Table = read("locks/Cargo.toml").parse().expect("locks/Cargo.toml");
+    let features = manifest["features"]
+        .as_table()
         .expect("locks/Cargo.toml has [features]");
-    let features = features.split("\n[").next().unwrap_or_default();
     features
-        .lines()
-        .filter_map(|line| line.split_once(" = "))
-        .map(|(name, _)| name.trim().to_string())
-        .filter(|name| name != "default" && !name.starts_with('#'))
+        .keys()
+        .filter(|name| *name != "default")
+        .cloned()
         .collect()
 }
 

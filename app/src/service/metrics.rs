@@ -93,131 +93,125 @@ const POOL_WAIT_BUCKETS: [f64; 12] = [
     0.00001, 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 2.0,
 ];
 
+/// Upper bounds of the batch size histogram: sales per shared transaction.
+const BATCH_BUCKETS: [f64; 9] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// `metric`, registered in `registry`.
+fn registered<M>(registry: &Registry, metric: prometheus::Result<M>) -> M
+where
+    M: prometheus::core::Collector + Clone + 'static,
+{
+    let metric = metric.expect("a valid metric");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("registered once");
+    metric
+}
+
+/// A counter per value of `labels`, registered.
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    registered(registry, IntCounterVec::new(Opts::new(name, help), labels))
+}
+
+/// A histogram per value of `labels` with `buckets`, registered.
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    buckets: &[f64],
+    labels: &[&str],
+) -> HistogramVec {
+    let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+    registered(registry, HistogramVec::new(opts, labels))
+}
+
 impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
-        let deductions = IntCounterVec::new(
-            Opts::new(
+        let on = &registry;
+        let by_strategy: &[&str] = &["strategy"];
+        Metrics {
+            deductions: counter(
+                on,
                 "stock_locks_deductions_total",
                 "Answered deductions, by strategy and outcome (deducted, duplicate, or the error code).",
+                &["strategy", "outcome"],
             ),
-            &["strategy", "outcome"],
-        )
-        .expect("a valid metric");
-        let sold_out_fast = IntCounterVec::new(
-            Opts::new(
+            sold_out_fast: counter(
+                on,
                 "stock_locks_sold_out_fast_total",
                 "Deductions refused by the sold-out fast path (the product known sold out here; the strategy did not run), by strategy. Also counted in deductions_total as insufficient_stock.",
+                by_strategy,
             ),
-            &["strategy"],
-        )
-        .expect("a valid metric");
-        let duration = HistogramVec::new(
-            HistogramOpts::new(
+            duration: histogram(
+                on,
                 "stock_locks_deduction_duration_seconds",
                 "Time from a deduction's arrival to its answer, by strategy.",
-            )
-            .buckets(DURATION_BUCKETS.to_vec()),
-            &["strategy"],
-        )
-        .expect("a valid metric");
-        let sale_duration = HistogramVec::new(
-            HistogramOpts::new(
+                &DURATION_BUCKETS,
+                by_strategy,
+            ),
+            sale_duration: histogram(
+                on,
                 "stock_locks_sale_duration_seconds",
                 "Time from a sale's arrival to its answer (deductions answered `deducted`), by strategy.",
-            )
-            .buckets(SALE_BUCKETS.to_vec()),
-            &["strategy"],
-        )
-        .expect("a valid metric");
-        let phases = HistogramVec::new(
-            HistogramOpts::new(
+                &SALE_BUCKETS,
+                by_strategy,
+            ),
+            phases: histogram(
+                on,
                 "stock_locks_phase_seconds",
                 "Where a deduction's time went: waiting for and taking the lock, the transaction (under the lock, or a lock-free strategy's whole work), releasing the lock; by strategy.",
-            )
-            .buckets(DURATION_BUCKETS.to_vec()),
-            &["strategy", "phase"],
-        )
-        .expect("a valid metric");
-        let pool_wait = HistogramVec::new(
-            HistogramOpts::new(
+                &DURATION_BUCKETS,
+                &["strategy", "phase"],
+            ),
+            pool_wait: histogram(
+                on,
                 "stock_locks_db_pool_wait_seconds",
                 "Time a deduction waited for a database connection from the pool, by strategy.",
-            )
-            .buckets(POOL_WAIT_BUCKETS.to_vec()),
-            &["strategy"],
-        )
-        .expect("a valid metric");
-        let transactions = IntCounterVec::new(
-            Opts::new(
+                &POOL_WAIT_BUCKETS,
+                by_strategy,
+            ),
+            transactions: counter(
+                on,
                 "stock_locks_transactions_total",
                 "Transactions the sales took, retries included (a sale's attempts), by strategy.",
+                by_strategy,
             ),
-            &["strategy"],
-        )
-        .expect("a valid metric");
-        let batch_size = HistogramVec::new(
-            HistogramOpts::new(
+            batch_size: histogram(
+                on,
                 "stock_locks_batch_size",
                 "Sales per shared transaction, for the strategies that batch them.",
-            )
-            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
-            &["strategy"],
-        )
-        .expect("a valid metric");
-        let pool = prometheus::IntGaugeVec::new(
-            Opts::new(
-                "stock_locks_db_pool_connections",
-                "The database pool's connections at the scrape, in use or idle.",
+                &BATCH_BUCKETS,
+                by_strategy,
             ),
-            &["state"],
-        )
-        .expect("a valid metric");
-        let pool_max = prometheus::IntGauge::new(
-            "stock_locks_db_pool_max_connections",
-            "The most connections the database pool opens (--db-pool-size).",
-        )
-        .expect("a valid metric");
-        let admission = prometheus::IntGaugeVec::new(
-            Opts::new(
-                "stock_locks_admission",
-                "The admission limit at the scrape (`limit`, absent without one) and the deductions in flight (`in_flight`).",
+            pool: registered(
+                on,
+                prometheus::IntGaugeVec::new(
+                    Opts::new(
+                        "stock_locks_db_pool_connections",
+                        "The database pool's connections at the scrape, in use or idle.",
+                    ),
+                    &["state"],
+                ),
             ),
-            &["value"],
-        )
-        .expect("a valid metric");
-        for metric in [
-            Box::new(pool.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(admission.clone()),
-            Box::new(pool_max.clone()),
-            Box::new(phases.clone()),
-            Box::new(pool_wait.clone()),
-            Box::new(transactions.clone()),
-            Box::new(batch_size.clone()),
-            Box::new(sold_out_fast.clone()),
-            Box::new(sale_duration.clone()),
-        ] {
-            registry.register(metric).expect("registered once");
-        }
-        registry
-            .register(Box::new(deductions.clone()))
-            .expect("registered once");
-        registry
-            .register(Box::new(duration.clone()))
-            .expect("registered once");
-        Metrics {
+            pool_max: registered(
+                on,
+                prometheus::IntGauge::new(
+                    "stock_locks_db_pool_max_connections",
+                    "The most connections the database pool opens (--db-pool-size).",
+                ),
+            ),
+            admission: registered(
+                on,
+                prometheus::IntGaugeVec::new(
+                    Opts::new(
+                        "stock_locks_admission",
+                        "The admission limit at the scrape (`limit`, absent without one) and the deductions in flight (`in_flight`).",
+                    ),
+                    &["value"],
+                ),
+            ),
             registry,
-            deductions,
-            sold_out_fast,
-            admission,
-            duration,
-            sale_duration,
-            phases,
-            pool_wait,
-            transactions,
-            batch_size,
-            pool,
-            pool_max,
         }
     }
 

@@ -1,7 +1,7 @@
 //! `GET /metrics`: the Prometheus text format, counters that agree with the ledger,
 //! and output that Prometheus' own `promtool` accepts.
 
-use crate::helpers::{deduct_in_background, fresh_database, sample, spawn_app_on};
+use crate::helpers::{TestApp, deduct_in_background, fresh_database, sample, spawn_app_on};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -16,13 +16,10 @@ async fn scrape(app: &crate::helpers::TestApp) -> String {
     response.text().await.unwrap()
 }
 
-/// After N sales, retries and refusals on two strategies, the counters say exactly
-/// what the ledger and the answers say: `deducted` equals the ledger's rows per
-/// strategy, a retry counts as `duplicate`, a refusal by its code, bad input as
-/// `invalid_request`; the histogram counted every one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counters_equal_the_ledger() {
-    let app = spawn_app_on(&fresh_database().await).await;
+/// The traffic [`counters_equal_the_ledger`] counts: three sales of atomic-sql and a
+/// retry of the first; two sales of pessimistic, a refusal (sold out), a bad quantity
+/// and a malformed body; one sale of batched.
+async fn sell_retry_and_refuse(app: &TestApp) {
     app.stock(1, 5).await;
     for n in 0..3 {
         let body = json!({"product_id": 1, "request_id": format!("a-{n}")});
@@ -61,6 +58,16 @@ async fn counters_equal_the_ledger() {
     app.stock(2, 5).await;
     let batched = app.deduct("batched", &json!({"product_id": 2})).await;
     assert_eq!(batched.status(), StatusCode::OK);
+}
+
+/// After N sales, retries and refusals on two strategies, the counters say exactly
+/// what the ledger and the answers say: `deducted` equals the ledger's rows per
+/// strategy, a retry counts as `duplicate`, a refusal by its code, bad input as
+/// `invalid_request`; the histogram counted every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_equal_the_ledger() {
+    let app = spawn_app_on(&fresh_database().await).await;
+    sell_retry_and_refuse(&app).await;
 
     let metrics = scrape(&app).await;
     let ledger: Vec<(String, i64)> = sqlx::query_as(

@@ -136,9 +136,32 @@ async fn every_answer_matches_the_contract() {
     let database = fresh_database().await;
     let app = spawn_app_on(&database).await;
     let mut contract = Contract::of(&app).await;
-    let client = &app.client;
+    own_routes(&app, &mut contract).await;
+    stock_answers(&app, &mut contract).await;
+    deduct_answers(&app, &mut contract).await;
+    hook_answers(&app, &mut contract).await;
+    without_hooks_or_token(&database, &mut contract).await;
+    database_out_of_reach(&database, &mut contract).await;
+    broken_schema(&app, &mut contract).await;
+    app.stop().await;
 
-    // The service's own routes.
+    let unseen: Vec<_> = contract
+        .documented()
+        .difference(&contract.seen)
+        .cloned()
+        .collect();
+    assert!(
+        unseen.is_empty(),
+        "documented, never answered here: {unseen:?}"
+    );
+}
+
+/// The routes whose answers several sections check.
+const STOCK: &str = "/stock/{product_id}";
+const DEDUCT: &str = "/deduct/{strategy}";
+
+/// The service's own routes.
+async fn own_routes(app: &TestApp, contract: &mut Contract) {
     for path in [
         "/health",
         "/ready",
@@ -149,8 +172,11 @@ async fn every_answer_matches_the_contract() {
         let answer = app.get(path).await;
         contract.check("get", path, answer).await;
     }
+}
 
-    // Stock: create, split, read; refusals.
+/// Stock: created, split and read, and each refusal.
+async fn stock_answers(app: &TestApp, contract: &mut Contract) {
+    let client = &app.client;
     let put = |id: &str, body: Value, token: Option<&str>| {
         let request = client.put(app.url(&format!("/stock/{id}"))).json(&body);
         match token {
@@ -159,7 +185,6 @@ async fn every_answer_matches_the_contract() {
         }
         .send()
     };
-    let stock = "/stock/{product_id}";
     for body in [
         json!({"quantity": 10}),
         json!({"quantity": 8, "buckets": 2}),
@@ -167,7 +192,7 @@ async fn every_answer_matches_the_contract() {
         let id = if body["buckets"].is_null() { "1" } else { "2" };
         let answer = put(id, body, Some(ADMIN_TOKEN)).await.unwrap();
         assert_eq!(answer.status(), StatusCode::OK);
-        contract.check("put", stock, answer).await;
+        contract.check("put", STOCK, answer).await;
     }
     for (id, body, token, status) in [
         ("1", json!({"quantity": -1}), Some(ADMIN_TOKEN), 400),
@@ -183,7 +208,7 @@ async fn every_answer_matches_the_contract() {
     ] {
         let answer = put(id, body, token).await.unwrap();
         assert_eq!(answer.status().as_u16(), status);
-        contract.check("put", stock, answer).await;
+        contract.check("put", STOCK, answer).await;
     }
     for (path, status) in [
         ("/stock/1", 200),
@@ -193,11 +218,12 @@ async fn every_answer_matches_the_contract() {
     ] {
         let answer = app.get(path).await;
         assert_eq!(answer.status().as_u16(), status, "{path}");
-        contract.check("get", stock, answer).await;
+        contract.check("get", STOCK, answer).await;
     }
+}
 
-    // Deductions: every outcome a client can cause.
-    let deduct = "/deduct/{strategy}";
+/// Deductions: every outcome a client can cause.
+async fn deduct_answers(app: &TestApp, contract: &mut Contract) {
     let accepted = [
         ("atomic-sql", json!({"product_id": 1, "request_id": "a-1"})),
         ("atomic-sql", json!({"product_id": 1, "request_id": "a-1"})), // duplicate
@@ -214,7 +240,7 @@ async fn every_answer_matches_the_contract() {
         assert!(contract.valid_request(&body), "{body} is a valid request");
         let answer = app.deduct(strategy, &body).await;
         assert_eq!(answer.status(), StatusCode::OK, "{strategy} {body}");
-        contract.check("post", deduct, answer).await;
+        contract.check("post", DEDUCT, answer).await;
     }
     let refused = [
         (
@@ -271,19 +297,22 @@ async fn every_answer_matches_the_contract() {
         );
         let answer = app.deduct(strategy, &body).await;
         assert_eq!(answer.status().as_u16(), status, "{strategy} {body}");
-        contract.check("post", deduct, answer).await;
+        contract.check("post", DEDUCT, answer).await;
     }
     let too_large = format!(r#"{{"product_id": 1, "pad": "{}"}}"#, "x".repeat(70_000));
     let answer = app
         .deduct_raw("atomic-sql", "application/json", too_large)
         .await;
-    contract.check("post", deduct, answer).await;
+    contract.check("post", DEDUCT, answer).await;
     let answer = app
         .deduct_raw("atomic-sql", "application/json", "{not json")
         .await;
-    contract.check("post", deduct, answer).await;
+    contract.check("post", DEDUCT, answer).await;
+}
 
-    // Test hooks.
+/// The test hooks' routes.
+async fn hook_answers(app: &TestApp, contract: &mut Contract) {
+    let client = &app.client;
     let hooks = |method: reqwest::Method, path: &str| client.request(method, app.url(path));
     let answer = hooks(reqwest::Method::GET, "/hooks").send().await.unwrap();
     contract.check("get", "/hooks", answer).await;
@@ -331,14 +360,16 @@ async fn every_answer_matches_the_contract() {
     contract
         .check("get", "/hooks/{failpoint}/paused", answer)
         .await;
+}
 
-    // A service without test hooks or an admin token, and with a Redis that is not
-    // there: 403, 404 for the hooks, /ready 503, a Redis strategy's 503.
+/// A service without test hooks or an admin token, and with a Redis that is not
+/// there: 403, 404 for the hooks, /ready 503, a Redis strategy's 503.
+async fn without_hooks_or_token(database: &str, contract: &mut Contract) {
     let bare = spawn_with(
         stock_app::Settings {
             admin_token: None,
             enable_test_hooks: false,
-            ..test_settings(&database)
+            ..test_settings(database)
         }
         .with(|s| {
             s.shared.redis_urls = vec!["redis://127.0.0.1:1".into()];
@@ -346,7 +377,7 @@ async fn every_answer_matches_the_contract() {
     )
     .await;
     contract
-        .check("put", stock, bare.put_stock(1, 1).await)
+        .check("put", STOCK, bare.put_stock(1, 1).await)
         .await;
     contract
         .check("get", "/hooks", bare.get("/hooks").await)
@@ -356,18 +387,20 @@ async fn every_answer_matches_the_contract() {
         .await;
     let answer = bare.deduct("redis-lock", &json!({"product_id": 1})).await;
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
-    contract.check("post", deduct, answer).await;
+    contract.check("post", DEDUCT, answer).await;
     bare.stop().await;
+}
 
-    // The database out of reach: one pooled connection, held by a paused deduction;
-    // reading and restocking time out waiting for it (503), another deduction is past
-    // the admission limit of one (429), then the deduction goes on (200).
+/// The database out of reach: one pooled connection, held by a paused deduction;
+/// reading and restocking time out waiting for it (503), another deduction is past
+/// the admission limit of one (429), then the deduction goes on (200).
+async fn database_out_of_reach(database: &str, contract: &mut Contract) {
     let starved = spawn_with(stock_app::Settings {
         db_pool_size: 1,
         db_acquire_timeout_ms: 300,
         max_in_flight: 1,
         reject_hold_ms: Some(0),
-        ..test_settings(&database)
+        ..test_settings(database)
     })
     .await;
     starved
@@ -376,43 +409,34 @@ async fn every_answer_matches_the_contract() {
     let paused = deduct_in_background(&starved, "atomic-sql", json!({"product_id": 1}));
     starved.wait_paused("after_read", 1).await;
     contract
-        .check("get", stock, starved.get("/stock/1").await)
+        .check("get", STOCK, starved.get("/stock/1").await)
         .await;
     contract
-        .check("put", stock, starved.put_stock(1, 5).await)
+        .check("put", STOCK, starved.put_stock(1, 5).await)
         .await;
     let overloaded = starved
         .deduct("atomic-sql", &json!({"product_id": 1}))
         .await;
     assert_eq!(overloaded.status(), StatusCode::TOO_MANY_REQUESTS);
-    contract.check("post", deduct, overloaded).await;
+    contract.check("post", DEDUCT, overloaded).await;
     starved.release("after_read").await;
     contract.check_answered(paused.await.unwrap());
     starved.stop().await;
+}
 
-    // A broken schema (a table gone): what the service cannot handle is a 500 with
-    // nothing but the request id in the body.
+/// A broken schema (a table gone): what the service cannot handle is a 500 with
+/// nothing but the request id in the body.
+async fn broken_schema(app: &TestApp, contract: &mut Contract) {
     sqlx::query("DROP TABLE ledger")
         .execute(&app.db)
         .await
         .unwrap();
     let answer = app.deduct("atomic-sql", &json!({"product_id": 1})).await;
-    contract.check("post", deduct, answer).await;
+    contract.check("post", DEDUCT, answer).await;
     contract
-        .check("get", stock, app.get("/stock/1").await)
+        .check("get", STOCK, app.get("/stock/1").await)
         .await;
     contract
-        .check("put", stock, app.put_stock(1, 1).await)
+        .check("put", STOCK, app.put_stock(1, 1).await)
         .await;
-    app.stop().await;
-
-    let unseen: Vec<_> = contract
-        .documented()
-        .difference(&contract.seen)
-        .cloned()
-        .collect();
-    assert!(
-        unseen.is_empty(),
-        "documented, never answered here: {unseen:?}"
-    );
 }

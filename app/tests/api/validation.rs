@@ -12,9 +12,54 @@ async fn bad_deductions_are_refused_and_change_nothing(strategy: &str) {
     app.stock(1, 10).await;
     let before = app.db_state(1).await;
 
-    // (what, content type, body, status, code, a word the detail must contain)
-    let many_items: Vec<Value> = (1..=101).map(|i| json!({ "product_id": i })).collect();
-    let json_cases: Vec<(&str, Value, &str)> = vec![
+    for (what, body, word) in bad_json_bodies() {
+        let response = app.deduct(strategy, &body).await;
+        let error = assert_error(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+        let detail = error["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(word),
+            "{what}: `{detail}` does not mention `{word}`"
+        );
+    }
+
+    for (what, content_type, body, status) in bad_raw_bodies() {
+        let response = app.deduct_raw(strategy, content_type, body).await;
+        let error = assert_error(response, status, "invalid_request").await;
+        assert!(!error["detail"].as_str().unwrap().is_empty(), "{what}");
+    }
+
+    // Unknown product, alone and next to a known one (all-or-nothing).
+    for body in [
+        json!({"product_id": 999}),
+        json!({"items": [{"product_id": 1, "quantity": 3}, {"product_id": 999}]}),
+    ] {
+        let response = app.deduct(strategy, &body).await;
+        let error = assert_error(response, StatusCode::NOT_FOUND, "unknown_product").await;
+        assert!(error["detail"].as_str().unwrap().contains("999"));
+    }
+    // Unknown strategy: 404 listing the ones that exist.
+    let response = app.deduct("no-such-lock", &json!({"product_id": 1})).await;
+    let error = assert_error(response, StatusCode::NOT_FOUND, "unknown_strategy").await;
+    assert!(
+        error["detail"].as_str().unwrap().contains("atomic-sql"),
+        "{error}"
+    );
+
+    assert_eq!(app.db_state(1).await, before, "stock and ledger unchanged");
+    assert_eq!(app.row_counts().await, (0, 0), "no orders, no ledger rows");
+    let version: i64 = sqlx::query_scalar("SELECT version FROM stock WHERE product_id = 1")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(version, 0, "no write touched the row");
+    app.stop().await;
+}
+}
+
+/// Bodies that are JSON but not a deduction: (what, body, a word the detail must
+/// contain). Each is answered 400 `invalid_request`.
+fn bad_json_bodies() -> Vec<(&'static str, Value, &'static str)> {
+    vec![
         ("a JSON array", json!([1]), "object"),
         (
             "unknown field",
@@ -60,7 +105,11 @@ async fn bad_deductions_are_refused_and_change_nothing(strategy: &str) {
         ("product_id -1", json!({"product_id": -1}), "product_id"),
         ("product_id \"1\"", json!({"product_id": "1"}), "product_id"),
         ("empty items", json!({"items": []}), "items"),
-        ("101 items", json!({ "items": many_items }), "101"),
+        (
+            "101 items",
+            json!({ "items": (1..=101).map(|i| json!({ "product_id": i })).collect::<Vec<Value>>() }),
+            "101",
+        ),
         (
             "same product twice",
             json!({"items": [{"product_id": 1}, {"product_id": 1}]}),
@@ -91,18 +140,12 @@ async fn bad_deductions_are_refused_and_change_nothing(strategy: &str) {
             json!({"product_id": 1, "request_id": 7}),
             "request_id",
         ),
-    ];
-    for (what, body, word) in json_cases {
-        let response = app.deduct(strategy, &body).await;
-        let error = assert_error(response, StatusCode::BAD_REQUEST, "invalid_request").await;
-        let detail = error["detail"].as_str().unwrap();
-        assert!(
-            detail.contains(word),
-            "{what}: `{detail}` does not mention `{word}`"
-        );
-    }
+    ]
+}
 
-    let raw_cases: Vec<(&str, &str, String, StatusCode)> = vec![
+/// Bodies that are not JSON, or too large: (what, content type, body, status).
+fn bad_raw_bodies() -> Vec<(&'static str, &'static str, String, StatusCode)> {
+    vec![
         (
             "malformed JSON",
             "application/json",
@@ -130,39 +173,7 @@ async fn bad_deductions_are_refused_and_change_nothing(strategy: &str) {
             ),
             StatusCode::PAYLOAD_TOO_LARGE,
         ),
-    ];
-    for (what, content_type, body, status) in raw_cases {
-        let response = app.deduct_raw(strategy, content_type, body).await;
-        let error = assert_error(response, status, "invalid_request").await;
-        assert!(!error["detail"].as_str().unwrap().is_empty(), "{what}");
-    }
-
-    // Unknown product, alone and next to a known one (all-or-nothing).
-    for body in [
-        json!({"product_id": 999}),
-        json!({"items": [{"product_id": 1, "quantity": 3}, {"product_id": 999}]}),
-    ] {
-        let response = app.deduct(strategy, &body).await;
-        let error = assert_error(response, StatusCode::NOT_FOUND, "unknown_product").await;
-        assert!(error["detail"].as_str().unwrap().contains("999"));
-    }
-    // Unknown strategy: 404 listing the ones that exist.
-    let response = app.deduct("no-such-lock", &json!({"product_id": 1})).await;
-    let error = assert_error(response, StatusCode::NOT_FOUND, "unknown_strategy").await;
-    assert!(
-        error["detail"].as_str().unwrap().contains("atomic-sql"),
-        "{error}"
-    );
-
-    assert_eq!(app.db_state(1).await, before, "stock and ledger unchanged");
-    assert_eq!(app.row_counts().await, (0, 0), "no orders, no ledger rows");
-    let version: i64 = sqlx::query_scalar("SELECT version FROM stock WHERE product_id = 1")
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
-    assert_eq!(version, 0, "no write touched the row");
-    app.stop().await;
-}
+    ]
 }
 
 /// The admin route refuses a missing or wrong token with 401 and bad bodies with 400,
