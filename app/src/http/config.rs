@@ -57,17 +57,21 @@ pub struct Settings {
     #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
     pub adaptive_limit: bool,
 
-    /// How long a deduction past the admission limit waits in line for a place before
-    /// it is answered 429, in milliseconds (jittered to between half and one and a half
-    /// of it; longer, up to four times it, while so many wait that answering them would
-    /// pass 500 refusals a second). A place that frees goes to the oldest in line. A
-    /// client that does not back off then sends its next request that much later: a
-    /// flood of refusals costs a timer each, not the CPU the admitted deductions need;
-    /// the 429's Retry-After (a second) counts the wait. Refusals of a product known
-    /// sold out past its at-once pace are held so too (they take no place in the
-    /// limit: without a hold nothing paces them). Unset: 1000 with a limit (a limit
-    /// that refuses at once collapses under clients that resend at once), 0 without
-    /// one. 0: answered at once.
+    /// How long a deduction past the admission limit waits in line before its 429, in
+    /// milliseconds.
+    ///
+    /// A place that frees meanwhile goes to the oldest in line. A client that does
+    /// not back off then resends that much later, so a flood of refusals costs a
+    /// timer each, not the CPU the admitted deductions need; the 429's Retry-After (a
+    /// second) counts the wait.
+    ///
+    /// The hold is jittered to between half and one and a half of it, and grows, up
+    /// to four times it, while so many wait that answering them would pass 500
+    /// refusals a second. Refusals of a product known sold out past its at-once pace
+    /// are held too: they take no place in the limit, and nothing else paces them.
+    ///
+    /// Unset: 1000 with a limit (a limit that refuses at once collapses under clients
+    /// that resend at once), 0 without one. 0: answered at once.
     #[arg(long, env = "REJECT_HOLD_MS")]
     pub reject_hold_ms: Option<u64>,
 
