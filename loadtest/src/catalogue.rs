@@ -42,7 +42,7 @@ fn known_cells<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ChaosCell>,
     let raw: Vec<serde_json::Value> = Deserialize::deserialize(d)?;
     let mut cells = Vec::with_capacity(raw.len());
     for value in raw {
-        match serde_json::from_value::<ChaosCell>(value.clone()) {
+        match ChaosCell::deserialize(&value) {
             Ok(cell) => cells.push(cell),
             Err(e) => {
                 static ONCE: std::sync::Once = std::sync::Once::new();

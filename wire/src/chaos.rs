@@ -371,12 +371,7 @@ impl ChaosCell {
         fencing: Option<bool>,
         expect: &'static [CellVerdict],
     ) -> ChaosCell {
-        ChaosCell {
-            scenario,
-            fencing,
-            expect: Cow::Borrowed(expect),
-            extra: false,
-        }
+        ChaosCell::declared(scenario, fencing, expect, false)
     }
 
     /// A cell run only with `loadtest chaos --all`.
@@ -385,11 +380,20 @@ impl ChaosCell {
         fencing: Option<bool>,
         expect: &'static [CellVerdict],
     ) -> ChaosCell {
+        ChaosCell::declared(scenario, fencing, expect, true)
+    }
+
+    const fn declared(
+        scenario: Scenario,
+        fencing: Option<bool>,
+        expect: &'static [CellVerdict],
+        extra: bool,
+    ) -> ChaosCell {
         ChaosCell {
             scenario,
             fencing,
             expect: Cow::Borrowed(expect),
-            extra: true,
+            extra,
         }
     }
 }

@@ -118,9 +118,8 @@ pub const PALETTE: [&str; 20] = [
 /// last).
 #[derive(Clone)]
 pub struct Strategies {
-    list: Vec<Arc<dyn Strategy>>,
-    /// Each strategy's card, in the same order.
-    cards: Vec<&'static StrategyInfo>,
+    /// Each strategy with its card.
+    list: Vec<(&'static StrategyInfo, Arc<dyn Strategy>)>,
     /// Every strategy's [`Strategy::mistakes`], in order.
     mistake_names: Vec<&'static str>,
 }
@@ -138,31 +137,25 @@ impl Strategies {
             "a strategy listed with another's card"
         );
         self.mistake_names.extend(strategy.mistakes());
-        self.cards.push(card);
-        self.list.push(strategy);
+        self.list.push((card, strategy));
     }
 
     /// Every strategy, in the registry's order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Strategy>> {
-        self.list.iter()
+        self.list.iter().map(|(_, strategy)| strategy)
     }
 
     /// Every strategy with its card, in the registry's order.
     pub fn with_cards(&self) -> impl Iterator<Item = (&'static StrategyInfo, &Arc<dyn Strategy>)> {
-        self.cards.iter().copied().zip(&self.list)
+        self.list.iter().map(|(card, strategy)| (*card, strategy))
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Strategy>> {
-        self.list.iter().find(|s| s.name() == name)
-    }
-
-    /// The card of the strategy named `name`.
-    pub fn card(&self, name: &str) -> Option<&'static StrategyInfo> {
-        self.cards.iter().copied().find(|card| card.name == name)
+        self.iter().find(|s| s.name() == name)
     }
 
     pub fn names(&self) -> Vec<&'static str> {
-        self.list.iter().map(|s| s.name()).collect()
+        self.iter().map(|s| s.name()).collect()
     }
 
     /// Every classic mistake the strategies can be made to make (gathered as they are
@@ -173,15 +166,15 @@ impl Strategies {
 
     /// The strategy that makes `mistake`.
     pub fn maker_of(&self, mistake: &str) -> Option<&Arc<dyn Strategy>> {
-        self.list.iter().find(|s| s.mistakes().contains(&mistake))
+        self.iter().find(|s| s.mistakes().contains(&mistake))
     }
 
     /// `GET /strategies`: every strategy in the registry's order, with its colour.
     pub fn cards(&self) -> Vec<StrategyCard> {
-        self.cards
+        self.list
             .iter()
             .enumerate()
-            .map(|(order, card)| StrategyCard {
+            .map(|(order, (card, _))| StrategyCard {
                 info: (*card).clone(),
                 order,
                 colour: PALETTE[order % PALETTE.len()],
@@ -226,7 +219,6 @@ macro_rules! registry {
         pub fn all(settings: &Settings, context: &Context<'_, shared::Shared>) -> Strategies {
             let mut strategies = Strategies {
                 list: Vec::new(),
-                cards: Vec::new(),
                 mistake_names: Vec::new(),
             };
             $(
