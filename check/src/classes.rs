@@ -152,7 +152,8 @@ fn overlaps(records: &[Record], found: &mut Vec<Anomaly>) {
         for (a, first) in holds.iter().enumerate() {
             // Every later holder that took the key while this one still believed it
             // held it: this one is the stale holder, once per pause.
-            let during: Vec<&(usize, &str, u64, u64)> = (holds[a + 1..].iter())
+            let during: Vec<&(usize, &str, u64, u64)> = holds[a + 1..]
+                .iter()
                 .take_while(|h| h.2 < first.3)
                 .filter(|h| h.1 != first.1)
                 .collect();
@@ -350,6 +351,43 @@ enum Kind {
 
 /// Oversold windows, false sold-outs, stale reads and lost updates of `product`.
 fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Vec<Anomaly>) {
+    let (init, ops) = operations_on(records, settled, product);
+    let sales: Vec<&Op> = ops
+        .iter()
+        .filter(|o| matches!(o.kind, Kind::Sold | Kind::MaybeSold))
+        .collect();
+    for &((from, until), (may_from, may_until), stock, opened) in &windows(&ops, init) {
+        let Some(stock) = stock.filter(|_| from < until) else {
+            continue;
+        };
+        let window = Window {
+            product,
+            stock,
+            from,
+            until,
+            may_from,
+            may_until,
+            first: opened.is_none(),
+            opened: opened.into_iter().collect(),
+            sales: &sales,
+        };
+        window.oversold(found);
+        for op in ops.iter().filter(|o| window.inside(o)) {
+            match op.kind {
+                Kind::Refused => window.false_sold_out(op, found),
+                Kind::Read(shown, last) => window.lost_update_or_stale_read(op, shown, last, found),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The stock `product` starts with (its `init`), and its operations as the windows
+/// see them: sales certain or possible, refusals, reads and restocks of it.
+///
+/// A deduction with no units of it, or a refusal of an order of several
+/// products, is left out: it proves nothing against one of its windows.
+fn operations_on(records: &[Record], settled: &Settled, product: i64) -> (i64, Vec<Op>) {
     use super::model::OPEN;
     let mut init = 0;
     let mut ops = Vec::new();
@@ -420,6 +458,17 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
             kind,
         });
     }
+    (init, ops)
+}
+
+/// A window as [`windows`] cuts it: certainly (from, until), possibly (from, until), its
+/// stock (none: not known), the restock that opened it (none: the first window).
+type Cut = ((u64, u64), (u64, u64), Option<i64>, Option<usize>);
+
+/// The windows of a product whose operations are `ops`, cut at its restocks, the first
+/// with the stock `init`.
+fn windows(ops: &[Op], init: i64) -> Vec<Cut> {
+    use super::model::OPEN;
     // Windows: certainly (from, until), possibly (from, until) (a restock takes effect
     // somewhere between its request and its answer), the stock, the restock that
     // opened it.
@@ -455,25 +504,49 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
             Some(restock.map_or(usize::MAX, |r| r.index)),
         ));
     }
-    let sales: Vec<&Op> = ops
-        .iter()
-        .filter(|o| matches!(o.kind, Kind::Sold | Kind::MaybeSold))
-        .collect();
-    for &((from, until), (may_from, may_until), stock, opened) in &windows {
-        let Some(stock) = stock.filter(|_| from < until) else {
-            continue;
-        };
-        let first = opened.is_none();
-        let inside = |o: &Op| (first || o.sent > from) && o.answered < until;
+    windows
+}
+
+/// One window of a product with a known stock, and the product's sales (certain or
+/// possible): what the checks of the operations inside it ask.
+struct Window<'a> {
+    product: i64,
+    stock: i64,
+    /// Certainly (from, until).
+    from: u64,
+    until: u64,
+    /// Possibly (from, until).
+    may_from: u64,
+    may_until: u64,
+    /// Whether it is the product's first window (its stock the `init`).
+    first: bool,
+    /// The restock that opened it, if any.
+    opened: Vec<usize>,
+    sales: &'a [&'a Op],
+}
+
+impl Window<'_> {
+    /// Whether `o` was sent after the window opened and answered before it closed.
+    fn inside(&self, o: &Op) -> bool {
+        (self.first || o.sent > self.from) && o.answered < self.until
+    }
+
+    /// Whether `o` could have taken effect in the window.
+    fn could(&self, o: &Op) -> bool {
         // Could have taken effect in this window: not answered before it could have
         // opened, not sent after it could have closed. (Two events at one instant
         // overlap, as in the search.)
-        let could = |o: &Op| o.answered >= may_from && o.sent <= may_until;
-        let opened: Vec<usize> = opened.into_iter().collect();
+        o.answered >= self.may_from && o.sent <= self.may_until
+    }
+
+    /// More units answered sold inside the window than its stock.
+    fn oversold(&self, found: &mut Vec<Anomaly>) {
+        let (product, stock, opened) = (self.product, self.stock, &self.opened);
         // Oversold: sales certain and inside the window beyond its stock.
-        let certain: Vec<&&Op> = sales
+        let certain: Vec<&&Op> = self
+            .sales
             .iter()
-            .filter(|o| o.kind == Kind::Sold && inside(o))
+            .filter(|o| o.kind == Kind::Sold && self.inside(o))
             .collect();
         let sold = sum_units(&certain);
         if sold > stock {
@@ -497,75 +570,81 @@ fn by_window(records: &[Record], settled: &Settled, product: i64, found: &mut Ve
                 count: 1,
             });
         }
-        for op in ops.iter().filter(|o| inside(o)) {
-            match op.kind {
-                Kind::Refused => {
-                    // Every sale that could have come before it, counted.
-                    let before: i64 = sales
-                        .iter()
-                        .filter(|s| could(s) && s.sent <= op.answered && s.index != op.index)
-                        .map(|s| s.units)
-                        .sum();
-                    if stock - before >= op.units {
-                        found.push(Anomaly {
-                            class: Class::FalseSoldOut,
-                            products: vec![product],
-                            ops: opened.iter().copied().chain([op.index]).collect(),
-                            says: format!(
-                                "told sold out of product {product} while at least {} of {stock} units were left",
-                                stock - before
-                            ),
-                            count: 1,
-                        });
-                    }
-                }
-                Kind::Read(shown, last) => {
-                    let possibly: i64 = sales
-                        .iter()
-                        .filter(|s| could(s) && s.sent <= op.answered)
-                        .map(|s| s.units)
-                        .sum();
-                    let surely: Vec<&&Op> = sales
-                        .iter()
-                        .filter(|s| s.kind == Kind::Sold && inside(s) && s.answered < op.sent)
-                        .collect();
-                    let (low, high) = (stock - possibly, stock - sum_units(&surely));
-                    // A final read showing more than the sales leave, but no more than
-                    // the stock: sales erased from it.
-                    if last && high < shown && shown <= stock {
-                        found.push(Anomaly {
-                            class: Class::LostUpdate,
-                            products: vec![product],
-                            ops: opened
-                                .iter()
-                                .copied()
-                                .chain([op.index])
-                                .chain(surely.iter().map(|s| s.index))
-                                .take(PROOF)
-                                .collect(),
-                            says: format!(
-                                "the final read of product {product} shows {shown} units; \
-                                 the answers leave at most {high}: {} sold {} erased from \
-                                 the stock",
-                                shown - high,
-                                if shown - high == 1 { "unit" } else { "units" }
-                            ),
-                            count: (shown - high) as u64,
-                        });
-                    } else if shown < low || shown > high {
-                        found.push(Anomaly {
-                            class: Class::StaleRead,
-                            products: vec![product],
-                            ops: opened.iter().copied().chain([op.index]).collect(),
-                            says: format!(
-                                "read {shown} left of product {product}; the sales around it leave {low} to {high}"
-                            ),
-                            count: 1,
-                        });
-                    }
-                }
-                _ => {}
-            }
+    }
+
+    /// The refusal `op`, inside the window, answered while units enough were left.
+    fn false_sold_out(&self, op: &Op, found: &mut Vec<Anomaly>) {
+        let (product, stock, opened) = (self.product, self.stock, &self.opened);
+        // Every sale that could have come before it, counted.
+        let before: i64 = self
+            .sales
+            .iter()
+            .filter(|s| self.could(s) && s.sent <= op.answered && s.index != op.index)
+            .map(|s| s.units)
+            .sum();
+        if stock - before >= op.units {
+            found.push(Anomaly {
+                class: Class::FalseSoldOut,
+                products: vec![product],
+                ops: opened.iter().copied().chain([op.index]).collect(),
+                says: format!(
+                    "told sold out of product {product} while at least {} of {stock} units were left",
+                    stock - before
+                ),
+                count: 1,
+            });
+        }
+    }
+
+    /// The read `op`, inside the window, showing `shown` (`last`: a final read): a lost
+    /// update where it shows sales erased, a stale read where no order of the sales
+    /// around it gives what it shows.
+    fn lost_update_or_stale_read(&self, op: &Op, shown: i64, last: bool, found: &mut Vec<Anomaly>) {
+        let (product, stock, opened) = (self.product, self.stock, &self.opened);
+        let possibly: i64 = self
+            .sales
+            .iter()
+            .filter(|s| self.could(s) && s.sent <= op.answered)
+            .map(|s| s.units)
+            .sum();
+        let surely: Vec<&&Op> = self
+            .sales
+            .iter()
+            .filter(|s| s.kind == Kind::Sold && self.inside(s) && s.answered < op.sent)
+            .collect();
+        let (low, high) = (stock - possibly, stock - sum_units(&surely));
+        // A final read showing more than the sales leave, but no more than
+        // the stock: sales erased from it.
+        if last && high < shown && shown <= stock {
+            found.push(Anomaly {
+                class: Class::LostUpdate,
+                products: vec![product],
+                ops: opened
+                    .iter()
+                    .copied()
+                    .chain([op.index])
+                    .chain(surely.iter().map(|s| s.index))
+                    .take(PROOF)
+                    .collect(),
+                says: format!(
+                    "the final read of product {product} shows {shown} units; \
+                     the answers leave at most {high}: {} sold {} erased from \
+                     the stock",
+                    shown - high,
+                    if shown - high == 1 { "unit" } else { "units" }
+                ),
+                count: (shown - high) as u64,
+            });
+        } else if shown < low || shown > high {
+            found.push(Anomaly {
+                class: Class::StaleRead,
+                products: vec![product],
+                ops: opened.iter().copied().chain([op.index]).collect(),
+                says: format!(
+                    "read {shown} left of product {product}; the sales around it leave {low} to {high}"
+                ),
+                count: 1,
+            });
         }
     }
 }

@@ -39,6 +39,7 @@
 use super::bounds::Bounds;
 use super::model::{Op, Part, State, step};
 use rustc_hash::FxHashSet;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -84,67 +85,79 @@ pub fn longest_order(part: &Part, budget: Duration) -> Vec<usize> {
     }
 }
 
-/// The search: its outcome, the most operations it put in one order, and that order
-/// when it was asked to stop at `stop_at` operations or found them all.
-fn run(
-    part: &Part,
-    budget: Duration,
-    stop_at: Option<usize>,
-) -> (Outcome, usize, Option<Vec<usize>>) {
-    let n = part.ops.len();
-    // Entries in time order; at the same instant calls first (overlapping, not before).
-    let mut entries: Vec<(u64, u8, Entry)> = (0..n)
-        .flat_map(|op| {
-            [
-                (part.calls[op], 0, Entry { op, call: true }),
-                (part.returns[op], 1, Entry { op, call: false }),
-            ]
-        })
-        .collect();
-    entries.sort_by_key(|&(time, order, entry)| (time, order, entry.op));
-    let entries: Vec<Entry> = entries.into_iter().map(|(_, _, e)| e).collect();
-    let mut return_of = vec![0; n];
-    for (i, e) in entries.iter().enumerate() {
-        if !e.call {
-            return_of[e.op] = i;
+/// No call kept for a kind (yet), in [`Timeline::kept`].
+const NONE: usize = usize::MAX;
+
+/// What the search reads of `part` and never changes: the entries in time order, each
+/// operation's return entry, what each operation touches, and which are equal.
+struct Timeline<'p> {
+    part: &'p Part,
+    entries: Vec<Entry>,
+    return_of: Vec<usize>,
+    touches: Vec<Vec<usize>>,
+    keys: usize,
+    kind: Vec<usize>,
+    kept: RefCell<Vec<usize>>,
+}
+
+impl<'p> Timeline<'p> {
+    /// `part`'s timeline, read once before the search starts.
+    fn new(part: &'p Part) -> Timeline<'p> {
+        let n = part.ops.len();
+        // Entries in time order; at the same instant calls first (overlapping, not before).
+        let mut entries: Vec<(u64, u8, Entry)> = (0..n)
+            .flat_map(|op| {
+                [
+                    (part.calls[op], 0, Entry { op, call: true }),
+                    (part.returns[op], 1, Entry { op, call: false }),
+                ]
+            })
+            .collect();
+        entries.sort_by_key(|&(time, order, entry)| (time, order, entry.op));
+        let entries: Vec<Entry> = entries.into_iter().map(|(_, _, e)| e).collect();
+        let mut return_of = vec![0; n];
+        for (i, e) in entries.iter().enumerate() {
+            if !e.call {
+                return_of[e.op] = i;
+            }
+        }
+        // What each operation reads and writes: its products, and its request id's bit
+        // (numbered after the products).
+        let touches: Vec<Vec<usize>> = part
+            .ops
+            .iter()
+            .map(|op| footprint(op, part.products.len()))
+            .collect();
+        let keys = part.products.len() + part.init.sold.len() * 64;
+        // Equal operations share a kind (numbered once, here).
+        let mut kinds: HashMap<&Op, usize> = HashMap::new();
+        let kind: Vec<usize> = part
+            .ops
+            .iter()
+            .map(|op| {
+                let next = kinds.len();
+                *kinds.entry(op).or_insert(next)
+            })
+            .collect();
+        // Per kind, the call kept for it while candidates are gathered (`NONE`: none yet).
+        let kept = RefCell::new(vec![NONE; kinds.len()]);
+        Timeline {
+            part,
+            entries,
+            return_of,
+            touches,
+            keys,
+            kind,
+            kept,
         }
     }
-    // A doubly linked list over entry indices; `head` (= len) is the sentinel.
-    let head = entries.len();
-    let mut next: Vec<usize> = (1..=head).chain([0]).collect();
-    let mut prev: Vec<usize> = [head].into_iter().chain(0..head).collect();
-    let lift = |next: &mut Vec<usize>, prev: &mut Vec<usize>, i: usize| {
-        next[prev[i]] = next[i];
-        prev[next[i]] = prev[i];
-    };
-    let unlift = |next: &mut Vec<usize>, prev: &mut Vec<usize>, i: usize| {
-        next[prev[i]] = i;
-        prev[next[i]] = i;
-    };
-    // What each operation reads and writes: its products, and its request id's bit
-    // (numbered after the products).
-    let touches: Vec<Vec<usize>> = part
-        .ops
-        .iter()
-        .map(|op| footprint(op, part.products.len()))
-        .collect();
-    let keys = part.products.len() + part.init.sold.len() * 64;
-    // Equal operations share a kind (numbered once, here).
-    let mut kinds: HashMap<&Op, usize> = HashMap::new();
-    let kind: Vec<usize> = part
-        .ops
-        .iter()
-        .map(|op| {
-            let next = kinds.len();
-            *kinds.entry(op).or_insert(next)
-        })
-        .collect();
-    // Per kind, the call kept for it while candidates are gathered (`NONE`: none yet).
-    const NONE: usize = usize::MAX;
-    let kept = std::cell::RefCell::new(vec![NONE; kinds.len()]);
-    // The calls before the list's first return, joined to that return's operation; of
-    // equal operations, the one answered first (its return entry is earliest).
-    let candidates = |next: &Vec<usize>| {
+
+    /// The calls before the list's first return, joined to that return's operation; of
+    /// equal operations, the one answered first (its return entry is earliest).
+    fn candidates(&self, next: &[usize]) -> Vec<usize> {
+        let (part, entries, return_of, kind) =
+            (self.part, &self.entries, &self.return_of, &self.kind);
+        let head = entries.len();
         let mut window = Vec::new();
         let mut at = next[head];
         while at != head && entries[at].call {
@@ -152,11 +165,11 @@ fn run(
             at = next[at];
         }
         if at != head && part.products.len() > 1 {
-            window = joined(&window, entries[at].op, keys, &touches, |call| {
+            window = joined(&window, entries[at].op, self.keys, &self.touches, |call| {
                 entries[call].op
             });
         }
-        let mut kept = kept.borrow_mut();
+        let mut kept = self.kept.borrow_mut();
         let mut calls = Vec::new();
         for at in window {
             let op = entries[at].op;
@@ -174,14 +187,47 @@ fn run(
         }
         calls.sort_unstable_by_key(|&call| return_of[entries[call].op]);
         calls
-    };
-    // Of `calls`, an operation without effect the model accepts in `state`, alone.
-    let pruned = |calls: Vec<usize>, state: &State| -> Vec<usize> {
+    }
+
+    /// Of `calls`, an operation without effect the model accepts in `state`, alone.
+    fn pruned(&self, calls: Vec<usize>, state: &State) -> Vec<usize> {
         let free = calls.iter().copied().find(|&call| {
-            let op = &part.ops[entries[call].op];
+            let op = &self.part.ops[self.entries[call].op];
             no_effect(op) && step(state, op).is_some()
         });
         free.map_or(calls, |call| vec![call])
+    }
+
+    /// The operations of the calls by which `levels` were reached, in order.
+    fn order(&self, levels: &[Level]) -> Vec<usize> {
+        levels
+            .iter()
+            .filter_map(|l| l.came_by.as_ref().map(|(call, _)| self.entries[*call].op))
+            .collect()
+    }
+}
+
+/// The search: its outcome, the most operations it put in one order, and that order
+/// when it was asked to stop at `stop_at` operations or found them all.
+fn run(
+    part: &Part,
+    budget: Duration,
+    stop_at: Option<usize>,
+) -> (Outcome, usize, Option<Vec<usize>>) {
+    let n = part.ops.len();
+    let timeline = Timeline::new(part);
+    let (entries, return_of) = (&timeline.entries, &timeline.return_of);
+    // A doubly linked list over entry indices; `head` (= len) is the sentinel.
+    let head = entries.len();
+    let mut next: Vec<usize> = (1..=head).chain([0]).collect();
+    let mut prev: Vec<usize> = [head].into_iter().chain(0..head).collect();
+    let lift = |next: &mut Vec<usize>, prev: &mut Vec<usize>, i: usize| {
+        next[prev[i]] = next[i];
+        prev[next[i]] = prev[i];
+    };
+    let unlift = |next: &mut Vec<usize>, prev: &mut Vec<usize>, i: usize| {
+        next[prev[i]] = i;
+        prev[next[i]] = i;
     };
 
     let mut bounds = Bounds::new(part);
@@ -194,18 +240,12 @@ fn run(
     let mut seen: FxHashSet<u128> = FxHashSet::default();
     let mut state = part.init.clone();
     let mut levels = vec![Level {
-        candidates: pruned(candidates(&next), &state),
+        candidates: timeline.pruned(timeline.candidates(&next), &state),
         next: 0,
         came_by: None,
     }];
     let mut steps = 0u64;
     let mut deepest = 0;
-    let order = |levels: &[Level]| -> Vec<usize> {
-        levels
-            .iter()
-            .filter_map(|l| l.came_by.as_ref().map(|(call, _)| entries[*call].op))
-            .collect()
-    };
     while next[head] != head {
         steps += 1;
         if steps.is_multiple_of(4096) && started.elapsed() > budget {
@@ -248,16 +288,24 @@ fn run(
         lift(&mut next, &mut prev, call);
         lift(&mut next, &mut prev, return_of[op]);
         levels.push(Level {
-            candidates: pruned(candidates(&next), &state),
+            candidates: timeline.pruned(timeline.candidates(&next), &state),
             next: 0,
             came_by: Some((call, before)),
         });
         deepest = deepest.max(levels.len() - 1);
         if stop_at == Some(levels.len() - 1) {
-            return (Outcome::NotLinearizable, deepest, Some(order(&levels)));
+            return (
+                Outcome::NotLinearizable,
+                deepest,
+                Some(timeline.order(&levels)),
+            );
         }
     }
-    (Outcome::Linearizable, deepest, Some(order(&levels)))
+    (
+        Outcome::Linearizable,
+        deepest,
+        Some(timeline.order(&levels)),
+    )
 }
 
 /// The calls of `window` joined to operation `urgent` by a chain of shared keys.

@@ -95,9 +95,28 @@ fn joined_by_a_refusal(mut history: Vec<Record>) -> Vec<Record> {
     history
 }
 
+/// A hand-written history: what it shows, whether it is linearizable, its records.
+type Case = (&'static str, bool, Vec<Record>);
+
 #[test]
 fn the_corpus_is_judged_as_written() {
-    let cases: Vec<(&str, bool, Vec<Record>)> = vec![
+    let cases = [
+        sales_refusals_and_unknown_outcomes(),
+        attempts_of_one_request_id(),
+        request_ids_answered_twice(),
+        reads_and_restocks(),
+        orders_of_several_products(),
+    ];
+    for (name, valid, history) in cases.into_iter().flatten() {
+        assert_eq!(linearizable(&history), valid, "{name}");
+        assert_eq!(every_execution(&history), valid, "{name} (every execution)");
+    }
+}
+
+/// Sales and refusals of one product, one after the other or overlapping, and unknown
+/// outcomes taken or not, some settled by the ledger's word.
+fn sales_refusals_and_unknown_outcomes() -> Vec<Case> {
+    vec![
         (
             "sold until sold out, then refused",
             true,
@@ -168,6 +187,13 @@ fn the_corpus_is_judged_as_written() {
                 sale("b", 5, 6, Refused),
             ],
         ),
+    ]
+}
+
+/// Several attempts of one request id (retries, failures, orders with different
+/// items), settled by the ledger's word on the id.
+fn attempts_of_one_request_id() -> Vec<Case> {
+    vec![
         (
             "a retry sold what its first attempt never did: the ledger holds the id once",
             true,
@@ -262,21 +288,13 @@ fn the_corpus_is_judged_as_written() {
                 settled(deduct("a", &[(2, 1)], (20, None), Unknown), Some(true)),
             ],
         ),
-        (
-            "a final read: the sale the ledger holds came before it",
-            false,
-            vec![init(1, 2), unknown("a", 10, Some(true)), read(1, 2, 20, 21)],
-        ),
-        (
-            "a read that is not final: the sale the ledger holds may come after it",
-            true,
-            vec![
-                init(1, 2),
-                unknown("a", 10, Some(true)),
-                unknown("b", 10, None),
-                read(1, 2, 20, 21),
-            ],
-        ),
+    ]
+}
+
+/// One request id answered twice: a retry given the stored sale, sold twice, on two
+/// products; and a duplicate with no original.
+fn request_ids_answered_twice() -> Vec<Case> {
+    vec![
         (
             "a retry answered with the stored sale",
             true,
@@ -306,6 +324,28 @@ fn the_corpus_is_judged_as_written() {
             false,
             vec![init(1, 5), sale("a", 0, 1, Duplicate)],
         ),
+    ]
+}
+
+/// Reads, final or not, after a sale the ledger holds; a restock mid-load; a stale
+/// read.
+fn reads_and_restocks() -> Vec<Case> {
+    vec![
+        (
+            "a final read: the sale the ledger holds came before it",
+            false,
+            vec![init(1, 2), unknown("a", 10, Some(true)), read(1, 2, 20, 21)],
+        ),
+        (
+            "a read that is not final: the sale the ledger holds may come after it",
+            true,
+            vec![
+                init(1, 2),
+                unknown("a", 10, Some(true)),
+                unknown("b", 10, None),
+                read(1, 2, 20, 21),
+            ],
+        ),
         (
             "a restock mid-load: refused before it, sold after it",
             true,
@@ -323,6 +363,13 @@ fn the_corpus_is_judged_as_written() {
             false,
             vec![init(1, 2), sale("a", 0, 1, Sold), read(1, 2, 2, 3)],
         ),
+    ]
+}
+
+/// Multi-item orders (one product named twice among them), and parts of two products
+/// where the search's look ahead decides, its sums near the largest integer too.
+fn orders_of_several_products() -> Vec<Case> {
+    vec![
         (
             "a multi-item order across two products, then a read and a refusal",
             true,
@@ -396,11 +443,7 @@ fn the_corpus_is_judged_as_written() {
                 read(1, 9, 2, 3),
             ],
         ),
-    ];
-    for (name, valid, history) in cases {
-        assert_eq!(linearizable(&history), valid, "{name}");
-        assert_eq!(every_execution(&history), valid, "{name} (every execution)");
-    }
+    ]
 }
 
 #[test]
@@ -483,10 +526,51 @@ fn searched(history: &[Record]) -> bool {
 /// answer was changed afterwards (if not, it must be linearizable).
 fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
     let products: i64 = rng.random_range(1..=3);
-    let mut stock: Vec<i64> = (0..products).map(|_| rng.random_range(0..=3)).collect();
+    let stock: Vec<i64> = (0..products).map(|_| rng.random_range(0..=3)).collect();
     let mut history: Vec<Record> = (0..products)
         .map(|p| init(p + 1, stock[p as usize]))
         .collect();
+    let mut ops = random_operations(rng, products);
+    ops.sort_by_key(|(point, _)| *point);
+    let sold = fill_in_answers(rng, &mut ops, stock);
+    let mut ops: Vec<Record> = ops.into_iter().map(|(_, r)| r).collect();
+    // The ledger read per request id: an id one of whose unknown outcomes was chosen
+    // to be settled has its word on every attempt.
+    let settled: Vec<String> = ops
+        .iter()
+        .filter_map(|r| match r {
+            Record::Deduct {
+                request_id,
+                recorded: Some(_),
+                ..
+            } => Some(request_id.clone()),
+            _ => None,
+        })
+        .collect();
+    for op in &mut ops {
+        if let Record::Deduct {
+            request_id,
+            recorded,
+            ..
+        } = op
+        {
+            *recorded = settled
+                .contains(request_id)
+                .then(|| sold.contains(request_id));
+        }
+    }
+    let changed = rng.random_bool(0.5);
+    if changed {
+        change_one(rng, &mut ops);
+    }
+    history.extend(ops);
+    (history, changed)
+}
+
+/// One to eight random operations on products 1 to `products`: deductions (of one or
+/// two products, some never answered), restocks and reads, each with a random instant
+/// of its interval, where it takes effect; their answers are still to fill in.
+fn random_operations(rng: &mut StdRng, products: i64) -> Vec<(u64, Record)> {
     let n = rng.random_range(1..=8);
     // (the instant it takes effect, the operation with its answer still to fill in)
     let mut ops: Vec<(u64, Record)> = Vec::new();
@@ -518,9 +602,20 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
         };
         ops.push((point, record));
     }
-    ops.sort_by_key(|(point, _)| *point);
+    ops
+}
+
+/// Fills in the answers of `ops`, taken in order, as one correct counter starting from
+/// `stock` gives them: a deduction never answered taken or not at random (and settled
+/// by the ledger or not), a restock left without an answer now and then. Returns the
+/// request ids sold.
+fn fill_in_answers(
+    rng: &mut StdRng,
+    ops: &mut [(u64, Record)],
+    mut stock: Vec<i64>,
+) -> Vec<String> {
     let mut sold: Vec<String> = Vec::new();
-    for (_, record) in &mut ops {
+    for (_, record) in ops {
         match record {
             Record::Deduct {
                 request_id,
@@ -573,59 +668,35 @@ fn random_history(rng: &mut StdRng) -> (Vec<Record>, bool) {
             Record::Init { .. } | Record::Hold { .. } => {}
         }
     }
-    let mut ops: Vec<Record> = ops.into_iter().map(|(_, r)| r).collect();
-    // The ledger read per request id: an id one of whose unknown outcomes was chosen
-    // to be settled has its word on every attempt.
-    let settled: Vec<String> = ops
-        .iter()
-        .filter_map(|r| match r {
-            Record::Deduct {
-                request_id,
-                recorded: Some(_),
-                ..
-            } => Some(request_id.clone()),
-            _ => None,
-        })
-        .collect();
-    for op in &mut ops {
-        if let Record::Deduct {
+    sold
+}
+
+/// One of `ops` picked at random and, where it is one that can change, changed: the
+/// ledger's word on a settled unknown outcome's id turned over, a deduction's answer
+/// swapped, or a read moved by a unit.
+fn change_one(rng: &mut StdRng, ops: &mut [Record]) {
+    let i = rng.random_range(0..ops.len());
+    match &mut ops[i] {
+        Record::Deduct {
+            answer: Unknown,
+            recorded: Some(_),
             request_id,
-            recorded,
             ..
-        } = op
-        {
-            *recorded = settled
-                .contains(request_id)
-                .then(|| sold.contains(request_id));
+        } => {
+            let id = request_id.clone();
+            flip_ledger(ops, &id);
         }
-    }
-    let changed = rng.random_bool(0.5);
-    if changed {
-        let i = rng.random_range(0..ops.len());
-        match &mut ops[i] {
-            Record::Deduct {
-                answer: Unknown,
-                recorded: Some(_),
-                request_id,
-                ..
-            } => {
-                let id = request_id.clone();
-                flip_ledger(&mut ops, &id);
+        Record::Deduct { answer, .. } => {
+            *answer = match *answer {
+                Sold => Refused,
+                Refused => Sold,
+                Duplicate => Sold,
+                other => other,
             }
-            Record::Deduct { answer, .. } => {
-                *answer = match *answer {
-                    Sold => Refused,
-                    Refused => Sold,
-                    Duplicate => Sold,
-                    other => other,
-                }
-            }
-            Record::Read { stock: Some(s), .. } => *s += if rng.random_bool(0.5) { 1 } else { -1 },
-            _ => {}
         }
+        Record::Read { stock: Some(s), .. } => *s += if rng.random_bool(0.5) { 1 } else { -1 },
+        _ => {}
     }
-    history.extend(ops);
-    (history, changed)
 }
 
 /// Where the O(n log n) test applies, it agrees with the search: on every part of the
@@ -705,8 +776,23 @@ fn settled(mut record: Record, settled: Option<bool>) -> Record {
 /// into the history), and nothing else found there.
 #[test]
 fn each_class_is_caught_in_its_case() {
+    for (name, class, ops, history) in class_cases() {
+        let verdict = check(&history, BUDGET).expect("well-formed");
+        let found = super::anomalies(&history, &verdict);
+        assert_eq!(found.len(), 1, "{name}: {found:#?}");
+        assert_eq!(
+            (found[0].class, &found[0].ops),
+            (class, &ops),
+            "{name}: {found:#?}"
+        );
+    }
+}
+
+/// The cases of [`each_class_is_caught_in_its_case`]: what each shows, its class, the
+/// operations that prove it (indices into the history), and its history.
+fn class_cases() -> Vec<(&'static str, super::classes::Class, Vec<usize>, Vec<Record>)> {
     use super::classes::Class;
-    let cases: Vec<(&str, Class, Vec<usize>, Vec<Record>)> = vec![
+    vec![
         (
             "oversold: two sales of the one unit",
             Class::Oversold,
@@ -801,17 +887,7 @@ fn each_class_is_caught_in_its_case() {
                 sale("b", 2, 3, Sold),
             ],
         ),
-    ];
-    for (name, class, ops, history) in cases {
-        let verdict = check(&history, BUDGET).expect("well-formed");
-        let found = super::anomalies(&history, &verdict);
-        assert_eq!(found.len(), 1, "{name}: {found:#?}");
-        assert_eq!(
-            (found[0].class, &found[0].ops),
-            (class, &ops),
-            "{name}: {found:#?}"
-        );
-    }
+    ]
 }
 
 /// Stock 3, three sales answered sold and in the ledger, then a final read of 2.

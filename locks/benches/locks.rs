@@ -327,6 +327,68 @@ impl Subjects {
             }
         };
         match row {
+            RedisPing | RedisNoopScript | ZkCreateDelete | EtcdPutDelete | MariadbUpdate
+            | MariadbForUpdateTx => self.floor(row, key).await,
+            MysqlLock => ours(&self.mysql_lock).await,
+            RedisLock => ours(&self.redis_lock).await,
+            RedisLockReplica => ours(&self.redis_lock_replica).await,
+            RedisLockWait => ours(&self.redis_lock_wait).await,
+            RedisLockCluster => ours(&self.redis_lock_cluster).await,
+            RedisLockClusterWait => ours(&self.redis_lock_cluster_wait).await,
+            Redlock5 => ours(&self.redlock).await,
+            ZooKeeper => ours(&self.zookeeper).await,
+            Etcd => ours(&self.etcd).await,
+            Rslock5 => rslock(&self.rslock5).await,
+            Rslock1 => rslock(&self.rslock1).await,
+            ZkClientLock => {
+                let dir = format!("{ZK_ROOT}/peer/{key}");
+                let prefix = zk::LockPrefix::new_curator(&dir, "lock-").unwrap();
+                let options = zk::LockOptions::new(zk::Acls::anyone_all())
+                    .with_ancestor_options(
+                        zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+                    )
+                    .unwrap();
+                let lock = self
+                    .zk
+                    .lock(prefix, b"", options)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let acquired = Instant::now();
+                // The crate releases in `Drop`, in the background. Delete in the
+                // foreground instead, so the release is inside the measured time, then
+                // skip the guard's own (now redundant) background delete.
+                self.zk
+                    .delete(lock.lock_path(), None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                std::mem::forget(lock);
+                Ok(acquired)
+            }
+            EtcdClientLock => {
+                // As the crate's example does it: a lease, the Lock RPC with it (the
+                // server queues the caller and answers once it holds the lock), unlock,
+                // and the lease revoked (one lease per acquisition, as ours).
+                let mut etcd = self.etcd_client.clone();
+                let lease = etcd.lease_grant(LEASE.as_secs() as i64, None).await;
+                let lease = lease.map_err(|e| e.to_string())?.id();
+                let options = etcd_client::LockOptions::new().with_lease(lease);
+                let name = format!("/bench/peer/{key}");
+                let lock = etcd.lock(name, Some(options)).await;
+                let lock = lock.map_err(|e| e.to_string())?;
+                let acquired = Instant::now();
+                etcd.unlock(lock.key()).await.map_err(|e| e.to_string())?;
+                etcd.lease_revoke(lease).await.map_err(|e| e.to_string())?;
+                Ok(acquired)
+            }
+            Curator => unreachable!("the Curator rows are measured by the Java harness"),
+        }
+    }
+
+    /// One operation of a floor `row` on `key` (or, for scale, the `FOR UPDATE`
+    /// transaction): what any lock on that server costs at least. Returns when it was
+    /// done, or an error.
+    async fn floor(&self, row: Row, key: &str) -> Result<Instant, String> {
+        match row {
             RedisPing => {
                 let _: String = redis::cmd("PING")
                     .query_async(&mut self.redis.clone())
@@ -384,58 +446,7 @@ impl Subjects {
                 tx.commit().await.map_err(|e| e.to_string())?;
                 Ok(Instant::now())
             }
-            MysqlLock => ours(&self.mysql_lock).await,
-            RedisLock => ours(&self.redis_lock).await,
-            RedisLockReplica => ours(&self.redis_lock_replica).await,
-            RedisLockWait => ours(&self.redis_lock_wait).await,
-            RedisLockCluster => ours(&self.redis_lock_cluster).await,
-            RedisLockClusterWait => ours(&self.redis_lock_cluster_wait).await,
-            Redlock5 => ours(&self.redlock).await,
-            ZooKeeper => ours(&self.zookeeper).await,
-            Etcd => ours(&self.etcd).await,
-            Rslock5 => rslock(&self.rslock5).await,
-            Rslock1 => rslock(&self.rslock1).await,
-            ZkClientLock => {
-                let dir = format!("{ZK_ROOT}/peer/{key}");
-                let prefix = zk::LockPrefix::new_curator(&dir, "lock-").unwrap();
-                let options = zk::LockOptions::new(zk::Acls::anyone_all())
-                    .with_ancestor_options(
-                        zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
-                    )
-                    .unwrap();
-                let lock = self
-                    .zk
-                    .lock(prefix, b"", options)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let acquired = Instant::now();
-                // The crate releases in `Drop`, in the background. Delete in the
-                // foreground instead, so the release is inside the measured time, then
-                // skip the guard's own (now redundant) background delete.
-                self.zk
-                    .delete(lock.lock_path(), None)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                std::mem::forget(lock);
-                Ok(acquired)
-            }
-            EtcdClientLock => {
-                // As the crate's example does it: a lease, the Lock RPC with it (the
-                // server queues the caller and answers once it holds the lock), unlock,
-                // and the lease revoked (one lease per acquisition, as ours).
-                let mut etcd = self.etcd_client.clone();
-                let lease = etcd.lease_grant(LEASE.as_secs() as i64, None).await;
-                let lease = lease.map_err(|e| e.to_string())?.id();
-                let options = etcd_client::LockOptions::new().with_lease(lease);
-                let name = format!("/bench/peer/{key}");
-                let lock = etcd.lock(name, Some(options)).await;
-                let lock = lock.map_err(|e| e.to_string())?;
-                let acquired = Instant::now();
-                etcd.unlock(lock.key()).await.map_err(|e| e.to_string())?;
-                etcd.lease_revoke(lease).await.map_err(|e| e.to_string())?;
-                Ok(acquired)
-            }
-            Curator => unreachable!("the Curator rows are measured by the Java harness"),
+            _ => unreachable!("{} is not a floor", row.name()),
         }
     }
 }
@@ -950,28 +961,7 @@ fn main() {
         .measurement_time(measure)
         .sample_size(50)
         .configure_from_args();
-    let mut ran = Vec::new();
-    {
-        let mut group = criterion.benchmark_group("uncontended");
-        // Every iteration takes about as long as the next (a round trip or a few):
-        // flat sampling keeps the slow rows (ZooKeeper, ~2 ms) inside the time budget.
-        group.sampling_mode(SamplingMode::Flat);
-        for row in Row::UNCONTENDED {
-            if !args.wants(&row.id()) {
-                continue;
-            }
-            ran.push(row);
-            let holder = HolderId::random();
-            let key = format!("uncontended-{}", row.id());
-            let subjects = subjects.clone();
-            group.bench_function(row.id(), |b| {
-                b.to_async(&runtime).iter(|| async {
-                    subjects.cycle(row, &key, &holder).await.unwrap();
-                })
-            });
-        }
-        group.finish();
-    }
+    let ran = uncontended_rows(&mut criterion, &runtime, &subjects, &args);
 
     // 2. Curator, uncontended and contended, by its harness in this same run.
     let mut medians: BTreeMap<Row, f64> = ran
@@ -981,94 +971,29 @@ fn main() {
     let mut contended: BTreeMap<Row, Contended> = BTreeMap::new();
     let mut notes = Vec::new();
     if args.wants(&Curator.id()) {
-        match CuratorHarness::build() {
-            Ok(harness) => {
-                let warm = if args.test_mode {
-                    Duration::from_millis(200)
-                } else {
-                    Duration::from_secs(2)
-                };
-                match harness.run(
-                    &subjects.zk_connect,
-                    "/bench/curator/uncontended",
-                    1,
-                    warm,
-                    measure,
-                ) {
-                    Ok(samples) => {
-                        let us: Vec<f64> =
-                            samples.iter().map(|(_, d)| d.as_secs_f64() * 1e6).collect();
-                        if let Some(m) = median(us) {
-                            println!(
-                                "{:<48} median {m:>9.1} µs over {} cycles (Java harness)",
-                                Curator.id(),
-                                samples.len()
-                            );
-                            medians.insert(Curator, m);
-                        }
-                    }
-                    Err(e) => notes.push(format!("Curator uncontended: {e}")),
-                }
-                match harness.run(
-                    &subjects.zk_connect,
-                    "/bench/curator/contended",
-                    16,
-                    warm,
-                    contended_window,
-                ) {
-                    Ok(samples) => {
-                        let samples: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
-                        contended.insert(
-                            Curator,
-                            Contended::from_samples(&samples, 16, contended_window, Vec::new()),
-                        );
-                    }
-                    Err(e) => notes.push(format!("Curator contended: {e}")),
-                }
-            }
-            Err(e) => notes.push(format!("Curator skipped: {e}")),
-        }
+        curator_rows(
+            args.test_mode,
+            &subjects.zk_connect,
+            measure,
+            contended_window,
+            &mut medians,
+            &mut contended,
+            &mut notes,
+        );
     }
 
     // 3. Contended: 16 tasks, one key, empty critical section.
-    for row in Row::LOCKS {
-        if row == Curator || !args.wants(&row.id()) {
-            continue;
-        }
-        let figures = runtime.block_on(contend(
-            &subjects,
-            row,
-            16,
-            contended_warmup,
-            contended_window,
-        ));
-        contended.insert(row, figures);
-    }
+    contended.extend(contended_rows(
+        &runtime,
+        &subjects,
+        &args,
+        contended_warmup,
+        contended_window,
+    ));
 
     // 4. Steadiness: 1 to 256 tasks, a key each.
     let steady_window = contended_window;
-    let mut steady: BTreeMap<Row, Vec<Steady>> = BTreeMap::new();
-    for row in Row::STEADINESS {
-        if !args.wants(&row.id()) {
-            continue;
-        }
-        for tasks in LEVELS {
-            let level = runtime.block_on(steadiness(
-                &subjects,
-                row,
-                tasks,
-                contended_warmup,
-                steady_window,
-            ));
-            println!(
-                "{:<48} {tasks:>3} tasks: p99/p50 {}, {}/s",
-                row.id(),
-                Spread::text(level.ratio, 2),
-                Spread::text(level.per_second, 0)
-            );
-            steady.entry(row).or_default().push(level);
-        }
-    }
+    let steady = steadiness_rows(&runtime, &subjects, &args, contended_warmup, steady_window);
 
     // 5. The summary.
     let summary = summary(&medians, &contended, &steady, &notes, contended_window);
@@ -1098,6 +1023,140 @@ fn main() {
     runtime.shutdown_timeout(Duration::from_secs(2));
     drop((replica, primary, cluster));
     drop(stack);
+}
+
+/// The uncontended rows `args` wants, one after the other, each measured by
+/// `criterion` (group `uncontended`) on `runtime`. Returns the rows run.
+fn uncontended_rows(
+    criterion: &mut Criterion,
+    runtime: &tokio::runtime::Runtime,
+    subjects: &Arc<Subjects>,
+    args: &Args,
+) -> Vec<Row> {
+    let mut ran = Vec::new();
+    let mut group = criterion.benchmark_group("uncontended");
+    // Every iteration takes about as long as the next (a round trip or a few):
+    // flat sampling keeps the slow rows (ZooKeeper, ~2 ms) inside the time budget.
+    group.sampling_mode(SamplingMode::Flat);
+    for row in Row::UNCONTENDED {
+        if !args.wants(&row.id()) {
+            continue;
+        }
+        ran.push(row);
+        let holder = HolderId::random();
+        let key = format!("uncontended-{}", row.id());
+        let subjects = subjects.clone();
+        group.bench_function(row.id(), |b| {
+            b.to_async(runtime).iter(|| async {
+                subjects.cycle(row, &key, &holder).await.unwrap();
+            })
+        });
+    }
+    group.finish();
+    ran
+}
+
+/// Apache Curator's rows, by its harness: the uncontended median into `medians`
+/// (printed as it comes), the contended run's figures into `contended`, what failed
+/// into `notes`.
+fn curator_rows(
+    test_mode: bool,
+    zk_connect: &str,
+    measure: Duration,
+    contended_window: Duration,
+    medians: &mut BTreeMap<Row, f64>,
+    contended: &mut BTreeMap<Row, Contended>,
+    notes: &mut Vec<String>,
+) {
+    match CuratorHarness::build() {
+        Ok(harness) => {
+            let warm = if test_mode {
+                Duration::from_millis(200)
+            } else {
+                Duration::from_secs(2)
+            };
+            match harness.run(zk_connect, "/bench/curator/uncontended", 1, warm, measure) {
+                Ok(samples) => {
+                    let us: Vec<f64> = samples.iter().map(|(_, d)| d.as_secs_f64() * 1e6).collect();
+                    if let Some(m) = median(us) {
+                        println!(
+                            "{:<48} median {m:>9.1} µs over {} cycles (Java harness)",
+                            Curator.id(),
+                            samples.len()
+                        );
+                        medians.insert(Curator, m);
+                    }
+                }
+                Err(e) => notes.push(format!("Curator uncontended: {e}")),
+            }
+            match harness.run(
+                zk_connect,
+                "/bench/curator/contended",
+                16,
+                warm,
+                contended_window,
+            ) {
+                Ok(samples) => {
+                    let samples: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
+                    contended.insert(
+                        Curator,
+                        Contended::from_samples(&samples, 16, contended_window, Vec::new()),
+                    );
+                }
+                Err(e) => notes.push(format!("Curator contended: {e}")),
+            }
+        }
+        Err(e) => notes.push(format!("Curator skipped: {e}")),
+    }
+}
+
+/// The contended rows `args` wants but Curator's (its harness ran them), each run by
+/// [`contend`] with 16 tasks on `runtime`, after `warmup`, for `window`.
+fn contended_rows(
+    runtime: &tokio::runtime::Runtime,
+    subjects: &Arc<Subjects>,
+    args: &Args,
+    warmup: Duration,
+    window: Duration,
+) -> BTreeMap<Row, Contended> {
+    let mut contended = BTreeMap::new();
+    for row in Row::LOCKS {
+        if row == Curator || !args.wants(&row.id()) {
+            continue;
+        }
+        let figures = runtime.block_on(contend(subjects, row, 16, warmup, window));
+        contended.insert(row, figures);
+    }
+    contended
+}
+
+/// The steadiness sweep of the rows `args` wants: each at every level of [`LEVELS`]
+/// tasks, a key each, on `runtime`, after `warmup`, for `window`; each level printed as
+/// it comes.
+fn steadiness_rows(
+    runtime: &tokio::runtime::Runtime,
+    subjects: &Arc<Subjects>,
+    args: &Args,
+    warmup: Duration,
+    window: Duration,
+) -> BTreeMap<Row, Vec<Steady>> {
+    let mut steady: BTreeMap<Row, Vec<Steady>> = BTreeMap::new();
+    for row in Row::STEADINESS {
+        if !args.wants(&row.id()) {
+            continue;
+        }
+        for tasks in LEVELS {
+            let level = runtime.block_on(steadiness(subjects, row, tasks, warmup, window));
+            println!(
+                "{:<48} {tasks:>3} tasks: p99/p50 {}, {}/s",
+                row.id(),
+                Spread::text(level.ratio, 2),
+                Spread::text(level.per_second, 0)
+            );
+            steady.entry(row).or_default().push(level);
+        }
+    }
+    steady
 }
 
 /// The summary's figures as JSON: each row's uncontended median (µs) and, for the
@@ -1173,6 +1232,21 @@ fn summary(
     window: Duration,
 ) -> String {
     let mut out = String::new();
+    uncontended_section(&mut out, medians);
+    goals_section(&mut out, medians, contended);
+    contended_section(&mut out, contended, window);
+    if !steady.is_empty() {
+        steadiness_section(&mut out, steady);
+    }
+    for note in notes {
+        let _ = writeln!(out, "\nnote: {note}");
+    }
+    out
+}
+
+/// The summary's uncontended table: each row's median, and its ratio to its server's
+/// floor; then what `WAIT` for a replica costs, alone and on the cluster.
+fn uncontended_section(out: &mut String, medians: &BTreeMap<Row, f64>) {
     let floor_of = |row: Row| -> Option<(Row, f64)> {
         let base = match row {
             MysqlLock | MariadbForUpdateTx => MariadbUpdate,
@@ -1216,6 +1290,15 @@ fn summary(
             wait / plain
         );
     }
+}
+
+/// The summary's goals: the ratios of medians against the limits, and our
+/// ZooKeeper lock contended against the peer's `Client::lock`.
+fn goals_section(
+    out: &mut String,
+    medians: &BTreeMap<Row, f64>,
+    contended: &BTreeMap<Row, Contended>,
+) {
     let _ = writeln!(out, "\n### Goals (ratios of medians from this run)\n");
     let _ = writeln!(out, "| goal | ratio | limit | |\n|---|---:|---:|---|");
     for (row, base, limit, why) in GOALS {
@@ -1243,6 +1326,10 @@ fn summary(
             ours.per_second, peer.per_second, ours.overtakes
         );
     }
+}
+
+/// The summary's contended table: 16 tasks on one key for `window`, a line per lock.
+fn contended_section(out: &mut String, contended: &BTreeMap<Row, Contended>, window: Duration) {
     let _ = writeln!(
         out,
         "\n### Contended: 16 tasks, one key, {} s, empty critical section\n",
@@ -1270,41 +1357,40 @@ fn summary(
             c.longest_wait_ms
         );
     }
-    if !steady.is_empty() {
-        let header: Vec<String> = LEVELS
-            .iter()
-            .map(|&t| format!("{t} task{}", if t == 1 { "" } else { "s" }))
-            .collect();
-        for (title, figure) in [
-            ("p99 / p50 of acquire + release", 0),
-            ("acquisitions per second", 1),
-        ] {
-            let _ = writeln!(
-                out,
-                "\n### Steadiness: {title}, a key per task, median (range) of {PARTS} parts\n"
-            );
-            let _ = writeln!(
-                out,
-                "| lock | {} |\n|---|{}",
-                header.join(" | "),
-                "---:|".repeat(LEVELS.len())
-            );
-            for (row, levels) in steady {
-                let cells: Vec<String> = levels
-                    .iter()
-                    .map(|l| match figure {
-                        0 => Spread::text(l.ratio, 2),
-                        _ => Spread::text(l.per_second, 0),
-                    })
-                    .collect();
-                let _ = writeln!(out, "| {} | {} |", row.name(), cells.join(" | "));
-            }
+}
+
+/// The summary's steadiness tables: p99 / p50 and acquisitions per second, a line per
+/// lock service, a column per level of tasks.
+fn steadiness_section(out: &mut String, steady: &BTreeMap<Row, Vec<Steady>>) {
+    let header: Vec<String> = LEVELS
+        .iter()
+        .map(|&t| format!("{t} task{}", if t == 1 { "" } else { "s" }))
+        .collect();
+    for (title, figure) in [
+        ("p99 / p50 of acquire + release", 0),
+        ("acquisitions per second", 1),
+    ] {
+        let _ = writeln!(
+            out,
+            "\n### Steadiness: {title}, a key per task, median (range) of {PARTS} parts\n"
+        );
+        let _ = writeln!(
+            out,
+            "| lock | {} |\n|---|{}",
+            header.join(" | "),
+            "---:|".repeat(LEVELS.len())
+        );
+        for (row, levels) in steady {
+            let cells: Vec<String> = levels
+                .iter()
+                .map(|l| match figure {
+                    0 => Spread::text(l.ratio, 2),
+                    _ => Spread::text(l.per_second, 0),
+                })
+                .collect();
+            let _ = writeln!(out, "| {} | {} |", row.name(), cells.join(" | "));
         }
     }
-    for note in notes {
-        let _ = writeln!(out, "\nnote: {note}");
-    }
-    out
 }
 
 /// A row's name without its "ours:/peer:/floor:" prefix.

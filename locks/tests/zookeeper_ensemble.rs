@@ -9,13 +9,26 @@ use std::time::Duration;
 use testbed::ZooKeeper;
 use tokio::time::Instant;
 
+/// The acquisitions the tasks make in all before they stop.
+const HANDOFFS: usize = 200;
+
+/// What the tasks taking turns count together: acquisitions, tasks inside the critical
+/// section now, overlaps seen, failed attempts, and when each acquisition came.
+#[derive(Default)]
+struct Turns {
+    acquired: AtomicUsize,
+    inside: AtomicUsize,
+    overlaps: AtomicUsize,
+    errors: AtomicUsize,
+    times: Mutex<Vec<Instant>>,
+}
+
 /// 4 tasks take turns on one lock until 200 acquisitions; after 50, the leader is
 /// killed. Each critical section checks that nobody else is inside. Requests during
 /// the election fail and are retried; what matters is that no two tasks are ever inside
 /// together, that all 200 hand-offs happen, and how long the longest pause was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_during_handoffs() {
-    const HANDOFFS: usize = 200;
     let mut ensemble = ZooKeeper::start_ensemble(3).unwrap();
     let backend = ZooKeeperLock::connect(
         &ensemble.connect_string(),
@@ -32,57 +45,16 @@ async fn leader_killed_during_handoffs() {
         lock_delay: Duration::ZERO,
     };
 
-    let acquired = Arc::new(AtomicUsize::new(0));
-    let inside = Arc::new(AtomicUsize::new(0));
-    let overlaps = Arc::new(AtomicUsize::new(0));
-    let errors = Arc::new(AtomicUsize::new(0));
-    let times = Arc::new(Mutex::new(Vec::new()));
+    let turns = Arc::new(Turns::default());
     let started = Instant::now();
     let tasks: Vec<_> = (0..4)
         .map(|_| {
-            let (locker, options) = (locker.clone(), options.clone());
-            let (acquired, inside, overlaps, errors, times) = (
-                acquired.clone(),
-                inside.clone(),
-                overlaps.clone(),
-                errors.clone(),
-                times.clone(),
-            );
-            tokio::spawn(async move {
-                let holder = HolderId::random();
-                while acquired.load(Ordering::SeqCst) < HANDOFFS {
-                    let guard = match locker
-                        .acquire("stock/1", &holder, &options, Duration::from_secs(20))
-                        .await
-                    {
-                        Ok(guard) => guard,
-                        Err(e) => {
-                            if errors.fetch_add(1, Ordering::SeqCst) < 5 {
-                                eprintln!("acquire failed: {e}");
-                            }
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    };
-                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
-                        overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
-                    times.lock().unwrap().push(Instant::now());
-                    acquired.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                    let released =
-                        tokio::time::timeout(Duration::from_secs(15), guard.release()).await;
-                    if !matches!(released, Ok(Ok(()))) && errors.fetch_add(1, Ordering::SeqCst) < 5
-                    {
-                        eprintln!("release failed: {released:?}");
-                    }
-                }
-            })
+            let (locker, options, turns) = (locker.clone(), options.clone(), turns.clone());
+            tokio::spawn(take_turns(locker, options, turns))
         })
         .collect();
 
-    while acquired.load(Ordering::SeqCst) < 50 {
+    while turns.acquired.load(Ordering::SeqCst) < 50 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let leader = ensemble
@@ -96,15 +68,15 @@ async fn leader_killed_during_handoffs() {
     for task in tasks {
         let done = tokio::time::timeout(Duration::from_secs(120), task).await;
         let (acquired, errors) = (
-            acquired.load(Ordering::SeqCst),
-            errors.load(Ordering::SeqCst),
+            turns.acquired.load(Ordering::SeqCst),
+            turns.errors.load(Ordering::SeqCst),
         );
         assert!(
             done.is_ok(),
             "work did not resume: {acquired} acquisitions, {errors} failed attempts"
         );
     }
-    let times = times.lock().unwrap();
+    let times = turns.times.lock().unwrap();
     let gap = times.windows(2).map(|w| w[1] - w[0]).max().unwrap();
     let new_leader = ensemble
         .nodes()
@@ -117,9 +89,55 @@ async fn leader_killed_during_handoffs() {
         started.elapsed().as_secs_f64(),
         leader + 1,
         (killed_at - started).as_secs_f64(),
-        errors.load(Ordering::SeqCst),
-        overlaps.load(Ordering::SeqCst),
+        turns.errors.load(Ordering::SeqCst),
+        turns.overlaps.load(Ordering::SeqCst),
     );
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
+    assert_eq!(
+        turns.overlaps.load(Ordering::SeqCst),
+        0,
+        "two holders at once"
+    );
     assert!(times.len() >= HANDOFFS);
+}
+
+/// One task's turns on the lock, as its own holder, until [`HANDOFFS`] acquisitions in
+/// all: each acquisition counted in `turns`, a short critical section, a release.
+///
+/// A failed acquisition or release is counted (the first few printed) and the task
+/// goes on; one found with another task inside counts an overlap.
+async fn take_turns(locker: Locker, options: LockOptions, turns: Arc<Turns>) {
+    let Turns {
+        acquired,
+        inside,
+        overlaps,
+        errors,
+        times,
+    } = &*turns;
+    let holder = HolderId::random();
+    while acquired.load(Ordering::SeqCst) < HANDOFFS {
+        let guard = match locker
+            .acquire("stock/1", &holder, &options, Duration::from_secs(20))
+            .await
+        {
+            Ok(guard) => guard,
+            Err(e) => {
+                if errors.fetch_add(1, Ordering::SeqCst) < 5 {
+                    eprintln!("acquire failed: {e}");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+            overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        times.lock().unwrap().push(Instant::now());
+        acquired.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        inside.fetch_sub(1, Ordering::SeqCst);
+        let released = tokio::time::timeout(Duration::from_secs(15), guard.release()).await;
+        if !matches!(released, Ok(Ok(()))) && errors.fetch_add(1, Ordering::SeqCst) < 5 {
+            eprintln!("release failed: {released:?}");
+        }
+    }
 }

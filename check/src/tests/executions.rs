@@ -114,36 +114,7 @@ impl Executions {
                 what,
             });
         }
-        // A read is final when every deduction (failures too) and restock of the
-        // history was sent and answered before it was sent, none of its product's
-        // open without the ledger's word.
-        for step in &mut steps {
-            let Does::Read(p, _, ref mut last) = step.what else {
-                continue;
-            };
-            let at = step.sent;
-            *last = history.iter().all(|record| {
-                let unsettled = match record {
-                    Record::Deduct {
-                        items,
-                        request_id,
-                        answer,
-                        ..
-                    } => {
-                        let id = ids.iter().position(|i| i == request_id).expect("numbered");
-                        *answer == Unknown
-                            && ledger[id].is_none()
-                            && items.iter().any(|i| product(i.product_id) == p)
-                    }
-                    Record::Restock {
-                        product_id, answer, ..
-                    } => *answer == RestockAnswer::Unknown && product(*product_id) == p,
-                    _ => return true,
-                };
-                let (sent, answered) = record.interval().expect("an operation");
-                !unsettled && sent < at && answered.is_none_or(|a| a < at)
-            });
-        }
+        mark_final_reads(history, &mut steps, &ids, &ledger, product);
         assert!(steps.len() <= 64 && ids.len() <= 64 && init.len() <= 64);
         Executions {
             steps,
@@ -232,6 +203,47 @@ impl Executions {
     }
 }
 
+/// Marks each read of `steps` (from `history`) that is a final read, given the request
+/// ids numbered (`ids`), the ledger's word on each, and each product's number.
+fn mark_final_reads(
+    history: &[Record],
+    steps: &mut [Step],
+    ids: &[&str],
+    ledger: &[Option<bool>],
+    product: impl Fn(i64) -> usize,
+) {
+    // A read is final when every deduction (failures too) and restock of the
+    // history was sent and answered before it was sent, none of its product's
+    // open without the ledger's word.
+    for step in steps {
+        let Does::Read(p, _, ref mut last) = step.what else {
+            continue;
+        };
+        let at = step.sent;
+        *last = history.iter().all(|record| {
+            let unsettled = match record {
+                Record::Deduct {
+                    items,
+                    request_id,
+                    answer,
+                    ..
+                } => {
+                    let id = ids.iter().position(|i| i == request_id).expect("numbered");
+                    *answer == Unknown
+                        && ledger[id].is_none()
+                        && items.iter().any(|i| product(i.product_id) == p)
+                }
+                Record::Restock {
+                    product_id, answer, ..
+                } => *answer == RestockAnswer::Unknown && product(*product_id) == p,
+                _ => return true,
+            };
+            let (sent, answered) = record.interval().expect("an operation");
+            !unsettled && sent < at && answered.is_none_or(|a| a < at)
+        });
+    }
+}
+
 /// A correct execution: its history, and how many of its request ids were sent more
 /// than once.
 struct Execution {
@@ -258,76 +270,9 @@ fn execution(rng: &mut StdRng) -> Execution {
     let products: i64 = rng.random_range(1..=3);
     let start: Vec<i64> = (0..products).map(|_| rng.random_range(0..=3)).collect();
     let mut made: Vec<Made> = Vec::new();
-    let mut retried = 0;
-    for order in 0..rng.random_range(1..=4) {
-        let product = rng.random_range(1..=products);
-        let items: &[(i64, i64)] = if products > 1 && rng.random_bool(0.25) {
-            &[(1, 1), (products, 1)]
-        } else {
-            &[(product, rng.random_range(1..=2))]
-        };
-        let id = format!("o{order}");
-        let mut sent = rng.random_range(0..40);
-        for attempt in 0..3 {
-            retried += usize::from(attempt == 1);
-            let answered = sent + rng.random_range(1..=8);
-            let (answer, point, answered_us) = match rng.random_range(0..100) {
-                0..65 => (
-                    Sold,
-                    Some(rng.random_range(sent..=answered)),
-                    Some(answered),
-                ),
-                65..82 => {
-                    let arrived = rng.random_bool(0.6);
-                    let point = rng.random_range(sent..=answered + 20);
-                    (Unknown, arrived.then_some(point), None)
-                }
-                _ => (DeductAnswer::Failed, None, Some(answered)),
-            };
-            made.push(Made {
-                record: deduct(&id, items, (sent, answered_us), answer),
-                point,
-            });
-            if answer == Sold || rng.random_bool(0.3) {
-                break;
-            }
-            sent = answered + rng.random_range(0..=4);
-        }
-    }
-    for _ in 0..rng.random_range(0..=2) {
-        let (sent, answered, point) = interval(rng);
-        let lost = rng.random_bool(0.15);
-        made.push(Made {
-            record: Record::Restock {
-                client: 0,
-                product_id: rng.random_range(1..=products),
-                stock: rng.random_range(0..=3),
-                sent_us: sent,
-                answered_us: (!lost).then_some(answered),
-                answer: if lost {
-                    RestockAnswer::Unknown
-                } else {
-                    RestockAnswer::Done
-                },
-            },
-            point: Some(point),
-        });
-    }
-    for _ in 0..rng.random_range(0..=2) {
-        let (sent, answered, point) = interval(rng);
-        let mut record = read(rng.random_range(1..=products), 0, sent, answered);
-        if rng.random_bool(0.1)
-            && let Record::Read {
-                answered_us, stock, ..
-            } = &mut record
-        {
-            (*answered_us, *stock) = (None, None);
-        }
-        made.push(Made {
-            record,
-            point: Some(point),
-        });
-    }
+    let retried = make_orders(rng, products, &mut made);
+    make_restocks(rng, products, &mut made);
+    make_reads(rng, products, &mut made);
     if rng.random_bool(0.5) {
         // After every answer.
         let quiet = made
@@ -389,6 +334,95 @@ fn execution(rng: &mut StdRng) -> Execution {
     let inits = (0..products).map(|p| init(p + 1, start[p as usize]));
     history.splice(0..0, inits);
     Execution { history, retried }
+}
+
+/// One to four orders on products 1 to `products` into `made`, each sent until
+/// answered (at most three attempts, one request id and one set of items), where an
+/// answer lost (unknown: the request took effect, or never arrived) or a failure
+/// (nothing changed) calls for a retry. Returns how many request ids were sent more
+/// than once.
+fn make_orders(rng: &mut StdRng, products: i64, made: &mut Vec<Made>) -> usize {
+    let mut retried = 0;
+    for order in 0..rng.random_range(1..=4) {
+        let product = rng.random_range(1..=products);
+        let items: &[(i64, i64)] = if products > 1 && rng.random_bool(0.25) {
+            &[(1, 1), (products, 1)]
+        } else {
+            &[(product, rng.random_range(1..=2))]
+        };
+        let id = format!("o{order}");
+        let mut sent = rng.random_range(0..40);
+        for attempt in 0..3 {
+            retried += usize::from(attempt == 1);
+            let answered = sent + rng.random_range(1..=8);
+            let (answer, point, answered_us) = match rng.random_range(0..100) {
+                0..65 => (
+                    Sold,
+                    Some(rng.random_range(sent..=answered)),
+                    Some(answered),
+                ),
+                65..82 => {
+                    let arrived = rng.random_bool(0.6);
+                    let point = rng.random_range(sent..=answered + 20);
+                    (Unknown, arrived.then_some(point), None)
+                }
+                _ => (DeductAnswer::Failed, None, Some(answered)),
+            };
+            made.push(Made {
+                record: deduct(&id, items, (sent, answered_us), answer),
+                point,
+            });
+            if answer == Sold || rng.random_bool(0.3) {
+                break;
+            }
+            sent = answered + rng.random_range(0..=4);
+        }
+    }
+    retried
+}
+
+/// Up to two restocks of products 1 to `products` into `made`, a few of them never
+/// answered.
+fn make_restocks(rng: &mut StdRng, products: i64, made: &mut Vec<Made>) {
+    for _ in 0..rng.random_range(0..=2) {
+        let (sent, answered, point) = interval(rng);
+        let lost = rng.random_bool(0.15);
+        made.push(Made {
+            record: Record::Restock {
+                client: 0,
+                product_id: rng.random_range(1..=products),
+                stock: rng.random_range(0..=3),
+                sent_us: sent,
+                answered_us: (!lost).then_some(answered),
+                answer: if lost {
+                    RestockAnswer::Unknown
+                } else {
+                    RestockAnswer::Done
+                },
+            },
+            point: Some(point),
+        });
+    }
+}
+
+/// Up to two reads of products 1 to `products` into `made`, a few of them never
+/// answered.
+fn make_reads(rng: &mut StdRng, products: i64, made: &mut Vec<Made>) {
+    for _ in 0..rng.random_range(0..=2) {
+        let (sent, answered, point) = interval(rng);
+        let mut record = read(rng.random_range(1..=products), 0, sent, answered);
+        if rng.random_bool(0.1)
+            && let Record::Read {
+                answered_us, stock, ..
+            } = &mut record
+        {
+            (*answered_us, *stock) = (None, None);
+        }
+        made.push(Made {
+            record,
+            point: Some(point),
+        });
+    }
 }
 
 /// A request's (sent, answered, the instant it takes effect).
