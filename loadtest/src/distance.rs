@@ -287,34 +287,7 @@ pub fn html(
         ));
     }
     if !info.round_trips.is_empty() {
-        let far = info.rtts_ms.iter().copied().fold(0.0, f64::max);
-        let _ = write!(
-            html,
-            "<h3>Round trips per request</h3><p>At concurrency 1, {n} requests per path: \
-             every one a sale, then every one refused by the strategy (2 asked of 1 left; \
-             a product known to have 0 left is refused by the sold-out fast path instead). <em>Counted</em>: turns \
-             per request seen by the proxies (the client spoke, the server answered), by \
-             kind of server. <em>Waited</em>: round trips waited for one after the other, \
-             from latency: (p50 at {far} ms − p50 at 0) / {far} ms. A fan-out in parallel \
-             (RedLock's five nodes) counts five turns and one wait; background traffic (a \
-             lease renewal, a session ping) adds fractions.</p><table><tr><th>strategy</th>\
-             <th>sale: counted</th><th>sale: waited</th><th>refusal: counted</th>\
-             <th>refusal: waited</th></tr>",
-            n = COUNT_REQUESTS,
-            far = ms(far),
-        );
-        for c in &info.round_trips {
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td></tr>",
-                escape(&c.strategy),
-                escape(&by_kind(&c.sale)),
-                c.sequential_sale,
-                escape(&by_kind(&c.refusal)),
-                c.sequential_refusal
-            );
-        }
-        html.push_str("</table>");
+        html.push_str(&round_trips_table(info));
     }
     if let Some(claim) = claim {
         let _ = write!(
@@ -325,6 +298,41 @@ pub fn html(
             escape(&claim.evidence)
         );
     }
+    html
+}
+
+/// The round-trip table: per strategy, the turns the proxies counted per request by
+/// kind of server and the round trips waited, on a sale and on a refusal.
+fn round_trips_table(info: &SweepInfo) -> String {
+    let mut html = String::new();
+    let far = info.rtts_ms.iter().copied().fold(0.0, f64::max);
+    let _ = write!(
+        html,
+        "<h3>Round trips per request</h3><p>At concurrency 1, {n} requests per path: \
+         every one a sale, then every one refused by the strategy (2 asked of 1 left; \
+         a product known to have 0 left is refused by the sold-out fast path instead). <em>Counted</em>: turns \
+         per request seen by the proxies (the client spoke, the server answered), by \
+         kind of server. <em>Waited</em>: round trips waited for one after the other, \
+         from latency: (p50 at {far} ms − p50 at 0) / {far} ms. A fan-out in parallel \
+         (RedLock's five nodes) counts five turns and one wait; background traffic (a \
+         lease renewal, a session ping) adds fractions.</p><table><tr><th>strategy</th>\
+         <th>sale: counted</th><th>sale: waited</th><th>refusal: counted</th>\
+         <th>refusal: waited</th></tr>",
+        n = COUNT_REQUESTS,
+        far = ms(far),
+    );
+    for c in &info.round_trips {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{:.1}</td></tr>",
+            escape(&c.strategy),
+            escape(&by_kind(&c.sale)),
+            c.sequential_sale,
+            escape(&by_kind(&c.refusal)),
+            c.sequential_refusal
+        );
+    }
+    html.push_str("</table>");
     html
 }
 

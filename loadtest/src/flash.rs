@@ -325,27 +325,8 @@ pub async fn run(
         .iter()
         .filter(|c| c.safe_across_instances && !c.has(Trait::RefusesOvertaken))
         .collect::<Vec<_>>();
-    // Every strategy once per round, round after round (the rounds pooled); the
-    // splitting strategy's other bucket counts right after its own row, so the claim
-    // that splitting scales compares counts measured side by side.
     let splits = catalogue.first_with(Trait::SplitsStock);
-    let mut plans: Vec<Plan> = sellers
-        .iter()
-        .map(|c| flash_plan("flash-sale", &c.name, next(), None, &options))
-        .collect();
-    if let Some(splits) = splits {
-        let after = plans
-            .iter()
-            .position(|p| p.strategy == splits.name)
-            .map_or(plans.len(), |i| i + 1);
-        for (i, &buckets) in BUCKET_SCAN.iter().enumerate() {
-            let plan = Plan {
-                buckets,
-                ..flash_plan("buckets", &splits.name, next(), None, &options)
-            };
-            plans.insert(after + i, plan);
-        }
-    }
+    let plans = throughput_plans(&sellers, splits, &options, &mut next);
     let is_compared = |strategy: &str| sellers.iter().any(|c| c.name == strategy && compared(c));
     let rounds: Vec<u32> = plans
         .iter()
@@ -395,73 +376,11 @@ pub async fn run(
         sale.rows.push(row);
         sale.limits.push(limits);
     }
-    let reference = catalogue
-        .first_with(Trait::ConditionalUpdate)
-        .and_then(|r| sale.limits.iter().find(|l| l.strategy == r.name))
-        .map(|l| l.sales.clone());
-    for limits in &mut sale.limits {
-        let ratio = reference
-            .as_ref()
-            .map(|r| crate::rate::ratio(&limits.sales, r));
-        limits.times_atomic_sql = ratio.map(|r| r.times);
-        limits.times_atomic_sql_range = ratio.map(|r| [r.low, r.high]);
-    }
+    compare_with_reference(catalogue, &mut sale.limits);
 
     for card in sell_out_strategies(catalogue) {
-        let strategy = card.name.as_str();
-        eprintln!(
-            "flash sale: {strategy} sells out: stock {}, {} buyers ...",
-            options.sell_out_stock, options.sell_out_buyers
-        );
-        let restocked_after = options.sell_out_buyers as u64 / 2;
-        let plan = Plan {
-            read_every: options.sell_out_read_every,
-            restock_during: (options.sell_out_restock > 0)
-                .then_some((restocked_after, options.sell_out_restock)),
-            ..flash_plan(
-                "sell-out",
-                strategy,
-                next(),
-                Some((options.sell_out_stock, options.sell_out_buyers)),
-                &options,
-            )
-        };
-        let (row, fired) = runner.run_fired(&plan).await?;
-        let refused = row.responses.get("409").copied().unwrap_or(0);
-        let answered: u64 = row.responses.values().sum();
-        let sold_answers = row.responses.get("200").copied().unwrap_or(0);
-        let other = answered - refused - sold_answers;
-        // The ledger over both epochs (one unit a buyer); the verdict is the last
-        // epoch's: the restock's units, all sold.
-        let sold = match &row.history {
-            Some(judged) => judged.recorded,
-            None => crate::history::recorded_count(&runner.db, &fired).await?,
-        } as i64;
-        let restocked = options.sell_out_restock;
-        let last_epoch = if restocked > 0 {
-            restocked
-        } else {
-            options.sell_out_stock
-        };
-        let exact = row.verdict.is_clean()
-            && row.verdict.sold == last_epoch
-            && sold == options.sell_out_stock + restocked
-            && sold_answers as i64 == sold
-            && other == 0;
-        sale.sell_outs.push(SellOut {
-            strategy: strategy.into(),
-            stock: options.sell_out_stock,
-            buyers: options.sell_out_buyers,
-            restocked,
-            restocked_after: if restocked > 0 { restocked_after } else { 0 },
-            sold,
-            refused,
-            refused_by_fast_path: row.refused_by_fast_path,
-            answers_per_second: row.answers_per_second,
-            other,
-            overtaken: fired.overtaken.clone(),
-            exact,
-        });
+        let (row, sell_out) = sell_out(runner, &card.name, &options, &mut next).await?;
+        sale.sell_outs.push(sell_out);
         sale.rows.push(row);
     }
 
@@ -470,18 +389,144 @@ pub async fn run(
     Ok(sale)
 }
 
+/// The throughput run's plans: one per seller, and the splitting strategy's other
+/// bucket counts, each on a product `next` gives.
+fn throughput_plans(
+    sellers: &[&Card],
+    splits: Option<&Card>,
+    options: &FlashOptions,
+    next: &mut impl FnMut() -> i64,
+) -> Vec<Plan> {
+    // Every strategy once per round, round after round (the rounds pooled); the
+    // splitting strategy's other bucket counts right after its own row, so the claim
+    // that splitting scales compares counts measured side by side.
+    let mut plans: Vec<Plan> = sellers
+        .iter()
+        .map(|c| flash_plan("flash-sale", &c.name, next(), None, options))
+        .collect();
+    if let Some(splits) = splits {
+        let after = plans
+            .iter()
+            .position(|p| p.strategy == splits.name)
+            .map_or(plans.len(), |i| i + 1);
+        for (i, &buckets) in BUCKET_SCAN.iter().enumerate() {
+            let plan = Plan {
+                buckets,
+                ..flash_plan("buckets", &splits.name, next(), None, options)
+            };
+            plans.insert(after + i, plan);
+        }
+    }
+    plans
+}
+
+/// Sets each strategy's sales per second over the reference's (the conditional
+/// UPDATE) in the same run, with its range; none without the reference.
+fn compare_with_reference(catalogue: &Catalogue, limits: &mut [Limits]) {
+    let reference = catalogue
+        .first_with(Trait::ConditionalUpdate)
+        .and_then(|r| limits.iter().find(|l| l.strategy == r.name))
+        .map(|l| l.sales.clone());
+    for limits in limits {
+        let ratio = reference
+            .as_ref()
+            .map(|r| crate::rate::ratio(&limits.sales, r));
+        limits.times_atomic_sql = ratio.map(|r| r.times);
+        limits.times_atomic_sql_range = ratio.map(|r| [r.low, r.high]);
+    }
+}
+
+/// Sells `strategy`'s stock out to the buyers (restocked halfway, if the options
+/// say so) on a product `next` gives, and checks that exactly the stock was sold.
+async fn sell_out(
+    runner: &Runner,
+    strategy: &str,
+    options: &FlashOptions,
+    next: &mut impl FnMut() -> i64,
+) -> anyhow::Result<(Row, SellOut)> {
+    eprintln!(
+        "flash sale: {strategy} sells out: stock {}, {} buyers ...",
+        options.sell_out_stock, options.sell_out_buyers
+    );
+    let restocked_after = options.sell_out_buyers as u64 / 2;
+    let plan = Plan {
+        read_every: options.sell_out_read_every,
+        restock_during: (options.sell_out_restock > 0)
+            .then_some((restocked_after, options.sell_out_restock)),
+        ..flash_plan(
+            "sell-out",
+            strategy,
+            next(),
+            Some((options.sell_out_stock, options.sell_out_buyers)),
+            options,
+        )
+    };
+    let (row, fired) = runner.run_fired(&plan).await?;
+    let refused = row.responses.get("409").copied().unwrap_or(0);
+    let answered: u64 = row.responses.values().sum();
+    let sold_answers = row.responses.get("200").copied().unwrap_or(0);
+    let other = answered - refused - sold_answers;
+    // The ledger over both epochs (one unit a buyer); the verdict is the last
+    // epoch's: the restock's units, all sold.
+    let sold = match &row.history {
+        Some(judged) => judged.recorded,
+        None => crate::history::recorded_count(&runner.db, &fired).await?,
+    } as i64;
+    let restocked = options.sell_out_restock;
+    let last_epoch = if restocked > 0 {
+        restocked
+    } else {
+        options.sell_out_stock
+    };
+    let exact = row.verdict.is_clean()
+        && row.verdict.sold == last_epoch
+        && sold == options.sell_out_stock + restocked
+        && sold_answers as i64 == sold
+        && other == 0;
+    let sell_out = SellOut {
+        strategy: strategy.into(),
+        stock: options.sell_out_stock,
+        buyers: options.sell_out_buyers,
+        restocked,
+        restocked_after: if restocked > 0 { restocked_after } else { 0 },
+        sold,
+        refused,
+        refused_by_fast_path: row.refused_by_fast_path,
+        answers_per_second: row.answers_per_second,
+        other,
+        overtaken: fired.overtaken.clone(),
+        exact,
+    };
+    Ok((row, sell_out))
+}
+
 impl FlashSale {
     /// The claims this run can check, each on sales/s with its spread.
     pub fn claims(&self) -> Vec<Claim> {
-        let row = |name: &str| {
-            self.rows
-                .iter()
-                .find(|r| r.section == "flash-sale" && r.strategy == name)
-        };
-        let named = |t: Trait| self.catalogue.with(t).into_iter().map(|c| c.name.as_str());
+        let mut claims = self.batching_claims();
+        claims.extend(self.records_later_claims());
+        claims.extend(self.buckets_claim());
+        claims
+    }
+
+    /// The throughput run's row of a strategy.
+    fn flash_row(&self, name: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.section == "flash-sale" && r.strategy == name)
+    }
+
+    /// The names of the strategies with a trait, as the service names them.
+    fn named(&self, t: Trait) -> impl Iterator<Item = &str> {
+        self.catalogue.with(t).into_iter().map(|c| c.name.as_str())
+    }
+
+    /// Per batching strategy: it beats every row lock (and the conditional UPDATE)
+    /// on the hot product.
+    fn batching_claims(&self) -> Vec<Claim> {
         let mut claims = Vec::new();
-        for batching in named(Trait::Batches) {
-            let Some(batched) = row(batching) else {
+        for batching in self.named(Trait::Batches) {
+            let Some(batched) = self.flash_row(batching) else {
                 continue;
             };
             let statements = self
@@ -489,9 +534,10 @@ impl FlashSale {
                 .iter()
                 .find(|l| l.strategy == batching)
                 .map_or(0.0, |l| l.statements_per_sale);
-            let row_locks: Vec<&Row> = named(Trait::ConditionalUpdate)
-                .chain(named(Trait::RowLock))
-                .filter_map(row)
+            let row_locks: Vec<&Row> = self
+                .named(Trait::ConditionalUpdate)
+                .chain(self.named(Trait::RowLock))
+                .filter_map(|name| self.flash_row(name))
                 .collect();
             if !row_locks.is_empty() {
                 let verdicts: Vec<Option<bool>> = row_locks
@@ -518,8 +564,15 @@ impl FlashSale {
                 ));
             }
         }
-        for later in named(Trait::RecordsLater) {
-            let Some(counter) = row(later) else {
+        claims
+    }
+
+    /// Per strategy that records its sales later: it is the fastest, and what it
+    /// acknowledged before it was durable.
+    fn records_later_claims(&self) -> Vec<Claim> {
+        let mut claims = Vec::new();
+        for later in self.named(Trait::RecordsLater) {
+            let Some(counter) = self.flash_row(later) else {
                 continue;
             };
             let Some(fastest) = self
@@ -551,9 +604,15 @@ impl FlashSale {
                 ),
             ));
         }
+        claims
+    }
+
+    /// The splitting strategy's sales rise with each step in its number of buckets
+    /// (none without two bucket counts measured).
+    fn buckets_claim(&self) -> Option<Claim> {
         if self.buckets.len() >= 2
-            && let Some(splits) = named(Trait::SplitsStock).next()
-            && let Some(at_default) = row(splits)
+            && let Some(splits) = self.named(Trait::SplitsStock).next()
+            && let Some(at_default) = self.flash_row(splits)
         {
             let steps: Vec<Option<bool>> = self
                 .buckets
@@ -568,7 +627,7 @@ impl FlashSale {
             // The default count's row stands for the load; the windows are every count's.
             let mut bucket_rows = vec![at_default];
             bucket_rows.extend(self.rows.iter().filter(|r| r.section == "buckets"));
-            claims.push(claim(
+            return Some(claim(
                 "Splitting the row scales with the number of buckets",
                 source::HOT_PRODUCT,
                 ("flash-sale, buckets", &load_of(&bucket_rows)),
@@ -576,7 +635,7 @@ impl FlashSale {
                 format!("{splits} sales/s by buckets: {}", listed.join(", ")),
             ));
         }
-        claims
+        None
     }
 
     /// Whether every run came out as it must: the rows' verdicts, and every sell-out
@@ -616,21 +675,38 @@ impl FlashSale {
     }
 
     fn html(&self) -> String {
+        let mut html = self.throughput_html();
+        html.push_str(&self.sell_out_html());
+        if !self.buckets.is_empty() {
+            html.push_str(&self.buckets_html());
+        }
+        let _ = write!(
+            html,
+            "<p>{}</p>",
+            crate::html::escape(&crate::rate::rule_text())
+        );
+        html
+    }
+
+    /// The strategies of a trait, named as the service names them.
+    fn named_html(&self, t: Trait) -> String {
+        let names: Vec<String> = self
+            .catalogue
+            .with(t)
+            .iter()
+            .map(|c| format!("<code>{}</code>", escape(&c.name)))
+            .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    }
+
+    /// The throughput run in HTML: what it measures, its table of limits per
+    /// strategy, its sales chart and where the time went.
+    fn throughput_html(&self) -> String {
         let o = &self.options;
-        // The strategies of a trait, named as the service names them.
-        let named = |t: Trait| {
-            let names: Vec<String> = self
-                .catalogue
-                .with(t)
-                .iter()
-                .map(|c| format!("<code>{}</code>", escape(&c.name)))
-                .collect();
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            }
-        };
         let reference = self
             .catalogue
             .first_with(Trait::ConditionalUpdate)
@@ -650,10 +726,10 @@ impl FlashSale {
                     "{r:.0} requests/s (open loop, at most {} in flight)",
                     o.concurrency
                 )),
-            named(Trait::RefusesOvertaken),
-            named(Trait::Batches),
-            named(Trait::SplitsStock),
-            named(Trait::RecordsLater),
+            self.named_html(Trait::RefusesOvertaken),
+            self.named_html(Trait::Batches),
+            self.named_html(Trait::SplitsStock),
+            self.named_html(Trait::RecordsLater),
         );
         let rows: Vec<&Row> = self
             .rows
@@ -707,7 +783,13 @@ impl FlashSale {
             |r| r.sales.per_second,
         ));
         html.push_str(&crate::html::time_split(&rows));
+        html
+    }
 
+    /// The sell-outs in HTML: what they must show, and their table.
+    fn sell_out_html(&self) -> String {
+        let o = &self.options;
+        let mut html = String::new();
         let _ = write!(
             html,
             "<h3>Sell-out: stock {}, {} buyers{}</h3><p>Exactly the stock must be sold, everyone else told 409, nobody \
@@ -746,24 +828,22 @@ impl FlashSale {
             );
         }
         html.push_str("</table>");
+        html
+    }
 
-        if !self.buckets.is_empty() {
-            let _ = write!(
-                html,
-                "<h3>{} by number of buckets</h3><p>The same load; the product split into K rows at restock.</p>\
-                 <table><tr><th>buckets</th><th>sales/s (q1-q3)</th></tr>",
-                named(Trait::SplitsStock),
-            );
-            for (k, r) in &self.buckets {
-                let _ = write!(html, "<tr><td>{k}</td><td>{}</td></tr>", r.text());
-            }
-            html.push_str("</table>");
-        }
+    /// The splitting strategy's sales per second by number of buckets, in HTML.
+    fn buckets_html(&self) -> String {
+        let mut html = String::new();
         let _ = write!(
             html,
-            "<p>{}</p>",
-            crate::html::escape(&crate::rate::rule_text())
+            "<h3>{} by number of buckets</h3><p>The same load; the product split into K rows at restock.</p>\
+             <table><tr><th>buckets</th><th>sales/s (q1-q3)</th></tr>",
+            self.named_html(Trait::SplitsStock),
         );
+        for (k, r) in &self.buckets {
+            let _ = write!(html, "<tr><td>{k}</td><td>{}</td></tr>", r.text());
+        }
+        html.push_str("</table>");
         html
     }
 }

@@ -305,32 +305,7 @@ async fn one(
     // One wrk per instance, the connections shared out, all at once.
     let per_instance = connections.div_ceil(runner.bases.len()).max(1);
     let run_for = seconds.ceil();
-    let mut wrks = Vec::new();
-    for (n, base) in runner.bases.iter().enumerate() {
-        let child = tokio::process::Command::new("wrk")
-            .current_dir(scripts)
-            .args(["-t1", &format!("-c{per_instance}")])
-            .arg(format!("-d{run_for}s"))
-            .args([
-                "--timeout",
-                "10s",
-                "-s",
-                "scripts/wrk/count.lua",
-                base,
-                "--",
-            ])
-            .args([
-                strategy,
-                &product.to_string(),
-                &format!("flood{product}-{n}"),
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting wrk (Debian's `wrk`: ./scripts/install-deps demo)")?;
-        wrks.push(child);
-    }
+    let wrks = start_wrks(runner, strategy, product, per_instance, run_for, scripts)?;
     let wrk_pids: Vec<u32> = wrks.iter().filter_map(|c| c.id()).collect();
     // The steady window, every figure of the row but the answer counts over the same
     // one: from a third of the run until just before wrk stops (all still sending).
@@ -345,37 +320,10 @@ async fn one(
     let (app1, db1, wrk1) = (cpu(&apps), cpu(&dbs), cpu(&wrk_pids));
     let span = opened.elapsed().as_secs_f64();
     let (to, after) = tokio::try_join!(db_now(runner), sale_buckets(runner, strategy))?;
-    // The window closed while every wrk still sent.
-    for child in &mut wrks {
-        anyhow::ensure!(
-            child.try_wait()?.is_none(),
-            "a wrk stopped before the flood's window closed: its figures would include the drain"
-        );
-    }
-    let mut outs = Vec::new();
-    for child in wrks {
-        let out = child.wait_with_output().await?;
-        anyhow::ensure!(
-            out.status.success(),
-            "wrk failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        outs.push(parse_wrk(&String::from_utf8_lossy(&out.stdout)));
-    }
+    let outs = finish_wrks(wrks).await?;
     let _ = stop.send(true);
     let (health_max_ms, health_failures) = health.await.unwrap_or((f64::INFINITY, 1));
-    let (sold, window_s): (i64, f64) = sqlx::query_as(
-        "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED),
-                TIMESTAMPDIFF(MICROSECOND, ?, ?) / 1e6
-         FROM ledger WHERE product_id = ? AND created_at >= ? AND created_at < ?",
-    )
-    .bind(&from)
-    .bind(&to)
-    .bind(product)
-    .bind(&from)
-    .bind(&to)
-    .fetch_one(&runner.db)
-    .await?;
+    let (sold, window_s) = ledger_sales(runner, product, &from, &to).await?;
     let verdict = crate::verify::stock(&runner.db, &[product]).await?;
     // The answers over each wrk's own run (its duration as it reports it).
     let per_second = |count: &dyn Fn(&WrkOut) -> u64| -> f64 {
@@ -405,6 +353,91 @@ async fn one(
         lost_updates: verdict.lost_updates,
         beyond_stock: verdict.beyond_stock,
     })
+}
+
+/// Starts one `wrk` per instance, `per_instance` connections each, sending
+/// `strategy`'s deductions of `product` for `run_for` seconds.
+fn start_wrks(
+    runner: &Runner,
+    strategy: &str,
+    product: i64,
+    per_instance: usize,
+    run_for: f64,
+    scripts: &Path,
+) -> anyhow::Result<Vec<tokio::process::Child>> {
+    let mut wrks = Vec::new();
+    for (n, base) in runner.bases.iter().enumerate() {
+        let child = tokio::process::Command::new("wrk")
+            .current_dir(scripts)
+            .args(["-t1", &format!("-c{per_instance}")])
+            .arg(format!("-d{run_for}s"))
+            .args([
+                "--timeout",
+                "10s",
+                "-s",
+                "scripts/wrk/count.lua",
+                base,
+                "--",
+            ])
+            .args([
+                strategy,
+                &product.to_string(),
+                &format!("flood{product}-{n}"),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting wrk (Debian's `wrk`: ./scripts/install-deps demo)")?;
+        wrks.push(child);
+    }
+    Ok(wrks)
+}
+
+/// Checks that every `wrk` still sent when the window closed, then waits for each
+/// and reads its answer counts.
+async fn finish_wrks(mut wrks: Vec<tokio::process::Child>) -> anyhow::Result<Vec<WrkOut>> {
+    // The window closed while every wrk still sent.
+    for child in &mut wrks {
+        anyhow::ensure!(
+            child.try_wait()?.is_none(),
+            "a wrk stopped before the flood's window closed: its figures would include the drain"
+        );
+    }
+    let mut outs = Vec::new();
+    for child in wrks {
+        let out = child.wait_with_output().await?;
+        anyhow::ensure!(
+            out.status.success(),
+            "wrk failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        outs.push(parse_wrk(&String::from_utf8_lossy(&out.stdout)));
+    }
+    Ok(outs)
+}
+
+/// The units the ledger holds for `product` between the database times `from` and
+/// `to`, and that window's length in seconds (the database's clock).
+async fn ledger_sales(
+    runner: &Runner,
+    product: i64,
+    from: &str,
+    to: &str,
+) -> anyhow::Result<(i64, f64)> {
+    let (sold, window_s): (i64, f64) = sqlx::query_as(
+        "SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED),
+                TIMESTAMPDIFF(MICROSECOND, ?, ?) / 1e6
+         FROM ledger WHERE product_id = ? AND created_at >= ? AND created_at < ?",
+    )
+    .bind(from)
+    .bind(to)
+    .bind(product)
+    .bind(from)
+    .bind(to)
+    .fetch_one(&runner.db)
+    .await?;
+    Ok((sold, window_s))
 }
 
 /// The table's columns: heading and width in the text table.

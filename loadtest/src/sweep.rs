@@ -400,7 +400,6 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
     );
     let strategies = strategies(rows);
     html.push_str(&legend(&strategies, catalogue));
-    let cell = |section: &str, strategy: &str, c: usize| cell(rows, section, strategy, c);
     let concurrencies: Vec<String> = info.concurrencies.iter().map(|c| c.to_string()).collect();
     let by_concurrency = ("requests in flight (concurrency)", &concurrencies[..]);
     for section in info.sections() {
@@ -412,7 +411,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
                     let points = info
                         .concurrencies
                         .iter()
-                        .map(|&c| cell(&section, s, c).map(value))
+                        .map(|&c| cell(rows, &section, s, c).map(value))
                         .collect();
                     (s.to_string(), catalogue.colour(s), points)
                 })
@@ -432,49 +431,70 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
             &series(&|r| r.latency_ms.p99),
             true,
         ));
-        html.push_str("<table><tr><th>strategy</th>");
-        for c in &info.concurrencies {
-            let _ = write!(html, "<th>{c}: sales/s</th><th>p99 ms</th>");
-        }
-        html.push_str("<th>verdicts</th></tr>");
-        for s in &strategies {
-            let _ = write!(html, "<tr><td>{}</td>", escape(s));
-            let mut clean = true;
-            for &c in &info.concurrencies {
-                match cell(&section, s, c) {
-                    Some(r) => {
-                        clean &= r.verdict.is_clean();
-                        // A strategy that refuses (busy, lock_lost) answers fast and
-                        // sells little: say how much of its answers were sales.
-                        let sold = sold_percent(r);
-                        let refused = if sold < 99.0 {
-                            format!(" <small>({sold:.0}% sold)</small>")
-                        } else {
-                            String::new()
-                        };
-                        let _ = write!(
-                            html,
-                            "<td>{}{}{refused}</td><td>{:.1}</td>",
-                            r.sales.text(),
-                            if r.measured_in.is_some() { " †" } else { "" },
-                            r.latency_ms.p99
-                        );
-                    }
-                    None => html.push_str("<td></td><td></td>"),
-                }
-            }
-            let _ = write!(
-                html,
-                "<td class=\"{}\">{}</td></tr>",
-                if clean { "ok" } else { "bad" },
-                if clean { "clean" } else { "oversold" }
-            );
-        }
-        html.push_str("</table>");
+        html.push_str(&layout_table(info, rows, &strategies, &section));
     }
     let Some(cas) = catalogue.first_with(Trait::CompareAndSet) else {
         return html;
     };
+    html.push_str(&tries_html(info, rows, &cas.name, by_concurrency));
+    html
+}
+
+/// A layout's table: per strategy, each concurrency's sales per second (with how much
+/// of the answers were sales when it refused) and p99, and whether it oversold.
+fn layout_table(info: &SweepInfo, rows: &[Row], strategies: &[&str], section: &str) -> String {
+    let mut html = String::new();
+    html.push_str("<table><tr><th>strategy</th>");
+    for c in &info.concurrencies {
+        let _ = write!(html, "<th>{c}: sales/s</th><th>p99 ms</th>");
+    }
+    html.push_str("<th>verdicts</th></tr>");
+    for s in strategies {
+        let _ = write!(html, "<tr><td>{}</td>", escape(s));
+        let mut clean = true;
+        for &c in &info.concurrencies {
+            match cell(rows, section, s, c) {
+                Some(r) => {
+                    clean &= r.verdict.is_clean();
+                    // A strategy that refuses (busy, lock_lost) answers fast and
+                    // sells little: say how much of its answers were sales.
+                    let sold = sold_percent(r);
+                    let refused = if sold < 99.0 {
+                        format!(" <small>({sold:.0}% sold)</small>")
+                    } else {
+                        String::new()
+                    };
+                    let _ = write!(
+                        html,
+                        "<td>{}{}{refused}</td><td>{:.1}</td>",
+                        r.sales.text(),
+                        if r.measured_in.is_some() { " †" } else { "" },
+                        r.latency_ms.p99
+                    );
+                }
+                None => html.push_str("<td></td><td></td>"),
+            }
+        }
+        let _ = write!(
+            html,
+            "<td class=\"{}\">{}</td></tr>",
+            if clean { "ok" } else { "bad" },
+            if clean { "clean" } else { "oversold" }
+        );
+    }
+    html.push_str("</table>");
+    html
+}
+
+/// The compare-and-set strategy `cas`'s transactions per sale by concurrency, one
+/// line per layout (at the first round-trip time); nothing where it never ran.
+fn tries_html(
+    info: &SweepInfo,
+    rows: &[Row],
+    cas: &str,
+    by_concurrency: (&str, &[String]),
+) -> String {
+    let mut html = String::new();
     let tries: Vec<(String, RGBColor, Vec<Option<f64>>)> = info
         .products
         .iter()
@@ -484,7 +504,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
             let points: Vec<Option<f64>> = info
                 .concurrencies
                 .iter()
-                .map(|&c| cell(&section, &cas.name, c).map(|r| r.attempts_per_success))
+                .map(|&c| cell(rows, &section, cas, c).map(|r| r.attempts_per_success))
                 .collect();
             let color = if i == 0 {
                 RGBColor(214, 39, 40)
@@ -501,7 +521,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
             "<h3>{}: transactions per sale</h3><p>Every failed compare-and-set is \
              a transaction thrown away. On one hot row the count grows with the buyers; \
              spread over many rows conflicts are rare. ",
-            escape(&cas.name)
+            escape(cas)
         );
         for (name, color, _) in &tries {
             let _ = write!(
@@ -515,7 +535,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
         }
         html.push_str("</p>");
         html.push_str(&line_chart(
-            &format!("{}: transactions per sale", cas.name),
+            &format!("{cas}: transactions per sale"),
             "tries/sale",
             by_concurrency,
             &tries,

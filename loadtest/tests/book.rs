@@ -961,8 +961,7 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
     }
     let before = loadtest::book::figures(&data);
     let afters = [1, 2, 3].map(|seed| loadtest::book::figures(&moved(seed)));
-    let pattern = figure_pattern();
-    let (mut compared, mut cells, mut constant) = (0, 0, Vec::new());
+    let mut unmoved = Unmoved::default();
     for (page, text) in &before {
         let others: Vec<Vec<&str>> = afters
             .iter()
@@ -970,7 +969,9 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
             .map(|t| t.lines().collect())
             .collect();
         if others.len() < afters.len() {
-            constant.push(format!("{page}: not rendered from the moved data"));
+            unmoved
+                .constant
+                .push(format!("{page}: not rendered from the moved data"));
             continue;
         }
         let is_setting = |figure: &str| {
@@ -984,30 +985,7 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
         let lines: Vec<&str> = text.lines().collect();
         let mut header: Vec<String> = Vec::new();
         for (n, line) in lines.iter().enumerate() {
-            let mut theirs: Vec<Vec<String>> = others
-                .iter()
-                .map(|o| figures_in(pattern, line_at(o, n)))
-                .collect();
-            for figure in figures_in(pattern, line) {
-                // Zero is never moved (a figure of nothing).
-                if !figure.chars().any(|c| c.is_ascii_digit() && c != '0') {
-                    continue;
-                }
-                compared += 1;
-                let mut everywhere = true;
-                for found in theirs.iter_mut() {
-                    match found.iter().position(|f| *f == figure) {
-                        Some(i) => {
-                            found.remove(i);
-                        }
-                        None => everywhere = false,
-                    }
-                }
-                if everywhere && !is_setting(&figure) {
-                    let line: String = line.chars().take(160).collect();
-                    constant.push(format!("{page}:{}: \"{figure}\" in: {line}", n + 1));
-                }
-            }
+            check_line_figures(page, n, line, &others, &is_setting, &mut unmoved);
             // The inline facts: a value under its anchor moves, but for the counts of
             // the data's own items and the date.
             if page == "facts.md" && n > 0 && !line.starts_with("ANCHOR") {
@@ -1022,9 +1000,11 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
                     && numeric_cell(line)
                     && others.iter().all(|o| line_at(o, n) == *line)
                 {
-                    constant.push(format!("facts.md: {anchor} = {line} did not move"));
+                    unmoved
+                        .constant
+                        .push(format!("facts.md: {anchor} = {line} did not move"));
                 }
-                cells += 1;
+                unmoved.cells += 1;
                 continue;
             }
             // A table: its header is the row above the rule; its numeric cells move.
@@ -1038,27 +1018,14 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
             if !line.starts_with('|') || header.is_empty() {
                 continue;
             }
-            let mine: Vec<&str> = line.split('|').collect();
-            for (i, cell) in mine.iter().enumerate() {
-                let column = header.get(i).map_or("", String::as_str);
-                if !numeric_cell(cell) || SETTING_COLUMNS.contains(&column) {
-                    continue;
-                }
-                cells += 1;
-                let same = others
-                    .iter()
-                    .all(|o| line_at(o, n).split('|').nth(i).is_some_and(|c| c == *cell));
-                if same && !is_setting(cell.trim()) {
-                    let shown: String = line.chars().take(120).collect();
-                    constant.push(format!(
-                        "{page}:{}: cell \"{}\" of column \"{column}\" in: {shown}",
-                        n + 1,
-                        cell.trim()
-                    ));
-                }
-            }
+            check_table_row(page, n, line, &header, &others, &is_setting, &mut unmoved);
         }
     }
+    let Unmoved {
+        compared,
+        cells,
+        constant,
+    } = unmoved;
     assert!(compared > 100, "only {compared} figures compared");
     assert!(cells > 500, "only {cells} table cells compared");
     assert!(
@@ -1066,6 +1033,88 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
         "figures that did not move with the data (typed into loadtest/src/book/, or a constant of the run that belongs in the data):\n{}",
         constant.join("\n")
     );
+}
+
+/// What comparing the pages found: the figures and the table cells compared, and
+/// those that did not move with the data.
+#[derive(Default)]
+struct Unmoved {
+    compared: usize,
+    cells: usize,
+    constant: Vec<String>,
+}
+
+/// Compares the figures of line `n` of `page` with the same line of each moved
+/// rendering (`others`), noting in `unmoved` those that came out the same in all of
+/// them without being a setting.
+fn check_line_figures(
+    page: &str,
+    n: usize,
+    line: &str,
+    others: &[Vec<&str>],
+    is_setting: &dyn Fn(&str) -> bool,
+    unmoved: &mut Unmoved,
+) {
+    let pattern = figure_pattern();
+    let mut theirs: Vec<Vec<String>> = others
+        .iter()
+        .map(|o| figures_in(pattern, line_at(o, n)))
+        .collect();
+    for figure in figures_in(pattern, line) {
+        // Zero is never moved (a figure of nothing).
+        if !figure.chars().any(|c| c.is_ascii_digit() && c != '0') {
+            continue;
+        }
+        unmoved.compared += 1;
+        let mut everywhere = true;
+        for found in theirs.iter_mut() {
+            match found.iter().position(|f| *f == figure) {
+                Some(i) => {
+                    found.remove(i);
+                }
+                None => everywhere = false,
+            }
+        }
+        if everywhere && !is_setting(&figure) {
+            let line: String = line.chars().take(160).collect();
+            unmoved
+                .constant
+                .push(format!("{page}:{}: \"{figure}\" in: {line}", n + 1));
+        }
+    }
+}
+
+/// Compares the numeric cells of table row `n` of `page` (but those of the setting
+/// columns, named by `header`) with the same row of each moved rendering, noting in
+/// `unmoved` those that came out the same in all of them without being a setting.
+fn check_table_row(
+    page: &str,
+    n: usize,
+    line: &str,
+    header: &[String],
+    others: &[Vec<&str>],
+    is_setting: &dyn Fn(&str) -> bool,
+    unmoved: &mut Unmoved,
+) {
+    let mine: Vec<&str> = line.split('|').collect();
+    for (i, cell) in mine.iter().enumerate() {
+        let column = header.get(i).map_or("", String::as_str);
+        if !numeric_cell(cell) || SETTING_COLUMNS.contains(&column) {
+            continue;
+        }
+        unmoved.cells += 1;
+        let same = others
+            .iter()
+            .all(|o| line_at(o, n).split('|').nth(i).is_some_and(|c| c == *cell));
+        if same && !is_setting(cell.trim()) {
+            let shown: String = line.chars().take(120).collect();
+            unmoved.constant.push(format!(
+                "{page}:{}: cell \"{}\" of column \"{column}\" in: {shown}",
+                n + 1,
+                cell.trim()
+            ));
+        }
+    }
 }
 
 /// Figures typed into the code that writes the data's texts (a chaos cell's reason, a

@@ -278,41 +278,15 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     use loadtest::flash::{FlashOptions, run};
-    let (first, database_url) = service().await;
-    let second = service_on(&database_url).await;
-    let mut runner = Runner::new(
-        reqwest::Client::new(),
-        sqlx::MySqlPool::connect(&database_url).await.unwrap(),
-        vec![first, second],
-        TOKEN,
-    );
+    let mut runner = two_instances().await;
     let histories = KeptOnFailure::new("flash-sale");
     runner.histories = Some(histories.path());
     // Five of the service's strategies, as it describes them.
-    let all = runner.strategies().await.unwrap();
-    let strategies = loadtest::catalogue::Catalogue(
-        all.0
-            .into_iter()
-            .filter(|c| {
-                ["unsafe", "atomic-sql", "batched", "bucketed", "redis-stock"]
-                    .contains(&c.name.as_str())
-            })
-            .collect(),
+    let strategies = only(
+        &runner.strategies().await.unwrap(),
+        &["unsafe", "atomic-sql", "batched", "bucketed", "redis-stock"],
     );
-    let options = FlashOptions {
-        seconds: 0.5,
-        concurrency: 32,
-        rate: None,
-        // Two rounds of every throughput and buckets run, pooled (every strategy here
-        // is one the claims compare).
-        rounds: 2,
-        other_rounds: 1,
-        sell_out_stock: 40,
-        sell_out_buyers: 300,
-        // Restocked to 20 once 150 buyers were answered, reads all along.
-        sell_out_restock: 20,
-        sell_out_read_every: Some(std::time::Duration::from_millis(2)),
-    };
+    let options = small_flash();
     let sale = run(&runner, &strategies, options.clone(), &Vec::new(), |n| {
         1 + n as i64 * 10_000
     })
@@ -347,28 +321,13 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
             "the reads and the restock too: {history:?}"
         );
     }
-    let batched = sale
-        .limits
-        .iter()
-        .find(|l| l.strategy == "batched")
-        .unwrap();
+    let batched = limits_of(&sale, "batched");
     assert!(batched.sales_per_transaction >= 1.0 && batched.statements_per_sale > 0.0);
     assert!(batched.cpu_percent.contains_key("loadtest"));
     // redis-stock's verdicts waited for its persisters.
-    let redis = sale
-        .limits
-        .iter()
-        .find(|l| l.strategy == "redis-stock")
-        .unwrap();
+    let redis = limits_of(&sale, "redis-stock");
     assert!(redis.pending_at_end >= 0 && redis.drain_ms >= 0.0);
-    assert_eq!(
-        sale.limits
-            .iter()
-            .find(|l| l.strategy == "atomic-sql")
-            .unwrap()
-            .times_atomic_sql,
-        Some(1.0)
-    );
+    assert_eq!(limits_of(&sale, "atomic-sql").times_atomic_sql, Some(1.0));
     let claims = sale.claims();
     assert_eq!(claims.len(), 3, "{claims:?}");
     assert_eq!(
@@ -405,12 +364,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     // both epochs, by the run's request ids.
     let mut unchecked = runner;
     unchecked.histories_checked = false;
-    let atomic = loadtest::catalogue::Catalogue(
-        (strategies.0.iter())
-            .filter(|c| c.name == "atomic-sql")
-            .cloned()
-            .collect(),
-    );
+    let atomic = only(&strategies, &["atomic-sql"]);
     let quiet = run(
         &unchecked,
         &atomic,
@@ -427,6 +381,60 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     assert!(sell_out.exact, "{sell_out:?}");
     assert_eq!((sell_out.sold, sell_out.refused), (60, 240), "{sell_out:?}");
     assert!(quiet.rows.iter().all(|r| r.history.is_none()));
+}
+
+/// Two instances of a service on one fresh database, and a runner over both.
+async fn two_instances() -> Runner {
+    let (first, database_url) = service().await;
+    let second = service_on(&database_url).await;
+    Runner::new(
+        reqwest::Client::new(),
+        sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        vec![first, second],
+        TOKEN,
+    )
+}
+
+/// The strategies of `catalogue` named in `names`, as the service describes them.
+fn only(
+    catalogue: &loadtest::catalogue::Catalogue,
+    names: &[&str],
+) -> loadtest::catalogue::Catalogue {
+    loadtest::catalogue::Catalogue(
+        catalogue
+            .0
+            .iter()
+            .filter(|c| names.contains(&c.name.as_str()))
+            .cloned()
+            .collect(),
+    )
+}
+
+/// The flash sale scaled down for a test: half a second per throughput run at
+/// concurrency 32, and sell-outs of 40 units to 300 buyers.
+fn small_flash() -> loadtest::flash::FlashOptions {
+    loadtest::flash::FlashOptions {
+        seconds: 0.5,
+        concurrency: 32,
+        rate: None,
+        // Two rounds of every throughput and buckets run, pooled (every strategy here
+        // is one the claims compare).
+        rounds: 2,
+        other_rounds: 1,
+        sell_out_stock: 40,
+        sell_out_buyers: 300,
+        // Restocked to 20 once 150 buyers were answered, reads all along.
+        sell_out_restock: 20,
+        sell_out_read_every: Some(std::time::Duration::from_millis(2)),
+    }
+}
+
+/// What limited `strategy`'s throughput run in the flash sale.
+fn limits_of<'a>(
+    sale: &'a loadtest::flash::FlashSale,
+    strategy: &str,
+) -> &'a loadtest::flash::Limits {
+    sale.limits.iter().find(|l| l.strategy == strategy).unwrap()
 }
 
 /// A folder for a test's histories: removed when the test passes, kept (and its path
@@ -466,23 +474,8 @@ async fn a_sweep_at_a_distance_counts_round_trips() {
     use loadtest::distance::{COUNT_REQUESTS, measure_round_trips};
     use loadtest::sweep::{Sweep, SweepInfo, section};
     use std::time::Duration;
-    use testbed::{Distance, Latency};
-    let (_, database_url) = service().await;
-    let distance = Distance::in_front_of(
-        &[("DATABASE_URL", database_url.clone())],
-        Latency::default(),
-    )
-    .unwrap();
-    let far_url = distance.env()[0].1.clone();
-    assert_ne!(far_url, database_url);
-    let url = service_on(&far_url).await;
-    let mut runner = Runner::new(
-        reqwest::Client::new(),
-        sqlx::MySqlPool::connect(&database_url).await.unwrap(),
-        vec![url],
-        TOKEN,
-    );
-    runner.network = Some((0.0, distance.round_trips()));
+    use testbed::Latency;
+    let (distance, mut runner) = behind_a_proxy().await;
     let set_rtt = |rtt: f64| {
         distance.set_latency(
             None,
@@ -566,4 +559,28 @@ async fn a_sweep_at_a_distance_counts_round_trips() {
     assert!(html.contains("Round trips per request"));
     assert!(html.contains("round-trip time to every server"));
     support::assert_matches_schema(&report, "sweep report at a distance");
+}
+
+/// A service whose database is behind a proxy of the testbed (nothing added yet), and
+/// a runner over it that counts the proxy's round trips; the runner reads the
+/// database directly.
+async fn behind_a_proxy() -> (testbed::Distance, Runner) {
+    use testbed::{Distance, Latency};
+    let (_, database_url) = service().await;
+    let distance = Distance::in_front_of(
+        &[("DATABASE_URL", database_url.clone())],
+        Latency::default(),
+    )
+    .unwrap();
+    let far_url = distance.env()[0].1.clone();
+    assert_ne!(far_url, database_url);
+    let url = service_on(&far_url).await;
+    let mut runner = Runner::new(
+        reqwest::Client::new(),
+        sqlx::MySqlPool::connect(&database_url).await.unwrap(),
+        vec![url],
+        TOKEN,
+    );
+    runner.network = Some((0.0, distance.round_trips()));
+    (distance, runner)
 }

@@ -2,7 +2,7 @@
 
 use super::{LoadArgs, first_product, parameters, plan, write_json};
 use anyhow::bail;
-use loadtest::report::{Columns, Expect, Report, print_table};
+use loadtest::report::{Columns, Expect, Report, Row, print_table};
 use loadtest::runner::Runner;
 use sqlx::mysql::MySqlPoolOptions;
 
@@ -46,38 +46,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         // Open loop: the capacity first (the same load, closed loop, stock never the
         // limit), so the run can say whether its rate is past it.
         if let Some(rate) = args.load.rate {
-            let mut closed = plan(
-                "run: capacity",
-                &name,
-                first_product(1, i),
-                &args.load,
-                expect,
-            );
-            closed.rate = None;
-            // Timed, stock never the limit: its sales/s over the steady window.
-            closed.stock = loadtest::plan::NEVER_SOLD_OUT;
-            closed.requests = loadtest::plan::NEVER_SOLD_OUT as usize;
-            closed.duration = Some(std::time::Duration::from_secs_f64(
-                args.load
-                    .seconds
-                    .unwrap_or(loadtest::plan::THROUGHPUT_SECONDS),
-            ));
-            closed.request_hold_ms = args.hold_ms;
-            let capacity = runner.run(&closed).await?;
-            let sales = capacity.sales.per_second;
-            let verdict = if rate > sales {
-                format!("OVERLOAD: {:.1}x the capacity", rate / sales.max(1e-9))
-            } else {
-                format!(
-                    "within capacity ({:.0}% of it)",
-                    100.0 * rate / sales.max(1e-9)
-                )
-            };
-            eprintln!(
-                "loadtest: {name}: capacity {sales:.0} sales/s (closed loop at concurrency {}); {rate} requests/s offered: {verdict}",
-                args.load.concurrency
-            );
-            capacities.push((name.clone(), sales, rate, verdict));
+            let (capacity, measured) =
+                measure_capacity(&runner, &args, &name, i, expect, rate).await?;
+            capacities.push(measured);
             rows.push(capacity);
         }
         let mut plan = plan("run", &name, first_product(0, i), &args.load, expect);
@@ -133,4 +104,52 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         bail!("a strategy did something unexpected (see the table)")
     }
+}
+
+/// One strategy's capacity against the rate offered: its name, its sales per
+/// second, the rate, and whether the rate is past it.
+type Capacity = (String, f64, f64, String);
+
+/// Measures `name`'s capacity (strategy number `index`) before its open-loop run at
+/// `rate`: the same load, closed loop, stock never the limit.
+async fn measure_capacity(
+    runner: &Runner,
+    args: &RunArgs,
+    name: &str,
+    index: usize,
+    expect: Expect,
+    rate: f64,
+) -> anyhow::Result<(Row, Capacity)> {
+    let mut closed = plan(
+        "run: capacity",
+        name,
+        first_product(1, index),
+        &args.load,
+        expect,
+    );
+    closed.rate = None;
+    // Timed, stock never the limit: its sales/s over the steady window.
+    closed.stock = loadtest::plan::NEVER_SOLD_OUT;
+    closed.requests = loadtest::plan::NEVER_SOLD_OUT as usize;
+    closed.duration = Some(std::time::Duration::from_secs_f64(
+        args.load
+            .seconds
+            .unwrap_or(loadtest::plan::THROUGHPUT_SECONDS),
+    ));
+    closed.request_hold_ms = args.hold_ms;
+    let capacity = runner.run(&closed).await?;
+    let sales = capacity.sales.per_second;
+    let verdict = if rate > sales {
+        format!("OVERLOAD: {:.1}x the capacity", rate / sales.max(1e-9))
+    } else {
+        format!(
+            "within capacity ({:.0}% of it)",
+            100.0 * rate / sales.max(1e-9)
+        )
+    };
+    eprintln!(
+        "loadtest: {name}: capacity {sales:.0} sales/s (closed loop at concurrency {}); {rate} requests/s offered: {verdict}",
+        args.load.concurrency
+    );
+    Ok((capacity, (name.to_string(), sales, rate, verdict)))
 }
