@@ -97,150 +97,222 @@ pub fn figure(name: &str, rate: &SalesRate) -> String {
 /// found by what their cards declare (a trait, the backend), as the articles describe
 /// them: "a conditional UPDATE", "an in-process lock".
 pub fn check(rows: &[Row], catalogue: &Catalogue) -> Vec<Claim> {
-    let find = |section: &str, strategy: &str| {
-        rows.iter()
+    let run = Lookup::new(rows, catalogue);
+    [
+        one_instance_claim(&run),
+        contention_claim(&run),
+        redis_versus_zookeeper_claim(&run),
+        database_lock_claim(&run),
+        process_lock_claim(&run),
+        no_lock_claim(&run),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Where the claims find their rows: the run's rows, and the strategies by what their
+/// cards declare.
+struct Lookup<'a> {
+    rows: &'a [Row],
+    catalogue: &'a Catalogue,
+    /// The distributed locks: the strategies with a lease lock, then those with a
+    /// session lock.
+    locks: Vec<&'a Card>,
+}
+
+impl<'a> Lookup<'a> {
+    /// Where the claims on `rows` find them, and the strategies of `catalogue`.
+    fn new(rows: &'a [Row], catalogue: &'a Catalogue) -> Lookup<'a> {
+        let locks: Vec<&Card> = catalogue
+            .with(Trait::LeaseLock)
+            .into_iter()
+            .chain(catalogue.with(Trait::SessionLock))
+            .collect();
+        Lookup {
+            rows,
+            catalogue,
+            locks,
+        }
+    }
+
+    /// The row of `strategy` in `section`.
+    fn find(&self, section: &str, strategy: &str) -> Option<&'a Row> {
+        self.rows
+            .iter()
             .find(|r| r.section == section && r.strategy == strategy)
-    };
-    let with = |t: Trait| catalogue.first_with(t).map(|c| c.name.as_str());
-    let locks: Vec<&Card> = catalogue
-        .with(Trait::LeaseLock)
-        .into_iter()
-        .chain(catalogue.with(Trait::SessionLock))
-        .collect();
-    let on = |backend: &str| {
-        locks
+    }
+
+    /// The first strategy whose card declares `t`.
+    fn with(&self, t: Trait) -> Option<&'a str> {
+        self.catalogue.first_with(t).map(|c| c.name.as_str())
+    }
+
+    /// The first distributed lock whose backend is `backend`.
+    fn on(&self, backend: &str) -> Option<&'a str> {
+        self.locks
             .iter()
             .find(|c| c.backend.starts_with(backend))
             .map(|c| c.name.as_str())
-    };
-    let mut claims = Vec::new();
+    }
 
+    /// The throughput section's row of strategy `name`.
+    fn measured(&self, name: Option<&str>) -> Option<&'a Row> {
+        name.and_then(|n| self.find(THROUGHPUT, n))
+    }
+}
+
+/// A single conditional UPDATE beats SELECT ... FOR UPDATE, which beats an in-process
+/// lock, on one instance.
+fn one_instance_claim(run: &Lookup) -> Option<Claim> {
     // One instance: the in-process lock works there, and only there.
-    let one = |t: Trait| with(t).and_then(|n| find(ONE_INSTANCE, n));
-    if let (Some(sql), Some(pess), Some(mutex)) = (
+    let one = |t: Trait| run.with(t).and_then(|n| run.find(ONE_INSTANCE, n));
+    let (Some(sql), Some(pess), Some(mutex)) = (
         one(Trait::ConditionalUpdate),
         one(Trait::RowLock),
         one(Trait::ProcessLock),
-    ) {
-        claims.push(claim(
-            "A single conditional UPDATE beats SELECT ... FOR UPDATE, which beats an in-process lock",
-            source::OVERSELL,
-            (ONE_INSTANCE, &load_of(&[sql, pess, mutex])),
-            all(&[
-                compare(&sql.sales, &pess.sales),
-                compare(&pess.sales, &mutex.sales),
-            ]),
-            format!(
-                "sales/s: {}, {}, {}",
-                figure(&sql.strategy, &sql.sales),
-                figure(&pess.strategy, &pess.sales),
-                figure(&mutex.strategy, &mutex.sales)
-            ),
-        ));
-    }
+    ) else {
+        return None;
+    };
+    Some(claim(
+        "A single conditional UPDATE beats SELECT ... FOR UPDATE, which beats an in-process lock",
+        source::OVERSELL,
+        (ONE_INSTANCE, &load_of(&[sql, pess, mutex])),
+        all(&[
+            compare(&sql.sales, &pess.sales),
+            compare(&pess.sales, &mutex.sales),
+        ]),
+        format!(
+            "sales/s: {}, {}, {}",
+            figure(&sql.strategy, &sql.sales),
+            figure(&pess.strategy, &pess.sales),
+            figure(&mutex.strategy, &mutex.sales)
+        ),
+    ))
+}
+
+/// Optimistic CAS degrades under contention: the contention section's row against
+/// the throughput section's.
+fn contention_claim(run: &Lookup) -> Option<Claim> {
     // A compare-and-set at low and at high concurrency: the high one is the
     // throughput section's row (one setup, one figure).
-    if let Some(cas) = with(Trait::CompareAndSet)
-        && let (Some(low), Some(high)) = (find(CONTENTION, cas), find(THROUGHPUT, cas))
-    {
-        claims.push(claim(
-            "Optimistic CAS degrades under contention",
-            source::OVERSELL,
-            (
-                "contention, throughput",
-                &format!(
-                    "{} over {} instances, stock never the limit, {}",
-                    crate::report::load_text(high).replace(
-                        &format!("{} in flight", high.concurrency),
-                        &format!("{} and {} in flight", low.concurrency, high.concurrency)
-                    ),
-                    high.instances,
-                    crate::rate::windows_text(&[&low.sales, &high.sales])
+    let cas = run.with(Trait::CompareAndSet)?;
+    let (Some(low), Some(high)) = (run.find(CONTENTION, cas), run.find(THROUGHPUT, cas)) else {
+        return None;
+    };
+    Some(claim(
+        "Optimistic CAS degrades under contention",
+        source::OVERSELL,
+        (
+            "contention, throughput",
+            &format!(
+                "{} over {} instances, stock never the limit, {}",
+                crate::report::load_text(high).replace(
+                    &format!("{} in flight", high.concurrency),
+                    &format!("{} and {} in flight", low.concurrency, high.concurrency)
                 ),
+                high.instances,
+                crate::rate::windows_text(&[&low.sales, &high.sales])
             ),
-            all(&[compare(&low.sales, &high.sales)]),
-            format!(
-                "sales/s: {} at {} in flight, {} at {}; transactions per sale {:.2} and {:.2}",
-                crate::rate::judged_text(&low.sales),
-                low.concurrency,
-                crate::rate::judged_text(&high.sales),
-                high.concurrency,
-                low.attempts_per_success,
-                high.attempts_per_success
-            ),
-        ));
+        ),
+        all(&[compare(&low.sales, &high.sales)]),
+        format!(
+            "sales/s: {} at {} in flight, {} at {}; transactions per sale {:.2} and {:.2}",
+            crate::rate::judged_text(&low.sales),
+            low.concurrency,
+            crate::rate::judged_text(&high.sales),
+            high.concurrency,
+            low.attempts_per_success,
+            high.attempts_per_success
+        ),
+    ))
+}
+
+/// Redis locks are faster than ZooKeeper locks: the Redis lock's throughput against
+/// the session lock's.
+fn redis_versus_zookeeper_claim(run: &Lookup) -> Option<Claim> {
+    let session = run.with(Trait::SessionLock);
+    let (Some(redis), Some(zk)) = (run.measured(run.on("redis")), run.measured(session)) else {
+        return None;
+    };
+    Some(claim(
+        "Redis locks are faster than ZooKeeper locks",
+        source::INTERVIEW,
+        (THROUGHPUT, &load_of(&[redis, zk])),
+        all(&[compare(&redis.sales, &zk.sales)]),
+        format!(
+            "sales/s: {}, {}",
+            figure(&redis.strategy, &redis.sales),
+            figure(&zk.strategy, &zk.sales)
+        ),
+    ))
+}
+
+/// A lock in the database is the slowest distributed lock: its throughput against
+/// every other distributed lock's.
+fn database_lock_claim(run: &Lookup) -> Option<Claim> {
+    let db = run.measured(run.on("database"))?;
+    let others: Vec<&Row> = run
+        .locks
+        .iter()
+        .filter(|c| c.name != db.strategy)
+        .filter_map(|c| run.find(THROUGHPUT, &c.name))
+        .collect();
+    if others.is_empty() {
+        return None;
     }
-    let session = catalogue
-        .first_with(Trait::SessionLock)
-        .map(|c| c.name.as_str());
-    let measured = |name: Option<&str>| name.and_then(|n| find(THROUGHPUT, n));
-    if let (Some(redis), Some(zk)) = (measured(on("redis")), measured(session)) {
-        claims.push(claim(
-            "Redis locks are faster than ZooKeeper locks",
-            source::INTERVIEW,
-            (THROUGHPUT, &load_of(&[redis, zk])),
-            all(&[compare(&redis.sales, &zk.sales)]),
-            format!(
-                "sales/s: {}, {}",
-                figure(&redis.strategy, &redis.sales),
-                figure(&zk.strategy, &zk.sales)
-            ),
-        ));
-    }
-    if let Some(db) = measured(on("database")) {
-        let others: Vec<&Row> = locks
-            .iter()
-            .filter(|c| c.name != db.strategy)
-            .filter_map(|c| find(THROUGHPUT, &c.name))
-            .collect();
-        if !others.is_empty() {
-            let verdicts: Vec<Option<bool>> = others
-                .iter()
-                .map(|r| compare(&r.sales, &db.sales))
-                .collect();
-            let listed: Vec<String> = others
-                .iter()
-                .map(|r| figure(&r.strategy, &r.sales))
-                .collect();
-            let compared: Vec<&Row> = std::iter::once(db).chain(others.iter().copied()).collect();
-            claims.push(claim(
-                "A lock in the database is the slowest distributed lock",
-                source::MYSQL_LOCKS,
-                (THROUGHPUT, &load_of(&compared)),
-                all(&verdicts),
-                format!(
-                    "sales/s: {}; {}",
-                    figure(&db.strategy, &db.sales),
-                    listed.join(", ")
-                ),
-            ));
-        }
-    }
-    if let Some(row) = with(Trait::ProcessLock).and_then(|n| find(HELD, n)) {
-        claims.push(claim(
-            "An in-process lock oversells with two instances",
-            source::OVERSELL,
-            (HELD, &verdict_load(row)),
-            holds(!row.verdict.is_clean()),
-            format!(
-                "{} on {} instances: {} lost updates, {} sold beyond stock",
-                row.strategy, row.instances, row.verdict.lost_updates, row.verdict.beyond_stock
-            ),
-        ));
-    }
-    if let Some(row) = with(Trait::NoLock).and_then(|n| find(HELD, n)) {
-        claims.push(claim(
-            "Without a lock, stock is oversold",
-            source::INTERVIEW,
-            (HELD, &verdict_load(row)),
-            holds(!row.verdict.is_clean()),
-            format!(
-                "{}: {} sold of {}, {} lost updates",
-                row.strategy, row.verdict.sold, row.verdict.initial, row.verdict.lost_updates
-            ),
-        ));
-    }
-    claims
+    let verdicts: Vec<Option<bool>> = others
+        .iter()
+        .map(|r| compare(&r.sales, &db.sales))
+        .collect();
+    let listed: Vec<String> = others
+        .iter()
+        .map(|r| figure(&r.strategy, &r.sales))
+        .collect();
+    let compared: Vec<&Row> = std::iter::once(db).chain(others.iter().copied()).collect();
+    Some(claim(
+        "A lock in the database is the slowest distributed lock",
+        source::MYSQL_LOCKS,
+        (THROUGHPUT, &load_of(&compared)),
+        all(&verdicts),
+        format!(
+            "sales/s: {}; {}",
+            figure(&db.strategy, &db.sales),
+            listed.join(", ")
+        ),
+    ))
+}
+
+/// An in-process lock oversells with two instances: its row of the held section.
+fn process_lock_claim(run: &Lookup) -> Option<Claim> {
+    let row = run
+        .with(Trait::ProcessLock)
+        .and_then(|n| run.find(HELD, n))?;
+    Some(claim(
+        "An in-process lock oversells with two instances",
+        source::OVERSELL,
+        (HELD, &verdict_load(row)),
+        holds(!row.verdict.is_clean()),
+        format!(
+            "{} on {} instances: {} lost updates, {} sold beyond stock",
+            row.strategy, row.instances, row.verdict.lost_updates, row.verdict.beyond_stock
+        ),
+    ))
+}
+
+/// Without a lock, stock is oversold: the lockless strategy's row of the held section.
+fn no_lock_claim(run: &Lookup) -> Option<Claim> {
+    let row = run.with(Trait::NoLock).and_then(|n| run.find(HELD, n))?;
+    Some(claim(
+        "Without a lock, stock is oversold",
+        source::INTERVIEW,
+        (HELD, &verdict_load(row)),
+        holds(!row.verdict.is_clean()),
+        format!(
+            "{}: {} sold of {}, {} lost updates",
+            row.strategy, row.verdict.sold, row.verdict.initial, row.verdict.lost_updates
+        ),
+    ))
 }
 
 /// A verdict section's load: `1000 requests at 64 in flight over 2 instances, stock

@@ -330,6 +330,24 @@ const BASELINE: &str = "The reference's transaction (the conditional UPDATE) dri
 
 /// Renders the whole report.
 pub fn render(report: &Report) -> String {
+    let mut html = head(report);
+    html.push_str(&result_sections(report));
+    for part in &report.parts {
+        html.push_str(&part.html);
+    }
+    html.push_str(&claims_section(report));
+    html.push_str(&instances_section(report));
+    html.push_str(&strategies_section(report));
+    let _ = write!(
+        html,
+        "<h2>Parameters</h2><pre>{}</pre></body></html>",
+        escape(&serde_json::to_string_pretty(&report.parameters).unwrap_or_default())
+    );
+    html
+}
+
+/// The page's head and style, its title, what the verdicts mean, and the servers.
+fn head(report: &Report) -> String {
     let mut html = String::new();
     let (title, what) = report.parts.iter().find_map(|p| p.title).unwrap_or((
         "stock-locks: every strategy side by side",
@@ -362,6 +380,13 @@ pub fn render(report: &Report) -> String {
             .collect();
         let _ = write!(html, "<p>Servers: {}.</p>", servers.join(", "));
     }
+    html
+}
+
+/// The sections of the results no part of the report draws itself, in the order
+/// their first row came: each a table, and charts where they tell something.
+fn result_sections(report: &Report) -> String {
+    let mut html = String::new();
     let mut sections: Vec<&str> = Vec::new();
     for r in &report.results {
         if !sections.contains(&r.section.as_str()) {
@@ -380,76 +405,87 @@ pub fn render(report: &Report) -> String {
             .iter()
             .filter(|r| r.section == section)
             .collect();
-        match section {
-            "throughput" | "one instance" => {
-                let _ = write!(
-                    html,
-                    "<h2>{}</h2>{}",
-                    if section == "throughput" {
-                        "Throughput: sales per second on one hot product, stock never the limit"
-                    } else {
-                        "One instance: the in-process lock where it works"
-                    },
-                    table(&rows, Columns::Throughput)
-                );
-                html.push_str(&bar_chart(
-                    "Sales per second (steady window)",
-                    "sales/s",
-                    &rows,
-                    |r| r.sales.per_second,
-                ));
-                html.push_str(&bar_chart("Latency p99 (milliseconds)", "ms", &rows, |r| {
-                    r.latency_ms.p99
-                }));
-                html.push_str(&time_split(&rows));
-            }
-            "held" => {
-                let _ = write!(
-                    html,
-                    "<h2>What breaks: every deduction held {} ms between read and write</h2>\
-                     <p>The same strategies on instances started with <code>--hold-ms</code>: a slow business step. The \
-                     controls are expected to oversell here; every other strategy must stay green.</p>{}",
-                    rows[0].hold_ms,
-                    table(&rows, Columns::Verdicts)
-                );
-                html.push_str(&time_split(&rows));
-            }
-            "contention" => {
-                let _ = write!(
-                    html,
-                    "<h2>Optimistic CAS under contention</h2><p>The same product at 4 in flight \
-                     (here) and at 64 (the throughput section): transactions per sale (tries/sale) grow with \
-                     the number of buyers.</p>{}",
-                    table(&rows, Columns::Throughput)
-                );
-            }
-            far if far.starts_with("throughput, RTT ") => {
-                let near: Vec<&Row> = report
-                    .results
-                    .iter()
-                    .filter(|r| r.section == "throughput")
-                    .collect();
-                html.push_str(&distance_table(&near, &rows));
-            }
-            other => {
-                let columns = if rows.iter().all(|r| r.stock_never_limited()) {
-                    Columns::Throughput
+        html.push_str(&result_section(report, section, &rows));
+    }
+    html
+}
+
+/// One section of the results: its heading, its table of `rows`, and its charts.
+fn result_section(report: &Report, section: &str, rows: &[&Row]) -> String {
+    let mut html = String::new();
+    match section {
+        "throughput" | "one instance" => {
+            let _ = write!(
+                html,
+                "<h2>{}</h2>{}",
+                if section == "throughput" {
+                    "Throughput: sales per second on one hot product, stock never the limit"
                 } else {
-                    Columns::Verdicts
-                };
-                let _ = write!(
-                    html,
-                    "<h2>Results ({})</h2>{}",
-                    escape(other),
-                    table(&rows, columns)
-                );
-                html.push_str(&time_split(&rows));
-            }
+                    "One instance: the in-process lock where it works"
+                },
+                table(rows, Columns::Throughput)
+            );
+            html.push_str(&bar_chart(
+                "Sales per second (steady window)",
+                "sales/s",
+                rows,
+                |r| r.sales.per_second,
+            ));
+            html.push_str(&bar_chart("Latency p99 (milliseconds)", "ms", rows, |r| {
+                r.latency_ms.p99
+            }));
+            html.push_str(&time_split(rows));
+        }
+        "held" => {
+            let _ = write!(
+                html,
+                "<h2>What breaks: every deduction held {} ms between read and write</h2>\
+                 <p>The same strategies on instances started with <code>--hold-ms</code>: a slow business step. The \
+                 controls are expected to oversell here; every other strategy must stay green.</p>{}",
+                rows[0].hold_ms,
+                table(rows, Columns::Verdicts)
+            );
+            html.push_str(&time_split(rows));
+        }
+        "contention" => {
+            let _ = write!(
+                html,
+                "<h2>Optimistic CAS under contention</h2><p>The same product at 4 in flight \
+                 (here) and at 64 (the throughput section): transactions per sale (tries/sale) grow with \
+                 the number of buyers.</p>{}",
+                table(rows, Columns::Throughput)
+            );
+        }
+        far if far.starts_with("throughput, RTT ") => {
+            let near: Vec<&Row> = report
+                .results
+                .iter()
+                .filter(|r| r.section == "throughput")
+                .collect();
+            html.push_str(&distance_table(&near, rows));
+        }
+        other => {
+            let columns = if rows.iter().all(|r| r.stock_never_limited()) {
+                Columns::Throughput
+            } else {
+                Columns::Verdicts
+            };
+            let _ = write!(
+                html,
+                "<h2>Results ({})</h2>{}",
+                escape(other),
+                table(rows, columns)
+            );
+            html.push_str(&time_split(rows));
         }
     }
-    for part in &report.parts {
-        html.push_str(&part.html);
-    }
+    html
+}
+
+/// The classic claims this run checked, and the rule they were judged by (none: no
+/// section).
+fn claims_section(report: &Report) -> String {
+    let mut html = String::new();
     if !report.claims.is_empty() {
         html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>judged on</th><th>verdict</th><th>evidence</th></tr>");
         for c in &report.claims {
@@ -466,6 +502,12 @@ pub fn render(report: &Report) -> String {
         }
         let _ = write!(html, "</table><p>{}</p>", escape(&crate::rate::rule_text()));
     }
+    html
+}
+
+/// Each service instance's peak memory (none: no section).
+fn instances_section(report: &Report) -> String {
+    let mut html = String::new();
     if !report.instances.is_empty() {
         html.push_str(
             "<h2>Service instances</h2><table><tr><th>instance</th><th>peak RSS (MiB)</th></tr>",
@@ -480,7 +522,13 @@ pub fn render(report: &Report) -> String {
         }
         html.push_str("</table>");
     }
-    html.push_str("<h2>The strategies</h2>");
+    html
+}
+
+/// What each strategy of the report is, and when to use it, in the order they first
+/// appear.
+fn strategies_section(report: &Report) -> String {
+    let mut html = String::from("<h2>The strategies</h2>");
     let mut seen: Vec<String> = Vec::new();
     let names = report
         .results
@@ -507,11 +555,6 @@ pub fn render(report: &Report) -> String {
             let _ = write!(html, "<p><i>Use it when:</i> {}</p>", escape(when));
         }
     }
-    let _ = write!(
-        html,
-        "<h2>Parameters</h2><pre>{}</pre></body></html>",
-        escape(&serde_json::to_string_pretty(&report.parameters).unwrap_or_default())
-    );
     html
 }
 

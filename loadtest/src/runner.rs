@@ -7,7 +7,7 @@ use engine::{Load, fire, restock};
 use futures::{StreamExt, TryStreamExt};
 use report::{Expect, Latency, Row};
 use sqlx::MySqlPool;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use stock_wire::Trait;
 use verify::Verdict;
 
@@ -79,90 +79,16 @@ impl Runner {
     /// [`Runner::run`], also returning what the clients saw request by request.
     pub async fn run_fired(&self, plan: &Plan) -> anyhow::Result<(Row, Fired)> {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let buckets = if self
-            .strategies()
-            .await?
-            .has(&plan.strategy, Trait::SplitsStock)
-        {
-            plan.buckets
-        } else {
-            0
-        };
+        let buckets = self.buckets(plan).await?;
         if plan.warmup > 0 {
-            // Warm-up on a product of its own, not counted.
-            let warm_product = plan.products[0] + 1_000_000;
-            restock(
-                &self.client,
-                &self.bases[0],
-                &self.admin_token,
-                warm_product,
-                plan.warmup as i64,
-                buckets,
-            )
-            .await?;
-            let warm = Load {
-                bases: self.bases.clone(),
-                strategy: plan.strategy.clone(),
-                products: vec![warm_product],
-                requests: plan.warmup,
-                duration: None,
-                concurrency: plan.concurrency,
-                rate: None,
-                quantity: 1,
-                multi_item_share: 0.0,
-                hold_ms: None,
-                id_prefix: format!("warm-{id}"),
-                answered: None,
-                retries: plan.retries,
-                beside: Default::default(),
-            };
-            fire(&self.client, &warm).await;
+            self.warm_up(plan, &id, buckets).await?;
         }
-        // Every product restocked at once: each answer waits out the sold-out marks'
-        // lifetime, which a hundred products one after another would add up.
-        futures::stream::iter(&plan.products)
-            .map(|&product| {
-                restock(
-                    &self.client,
-                    &self.bases[0],
-                    &self.admin_token,
-                    product,
-                    plan.stock,
-                    buckets,
-                )
-            })
-            .buffer_unordered(RESTOCKS_AT_ONCE)
-            .try_collect::<Vec<()>>()
-            .await?;
+        self.restock_all(plan, buckets).await?;
         // The live page: the run announced, its answers counted, the database read
         // while it runs.
         let live = self.live.as_ref().map(|l| l.start(plan, self.bases.len()));
-        let load = Load {
-            bases: self.bases.clone(),
-            strategy: plan.strategy.clone(),
-            products: plan.products.clone(),
-            requests: plan.requests,
-            duration: plan.duration,
-            concurrency: plan.concurrency,
-            rate: plan.rate,
-            quantity: plan.quantity,
-            multi_item_share: plan.multi_item_share,
-            hold_ms: plan.request_hold_ms,
-            id_prefix: format!("lt-{id}"),
-            answered: live.as_ref().map(|run| run.answered.clone()),
-            retries: plan.retries,
-            beside: engine::Beside {
-                read_every: plan.read_every,
-                restock: plan
-                    .restock_during
-                    .map(|(after_answers, stock)| engine::MidRestock {
-                        after_answers,
-                        stock,
-                        buckets,
-                        admin_token: self.admin_token.clone(),
-                    }),
-            },
-        };
+        let answered = live.as_ref().map(|run| run.answered.clone());
+        let load = self.load(plan, &id, buckets, answered);
         let watch = live
             .as_ref()
             .map(|run| run.watch(self.db.clone(), plan.products.clone()));
@@ -224,44 +150,13 @@ impl Runner {
         // CPU per sale, until every sale was recorded (the drain included).
         let sales = fired.count(&engine::Outcome::Sold) as f64;
         if sales > 0.0 {
-            let cpu_after = cost::cpu_by_group(&self.processes);
-            row.cpu_us_per_sale = cpu_after
-                .iter()
-                .filter_map(|(name, after)| {
-                    let used = after - cpu_before.get(name)?;
-                    Some((name.clone(), used * 1e6 / sales))
-                })
-                .collect();
-            if let (Some(url), Some(before)) = (&self.redis_url, redis_before)
-                && let Some(after) = cost::redis_time(url).await
-            {
-                row.redis_us_per_sale =
-                    Some((after.main_thread_us - before.main_thread_us) / sales);
-                row.redis_commands_us_per_sale = after
-                    .commands_us
-                    .iter()
-                    .filter_map(|(cmd, usec)| {
-                        let used =
-                            usec.saturating_sub(before.commands_us.get(cmd).copied().unwrap_or(0));
-                        (used > 0).then(|| (cmd.clone(), used as f64 / sales))
-                    })
-                    .collect();
-            }
+            self.add_cost(&mut row, sales, &cpu_before, redis_before)
+                .await;
         }
         if let (Some((rtt_ms, _)), Some(before), Some(after)) =
             (&self.network, trips_before, trips_after)
         {
-            row.rtt_ms = Some(*rtt_ms);
-            row.round_trips = after
-                .iter()
-                .map(|(kind, n)| (kind.to_string(), n - before.get(kind).copied().unwrap_or(0)))
-                .collect();
-            row.round_trips_per_sale = row
-                .round_trips
-                .iter()
-                .filter(|_| sales > 0.0)
-                .map(|(kind, n)| (kind.clone(), *n as f64 / sales))
-                .collect();
+            add_round_trips(&mut row, sales, *rtt_ms, &before, &after);
         }
         row.time_split = match (before, after) {
             (Ok(before), Ok(after)) => {
@@ -277,6 +172,140 @@ impl Runner {
             run.finish(&row);
         }
         Ok((row, fired))
+    }
+
+    /// The stock's buckets for the plan's strategy: the plan's, for a strategy that
+    /// splits its stock; none for the others.
+    async fn buckets(&self, plan: &Plan) -> anyhow::Result<u16> {
+        let splits = self
+            .strategies()
+            .await?
+            .has(&plan.strategy, Trait::SplitsStock);
+        Ok(if splits { plan.buckets } else { 0 })
+    }
+
+    /// Fires the plan's warm-up (run `id`) at a product of its own, restocked with
+    /// exactly as many units as there are warm-up requests.
+    async fn warm_up(&self, plan: &Plan, id: &str, buckets: u16) -> anyhow::Result<()> {
+        // Warm-up on a product of its own, not counted.
+        let warm_product = plan.products[0] + 1_000_000;
+        restock(
+            &self.client,
+            &self.bases[0],
+            &self.admin_token,
+            warm_product,
+            plan.warmup as i64,
+            buckets,
+        )
+        .await?;
+        let warm = Load {
+            bases: self.bases.clone(),
+            strategy: plan.strategy.clone(),
+            products: vec![warm_product],
+            requests: plan.warmup,
+            duration: None,
+            concurrency: plan.concurrency,
+            rate: None,
+            quantity: 1,
+            multi_item_share: 0.0,
+            hold_ms: None,
+            id_prefix: format!("warm-{id}"),
+            answered: None,
+            retries: plan.retries,
+            beside: Default::default(),
+        };
+        fire(&self.client, &warm).await;
+        Ok(())
+    }
+
+    /// Restocks every product of the plan with its stock.
+    async fn restock_all(&self, plan: &Plan, buckets: u16) -> anyhow::Result<()> {
+        // Every product restocked at once: each answer waits out the sold-out marks'
+        // lifetime, which a hundred products one after another would add up.
+        futures::stream::iter(&plan.products)
+            .map(|&product| {
+                restock(
+                    &self.client,
+                    &self.bases[0],
+                    &self.admin_token,
+                    product,
+                    plan.stock,
+                    buckets,
+                )
+            })
+            .buffer_unordered(RESTOCKS_AT_ONCE)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// The plan's load (run `id`), its answers counted in `answered` for the live page.
+    fn load(
+        &self,
+        plan: &Plan,
+        id: &str,
+        buckets: u16,
+        answered: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    ) -> Load {
+        Load {
+            bases: self.bases.clone(),
+            strategy: plan.strategy.clone(),
+            products: plan.products.clone(),
+            requests: plan.requests,
+            duration: plan.duration,
+            concurrency: plan.concurrency,
+            rate: plan.rate,
+            quantity: plan.quantity,
+            multi_item_share: plan.multi_item_share,
+            hold_ms: plan.request_hold_ms,
+            id_prefix: format!("lt-{id}"),
+            answered,
+            retries: plan.retries,
+            beside: engine::Beside {
+                read_every: plan.read_every,
+                restock: plan
+                    .restock_during
+                    .map(|(after_answers, stock)| engine::MidRestock {
+                        after_answers,
+                        stock,
+                        buckets,
+                        admin_token: self.admin_token.clone(),
+                    }),
+            },
+        }
+    }
+
+    /// Adds to `row` the CPU each process group used per sale since `cpu_before`, and
+    /// Redis's own time per sale since `redis_before` (when a Redis is measured).
+    async fn add_cost(
+        &self,
+        row: &mut Row,
+        sales: f64,
+        cpu_before: &BTreeMap<String, f64>,
+        redis_before: Option<cost::RedisTime>,
+    ) {
+        let cpu_after = cost::cpu_by_group(&self.processes);
+        row.cpu_us_per_sale = cpu_after
+            .iter()
+            .filter_map(|(name, after)| {
+                let used = after - cpu_before.get(name)?;
+                Some((name.clone(), used * 1e6 / sales))
+            })
+            .collect();
+        if let (Some(url), Some(before)) = (&self.redis_url, redis_before)
+            && let Some(after) = cost::redis_time(url).await
+        {
+            row.redis_us_per_sale = Some((after.main_thread_us - before.main_thread_us) / sales);
+            row.redis_commands_us_per_sale = after
+                .commands_us
+                .iter()
+                .filter_map(|(cmd, usec)| {
+                    let used =
+                        usec.saturating_sub(before.commands_us.get(cmd).copied().unwrap_or(0));
+                    (used > 0).then(|| (cmd.clone(), used as f64 / sales))
+                })
+                .collect();
+        }
     }
 
     /// Reads every product once ([`engine::final_reads`]) into `fired`'s history, and
@@ -377,6 +406,28 @@ impl Runner {
         let fetch = || catalogue::Catalogue::fetch(&self.client, &self.bases[0]);
         Ok(self.catalogue.get_or_try_init(fetch).await?.clone())
     }
+}
+
+/// Adds to `row` the network's round trips of the run (`after` less `before`), in
+/// all and per sale, at `rtt_ms`.
+fn add_round_trips(
+    row: &mut Row,
+    sales: f64,
+    rtt_ms: f64,
+    before: &BTreeMap<&'static str, u64>,
+    after: &BTreeMap<&'static str, u64>,
+) {
+    row.rtt_ms = Some(rtt_ms);
+    row.round_trips = after
+        .iter()
+        .map(|(kind, n)| (kind.to_string(), n - before.get(kind).copied().unwrap_or(0)))
+        .collect();
+    row.round_trips_per_sale = row
+        .round_trips
+        .iter()
+        .filter(|_| sales > 0.0)
+        .map(|(kind, n)| (kind.clone(), *n as f64 / sales))
+        .collect();
 }
 
 /// `round 2/3: ` before a run's progress line, when there are rounds.

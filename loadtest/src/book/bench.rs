@@ -257,74 +257,101 @@ fn claims_table(claims: &[Claim]) -> String {
 /// A comparison counts only between levels of the same number of tasks, each without
 /// failed acquisitions, and only where both figures exist.
 pub fn claims(bench: &Bench) -> Vec<Claim> {
-    // Our locks, by the server they run on.
-    let redis = ["Redis", "Redis Cluster"];
-    let consensus = ["ZooKeeper", "etcd"];
-    let steady = |on: &str| {
-        bench
-            .steadiness
-            .iter()
-            .find(|s| s.server.as_deref() == Some(on))
-    };
-    let level = |on: &str, tasks: u64| {
-        steady(on).and_then(|s| s.levels.iter().find(|l| l.tasks == tasks)?.clean())
-    };
-    let contended = |on: &str| {
-        bench
-            .contended
-            .iter()
-            .find(|c| c.server.as_deref() == Some(on))
-    };
-    let compare = |a: Option<Spread>, b: Option<Spread>| decisively_larger(&a?, &b?);
-    let levels: Vec<u64> = steady(redis[0])
+    let levels: Vec<u64> = steady(bench, REDIS[0])
         .into_iter()
         .flat_map(|s| s.levels.iter().map(|l| l.tasks))
         .collect();
-    let first = levels.first().copied().unwrap_or(0);
-    let top = levels.last().copied().unwrap_or(0);
     let load = format!(
         "a key per task, {} s per level in {} parts",
         num(bench.steadiness_seconds),
         bench.parts
     );
-    let mut claims = Vec::new();
+    vec![
+        throughput_claim(bench, &levels, &load),
+        steadiness_claim(bench, &levels, &load),
+        fairness_claim(bench),
+    ]
+}
 
-    // Throughput at the highest concurrency.
+// Our locks, by the server they run on.
+/// The servers of our Redis locks.
+const REDIS: [&str; 2] = ["Redis", "Redis Cluster"];
+/// The servers of our consensus locks (ZooKeeper first: the claims name it).
+const CONSENSUS: [&str; 2] = ["ZooKeeper", "etcd"];
+
+/// The steadiness runs of our lock on server `on`.
+fn steady<'a>(bench: &'a Bench, on: &str) -> Option<&'a Steadiness> {
+    bench
+        .steadiness
+        .iter()
+        .find(|s| s.server.as_deref() == Some(on))
+}
+
+/// The level of `tasks` tasks of our lock on server `on`, if no acquisition failed.
+fn level<'a>(bench: &'a Bench, on: &str, tasks: u64) -> Option<&'a Level> {
+    steady(bench, on).and_then(|s| s.levels.iter().find(|l| l.tasks == tasks)?.clean())
+}
+
+/// The contended run of our lock on server `on`.
+fn contended<'a>(bench: &'a Bench, on: &str) -> Option<&'a Contended> {
+    bench
+        .contended
+        .iter()
+        .find(|c| c.server.as_deref() == Some(on))
+}
+
+/// [`decisively_larger`], where both figures exist (none otherwise).
+fn compare(a: Option<Spread>, b: Option<Spread>) -> Option<bool> {
+    decisively_larger(&a?, &b?)
+}
+
+/// Throughput at the highest concurrency: every Redis lock against every consensus
+/// lock, at the top level of `levels`.
+fn throughput_claim(bench: &Bench, levels: &[u64], load: &str) -> Claim {
+    let top = levels.last().copied().unwrap_or(0);
     let mut verdicts = Vec::new();
     let mut evidence = Vec::new();
-    for on in redis.iter().chain(&consensus) {
-        let figure = level(on, top).map_or("–".into(), |l| Spread::text(l.per_second));
+    for on in REDIS.iter().chain(&CONSENSUS) {
+        let figure = level(bench, on, top).map_or("–".into(), |l| Spread::text(l.per_second));
         evidence.push(format!("{on} {figure}/s"));
     }
-    for r in redis {
-        for c in consensus {
-            let (a, b) = (level(r, top), level(c, top));
+    for r in REDIS {
+        for c in CONSENSUS {
+            let (a, b) = (level(bench, r, top), level(bench, c, top));
             verdicts.push(compare(
                 a.and_then(|l| l.per_second),
                 b.and_then(|l| l.per_second),
             ));
         }
     }
-    claims.push(claim(
+    claim(
         "Redis locks suit high concurrency: more acquisitions per second than ZooKeeper and etcd",
         source::INTERVIEW,
         ("lock bench, steadiness", &format!("{top} tasks, {load}")),
         all(&verdicts),
         evidence.join("; "),
-    ));
+    )
+}
 
-    // Steadiness, level by level: Redis's p99/p50 above ZooKeeper's. Confirmed only
-    // when every level says so, refuted only when every level says the opposite.
-    let zk = consensus[0];
+/// Steadiness, level by level: Redis's p99/p50 above ZooKeeper's. Confirmed only
+/// when every level says so, refuted only when every level says the opposite.
+fn steadiness_claim(bench: &Bench, levels: &[u64], load: &str) -> Claim {
+    let first = levels.first().copied().unwrap_or(0);
+    let top = levels.last().copied().unwrap_or(0);
+    let zk = CONSENSUS[0];
     let mut verdicts = Vec::new();
     let mut evidence = Vec::new();
     let p99 = |l: &Level| Spread::text(l.p99_us);
-    for &tasks in &levels {
-        let Some(z) = level(zk, tasks) else { continue };
+    for &tasks in levels {
+        let Some(z) = level(bench, zk, tasks) else {
+            continue;
+        };
         let ratio = Spread::text(z.p99_over_p50);
         let mut line = vec![format!("{zk} {ratio} (p99 {} µs)", p99(z))];
-        for r in redis {
-            let Some(l) = level(r, tasks) else { continue };
+        for r in REDIS {
+            let Some(l) = level(bench, r, tasks) else {
+                continue;
+            };
             let verdict = compare(l.p99_over_p50, z.p99_over_p50);
             verdicts.push(verdict);
             let said = match verdict {
@@ -346,7 +373,7 @@ pub fn claims(bench: &Bench) -> Vec<Claim> {
     } else {
         ClaimVerdict::Inconclusive
     };
-    claims.push(claim(
+    claim(
         "ZooKeeper's response times are steadier than Redis's (p99 / p50 lower)",
         source::INTERVIEW,
         (
@@ -355,25 +382,30 @@ pub fn claims(bench: &Bench) -> Vec<Claim> {
         ),
         verdict,
         evidence.join("; "),
-    ));
+    )
+}
 
-    // Fairness under contention: ZooKeeper in arrival order in every part of the
-    // window, and Redis decisively not.
+/// Fairness under contention: ZooKeeper in arrival order in every part of the
+/// window, and Redis decisively not.
+fn fairness_claim(bench: &Bench) -> Claim {
+    let zk = CONSENSUS[0];
     let mut verdicts = Vec::new();
     let mut evidence = Vec::new();
     let wait = |c: &Contended| {
         c.longest_wait_ms
             .map_or_else(String::new, |w| format!(", longest wait {} ms", num(w)))
     };
-    if let Some(z) = contended(zk) {
+    if let Some(z) = contended(bench, zk) {
         verdicts.push(z.overtakes_spread.map(|s| s.high == 0.0));
         evidence.push(format!(
             "{zk} {}{}",
             Spread::text(z.overtakes_spread),
             wait(z)
         ));
-        for r in redis {
-            let Some(c) = contended(r) else { continue };
+        for r in REDIS {
+            let Some(c) = contended(bench, r) else {
+                continue;
+            };
             verdicts.push(compare(c.overtakes_spread, z.overtakes_spread));
             evidence.push(format!(
                 "{r} {}{}",
@@ -382,7 +414,7 @@ pub fn claims(bench: &Bench) -> Vec<Claim> {
             ));
         }
     }
-    claims.push(claim(
+    claim(
         "ZooKeeper locks are fair (first come, first served), Redis locks are not",
         source::INTERVIEW,
         (
@@ -395,6 +427,5 @@ pub fn claims(bench: &Bench) -> Vec<Claim> {
         ),
         all(&verdicts),
         evidence.join("; "),
-    ));
-    claims
+    )
 }

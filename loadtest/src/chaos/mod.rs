@@ -278,87 +278,12 @@ impl ChaosReport {
     /// The write-ups' claims this run's cells speak to (the classic mistakes), each
     /// confirmed when its cell failed the way the claim says.
     pub fn claims(&self) -> Vec<crate::report::Claim> {
-        use crate::claims::{claim, source};
+        use crate::claims::claim;
         use crate::report::ClaimVerdict;
         let mut claims = Vec::new();
         for c in &self.cells {
-            let (text, source, holds) = match c.scenario {
-                Scenario::MistakeLockInsideTransaction => (
-                    "A lock taken inside the transaction reads a stale snapshot: lost updates",
-                    source::OVERSELL,
-                    c.lost_updates > 0,
-                ),
-                Scenario::MistakeReleaseBeforeCommit => (
-                    "A lock released before COMMIT lets the next holder read old stock: lost updates",
-                    source::OVERSELL,
-                    c.lost_updates > 0,
-                ),
-                Scenario::MistakeSetnxThenExpire => (
-                    "SETNX then EXPIRE: a holder that dies between them leaves a lock that never expires",
-                    source::LOCKS,
-                    c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
-                ),
-                Scenario::MistakeGetThenDel => (
-                    "Unlock by GET then DEL deletes another holder's lock",
-                    source::LOCKS,
-                    c.lost_updates > 0,
-                ),
-                Scenario::MistakePersistentNode => (
-                    "A ZooKeeper lock on a PERSISTENT node deadlocks when its holder dies",
-                    source::ZOOKEEPER,
-                    c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
-                ),
-                Scenario::MistakeNoGuard => (
-                    "The database is the final guard: without the UPDATE's guard its CHECK constraint still stops overselling",
-                    source::MYSQL_LOCKS,
-                    c.beyond_stock == 0 && c.lost_updates == 0 && c.sold_out > 0,
-                ),
-                Scenario::RedisFailover if c.fencing == Some(false) => (
-                    "A Redis lock is lost when the primary fails over to a replica that had not received it",
-                    source::INTERVIEW,
-                    c.lost_updates > 0,
-                ),
-                Scenario::RedisFailover => (
-                    "Fencing makes a lock lost in a failover safe",
-                    source::MYSQL_LOCKS,
-                    c.verdict == CellVerdict::Refused,
-                ),
-                Scenario::RedlockClockJump if c.fencing == Some(false) => (
-                    "RedLock fails when a node's clock jumps: two clients hold the lock",
-                    source::MYSQL_LOCKS,
-                    c.lost_updates > 0,
-                ),
-                Scenario::RedlockClockJump => (
-                    "A check made by the resource stops the second RedLock holder",
-                    source::MYSQL_LOCKS,
-                    c.verdict == CellVerdict::Refused,
-                ),
-                Scenario::ReplicaLag if self.strategies.has(&c.strategy, Trait::CompareAndSet) => {
-                    let control = self.cells.iter().find(|o| {
-                        o.scenario == Scenario::ReplicaLagPrimaryReads && o.strategy == c.strategy
-                    });
-                    (
-                        "Optimistic locking is unreliable behind read/write splitting (replication lag)",
-                        source::OVERSELL,
-                        c.lost_updates == 0
-                            && control.is_none_or(|o| {
-                                c.busy > o.busy || c.attempts_per_sale > o.attempts_per_sale
-                            }),
-                    )
-                }
-                Scenario::ReplicaLag if c.fencing == Some(true) => (
-                    "A lock is only as good as the read under it: reading from a lagging replica loses updates even under a fenced lock",
-                    source::OVERSELL,
-                    c.lost_updates > 0,
-                ),
-                Scenario::RedisFailoverWait => (
-                    "Waiting for a replica to acknowledge the lock (WAIT) prevents the second holder, at the cost of availability",
-                    source::MYSQL_LOCKS,
-                    c.lost_updates == 0
-                        && c.beyond_stock == 0
-                        && c.verdict == CellVerdict::Unavailable,
-                ),
-                _ => continue,
+            let Some((text, source, holds)) = self.claim_of(c) else {
+                continue;
             };
             let verdict = if holds {
                 ClaimVerdict::Confirmed
@@ -386,6 +311,89 @@ impl ChaosReport {
             ));
         }
         claims
+    }
+
+    /// The claim of the write-ups a cell speaks to, if any: its text, its source, and
+    /// whether the cell failed (or held) the way the claim says.
+    fn claim_of(&self, c: &Cell) -> Option<(&'static str, &'static str, bool)> {
+        use crate::claims::source;
+        let claim = match c.scenario {
+            Scenario::MistakeLockInsideTransaction => (
+                "A lock taken inside the transaction reads a stale snapshot: lost updates",
+                source::OVERSELL,
+                c.lost_updates > 0,
+            ),
+            Scenario::MistakeReleaseBeforeCommit => (
+                "A lock released before COMMIT lets the next holder read old stock: lost updates",
+                source::OVERSELL,
+                c.lost_updates > 0,
+            ),
+            Scenario::MistakeSetnxThenExpire => (
+                "SETNX then EXPIRE: a holder that dies between them leaves a lock that never expires",
+                source::LOCKS,
+                c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
+            ),
+            Scenario::MistakeGetThenDel => (
+                "Unlock by GET then DEL deletes another holder's lock",
+                source::LOCKS,
+                c.lost_updates > 0,
+            ),
+            Scenario::MistakePersistentNode => (
+                "A ZooKeeper lock on a PERSISTENT node deadlocks when its holder dies",
+                source::ZOOKEEPER,
+                c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
+            ),
+            Scenario::MistakeNoGuard => (
+                "The database is the final guard: without the UPDATE's guard its CHECK constraint still stops overselling",
+                source::MYSQL_LOCKS,
+                c.beyond_stock == 0 && c.lost_updates == 0 && c.sold_out > 0,
+            ),
+            Scenario::RedisFailover if c.fencing == Some(false) => (
+                "A Redis lock is lost when the primary fails over to a replica that had not received it",
+                source::INTERVIEW,
+                c.lost_updates > 0,
+            ),
+            Scenario::RedisFailover => (
+                "Fencing makes a lock lost in a failover safe",
+                source::MYSQL_LOCKS,
+                c.verdict == CellVerdict::Refused,
+            ),
+            Scenario::RedlockClockJump if c.fencing == Some(false) => (
+                "RedLock fails when a node's clock jumps: two clients hold the lock",
+                source::MYSQL_LOCKS,
+                c.lost_updates > 0,
+            ),
+            Scenario::RedlockClockJump => (
+                "A check made by the resource stops the second RedLock holder",
+                source::MYSQL_LOCKS,
+                c.verdict == CellVerdict::Refused,
+            ),
+            Scenario::ReplicaLag if self.strategies.has(&c.strategy, Trait::CompareAndSet) => {
+                let control = self.cells.iter().find(|o| {
+                    o.scenario == Scenario::ReplicaLagPrimaryReads && o.strategy == c.strategy
+                });
+                (
+                    "Optimistic locking is unreliable behind read/write splitting (replication lag)",
+                    source::OVERSELL,
+                    c.lost_updates == 0
+                        && control.is_none_or(|o| {
+                            c.busy > o.busy || c.attempts_per_sale > o.attempts_per_sale
+                        }),
+                )
+            }
+            Scenario::ReplicaLag if c.fencing == Some(true) => (
+                "A lock is only as good as the read under it: reading from a lagging replica loses updates even under a fenced lock",
+                source::OVERSELL,
+                c.lost_updates > 0,
+            ),
+            Scenario::RedisFailoverWait => (
+                "Waiting for a replica to acknowledge the lock (WAIT) prevents the second holder, at the cost of availability",
+                source::MYSQL_LOCKS,
+                c.lost_updates == 0 && c.beyond_stock == 0 && c.verdict == CellVerdict::Unavailable,
+            ),
+            _ => return None,
+        };
+        Some(claim)
     }
 }
 
