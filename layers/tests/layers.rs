@@ -59,14 +59,15 @@ const TREES: &[Tree] = &[
         root: "testbed/src/bin/testbed.rs",
         layers: &[],
     },
-    // Sending and recording; the rates read from a record; the report's rows; the
+    // Sending and recording, and the sections' names; the rates read from a record;
+    // the report's rows; the
     // renderers and the servers' lab; the sections (sweep, flash sale, flood, chaos,
     // the live page); what composes sections (distance on the sweep, overload with the
     // flood); the book's pages from all of them.
     Tree {
         root: "loadtest/src/lib.rs",
         layers: &[
-            &["engine", "verify", "timing", "catalogue", "cost"],
+            &["engine", "verify", "timing", "catalogue", "cost", "section"],
             &["rate", "history"],
             &["report"],
             &["html", "lab", "baseline", "claims", "plan"],

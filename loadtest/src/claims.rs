@@ -15,6 +15,7 @@
 use crate::catalogue::{Card, Catalogue};
 use crate::rate::{SalesRate, compare};
 use crate::report::{Claim, ClaimVerdict, Row};
+use crate::section::Section;
 use stock_wire::Trait;
 
 /// The source articles, by title (as published, in Chinese), with what they are about.
@@ -137,10 +138,10 @@ impl<'a> Lookup<'a> {
     }
 
     /// The row of `strategy` in `section`.
-    fn find(&self, section: &str, strategy: &str) -> Option<&'a Row> {
+    fn find(&self, section: &Section, strategy: &str) -> Option<&'a Row> {
         self.rows
             .iter()
-            .find(|r| r.section == section && r.strategy == strategy)
+            .find(|r| &r.section == section && r.strategy == strategy)
     }
 
     /// The first strategy whose card declares `t`.
@@ -158,7 +159,7 @@ impl<'a> Lookup<'a> {
 
     /// The throughput section's row of strategy `name`.
     fn measured(&self, name: Option<&str>) -> Option<&'a Row> {
-        name.and_then(|n| self.find(THROUGHPUT, n))
+        name.and_then(|n| self.find(&Section::Throughput, n))
     }
 }
 
@@ -166,7 +167,7 @@ impl<'a> Lookup<'a> {
 /// lock, on one instance.
 fn one_instance_claim(run: &Lookup) -> Option<Claim> {
     // One instance: the in-process lock works there, and only there.
-    let one = |t: Trait| run.with(t).and_then(|n| run.find(ONE_INSTANCE, n));
+    let one = |t: Trait| run.with(t).and_then(|n| run.find(&Section::OneInstance, n));
     let (Some(sql), Some(pess), Some(mutex)) = (
         one(Trait::ConditionalUpdate),
         one(Trait::RowLock),
@@ -177,7 +178,10 @@ fn one_instance_claim(run: &Lookup) -> Option<Claim> {
     Some(claim(
         "A single conditional UPDATE beats SELECT ... FOR UPDATE, which beats an in-process lock",
         source::OVERSELL,
-        (ONE_INSTANCE, &load_of(&[sql, pess, mutex])),
+        (
+            &Section::OneInstance.to_string(),
+            &load_of(&[sql, pess, mutex]),
+        ),
         all(&[
             compare(&sql.sales, &pess.sales),
             compare(&pess.sales, &mutex.sales),
@@ -197,14 +201,17 @@ fn contention_claim(run: &Lookup) -> Option<Claim> {
     // A compare-and-set at low and at high concurrency: the high one is the
     // throughput section's row (one setup, one figure).
     let cas = run.with(Trait::CompareAndSet)?;
-    let (Some(low), Some(high)) = (run.find(CONTENTION, cas), run.find(THROUGHPUT, cas)) else {
+    let (Some(low), Some(high)) = (
+        run.find(&Section::Contention, cas),
+        run.find(&Section::Throughput, cas),
+    ) else {
         return None;
     };
     Some(claim(
         "Optimistic CAS degrades under contention",
         source::OVERSELL,
         (
-            "contention, throughput",
+            &format!("{}, {}", Section::Contention, Section::Throughput),
             &format!(
                 "{} over {} instances, stock never the limit, {}",
                 crate::report::load_text(high).replace(
@@ -238,7 +245,7 @@ fn redis_versus_zookeeper_claim(run: &Lookup) -> Option<Claim> {
     Some(claim(
         "Redis locks are faster than ZooKeeper locks",
         source::INTERVIEW,
-        (THROUGHPUT, &load_of(&[redis, zk])),
+        (&Section::Throughput.to_string(), &load_of(&[redis, zk])),
         all(&[compare(&redis.sales, &zk.sales)]),
         format!(
             "sales/s: {}, {}",
@@ -256,7 +263,7 @@ fn database_lock_claim(run: &Lookup) -> Option<Claim> {
         .locks
         .iter()
         .filter(|c| c.name != db.strategy)
-        .filter_map(|c| run.find(THROUGHPUT, &c.name))
+        .filter_map(|c| run.find(&Section::Throughput, &c.name))
         .collect();
     if others.is_empty() {
         return None;
@@ -273,7 +280,7 @@ fn database_lock_claim(run: &Lookup) -> Option<Claim> {
     Some(claim(
         "A lock in the database is the slowest distributed lock",
         source::MYSQL_LOCKS,
-        (THROUGHPUT, &load_of(&compared)),
+        (&Section::Throughput.to_string(), &load_of(&compared)),
         all(&verdicts),
         format!(
             "sales/s: {}; {}",
@@ -287,11 +294,11 @@ fn database_lock_claim(run: &Lookup) -> Option<Claim> {
 fn process_lock_claim(run: &Lookup) -> Option<Claim> {
     let row = run
         .with(Trait::ProcessLock)
-        .and_then(|n| run.find(HELD, n))?;
+        .and_then(|n| run.find(&Section::Held, n))?;
     Some(claim(
         "An in-process lock oversells with two instances",
         source::OVERSELL,
-        (HELD, &verdict_load(row)),
+        (&Section::Held.to_string(), &verdict_load(row)),
         holds(!row.verdict.is_clean()),
         format!(
             "{} on {} instances: {} lost updates, {} sold beyond stock",
@@ -302,11 +309,13 @@ fn process_lock_claim(run: &Lookup) -> Option<Claim> {
 
 /// Without a lock, stock is oversold: the lockless strategy's row of the held section.
 fn no_lock_claim(run: &Lookup) -> Option<Claim> {
-    let row = run.with(Trait::NoLock).and_then(|n| run.find(HELD, n))?;
+    let row = run
+        .with(Trait::NoLock)
+        .and_then(|n| run.find(&Section::Held, n))?;
     Some(claim(
         "Without a lock, stock is oversold",
         source::INTERVIEW,
-        (HELD, &verdict_load(row)),
+        (&Section::Held.to_string(), &verdict_load(row)),
         holds(!row.verdict.is_clean()),
         format!(
             "{}: {} sold of {}, {} lost updates",
@@ -324,12 +333,6 @@ fn verdict_load(row: &Row) -> String {
     )
 }
 
-/// The demo's sections a claim reads.
-pub const THROUGHPUT: &str = "throughput";
-pub const ONE_INSTANCE: &str = "one instance";
-pub const CONTENTION: &str = "contention";
-pub const HELD: &str = "held";
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,7 +340,7 @@ mod tests {
 
     /// A row of `strategy` in `section` from a closed loop of 10 in flight, 10 ms per
     /// request: `sold(i)` says whether request i was a sale (else a refusal).
-    fn row(section: &str, strategy: &str, sold: impl Fn(usize) -> bool) -> Row {
+    fn row(section: Section, strategy: &str, sold: impl Fn(usize) -> bool) -> Row {
         let answers: Vec<Answer> = (0..2000)
             .map(|i| {
                 let wave = (i / 10) as u64;
@@ -387,8 +390,8 @@ mod tests {
     fn refusals_do_not_count_as_throughput() {
         // redis-lock: 1000 answers/s, 100 of them sales; zookeeper: 1000 sales/s.
         let rows = vec![
-            row(THROUGHPUT, "redis-lock", |i| i % 10 == 0),
-            row(THROUGHPUT, "zookeeper", |_| true),
+            row(Section::Throughput, "redis-lock", |i| i % 10 == 0),
+            row(Section::Throughput, "zookeeper", |_| true),
         ];
         let claims = check(&rows, &catalogue());
         let redis = claims
@@ -397,7 +400,7 @@ mod tests {
             .expect("the claim is checked");
         assert_eq!(redis.verdict, ClaimVerdict::Refuted, "{redis:?}");
         assert!(redis.evidence.contains("redis-lock 100 "), "{redis:?}");
-        assert_eq!(redis.section, THROUGHPUT);
+        assert_eq!(redis.section, Section::Throughput.to_string());
         assert!(redis.load.contains("stock never the limit"), "{redis:?}");
     }
 
@@ -414,8 +417,11 @@ mod tests {
         // redis-lock sells a tenth of zookeeper's rate, pooled.
         let rows = |redis: &[f64], zookeeper: &[f64]| {
             vec![
-                in_rounds(row(THROUGHPUT, "redis-lock", |i| i % 10 == 0), redis),
-                in_rounds(row(THROUGHPUT, "zookeeper", |_| true), zookeeper),
+                in_rounds(
+                    row(Section::Throughput, "redis-lock", |i| i % 10 == 0),
+                    redis,
+                ),
+                in_rounds(row(Section::Throughput, "zookeeper", |_| true), zookeeper),
             ]
         };
         let claims = check(
@@ -439,8 +445,8 @@ mod tests {
     #[test]
     fn a_close_race_is_inconclusive() {
         let rows = vec![
-            row(THROUGHPUT, "redis-lock", |i| i % 10 != 0),
-            row(THROUGHPUT, "zookeeper", |_| true),
+            row(Section::Throughput, "redis-lock", |i| i % 10 != 0),
+            row(Section::Throughput, "zookeeper", |_| true),
         ];
         let claims = check(&rows, &catalogue());
         assert_eq!(claims[0].verdict, ClaimVerdict::Inconclusive, "{claims:?}");

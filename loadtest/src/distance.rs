@@ -20,6 +20,7 @@ use crate::html::{escape, line_chart};
 use crate::plan::{BUCKETS, Plan};
 use crate::report::{Claim, ClaimVerdict, Expect, Part, Row, by_kind};
 use crate::runner::Runner;
+use crate::section::Section;
 use crate::sweep::{RoundTripCount, SweepInfo, cell, ms, sales_per_second, section, strategies};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -55,7 +56,10 @@ pub async fn measure_round_trips(
             // after the first, without the strategy).
             for (path, stock, quantity) in [("sale", COUNT_REQUESTS as i64, 1), ("refusal", 1, 2)] {
                 let plan = Plan {
-                    section: format!("round trips: {path}, RTT {} ms", ms(rtt)),
+                    section: Section::RoundTrips {
+                        path: path.to_string(),
+                        rtt_ms: rtt,
+                    },
                     strategy: strategy.clone(),
                     products: vec![first_product(n)],
                     stock,

@@ -28,6 +28,7 @@ use crate::plan::{BUCKETS, Plan};
 use crate::rate::{SalesRate, compare};
 use crate::report::{Claim, Part, Row};
 use crate::runner::Runner;
+use crate::section::Section;
 use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 use std::collections::BTreeMap;
@@ -255,7 +256,7 @@ async fn measured(
 /// A plan for the flash sale's runs: timed with stock never the limit, or (a
 /// sell-out) `buyers` requests at `stock`.
 fn flash_plan(
-    section: &str,
+    section: Section,
     strategy: &str,
     product: i64,
     sell_out: Option<(i64, usize)>,
@@ -337,8 +338,8 @@ pub async fn run(
         .collect();
     let runs = crate::runner::in_rounds_each(&rounds, async |round, k| {
         let plan = &plans[k];
-        let with = match plan.section.as_str() {
-            "buckets" => format!(" with {} bucket(s)", plan.buckets),
+        let with = match plan.section {
+            Section::Buckets => format!(" with {} bucket(s)", plan.buckets),
             _ => String::new(),
         };
         eprintln!(
@@ -362,7 +363,7 @@ pub async fn run(
         let Some((shown, row)) = crate::runner::pooled_row(fired) else {
             continue;
         };
-        if plan.section == "buckets" {
+        if plan.section == Section::Buckets {
             sale.buckets.push((plan.buckets, row.sales.clone()));
             bucket_rows.push(row);
             continue;
@@ -402,7 +403,7 @@ fn throughput_plans(
     // that splitting scales compares counts measured side by side.
     let mut plans: Vec<Plan> = sellers
         .iter()
-        .map(|c| flash_plan("flash-sale", &c.name, next(), None, options))
+        .map(|c| flash_plan(Section::FlashSale, &c.name, next(), None, options))
         .collect();
     if let Some(splits) = splits {
         let after = plans
@@ -412,7 +413,7 @@ fn throughput_plans(
         for (i, &buckets) in BUCKET_SCAN.iter().enumerate() {
             let plan = Plan {
                 buckets,
-                ..flash_plan("buckets", &splits.name, next(), None, options)
+                ..flash_plan(Section::Buckets, &splits.name, next(), None, options)
             };
             plans.insert(after + i, plan);
         }
@@ -454,7 +455,7 @@ async fn sell_out(
         restock_during: (options.sell_out_restock > 0)
             .then_some((restocked_after, options.sell_out_restock)),
         ..flash_plan(
-            "sell-out",
+            Section::SellOut,
             strategy,
             next(),
             Some((options.sell_out_stock, options.sell_out_buyers)),
@@ -513,7 +514,7 @@ impl FlashSale {
     fn flash_row(&self, name: &str) -> Option<&Row> {
         self.rows
             .iter()
-            .find(|r| r.section == "flash-sale" && r.strategy == name)
+            .find(|r| r.section == Section::FlashSale && r.strategy == name)
     }
 
     /// The names of the strategies with a trait, as the service names them.
@@ -554,7 +555,7 @@ impl FlashSale {
                 claims.push(claim(
                     "Batching beats row locking on a hot product",
                     source::HOT_PRODUCT,
-                    ("flash-sale", &load_of(&compared)),
+                    (&Section::FlashSale.to_string(), &load_of(&compared)),
                     all(&verdicts),
                     format!(
                         "sales/s: {} ({statements:.2} statements per sale); {}",
@@ -578,7 +579,7 @@ impl FlashSale {
             let Some(fastest) = self
                 .rows
                 .iter()
-                .filter(|r| r.section == "flash-sale" && r.strategy != later)
+                .filter(|r| r.section == Section::FlashSale && r.strategy != later)
                 .max_by(|a, b| a.sales.per_second.total_cmp(&b.sales.per_second))
             else {
                 continue;
@@ -591,7 +592,7 @@ impl FlashSale {
             claims.push(claim(
                 "A Redis counter in front is fastest, and what it can lose",
                 source::MYSQL_LOCKS,
-                ("flash-sale", &load_of(&[counter, fastest])),
+                (&Section::FlashSale.to_string(), &load_of(&[counter, fastest])),
                 all(&[compare(&counter.sales, &fastest.sales)]),
                 format!(
                     "sales/s: {}, fastest other {}; acknowledged before durable: \
@@ -626,11 +627,14 @@ impl FlashSale {
                 .collect();
             // The default count's row stands for the load; the windows are every count's.
             let mut bucket_rows = vec![at_default];
-            bucket_rows.extend(self.rows.iter().filter(|r| r.section == "buckets"));
+            bucket_rows.extend(self.rows.iter().filter(|r| r.section == Section::Buckets));
             return Some(claim(
                 "Splitting the row scales with the number of buckets",
                 source::HOT_PRODUCT,
-                ("flash-sale, buckets", &load_of(&bucket_rows)),
+                (
+                    &format!("{}, {}", Section::FlashSale, Section::Buckets),
+                    &load_of(&bucket_rows),
+                ),
                 all(&steps),
                 format!("{splits} sales/s by buckets: {}", listed.join(", ")),
             ));
@@ -668,7 +672,7 @@ impl FlashSale {
             .expect("plain data"),
             html: self.html(),
             title: None,
-            sections: vec!["flash-sale".into(), "sell-out".into(), "buckets".into()],
+            sections: vec![Section::FlashSale, Section::SellOut, Section::Buckets],
             strategies: Vec::new(),
             as_expected: self.as_expected(),
         }
@@ -734,7 +738,7 @@ impl FlashSale {
         let rows: Vec<&Row> = self
             .rows
             .iter()
-            .filter(|r| r.section == "flash-sale")
+            .filter(|r| r.section == Section::FlashSale)
             .collect();
         let _ = write!(
             html,
@@ -808,7 +812,7 @@ impl FlashSale {
                 ),
             }
         );
-        let sell_rows = self.rows.iter().filter(|r| r.section == "sell-out");
+        let sell_rows = self.rows.iter().filter(|r| r.section == Section::SellOut);
         for (s, row) in self.sell_outs.iter().zip(sell_rows) {
             let overtaken: Vec<String> = s.overtaken.iter().map(u64::to_string).collect();
             let class = if s.exact { "ok" } else { "bad" };

@@ -2,6 +2,7 @@
 //! inline CSS, no script, no CDN) that opens offline.
 
 use crate::report::{Columns, Report, Row};
+use crate::section::Section;
 use crate::timing::TimeSplit;
 use plotters::prelude::*;
 use std::fmt::Write;
@@ -387,9 +388,9 @@ fn head(report: &Report) -> String {
 /// their first row came: each a table, and charts where they tell something.
 fn result_sections(report: &Report) -> String {
     let mut html = String::new();
-    let mut sections: Vec<&str> = Vec::new();
+    let mut sections: Vec<&Section> = Vec::new();
     for r in &report.results {
-        if !sections.contains(&r.section.as_str()) {
+        if !sections.contains(&&r.section) {
             sections.push(&r.section);
         }
     }
@@ -397,13 +398,13 @@ fn result_sections(report: &Report) -> String {
         !report
             .parts
             .iter()
-            .any(|p| p.sections.iter().any(|own| own == s))
+            .any(|p| p.sections.iter().any(|own| own == *s))
     });
     for section in sections {
         let rows: Vec<&Row> = report
             .results
             .iter()
-            .filter(|r| r.section == section)
+            .filter(|r| &r.section == section)
             .collect();
         html.push_str(&result_section(report, section, &rows));
     }
@@ -411,14 +412,14 @@ fn result_sections(report: &Report) -> String {
 }
 
 /// One section of the results: its heading, its table of `rows`, and its charts.
-fn result_section(report: &Report, section: &str, rows: &[&Row]) -> String {
+fn result_section(report: &Report, section: &Section, rows: &[&Row]) -> String {
     let mut html = String::new();
     match section {
-        "throughput" | "one instance" => {
+        Section::Throughput | Section::OneInstance => {
             let _ = write!(
                 html,
                 "<h2>{}</h2>{}",
-                if section == "throughput" {
+                if section == &Section::Throughput {
                     "Throughput: sales per second on one hot product, stock never the limit"
                 } else {
                     "One instance: the in-process lock where it works"
@@ -436,7 +437,7 @@ fn result_section(report: &Report, section: &str, rows: &[&Row]) -> String {
             }));
             html.push_str(&time_split(rows));
         }
-        "held" => {
+        Section::Held => {
             let _ = write!(
                 html,
                 "<h2>What breaks: every deduction held {} ms between read and write</h2>\
@@ -447,7 +448,7 @@ fn result_section(report: &Report, section: &str, rows: &[&Row]) -> String {
             );
             html.push_str(&time_split(rows));
         }
-        "contention" => {
+        Section::Contention => {
             let _ = write!(
                 html,
                 "<h2>Optimistic CAS under contention</h2><p>The same product at 4 in flight \
@@ -456,11 +457,11 @@ fn result_section(report: &Report, section: &str, rows: &[&Row]) -> String {
                 table(rows, Columns::Throughput)
             );
         }
-        far if far.starts_with("throughput, RTT ") => {
+        Section::Far { .. } => {
             let near: Vec<&Row> = report
                 .results
                 .iter()
-                .filter(|r| r.section == "throughput")
+                .filter(|r| r.section == Section::Throughput)
                 .collect();
             html.push_str(&distance_table(&near, rows));
         }
@@ -473,7 +474,7 @@ fn result_section(report: &Report, section: &str, rows: &[&Row]) -> String {
             let _ = write!(
                 html,
                 "<h2>Results ({})</h2>{}",
-                escape(other),
+                escape(&other.to_string()),
                 table(rows, columns)
             );
             html.push_str(&time_split(rows));

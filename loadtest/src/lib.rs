@@ -44,6 +44,8 @@
 //!   the report's own types) and the code: a folder, one file per data page
 //!   (`demo`, `flash`, `chaos`, ...), the reference pages (`reference`, the HTTP API's
 //!   `api`), and what they share (`rows`, the markdown in its `mod.rs`).
+//! - [`section`]: which setup a row was measured in ([`section::Section`]), read and
+//!   written as the text a reader sees.
 //! - [`plan`]: how one strategy is loaded ([`plan::Plan`]) and the defaults every run
 //!   shares.
 //! - [`runner`]: one strategy's run, start to verdict ([`runner::Runner`]), and runs
@@ -71,6 +73,7 @@ pub mod plan;
 pub mod rate;
 pub mod report;
 pub mod runner;
+pub mod section;
 pub mod sweep;
 pub mod timing;
 pub mod verify;

@@ -26,6 +26,7 @@ use crate::html::{escape, html_rows};
 use crate::plan::Plan;
 use crate::report::{Part, Row, print_rows};
 use crate::runner::Runner;
+use crate::section::Section;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::sync::Arc;
@@ -140,7 +141,7 @@ impl HealthProbe {
 
 /// An open loop's plan: timed, stock never the limit (the overload is about serving,
 /// not about stock), at most [`OPEN_LOOP_IN_FLIGHT`] in flight, no warm-up.
-fn plan(section: &str, strategy: &str, product: i64, seconds: f64) -> Plan {
+fn plan(section: Section, strategy: &str, product: i64, seconds: f64) -> Plan {
     Plan {
         warmup: 0,
         ..Plan::throughput(
@@ -188,7 +189,9 @@ pub async fn run(
     let mut results = Vec::new();
     for (i, (runner, mode)) in modes.iter().enumerate() {
         let mut plan = plan(
-            &format!("overload: {}", mode.name),
+            Section::Overload {
+                mode: mode.name.clone(),
+            },
             strategy,
             product(i + 1),
             seconds,
@@ -401,13 +404,13 @@ pub fn part(
         .expect("plain data"),
         html,
         title: None,
-        sections: std::iter::once("overload: capacity".to_string())
-            .chain(results.iter().map(|r| format!("overload: {}", r.mode)))
-            .chain(
-                sell_outs
-                    .iter()
-                    .map(|r| format!("overload: sell-out, {}", r.mode)),
-            )
+        sections: std::iter::once(Section::OverloadCapacity)
+            .chain(results.iter().map(|r| Section::Overload {
+                mode: r.mode.clone(),
+            }))
+            .chain(sell_outs.iter().map(|r| Section::OverloadSellOut {
+                mode: r.mode.clone(),
+            }))
             .collect(),
         strategies: Vec::new(),
         as_expected: !oversold && sell_outs.iter().all(|r| r.exact),
@@ -463,7 +466,9 @@ pub async fn sell_out(
     let (mut results, mut rows) = (Vec::new(), Vec::new());
     for (i, (runner, mode)) in modes.iter().enumerate() {
         let mut plan = plan(
-            &format!("overload: sell-out, {mode}"),
+            Section::OverloadSellOut {
+                mode: mode.to_string(),
+            },
             strategy,
             product(i),
             seconds,

@@ -1,6 +1,7 @@
 //! How one strategy is loaded ([`Plan`]), and the defaults every run shares.
 
 use crate::report::{self, Expect};
+use crate::section::Section;
 
 /// The longest a run waits for the persisters of a strategy that records its sales
 /// later before its verdict.
@@ -21,7 +22,7 @@ pub const BUCKETS: u16 = 32;
 /// How one strategy is loaded.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub section: String,
+    pub section: Section,
     pub strategy: String,
     /// The products to restock and deduct.
     pub products: Vec<i64>,
@@ -58,14 +59,14 @@ impl Plan {
     /// (closed loop), timed for `seconds` with the stock never the limit, one warm-up
     /// round, nothing held, no retries, expected safe.
     pub fn throughput(
-        section: &str,
+        section: Section,
         strategy: &str,
         products: Vec<i64>,
         concurrency: usize,
         seconds: f64,
     ) -> Plan {
         Plan {
-            section: section.into(),
+            section,
             strategy: strategy.into(),
             products,
             stock: 0,

@@ -3,6 +3,7 @@
 //! one adds beyond rows and claims (the chaos grid, the sweep's shape) comes in as a
 //! [`Part`]: JSON under its key, HTML for the page, made by the subcommand.
 
+use crate::section::Section;
 use crate::verify::Verdict;
 use serde::{Deserialize, Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -34,8 +35,9 @@ pub struct Latency {
 /// One strategy's run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
-    /// `throughput` (no hold) or `held` (the demonstration of failures).
-    pub section: String,
+    /// The setup the row was measured in ([`Section`]: `throughput`, `held`,
+    /// `sweep: 100 products`, ...).
+    pub section: Section,
     pub strategy: String,
     pub instances: usize,
     /// Products the load was spread over (1: one hot product).
@@ -302,7 +304,7 @@ pub struct Part {
     /// The page's title and subtitle when this part is what the run is about.
     pub title: Option<(&'static str, &'static str)>,
     /// Row sections the part's HTML shows itself (the page skips them).
-    pub sections: Vec<String>,
+    pub sections: Vec<Section>,
     /// Strategies it mentions beyond the rows' (explained at the end of the page).
     pub strategies: Vec<String>,
     /// Whether everything in it came out as expected.

@@ -365,7 +365,11 @@ impl Runner {
     ) -> anyhow::Result<history::Judged> {
         let stock: Vec<(i64, i64)> = plan.products.iter().map(|&p| (p, plan.stock)).collect();
         let records = history::of_run(fired, &stock, recorded);
-        let name = format!("{}.{}", history::slug(&plan.section), plan.strategy);
+        let name = format!(
+            "{}.{}",
+            history::slug(&plan.section.to_string()),
+            plan.strategy
+        );
         let runs = {
             let mut written = self.written.lock().expect("not poisoned");
             let runs = written.entry(name.clone()).or_default();

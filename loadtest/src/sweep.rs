@@ -23,6 +23,8 @@ use crate::html::{escape, line_chart};
 use crate::plan::Plan;
 use crate::report::{Expect, Part, Row};
 use crate::runner::Runner;
+use crate::section::Section;
+pub use crate::section::ms;
 use plotters::style::RGBColor;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,17 +38,8 @@ pub const PRODUCTS: [usize; 2] = [1, 100];
 
 /// The report section of a layout (`sweep: 1 product`, `sweep: 100 products`), at a
 /// round-trip time when the servers ran at a distance (`sweep: 1 product, RTT 2 ms`).
-pub fn section(products: usize, rtt_ms: Option<f64>) -> String {
-    format!(
-        "sweep: {products} product{}{}",
-        if products == 1 { "" } else { "s" },
-        rtt_ms.map_or(String::new(), |rtt| format!(", RTT {} ms", ms(rtt)))
-    )
-}
-
-/// A round-trip time as people write it: `0`, `0.5`, `2`.
-pub fn ms(rtt: f64) -> String {
-    format!("{rtt}")
+pub fn section(products: usize, rtt_ms: Option<f64>) -> Section {
+    Section::Sweep { products, rtt_ms }
 }
 
 /// One strategy's round trips per request, on the success path and on a refusal.
@@ -97,7 +90,7 @@ pub struct SweepInfo {
 
 impl SweepInfo {
     /// Every section of the sweep: each layout, at each round-trip time.
-    pub fn sections(&self) -> Vec<String> {
+    pub fn sections(&self) -> Vec<Section> {
         let rtts: Vec<Option<f64>> = if self.rtts_ms.is_empty() {
             vec![None]
         } else {
@@ -168,7 +161,7 @@ impl Sweep {
                         warmup: concurrency.max(20),
                         expect: if *safe { Expect::Safe } else { Expect::Either },
                         ..Plan::throughput(
-                            &section,
+                            section.clone(),
                             strategy,
                             (0..products as i64).map(|i| first + i).collect(),
                             concurrency,
@@ -203,7 +196,10 @@ impl Sweep {
 /// The strategies of the sweep's rows, in the order they ran.
 pub fn strategies(rows: &[Row]) -> Vec<&str> {
     let mut strategies: Vec<&str> = Vec::new();
-    for r in rows.iter().filter(|r| r.section.starts_with("sweep: ")) {
+    for r in rows
+        .iter()
+        .filter(|r| matches!(r.section, Section::Sweep { .. }))
+    {
         if !strategies.contains(&r.strategy.as_str()) {
             strategies.push(&r.strategy);
         }
@@ -214,12 +210,12 @@ pub fn strategies(rows: &[Row]) -> Vec<&str> {
 /// The cell of `strategy` at `concurrency` in `section`, if it ran.
 pub fn cell<'a>(
     rows: &'a [Row],
-    section: &str,
+    section: &Section,
     strategy: &str,
     concurrency: usize,
 ) -> Option<&'a Row> {
     rows.iter()
-        .find(|r| r.section == section && r.strategy == strategy && r.concurrency == concurrency)
+        .find(|r| &r.section == section && r.strategy == strategy && r.concurrency == concurrency)
 }
 
 /// Sales per second over the cell's steady window ([`crate::rate`]).
@@ -230,8 +226,11 @@ pub fn sales_per_second(row: &Row) -> f64 {
 /// Whether a section of another run holds throughput cells (one hot product, stock
 /// never the limit, nothing held): the demo's throughput section, its flash sale and
 /// its throughput section at a distance (`throughput, RTT 2 ms`).
-pub fn reusable_section(section: &str) -> bool {
-    matches!(section, "throughput" | "flash-sale") || section.starts_with("throughput, RTT ")
+pub fn reusable_section(section: &Section) -> bool {
+    matches!(
+        section,
+        Section::Throughput | Section::FlashSale | Section::Far { .. }
+    )
 }
 
 /// The setup of one sweep cell, as another run's row must match it to be reused.
@@ -270,7 +269,11 @@ pub fn reuse(rows: &[Row], cell: Cell) -> Option<Row> {
                     || r.section == section(cell.products, cell.rtt_ms))
         })
         .map(|r| Row {
-            measured_in: Some(r.measured_in.clone().unwrap_or_else(|| r.section.clone())),
+            measured_in: Some(
+                r.measured_in
+                    .clone()
+                    .unwrap_or_else(|| r.section.to_string()),
+            ),
             ..r.clone()
         })
 }
@@ -403,7 +406,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
     let concurrencies: Vec<String> = info.concurrencies.iter().map(|c| c.to_string()).collect();
     let by_concurrency = ("requests in flight (concurrency)", &concurrencies[..]);
     for section in info.sections() {
-        let _ = write!(html, "<h3>{}</h3>", escape(&section));
+        let _ = write!(html, "<h3>{}</h3>", escape(&section.to_string()));
         let series = |value: &dyn Fn(&Row) -> f64| -> Vec<(String, RGBColor, Vec<Option<f64>>)> {
             strategies
                 .iter()
@@ -442,7 +445,7 @@ fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
 
 /// A layout's table: per strategy, each concurrency's sales per second (with how much
 /// of the answers were sales when it refused) and p99, and whether it oversold.
-fn layout_table(info: &SweepInfo, rows: &[Row], strategies: &[&str], section: &str) -> String {
+fn layout_table(info: &SweepInfo, rows: &[Row], strategies: &[&str], section: &Section) -> String {
     let mut html = String::new();
     html.push_str("<table><tr><th>strategy</th>");
     for c in &info.concurrencies {
@@ -511,7 +514,7 @@ fn tries_html(
             } else {
                 RGBColor(31, 119, 180)
             };
-            (section, color, points)
+            (section.to_string(), color, points)
         })
         .filter(|(_, _, points)| points.iter().any(Option::is_some))
         .collect();
@@ -552,7 +555,7 @@ mod tests {
 
     /// A row of another run: `strategy` on one product at 64 in flight over 2
     /// instances, timed for `seconds`.
-    fn row(section: &str, strategy: &str, seconds: f64) -> Row {
+    fn row(section: Section, strategy: &str, seconds: f64) -> Row {
         let fired = Fired::from_answers(Vec::new(), std::time::Duration::from_secs(2), 64);
         let plan = Plan::throughput(section, strategy, vec![1], 64, seconds);
         Row::new(&plan, 2, &fired, Default::default())
@@ -570,19 +573,19 @@ mod tests {
 
     #[test]
     fn a_cell_is_reused_only_from_the_same_setup() {
-        let demo = row("throughput", "atomic-sql", 2.5);
+        let demo = row(Section::Throughput, "atomic-sql", 2.5);
         let reused = reuse(std::slice::from_ref(&demo), cell(None)).expect("the same setup");
-        assert_eq!(reused.measured_in.as_deref(), Some("throughput"));
+        assert_eq!(reused.measured_in, Some(Section::Throughput.to_string()));
         assert_eq!(reused.sales, demo.sales);
         // Another strategy, concurrency, time, an open loop, two units, one instance:
         // another setup.
         let others = [
-            row("throughput", "batched", 2.5),
+            row(Section::Throughput, "batched", 2.5),
             Row {
                 concurrency: 256,
                 ..demo.clone()
             },
-            row("throughput", "atomic-sql", 5.0),
+            row(Section::Throughput, "atomic-sql", 5.0),
             Row {
                 rate: Some(1000.0),
                 ..demo.clone()
@@ -596,7 +599,7 @@ mod tests {
                 ..demo.clone()
             },
             Row {
-                section: "held".into(),
+                section: Section::Held,
                 ..demo.clone()
             },
         ];
@@ -610,7 +613,7 @@ mod tests {
         // neither is the loopback cell, nor one at another distance.
         let far = Row {
             rtt_ms: Some(2.0),
-            ..row("throughput, RTT 2 ms", "atomic-sql", 2.5)
+            ..row(Section::Far { rtt_ms: 2.0 }, "atomic-sql", 2.5)
         };
         assert!(reuse(std::slice::from_ref(&far), cell(Some(2.0))).is_some());
         assert!(reuse(std::slice::from_ref(&far), cell(None)).is_none());

@@ -7,6 +7,7 @@ use loadtest::history::Said;
 use loadtest::plan::Plan;
 use loadtest::report::Expect;
 use loadtest::runner::Runner;
+use loadtest::section::Section;
 use serde_json::json;
 use sqlx::Connection;
 use stock_app::{Application, Settings};
@@ -50,7 +51,7 @@ async fn service_on(database_url: &str) -> String {
 
 fn plan(strategy: &str, expect: Expect) -> Plan {
     Plan {
-        section: "test".into(),
+        section: Section::Test,
         strategy: strategy.into(),
         products: vec![1],
         stock: 20,
@@ -158,7 +159,7 @@ async fn the_checker_finds_what_the_database_says() {
     // The JSON report validates against its documented schema (loadtest/report.schema.json).
     // The oversold control, as the held section would have it, gives a claim.
     let held = loadtest::report::Row {
-        section: loadtest::claims::HELD.into(),
+        section: Section::Held,
         ..red.clone()
     };
     let mut report =
@@ -294,12 +295,12 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     .unwrap();
 
     // Safe strategies only (unsafe is not), then four sell-outs, then two bucket counts.
-    let sections: Vec<&str> = sale.rows.iter().map(|r| r.section.as_str()).collect();
-    let expected: Vec<&str> = [["flash-sale"; 4], ["sell-out"; 4]]
-        .concat()
-        .into_iter()
-        .chain(["buckets"; 2])
+    let sections: Vec<&Section> = sale.rows.iter().map(|r| &r.section).collect();
+    let expected: Vec<Section> = std::iter::repeat_n(Section::FlashSale, 4)
+        .chain(std::iter::repeat_n(Section::SellOut, 4))
+        .chain(std::iter::repeat_n(Section::Buckets, 2))
         .collect();
+    let expected: Vec<&Section> = expected.iter().collect();
     assert_eq!(sections, expected);
     assert!(
         sale.rows
@@ -313,7 +314,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         assert_eq!(s.overtaken.len(), 2, "one count per instance");
     }
     // Every sell-out's answers, its reads and its restock, explained by one order.
-    for row in sale.rows.iter().filter(|r| r.section == "sell-out") {
+    for row in sale.rows.iter().filter(|r| r.section == Section::SellOut) {
         let history = row.history.as_ref().expect("judged");
         assert!(history.is_linearizable(), "{}: {history:?}", row.strategy);
         assert!(
@@ -336,7 +337,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     );
     // One row per strategy and bucket count, its sales pooled over both rounds (the
     // sell-outs are single runs); the costs shown are those of the round shown.
-    for row in sale.rows.iter().filter(|r| r.section != "sell-out") {
+    for row in sale.rows.iter().filter(|r| r.section != Section::SellOut) {
         assert_eq!(row.sales.rounds, 2, "{row:?}");
         assert_eq!(row.sales.per_round.len(), 2, "{row:?}");
         let pooled = row.sales.pooled_s.expect("pooled seconds");
@@ -347,7 +348,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
         let row = sale
             .rows
             .iter()
-            .find(|r| r.section == "flash-sale" && r.strategy == limits.strategy)
+            .find(|r| r.section == Section::FlashSale && r.strategy == limits.strategy)
             .unwrap();
         assert_eq!(limits.sales, row.sales);
     }

@@ -7,6 +7,7 @@ use super::rows::{
 };
 use super::{DemoParts, Facts, Pages, banner, linked, num, table};
 use crate::report::{Row, Written};
+use crate::section::Section;
 use std::fmt::Write as _;
 
 const SOURCE: &str = "book/data/demo.json";
@@ -16,21 +17,26 @@ pub fn pages(demo: &Written<DemoParts>, pages: &mut Pages, facts: &mut Facts) {
     let strategies: Vec<String> = demo.strategies.names().map(str::to_string).collect();
     facts.add("strategy-count", strategies.len().to_string());
     for (name, file, title, throughput) in [
-        ("throughput", "demo/throughput.md", "on loopback", true),
         (
-            crate::claims::ONE_INSTANCE,
+            Section::Throughput,
+            "demo/throughput.md",
+            "on loopback",
+            true,
+        ),
+        (
+            Section::OneInstance,
             "demo/one-instance.md",
             "on loopback",
             true,
         ),
         (
-            crate::claims::HELD,
+            Section::Held,
             "demo/held.md",
             "every deduction held between read and write (`--hold-ms`)",
             false,
         ),
     ] {
-        let rows = section(&demo.results, name);
+        let rows = section(&demo.results, &name);
         let Some(first) = rows.first() else { continue };
         let hold = first.hold_ms;
         let mut page = banner(SOURCE);
@@ -51,7 +57,7 @@ pub fn pages(demo: &Written<DemoParts>, pages: &mut Pages, facts: &mut Facts) {
             let _ = writeln!(page, "\n{LEGEND}");
         }
         pages.insert(file.to_string(), page);
-        if name == "throughput" {
+        if name == Section::Throughput {
             for r in &rows {
                 facts.add(
                     &format!("throughput-{}", r.strategy),
@@ -67,21 +73,20 @@ pub fn pages(demo: &Written<DemoParts>, pages: &mut Pages, facts: &mut Facts) {
 
 /// The same load, every server farther away.
 fn far_page(results: &[Row], pages: &mut Pages) {
-    let Some(far_section) = results
-        .iter()
-        .map(|r| r.section.as_str())
-        .find(|s| s.starts_with("throughput, RTT"))
-    else {
+    let Some(rtt_ms) = results.iter().find_map(|r| match r.section {
+        Section::Far { rtt_ms } => Some(rtt_ms),
+        _ => None,
+    }) else {
         return;
     };
-    let near = section(results, "throughput");
-    let far = section(results, far_section);
+    let near = section(results, &Section::Throughput);
+    let far = section(results, &Section::Far { rtt_ms });
     let mut page = banner(SOURCE);
     let _ = writeln!(
         page,
-        "*{}; the throughput section's figure on loopback against the same load at {} (every server behind a proxy adding the round trip and counting round trips), measured over {}.*\n",
+        "*{}; the throughput section's figure on loopback against the same load at RTT {} ms (every server behind a proxy adding the round trip and counting round trips), measured over {}.*\n",
         load_shape(&near).replace("sales/s over", "on loopback sales/s over"),
-        far_section.trim_start_matches("throughput, "),
+        crate::section::ms(rtt_ms),
         window_text(&far),
     );
     let body: Vec<Vec<String>> = far
@@ -126,10 +131,10 @@ fn far_page(results: &[Row], pages: &mut Pages) {
 /// Where the time goes: the service's phases per deduction, from /metrics.
 fn time_split_pages(results: &[Row], pages: &mut Pages) {
     for (name, title) in [
-        ("throughput", "the throughput section"),
-        ("flash-sale", "the flash sale"),
+        (Section::Throughput, "the throughput section"),
+        (Section::FlashSale, "the flash sale"),
     ] {
-        let split: Vec<(&Row, &crate::timing::TimeSplit)> = section(results, name)
+        let split: Vec<(&Row, &crate::timing::TimeSplit)> = section(results, &name)
             .into_iter()
             .filter_map(|r| Some((r, r.time_split.as_ref()?)))
             .collect();
@@ -182,13 +187,13 @@ fn time_split_pages(results: &[Row], pages: &mut Pages) {
 
 /// The compare-and-set at a growing number in flight.
 fn contention_page(results: &[Row], pages: &mut Pages) {
-    let mut contention = section(results, crate::claims::CONTENTION);
+    let mut contention = section(results, &Section::Contention);
     let Some(cas) = contention.first().map(|r| r.strategy.clone()) else {
         return;
     };
     // Its high concurrency is the throughput section's row: one setup, one figure.
     contention.extend(
-        section(results, "throughput")
+        section(results, &Section::Throughput)
             .into_iter()
             .filter(|r| r.strategy == cas),
     );

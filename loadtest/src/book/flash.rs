@@ -6,6 +6,7 @@ use super::rows::{SALES_LEGEND, section, verdict, window_text};
 use super::{Facts, Pages, banner, linked, num, table};
 use crate::flash::{FlashPart, Limits};
 use crate::report::Row;
+use crate::section::Section;
 use std::fmt::Write as _;
 
 const SOURCE: &str = "book/data/demo.json";
@@ -39,7 +40,7 @@ fn times_reference(limits: &Limits) -> String {
 }
 
 fn throughput_page(flash: &FlashPart, results: &[Row], facts: &mut Facts) -> String {
-    let sale_rows = section(results, "flash-sale");
+    let sale_rows = section(results, &Section::FlashSale);
     let mut page = banner(SOURCE);
     let _ = writeln!(
         page,

@@ -7,6 +7,7 @@ use super::{Data, Pages, banner, linked, num, table, yes_no};
 use crate::catalogue::Catalogue;
 use crate::chaos::{Cell, CellVerdict, ScenarioInfo};
 use crate::report::Row;
+use crate::section::Section;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -26,8 +27,8 @@ pub fn matrix_page(data: &Data) -> Option<String> {
     let demo = data.demo.as_ref()?;
     let flash = demo.parts.flash_sale.as_ref();
     let throughput = flash.map_or(&[][..], |f| &f.throughput);
-    let flash_rows = section(&demo.results, "flash-sale");
-    let held = section(&demo.results, "held");
+    let flash_rows = section(&demo.results, &Section::FlashSale);
+    let held = section(&demo.results, &Section::Held);
     let (cells, scenarios) = grid(data);
     // A scenario by its title, linked to its section of the faults chapter.
     let fault = |c: &&Cell| -> String {
@@ -158,7 +159,7 @@ pub fn pages(data: &Data, pages: &mut Pages) {
                 .iter()
                 .map(|r| {
                     vec![
-                        r.section.clone(),
+                        r.section.to_string(),
                         load(r),
                         if timed(r) {
                             r.sales.text()

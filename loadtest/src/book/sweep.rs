@@ -4,13 +4,15 @@
 use super::rows::{SALES_LEGEND, verdict};
 use super::{Pages, SweepParts, banner, linked, num, table};
 use crate::report::{Row, Written};
+use crate::section::Section;
 use std::fmt::Write as _;
 
 const SOURCE: &str = "book/data/sweep.json";
 
 /// A sweep layout's page name: `sweep: 100 products` → `100-products`.
-pub fn slug(section: &str) -> String {
-    let slug: String = section
+pub fn slug(section: &Section) -> String {
+    let text = section.to_string();
+    let slug: String = text
         .trim_start_matches("sweep: ")
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -31,14 +33,14 @@ pub fn measured_here_or_marked(row: &Row) -> String {
 /// One page per layout (`sweep: 1 product`, `sweep: 100 products`).
 pub fn pages(sweep: &Written<SweepParts>, pages: &mut Pages) {
     let results = &sweep.results;
-    let mut sections: Vec<&str> = Vec::new();
+    let mut sections: Vec<&Section> = Vec::new();
     for r in results {
-        if r.section.starts_with("sweep: ") && !sections.contains(&r.section.as_str()) {
+        if matches!(r.section, Section::Sweep { .. }) && !sections.contains(&&r.section) {
             sections.push(&r.section);
         }
     }
     for section in sections {
-        let rows: Vec<&Row> = results.iter().filter(|r| r.section == section).collect();
+        let rows: Vec<&Row> = results.iter().filter(|r| &r.section == section).collect();
         let mut concurrencies: Vec<usize> = rows.iter().map(|r| r.concurrency).collect();
         concurrencies.sort_unstable();
         concurrencies.dedup();
@@ -74,7 +76,7 @@ pub fn pages(sweep: &Written<SweepParts>, pages: &mut Pages) {
         let _ = writeln!(
             page,
             "*Sales per second by requests in flight ({}, over 2 instances, stock never the limit; ⚠ = oversold; † = measured by another run of the same setup (the demo's), not measured twice).*\n",
-            section.trim_start_matches("sweep: "),
+            section.to_string().trim_start_matches("sweep: "),
         );
         let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
         page.push_str(&table(&headers, &body));

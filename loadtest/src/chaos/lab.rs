@@ -1004,7 +1004,9 @@ impl Lab {
         let (master, key) = self.cluster_master(spec, product)?;
         let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
         let slot = cluster.slot_of(&key)?;
-        let to = (cluster.topology()?.into_iter())
+        let to = cluster
+            .topology()?
+            .into_iter()
             .find(|n| n.port != master && n.master_id.is_none() && !n.failing)
             .context("no other master")?
             .port;

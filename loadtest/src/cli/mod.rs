@@ -12,6 +12,7 @@ use anyhow::Context;
 use loadtest::lab::Instance;
 use loadtest::plan::Plan;
 use loadtest::report::{Expect, Report};
+use loadtest::section::Section;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -84,14 +85,14 @@ pub struct LoadArgs {
 pub const ADMIN_TOKEN: &str = "demo-admin-token";
 
 pub fn plan(
-    section: &str,
+    section: Section,
     strategy: &str,
     first_product: i64,
     load: &LoadArgs,
     expect: Expect,
 ) -> Plan {
     Plan {
-        section: section.into(),
+        section,
         strategy: strategy.into(),
         products: (0..load.products.max(1) as i64)
             .map(|i| first_product + i)

@@ -4,6 +4,7 @@ use super::{LoadArgs, first_product, parameters, plan, write_json};
 use anyhow::bail;
 use loadtest::report::{Columns, Expect, Report, Row, print_table};
 use loadtest::runner::Runner;
+use loadtest::section::Section;
 use sqlx::mysql::MySqlPoolOptions;
 
 #[derive(clap::Args)]
@@ -51,7 +52,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             capacities.push(measured);
             rows.push(capacity);
         }
-        let mut plan = plan("run", &name, first_product(0, i), &args.load, expect);
+        let mut plan = plan(Section::Run, &name, first_product(0, i), &args.load, expect);
         plan.request_hold_ms = args.hold_ms;
         eprintln!(
             "loadtest: {name}: {} requests at concurrency {} ...",
@@ -121,7 +122,7 @@ async fn measure_capacity(
     rate: f64,
 ) -> anyhow::Result<(Row, Capacity)> {
     let mut closed = plan(
-        "run: capacity",
+        Section::RunCapacity,
         name,
         first_product(1, index),
         &args.load,

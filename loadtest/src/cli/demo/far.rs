@@ -1,26 +1,30 @@
 //! The far section: the throughput section again with every server farther away, on
 //! two more instances behind a second set of proxies.
 
-use super::stage::{Section, Stage};
+use super::stage::{DemoSection, Stage};
 use super::throughput::section;
 use crate::cli::{first_product, plan};
 use loadtest::report::{Expect, Row};
+use loadtest::section::Section;
 use std::collections::BTreeMap;
 
 /// The sellers at `rtt_ms` from every server, one round each: no claim is judged on
 /// it.
 pub struct Far {
+    /// The round-trip time to every server, in ms.
     pub rtt_ms: f64,
 }
 
 impl Far {
-    /// The section's name in the rows: `throughput, RTT 2 ms`.
-    fn name(&self) -> String {
-        format!("throughput, RTT {} ms", loadtest::sweep::ms(self.rtt_ms))
+    /// The section of its rows: `throughput, RTT 2 ms`.
+    fn section(&self) -> Section {
+        Section::Far {
+            rtt_ms: self.rtt_ms,
+        }
     }
 }
 
-impl Section for Far {
+impl DemoSection for Far {
     fn title(&self, _stage: &Stage) -> String {
         format!("throughput at {} ms from every server", self.rtt_ms)
     }
@@ -39,7 +43,7 @@ impl Section for Far {
         let mut rows = Vec::new();
         for (k, strategy) in sellers.iter().enumerate() {
             let plan = stage.timed(plan(
-                &self.name(),
+                self.section(),
                 strategy,
                 first_product(5, k),
                 &stage.args.load,
@@ -65,8 +69,8 @@ impl Section for Far {
     /// demo's own RTT) and at the far RTT, with the round trips per request counted
     /// there.
     fn print(&self, _stage: &Stage, rows: &[Row]) {
-        let near = section(rows, "throughput");
-        let far = section(rows, &self.name());
+        let near = section(rows, &Section::Throughput);
+        let far = section(rows, &self.section());
         if far.is_empty() {
             return;
         }

@@ -1,12 +1,13 @@
 //! The flash sale: one hot product at high concurrency, a sell-out, the split stock by
 //! number of buckets, and what limits each strategy there.
 
-use super::stage::{Section, Stage};
+use super::stage::{DemoSection, Stage};
 use super::throughput::section;
 use crate::cli::first_product;
 use loadtest::catalogue::Catalogue;
 use loadtest::flash::{FlashOptions, FlashSale};
 use loadtest::report::{Columns, Report, Row, print_table};
+use loadtest::section::Section;
 use stock_wire::Trait;
 
 /// The flash-sale section; its measurements beyond rows once it ran.
@@ -15,7 +16,7 @@ pub struct Flash {
     sale: Option<FlashSale>,
 }
 
-impl Section for Flash {
+impl DemoSection for Flash {
     fn title(&self, _stage: &Stage) -> String {
         "the flash sale: one hot product at high concurrency, a sell-out, buckets".into()
     }
@@ -69,7 +70,7 @@ impl Section for Flash {
                 "Flash sale: one hot product, {} in flight over 2 instances, {} s per strategy (stock never the limit)",
                 stage.args.flash_concurrency, stage.seconds
             ),
-            &section(rows, "flash-sale"),
+            &section(rows, &Section::FlashSale),
             Columns::Throughput,
         );
         print_limits(stage, sale);
@@ -126,7 +127,7 @@ fn print_limits(stage: &Stage, sale: &FlashSale) {
 
 /// Each sell-out: what was sold and refused, and whether it came out exact.
 fn print_sell_outs(sale: &FlashSale) {
-    let sell_rows = sale.rows.iter().filter(|r| r.section == "sell-out");
+    let sell_rows = sale.rows.iter().filter(|r| r.section == Section::SellOut);
     for (s, row) in sale.sell_outs.iter().zip(sell_rows) {
         println!(
             "sell-out {:<12} stock {}{} / {} buyers: {} sold, {} refused ({} by the sold-out fast path), {} other, {:.0} answers/s, overtaken per instance {:?}: {}; history {}",

@@ -1,11 +1,12 @@
 //! What breaks: every strategy on two instances that hold each deduction between its
 //! read and its write, with stock that runs out.
 
-use super::stage::{Section, Stage};
+use super::stage::{DemoSection, Stage};
 use super::throughput::section;
 use crate::cli::{first_product, plan};
 use loadtest::lab::Instance;
 use loadtest::report::{Columns, Expect, InstanceInfo, Report, Row, print_table};
+use loadtest::section::Section;
 
 /// The held section, with its two instances started with `--hold-ms`.
 pub struct Held {
@@ -29,7 +30,7 @@ impl Held {
     }
 }
 
-impl Section for Held {
+impl DemoSection for Held {
     fn title(&self, _stage: &Stage) -> String {
         "what breaks: every deduction held between read and write, stock that runs out".into()
     }
@@ -53,7 +54,7 @@ impl Section for Held {
                 Expect::Oversells
             };
             let mut plan = plan(
-                loadtest::claims::HELD,
+                Section::Held,
                 strategy,
                 first_product(2, k),
                 &args.load,
@@ -96,7 +97,7 @@ impl Section for Held {
                 args.load.stock,
                 h = args.hold_ms
             ),
-            &section(rows, loadtest::claims::HELD),
+            &section(rows, &Section::Held),
             Columns::Verdicts,
         );
     }

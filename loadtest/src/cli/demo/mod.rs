@@ -12,7 +12,7 @@
 //! never a rate of answers as a throughput.
 //!
 //! # Sections
-//! Each section is a file of this folder, a [`Section`] run on one [`Stage`] (the
+//! Each section is a file of this folder, a [`DemoSection`] run on one [`Stage`] (the
 //! servers, two plain instances, the catalogue, the live page: `stage.rs`), in this
 //! order:
 //! - `throughput.rs`: every seller on one hot product, the compare-and-set at little
@@ -41,7 +41,7 @@ use loadtest::live::Live;
 use loadtest::report::{Report, Row};
 use one_instance::OneInstance;
 use overload::Overload;
-use stage::{Section, Stage};
+use stage::{DemoSection, Stage};
 use std::path::PathBuf;
 use throughput::Throughput;
 
@@ -158,7 +158,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         rtt_ms: stage.far_rtt_ms,
     });
     let mut flash = (!stage.args.no_flash_sale).then(Flash::default);
-    let mut overload = Overload::new(&stage, stage.overload_factor);
+    let mut overload = Overload::new(&stage);
     stage.expect_sections(
         3 + usize::from(far.is_some())
             + usize::from(flash.is_some())

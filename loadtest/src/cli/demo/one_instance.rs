@@ -1,17 +1,18 @@
 //! The one-instance section: an in-process lock works on one instance only; the claim
 //! that ranks it against the database's locks is judged here.
 
-use super::stage::{Section, Stage};
+use super::stage::{DemoSection, Stage};
 use super::throughput::section;
 use crate::cli::{first_product, plan};
 use loadtest::plan::Plan;
 use loadtest::report::{Columns, Expect, Row, print_table};
+use loadtest::section::Section;
 use stock_wire::Trait;
 
 /// The in-process lock beside the database's locks, on the first plain instance.
 pub struct OneInstance;
 
-impl Section for OneInstance {
+impl DemoSection for OneInstance {
     fn title(&self, _stage: &Stage) -> String {
         "one instance: the in-process lock where it works, beside the database's locks".into()
     }
@@ -25,7 +26,7 @@ impl Section for OneInstance {
             .enumerate()
             .map(|(k, strategy)| {
                 stage.timed(plan(
-                    loadtest::claims::ONE_INSTANCE,
+                    Section::OneInstance,
                     &strategy,
                     first_product(1, k),
                     &stage.args.load,
@@ -53,7 +54,7 @@ impl Section for OneInstance {
                 "One instance: the in-process lock where it works ({} in flight, {} s per strategy, stock never the limit)",
                 stage.args.load.concurrency, stage.seconds
             ),
-            &section(rows, loadtest::claims::ONE_INSTANCE),
+            &section(rows, &Section::OneInstance),
             Columns::Throughput,
         );
     }

@@ -3,7 +3,7 @@
 //! open loop at a multiple of each one's capacity; the sell-out with the sold-out fast
 //! path on and off; and the flood of a client that never backs off.
 
-use super::stage::{Section, Stage};
+use super::stage::{DemoSection, Stage};
 use crate::cli::{first_product, plan};
 use anyhow::bail;
 use loadtest::flood::{FloodRow, Target};
@@ -11,28 +11,36 @@ use loadtest::lab::Instance;
 use loadtest::overload::{Mode, OverloadRow, SellOutRow};
 use loadtest::report::{Expect, InstanceInfo, Report, Row};
 use loadtest::runner::Runner;
+use loadtest::section::Section;
 use stock_wire::Trait;
 
 /// The overload section: what it measured beyond rows, and the instances it started.
 pub struct Overload {
+    /// The open loop's multiple of each strategy's capacity.
     factor: f64,
     /// How long each open loop offers its load, in seconds.
     seconds: f64,
+    /// The strategies loaded past capacity, the reference first.
     strategies: Vec<String>,
     /// The strategy the flood is sent to, and its capacity: the first one's.
     flooded: Option<(String, f64)>,
+    /// Each strategy in each mode, past capacity.
     results: Vec<OverloadRow>,
+    /// The sell-out with the fast path on and off.
     sell_outs: Vec<SellOutRow>,
+    /// The flood on each setting.
     floods: Vec<FloodRow>,
+    /// The instances the section started, read before they stopped.
     info: Vec<InstanceInfo>,
 }
 
 impl Overload {
-    /// The section at `factor` times capacity, for `--overload-strategies` (by
+    /// The section at `--overload-factor` times capacity, for `--overload-strategies` (by
     /// default the reference, the conditional UPDATE, and the strategy that batches
     /// sales: a database one and a hot-product one); none when there is nothing to
     /// load.
-    pub fn new(stage: &Stage, factor: f64) -> Option<Overload> {
+    pub fn new(stage: &Stage) -> Option<Overload> {
+        let factor = stage.overload_factor;
         let strategies: Vec<String> = if stage.args.overload_strategies.is_empty() {
             [Trait::ConditionalUpdate, Trait::Batches]
                 .into_iter()
@@ -58,7 +66,9 @@ impl Overload {
 /// (with a limit, the service holds a refusal a second unless told, so the hold is
 /// always named).
 struct Setting {
+    /// The flags, joined: `--max-in-flight 32 --reject-hold-ms 0`.
     name: String,
+    /// `stock-app-<label>-1` and `-2`.
     instances: Vec<Instance>,
 }
 
@@ -134,6 +144,7 @@ struct Runners {
 }
 
 impl Runners {
+    /// A runner on the plain instances and one on each setting's.
     fn on(stage: &Stage, settings: &Settings) -> Runners {
         Runners {
             plain: stage.runner_on(&stage.plain),
@@ -182,8 +193,8 @@ impl Runners {
 }
 
 impl Overload {
-    /// One strategy past capacity: its capacity, the open loop on every mode, and
-    /// for the first strategy the sell-out with the fast path on and off.
+    /// Strategy number `index` past capacity: its capacity, the open loop on every
+    /// mode, and for the first strategy the sell-out with the fast path on and off.
     ///
     /// Its capacity is the best of the no-limit rows this run already measured (one
     /// setup, one figure); it is measured here only if no section ran it.
@@ -192,7 +203,7 @@ impl Overload {
         stage: &Stage,
         settings: &Settings,
         runners: &Runners,
-        i: usize,
+        index: usize,
         strategy: &str,
         before: &[Row],
     ) -> anyhow::Result<Vec<Row>> {
@@ -203,16 +214,17 @@ impl Overload {
         let measured: Vec<&Row> = before
             .iter()
             .filter(|r| {
-                r.strategy == strategy && ["throughput", "flash-sale"].contains(&r.section.as_str())
+                r.strategy == strategy
+                    && matches!(r.section, Section::Throughput | Section::FlashSale)
             })
             .collect();
         let capacity = match loadtest::overload::capacity(&measured) {
             Some(capacity) => capacity,
             None => {
                 let plan = stage.timed(plan(
-                    "overload: capacity",
+                    Section::OverloadCapacity,
                     strategy,
-                    first_product(6, i * 10 + 9),
+                    first_product(6, index * 10 + 9),
                     &stage.args.load,
                     Expect::Safe,
                 ));
@@ -235,13 +247,13 @@ impl Overload {
             &modes,
             self.factor,
             self.seconds,
-            &|n| first_product(6, i * 10 + n),
+            &|n| first_product(6, index * 10 + n),
         )
         .await?;
         // The sell-out at the same offered rate on limited instances, the fast path
         // on and off (the reference strategy only: its refusal is a transaction on
         // the hot row).
-        if i == 0 {
+        if index == 0 {
             let offered = results.first().map_or(1000.0, |r| r.offered_per_second);
             let fast = format!("{}, fast path on", settings.limited.name);
             let (sold_out, sell_out_rows) = loadtest::overload::sell_out(
@@ -268,7 +280,7 @@ impl Overload {
     }
 }
 
-impl Section for Overload {
+impl DemoSection for Overload {
     fn title(&self, _stage: &Stage) -> String {
         format!("past capacity: {}x each strategy's capacity", self.factor)
     }
@@ -277,12 +289,14 @@ impl Section for Overload {
         let settings = Settings::start(stage).await?;
         let runners = Runners::on(stage, &settings);
         let mut rows = Vec::new();
-        for (i, strategy) in self.strategies.clone().iter().enumerate() {
+        let strategies = std::mem::take(&mut self.strategies);
+        for (index, strategy) in strategies.iter().enumerate() {
             rows.extend(
-                self.past_capacity(stage, &settings, &runners, i, strategy, before)
+                self.past_capacity(stage, &settings, &runners, index, strategy, before)
                     .await?,
             );
         }
+        self.strategies = strategies;
         // The flood on every setting, the reference strategy only, after every polite
         // row (a flood leaves the adaptive limits where it drove them).
         if let Some((strategy, capacity)) = self.flooded.clone()

@@ -1,5 +1,5 @@
 //! The stage every section of the demo plays on: the servers, the two plain instances,
-//! the catalogue, the live page; and [`Section`], what a section is.
+//! the catalogue, the live page; and [`DemoSection`], what a section is.
 
 use super::DemoArgs;
 use crate::cli::{ADMIN_TOKEN, start_instance};
@@ -24,7 +24,7 @@ use testbed::{Stack, StackConfig};
 /// number, adds its rows to the run's, and prints its tables once every section has
 /// run. A section that needs instances of its own starts them itself and lists them
 /// in the report when it is done.
-pub trait Section {
+pub trait DemoSection {
     /// What the section's announcement says it measures.
     fn title(&self, stage: &Stage) -> String;
 
@@ -46,7 +46,11 @@ pub trait Section {
 /// What every section shares: the demo's options, the servers, two plain instances
 /// as they would run behind a load balancer, the strategies they serve, and the
 /// progress shown in the terminal and on the live page.
+///
+/// Its fields are dropped in the order they are declared: on an error the plain
+/// instances stop before the servers they use.
 pub struct Stage {
+    /// The demo's options, with `--far-rtt-ms` and `--overload-factor` resolved.
     pub args: DemoArgs,
     /// The far section's round-trip time in ms (0: no far section).
     pub far_rtt_ms: f64,
@@ -54,22 +58,30 @@ pub struct Stage {
     pub overload_factor: f64,
     /// How long each timed throughput run sends, in seconds.
     pub seconds: f64,
+    /// When the demo started: the announcements say the time since.
     pub started: Instant,
     live: Option<Live>,
     /// Sections announced so far, and how many there are.
     announced: Cell<usize>,
     sections: Cell<usize>,
+    /// The two instances as they would run behind a load balancer.
+    pub plain: Vec<Instance>,
+    /// The database every verdict is read from.
+    pub db: MySqlPool,
+    /// MariaDB, five Redis, ZooKeeper and etcd (behind proxies with `--rtt-ms`).
     pub stack: Stack,
+    /// The servers' addresses, as an instance reads them from its environment.
     pub env: BTreeMap<&'static str, String>,
+    /// The `stock-app` binary every instance runs.
     pub app_bin: PathBuf,
     /// One client for every run, keeping every connection of the busiest section
     /// open between requests.
     pub client: reqwest::Client,
-    pub plain: Vec<Instance>,
-    /// The database every verdict is read from.
-    pub db: MySqlPool,
+    /// The servers' processes, whose CPU a run measures per sale.
     server_pids: Vec<(String, u32)>,
+    /// The first Redis, whose own time a run reads.
     first_redis: Option<String>,
+    /// The folder every run's history is written to.
     histories: PathBuf,
     /// The strategies as the plain instances list them.
     pub catalogue: Catalogue,
@@ -127,7 +139,7 @@ impl Stage {
             .get("REDIS_URLS")
             .and_then(|urls| urls.split(',').next())
             .map(str::to_string);
-        let histories = super::super::histories(args.load.json.as_deref(), "demo")?;
+        let histories = crate::cli::histories(args.load.json.as_deref(), "demo")?;
         let seconds = args.load.seconds.unwrap_or(if args.full {
             loadtest::plan::THROUGHPUT_SECONDS
         } else {
@@ -179,7 +191,11 @@ impl Stage {
     }
 
     /// Announces `section`, runs it and adds its rows to `rows`.
-    pub async fn run(&self, section: &mut impl Section, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    pub async fn run(
+        &self,
+        section: &mut impl DemoSection,
+        rows: &mut Vec<Row>,
+    ) -> anyhow::Result<()> {
         self.announce(&section.title(self));
         let added = section.run(self, rows).await?;
         rows.extend(added);

@@ -1,17 +1,18 @@
 //! The throughput section: sales per second on one hot product, every seller side by
 //! side, the compare-and-set at little contention, and the baseline without HTTP.
 
-use super::stage::{Section, Stage};
+use super::stage::{DemoSection, Stage};
 use crate::cli::{ADMIN_TOKEN, LoadArgs, first_product, plan};
 use loadtest::plan::Plan;
 use loadtest::report::{Columns, Expect, Row, print_table};
+use loadtest::section::Section;
 use sqlx::mysql::MySqlPoolOptions;
 use stock_wire::Trait;
 
 /// The throughput section (and the contention claim's row measured beside it).
 pub struct Throughput;
 
-impl Section for Throughput {
+impl DemoSection for Throughput {
     fn title(&self, stage: &Stage) -> String {
         format!(
             "throughput: sales per second on one hot product, {} of {} s each, stock never the limit",
@@ -53,8 +54,8 @@ impl Section for Throughput {
                     )
                     .await;
                 };
-                let against = match plan.section.as_str() {
-                    loadtest::claims::CONTENTION => format!(" (against {})", load.concurrency),
+                let against = match plan.section {
+                    Section::Contention => format!(" (against {})", load.concurrency),
                     _ => String::new(),
                 };
                 stage.say(&format!(
@@ -76,7 +77,7 @@ impl Section for Throughput {
             .into_iter()
             .filter_map(loadtest::runner::pooled_row)
             .map(|(_, row)| row)
-            .partition(|row| row.section == "throughput");
+            .partition(|row| row.section == Section::Throughput);
         rows.extend(contention);
         Ok(rows)
     }
@@ -91,10 +92,10 @@ impl Section for Throughput {
                 "Throughput: one hot product, {} in flight over 2 instances, {} s per strategy, stock never the limit, {on_loopback}",
                 stage.args.load.concurrency, stage.seconds,
             ),
-            &section(rows, "throughput"),
+            &section(rows, &Section::Throughput),
             Columns::Throughput,
         );
-        let contention = section(rows, loadtest::claims::CONTENTION);
+        let contention = section(rows, &Section::Contention);
         if !contention.is_empty() {
             print_table(
                 "Optimistic CAS under little contention (one hot product, 4 in flight over 2 instances; 64 in flight is the throughput section's row)",
@@ -105,9 +106,9 @@ impl Section for Throughput {
     }
 }
 
-/// The rows of section `name`.
-pub fn section<'a>(rows: &'a [Row], name: &str) -> Vec<&'a Row> {
-    rows.iter().filter(|r| r.section == name).collect()
+/// The rows of `section`.
+pub fn section<'a>(rows: &'a [Row], section: &Section) -> Vec<&'a Row> {
+    rows.iter().filter(|r| &r.section == section).collect()
 }
 
 /// Every seller's plan, and the compare-and-set's at 4 in flight right after its own.
@@ -119,7 +120,7 @@ fn plans(stage: &Stage) -> Vec<Plan> {
         .enumerate()
         .map(|(k, strategy)| {
             stage.timed(plan(
-                "throughput",
+                Section::Throughput,
                 strategy,
                 first_product(0, k),
                 load,
@@ -129,7 +130,7 @@ fn plans(stage: &Stage) -> Vec<Plan> {
         .collect();
     if let Some(cas) = stage.first_wanted(Trait::CompareAndSet) {
         let mut low = stage.timed(plan(
-            loadtest::claims::CONTENTION,
+            Section::Contention,
             &cas,
             first_product(3, 0),
             load,
@@ -181,7 +182,7 @@ pub async fn baseline_run(
     .await;
     let verdict = loadtest::verify::verify(&db, &[product], &fired.acknowledged, 0).await?;
     db.close().await;
-    let mut plan = plan("throughput", "baseline", product, load, Expect::Safe);
+    let mut plan = plan(Section::Throughput, "baseline", product, load, Expect::Safe);
     plan.products = vec![product];
     plan.stock = loadtest::plan::NEVER_SOLD_OUT;
     Ok((Row::new(&plan, 0, &fired, verdict), fired))
