@@ -70,7 +70,7 @@ const TREES: &[Tree] = &[
             &["engine", "verify", "timing", "catalogue", "cost", "section"],
             &["rate", "history"],
             &["report"],
-            &["html", "lab", "baseline", "claims", "plan"],
+            &["html", "markdown", "lab", "baseline", "claims", "plan"],
             &["live"],
             &["runner"],
             &["sweep", "flash", "flood", "chaos"],

@@ -830,7 +830,7 @@ fn setting_texts(x: f64) -> Vec<String> {
     } else {
         format!("{x}")
     };
-    vec![plain, loadtest::book::num(x)]
+    vec![plain, loadtest::markdown::num(x)]
 }
 
 /// The figures of the run's settings in `v`: a `*_ms` setting field as "N ms", a
@@ -1121,22 +1121,22 @@ fn check_table_row(
 /// claim's evidence, a strategy's card): settings of the experiment, each with why.
 const CODE_FIGURES: &[(&str, &str, &str)] = &[
     (
-        "loadtest/src/overload.rs",
+        "loadtest/src/overload/mod.rs",
         "20 %",
         "the client's retry budget",
     ),
     (
-        "loadtest/src/overload.rs",
+        "loadtest/src/overload/mod.rs",
         "90 %",
         "the overload goal's goodput share",
     ),
     (
-        "loadtest/src/overload.rs",
+        "loadtest/src/overload/mod.rs",
         "3×",
         "the overload goal's p99 multiple",
     ),
     (
-        "loadtest/src/overload.rs",
+        "loadtest/src/overload/mod.rs",
         "3x",
         "the overload goal's p99 multiple",
     ),
@@ -1152,17 +1152,17 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
         "the persister's retry pause",
     ),
     (
-        "loadtest/src/book/overload.rs",
+        "loadtest/src/overload/page.rs",
         "20 %",
         "the client's retry budget",
     ),
     (
-        "loadtest/src/book/distance.rs",
+        "loadtest/src/distance/page.rs",
         "0 ms",
         "the RTT sweep's loopback pass, named",
     ),
     (
-        "loadtest/src/chaos/judge.rs",
+        "loadtest/src/chaos/faults/redlock_clock_jump.rs",
         "30 s",
         "the clock jump the scenario makes",
     ),
@@ -1183,12 +1183,12 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
         "the pause between a reshard's batches of keys",
     ),
     (
-        "loadtest/src/overload.rs",
+        "loadtest/src/overload/mod.rs",
         "90%",
         "the overload goal's goodput share",
     ),
     (
-        "loadtest/src/overload.rs",
+        "loadtest/src/overload/mod.rs",
         "50 ms",
         "the overload goal's /health bound",
     ),
@@ -1198,7 +1198,7 @@ const CODE_FIGURES: &[(&str, &str, &str)] = &[
         "HTTP 200 answers, per second",
     ),
     (
-        "loadtest/src/sweep.rs",
+        "loadtest/src/sweep/mod.rs",
         "99%",
         "the sweep's mark for rows mostly sales",
     ),

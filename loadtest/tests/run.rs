@@ -171,6 +171,14 @@ async fn the_checker_finds_what_the_database_says() {
     assert!(html.contains("atomic-sql") && html.contains("UNEXPECTED: OVERSOLD"));
     assert!(html.contains("Without a lock, stock is oversold"));
     assert!(html.contains("Where the time goes") && html.contains("lock wait"));
+    // Its first screen comes before every table of a section, and names what was
+    // unexpected.
+    let glance = html.find("<h2>At a glance</h2>").expect("a first screen");
+    let first_table = html
+        .find("<th>concurrency</th>")
+        .expect("a section's table");
+    assert!(glance < first_table);
+    assert!(html[glance..first_table].contains("<b>Unexpected</b>"));
 }
 
 /// `loadtest sweep`'s engine on a small grid: one cell per strategy, layout and

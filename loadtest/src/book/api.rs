@@ -4,7 +4,7 @@
 //! The document is read as [`Value`]: `utoipa` writes it in the service, not a type
 //! of `loadtest`'s, and the page walks only the few OpenAPI fields it shows.
 
-use super::{banner, table, yes_no};
+use crate::markdown::{banner, table, yes_no};
 use serde_json::Value;
 use std::fmt::Write as _;
 

@@ -2,8 +2,8 @@
 //! release, 16 tasks contending for one key, the latency's steadiness as concurrency
 //! rises, and the source articles' Redis-vs-ZooKeeper claims judged on them.
 
-use super::{Facts, Pages, banner, num, table};
 use crate::claims::{all, claim, source};
+use crate::markdown::{Facts, Pages, banner, num, table};
 use crate::report::{Claim, ClaimVerdict};
 use serde::Deserialize;
 use std::fmt::Write as _;

@@ -2,8 +2,9 @@
 //! every chaos cell by the checker's verdict, the runs whose history shows an anomaly,
 //! and each named class with the first real example the reference run gave of it.
 
-use super::{Data, Pages, banner, table};
+use super::Data;
 use crate::history::{Judged, Said, verdict_text};
+use crate::markdown::{Pages, banner, table};
 use stock_check::classes::Class;
 
 const SOURCE: &str = "book/data/demo.json and book/data/chaos.json";

@@ -2,10 +2,11 @@
 //! one instance, the held section, the same load far away, where the time goes, the
 //! compare-and-set under contention, and the source articles' claims.
 
-use super::rows::{
+use super::DemoParts;
+use crate::markdown::rows::{
     LEGEND, SALES_LEGEND, THROUGHPUT_LEGEND, load_shape, load_table, section, verdict, window_text,
 };
-use super::{DemoParts, Facts, Pages, banner, linked, num, table};
+use crate::markdown::{Facts, Pages, banner, linked, num, table};
 use crate::report::{Row, Written};
 use crate::section::Section;
 use std::fmt::Write as _;

@@ -1,8 +1,8 @@
 //! The README's strategy map: generated between two markers, the rest of the README
 //! left as written.
 
-use super::table;
 use crate::catalogue::Catalogue;
+use crate::markdown::table;
 
 /// The README's strategy map: strategy → its file or folder → when to use it.
 pub fn readme_map(strategies: &Catalogue) -> String {

@@ -3,8 +3,8 @@
 //! `/metrics` scrape.
 
 use super::prometheus::families;
-use super::{Pages, banner, table, yes_no};
 use crate::catalogue::Catalogue;
+use crate::markdown::{Pages, banner, table, yes_no};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -1,6 +1,6 @@
 //! Where and when the reference run was measured (`book/data/machine.json`).
 
-use super::banner;
+use crate::markdown::banner;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

@@ -1,11 +1,12 @@
 //! The strategies seen from the demo and the fault grid together: the matrix (each
 //! card's promises beside what the reference run saw), and one page per strategy.
 
-use super::chaos::{HEADERS, cell_row, reasons};
-use super::rows::{oversold, section, timed, verdict};
-use super::{Data, Pages, banner, linked, num, table, yes_no};
+use super::Data;
 use crate::catalogue::Catalogue;
+use crate::chaos::page::{HEADERS, cell_row, reasons};
 use crate::chaos::{Cell, CellVerdict, ScenarioInfo};
+use crate::markdown::rows::{oversold, section, timed, verdict};
+use crate::markdown::{Pages, banner, linked, num, table, yes_no};
 use crate::report::Row;
 use crate::section::Section;
 use std::collections::BTreeSet;

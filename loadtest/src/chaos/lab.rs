@@ -25,7 +25,7 @@ pub struct Lab {
     /// RedLock node 3 runs with a clock the runner can move (set up once, on first use).
     movable_clock: bool,
     /// A read replica of the lab's MariaDB (started on first use).
-    replica: Option<testbed::replication::Replica>,
+    pub(in crate::chaos) replica: Option<testbed::replication::Replica>,
     /// The strategies as instance A serves them: their cards declare the cells.
     pub catalogue: crate::catalogue::Catalogue,
     /// Where each cell's history is written (`<scenario>.<cell>.jsonl`), if anywhere;
@@ -245,7 +245,11 @@ impl Lab {
     /// The master serving the cell's keys on the cluster: the lock's (`stock:ID`), or
     /// for a strategy that records later the partition holding the product's counter
     /// (the one master whose keys include `...:p:ID`).
-    fn cluster_master(&self, spec: &CellSpec, product: i64) -> anyhow::Result<(u16, String)> {
+    pub(in crate::chaos) fn cluster_master(
+        &self,
+        spec: &CellSpec,
+        product: i64,
+    ) -> anyhow::Result<(u16, String)> {
         let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
         if !spec.has(Trait::RecordsLater) {
             let key = format!("stock:{product}");
@@ -268,50 +272,8 @@ impl Lab {
         bail!("no master holds the counter of product {product}")
     }
 
-    /// Whether the replica of `master` has the lock the paused request of A holds
-    /// there (its holder field; an earlier holder's, frozen there, does not count).
-    async fn cluster_replica_has_a_lock(&self, master: u16, key: &str) -> anyhow::Result<bool> {
-        let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
-        let replica = cluster.replica_of(master)?;
-        let fields = async |port: u16| -> anyhow::Result<Vec<String>> {
-            let url = format!("redis://127.0.0.1:{port}/");
-            let mut conn = redis::Client::open(url)?
-                .get_multiplexed_async_connection()
-                .await?;
-            // A replica answers reads only after READONLY (else MOVED to its master).
-            let _: () = redis::cmd("READONLY").query_async(&mut conn).await?;
-            Ok(redis::cmd("HKEYS").arg(key).query_async(&mut conn).await?)
-        };
-        let on_master = fields(master).await?;
-        let holder = on_master
-            .iter()
-            .find(|f| !f.starts_with('#'))
-            .context("A's lock is not on its master")?;
-        Ok(fields(replica).await?.contains(holder))
-    }
-
-    /// Kills the cluster's master on `port` and waits for its replica to take over;
-    /// returns when it died, in load time.
-    fn cluster_fail_over(&mut self, port: u16, load: &Load) -> anyhow::Result<Duration> {
-        let cluster = self.cluster.as_mut().context("no Redis Cluster")?;
-        cluster
-            .node_mut(port)
-            .context("no such node")?
-            .process()
-            .kill();
-        let fault = load.now();
-        let promoted = tokio::task::block_in_place(|| {
-            cluster.wait_for_promotion(port, Duration::from_secs(20))
-        })?;
-        eprintln!(
-            "chaos:   the cluster promoted the replica (port {promoted}) {:.0} ms after the kill",
-            (load.now() - fault).as_secs_f64() * 1000.0
-        );
-        Ok(fault)
-    }
-
     /// The product's ledger rows (its sales recorded so far).
-    async fn ledger_rows(&self, product: i64) -> anyhow::Result<i64> {
+    pub(in crate::chaos) async fn ledger_rows(&self, product: i64) -> anyhow::Result<i64> {
         let query = "SELECT COUNT(*) FROM ledger WHERE product_id = ?";
         Ok(sqlx::query_scalar(query)
             .bind(product)
@@ -320,7 +282,7 @@ impl Lab {
     }
 
     /// Waits until the product has more than `rows` ledger rows, up to `limit`.
-    async fn until_sold_after(
+    pub(in crate::chaos) async fn until_sold_after(
         &self,
         product: i64,
         rows: i64,
@@ -334,16 +296,6 @@ impl Lab {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
-    }
-
-    /// Restarts the killed master: it rejoins as its successor's replica.
-    fn cluster_rejoin(&mut self, port: u16) -> anyhow::Result<()> {
-        let cluster = self.cluster.as_mut().context("no Redis Cluster")?;
-        tokio::task::block_in_place(|| {
-            cluster.node_mut(port).context("no such node")?.restart()?;
-            cluster.wait_ready(Duration::from_secs(30))?;
-            anyhow::Ok(())
-        })
     }
 
     /// Restarts both instances with their first command line plus `extra`.
@@ -360,7 +312,7 @@ impl Lab {
     /// Pauses a request of A after its read, holding a lock that `where_` does not
     /// have (`reached` says whether it has): one taken after the cut. A request that
     /// took its lock before the cut is let go, and the next one caught instead.
-    async fn pause_a_holding_a_lock_not_on(
+    pub(in crate::chaos) async fn pause_a_holding_a_lock_not_on(
         &self,
         where_: &str,
         reached: impl AsyncFn() -> anyhow::Result<bool>,
@@ -373,38 +325,6 @@ impl Lab {
             self.release_a("after_read").await?;
         }
         bail!("every lock of A reached {where_} despite the blackhole")
-    }
-
-    /// Whether RedLock's nodes 4 and 5 also hold the lock that the paused request of
-    /// A holds on node 1 (the same value: the holder id); a stale key of an earlier
-    /// holder there does not count.
-    async fn a_lock_on_nodes_4_and_5(&self, product: i64) -> anyhow::Result<bool> {
-        let key = format!("redlock:stock:{product}");
-        let holder = redis_command::<Option<String>>(&self.stack.redis()[0].url(), "GET", &key)
-            .await?
-            .context("A's lock is not on node 1")?;
-        for node in &self.stack.redis()[3..] {
-            let there = redis_command::<Option<String>>(&node.url(), "GET", &key).await?;
-            if there.as_deref() == Some(holder.as_str()) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// Whether the replica has the lock that the paused request of A holds on the
-    /// primary (its holder field); an earlier holder's state frozen there by the
-    /// blackhole does not count.
-    async fn replica_has_a_lock(&self, product: i64) -> anyhow::Result<bool> {
-        let ha = self.ha.as_ref().context("no Redis HA")?;
-        let key = format!("stock:{product}");
-        let on_primary: Vec<String> = redis_command(&ha.primary.url(), "HKEYS", &key).await?;
-        let on_replica: Vec<String> = redis_command(&ha.replica.url(), "HKEYS", &key).await?;
-        let holder = on_primary
-            .iter()
-            .find(|f| !f.starts_with('#'))
-            .context("A's lock is not on the primary")?;
-        Ok(on_replica.contains(holder))
     }
 
     async fn run_cell_here(&mut self, spec: &CellSpec, product: i64) -> anyhow::Result<Cell> {
@@ -633,461 +553,6 @@ impl Lab {
         Ok(window)
     }
 
-    /// Scenarios 1, 2 and 14 (pause past lease, fence alone, and both lock-delay
-    /// pauses): A's request pauses after its read, holding its lock, and A is frozen
-    /// (SIGSTOP) for `freeze`, then continued and its request let go.
-    async fn inject_pause_past_lease(
-        &self,
-        load: &Load,
-        freeze: Duration,
-    ) -> anyhow::Result<Window> {
-        self.pause_a_at("after_read").await?;
-        let a = &self.instances[0];
-        a.process.pause()?;
-        let fault = load.now();
-        tokio::time::sleep(freeze).await;
-        a.process.resume()?;
-        self.release_a("after_read").await?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 3 (holder killed): A's request pauses holding its lock (a strategy that
-    /// records later: its persister, before its COMMIT), and A is killed with SIGKILL.
-    async fn inject_holder_killed(
-        &mut self,
-        spec: &CellSpec,
-        load: &Load,
-        freeze: Duration,
-    ) -> anyhow::Result<Window> {
-        // A strategy that records later holds nothing in its requests: its
-        // persister is what dies between its writes and its COMMIT.
-        let failpoint = if spec.has(Trait::RecordsLater) {
-            "before_commit"
-        } else {
-            "after_read"
-        };
-        self.pause_a_at(failpoint).await?;
-        self.instances[0].process.kill();
-        let fault = load.now();
-        // Not healed (A stays dead until the next cell): give the lock time
-        // to come back before the after-window starts.
-        tokio::time::sleep(freeze).await;
-        Ok(Window::new(fault, fault))
-    }
-
-    /// Scenario 4 (Redis restart): A's request pauses after its read, and the Redis
-    /// node its lock lives on is restarted empty (no persistence).
-    async fn inject_redis_restart(
-        &mut self,
-        load: &Load,
-        freeze: Duration,
-    ) -> anyhow::Result<Window> {
-        self.pause_a_at("after_read").await?;
-        self.stack.redis_mut()[0].restart()?;
-        let fault = load.now();
-        tokio::time::sleep(freeze).await;
-        self.release_a("after_read").await?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 5 (RedLock, 2 or 3 of 5 nodes paused): the last nodes frozen (SIGSTOP)
-    /// for `freeze`, then continued.
-    async fn inject_redlock_paused(
-        &self,
-        spec: &CellSpec,
-        load: &Load,
-        freeze: Duration,
-    ) -> anyhow::Result<Window> {
-        let n = if spec.scenario == Scenario::RedlockMinorityPaused {
-            2
-        } else {
-            3
-        };
-        // The last n: the first node also serves the single-node Redis lock, kept out of it.
-        let paused: Vec<usize> = (5 - n..5).collect();
-        for &i in &paused {
-            self.stack.redis()[i].process_ref().pause()?;
-        }
-        let fault = load.now();
-        tokio::time::sleep(freeze).await;
-        for &i in &paused {
-            self.stack.redis()[i].process_ref().resume()?;
-        }
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 6 (ZooKeeper leader killed): the ensemble's leader killed, and
-    /// restarted after `freeze`.
-    async fn inject_zk_leader_killed(
-        &mut self,
-        load: &Load,
-        freeze: Duration,
-    ) -> anyhow::Result<Window> {
-        let zk = self
-            .stack
-            .get_mut::<testbed::ZooKeeper>()
-            .context("no ZooKeeper")?;
-        let leader = zk
-            .nodes()
-            .iter()
-            .position(|n| n.mode().as_deref() == Some("leader"))
-            .context("no ZooKeeper leader (the scenario needs an ensemble)")?;
-        zk.nodes_mut()[leader].process().kill();
-        let fault = load.now();
-        tokio::time::sleep(freeze).await;
-        zk.nodes_mut()[leader].restart()?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 6 (etcd leader killed): the cluster's leader killed, and restarted
-    /// after `freeze`.
-    async fn inject_etcd_leader_killed(
-        &mut self,
-        load: &Load,
-        freeze: Duration,
-    ) -> anyhow::Result<Window> {
-        let etcd = self.stack.get_mut::<testbed::Etcd>().context("no etcd")?;
-        let leader = etcd
-            .nodes()
-            .iter()
-            .position(|n| n.is_leader() == Some(true))
-            .context("no etcd leader (the scenario needs a cluster)")?;
-        etcd.nodes_mut()[leader].process().kill();
-        let fault = load.now();
-        tokio::time::sleep(freeze).await;
-        etcd.nodes_mut()[leader].restart()?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 7 (lock partition): A's request pauses after its read, and A's
-    /// connections to the lock servers are blackholed for `freeze`; the holder is let
-    /// go while still partitioned, then the partition heals.
-    async fn inject_lock_partition(&self, load: &Load, freeze: Duration) -> anyhow::Result<Window> {
-        self.pause_a_at("after_read").await?;
-        self.set_proxies(ProxyMode::Blackhole);
-        let fault = load.now();
-        tokio::time::sleep(freeze).await;
-        // The partitioned holder goes on and writes, while still partitioned.
-        self.release_a("after_read").await?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        // Heal: break the silent connections so clients reconnect at once.
-        self.set_proxies(ProxyMode::Reset);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        self.set_proxies(ProxyMode::Pass);
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 9 (Redis killed, fsynced every second, on every write, or not
-    /// persisted): the Redis that sells killed under load and restarted from its
-    /// append-only file (or empty).
-    async fn inject_redis_killed(
-        &mut self,
-        spec: &CellSpec,
-        load: &Load,
-    ) -> anyhow::Result<Window> {
-        let persistence = match spec.scenario {
-            Scenario::RedisKilledAlways => Persistence::AofAlways,
-            Scenario::RedisKilledEverySec => Persistence::AofEverySec,
-            _ => Persistence::None,
-        };
-        let redis = &mut self.stack.redis_mut()[0];
-        redis.set_persistence(persistence)?;
-        // Sales go on, written to the file, before the crash.
-        tokio::time::sleep(Duration::from_millis(self.timing.warm_ms)).await;
-        redis.process().kill();
-        let fault = load.now();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        redis.restart()?;
-        // Back to the testbed's default for the cells after this one.
-        redis.set_persistence(Persistence::None)?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 10, the mistakes of the lock's scope (lock taken inside the
-    /// transaction, lock released before COMMIT): A's request is held where the
-    /// mistake bites (after its read, or before its COMMIT) for [`MISTAKE_HOLD`].
-    async fn inject_mistake_lock_scope(
-        &self,
-        spec: &CellSpec,
-        load: &Load,
-    ) -> anyhow::Result<Window> {
-        // A holds the lock (or, released, its uncommitted write) for a while
-        // B's buyers go ahead: their reads are older than A's COMMIT.
-        let failpoint = if spec.scenario == Scenario::MistakeLockInsideTransaction {
-            "after_read"
-        } else {
-            "before_commit"
-        };
-        self.pause_a_at(failpoint).await?;
-        let fault = load.now();
-        tokio::time::sleep(MISTAKE_HOLD).await;
-        self.release_a(failpoint).await?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 10, the mistakes that leave a lock nothing ends (SETNX then EXPIRE, a
-    /// ZooKeeper lock on a PERSISTENT node): A is killed right after taking its lock.
-    async fn inject_mistake_holder_killed(
-        &mut self,
-        load: &Load,
-        freeze: Duration,
-    ) -> anyhow::Result<Window> {
-        // Killed holding a lock that nothing ends.
-        self.pause_a_at("after_lock").await?;
-        self.instances[0].process.kill();
-        let fault = load.now();
-        tokio::time::sleep(freeze).await;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 10, unlock by GET then DEL: A's request is held before its release
-    /// until its lease ran out, and its DEL lands while a buyer of B holds the lock.
-    async fn inject_mistake_get_then_del(&self, load: &Load) -> anyhow::Result<Window> {
-        self.pause_a_at("before_release").await?;
-        let fault = load.now();
-        // A's lease runs out; B's buyers take the lock.
-        tokio::time::sleep(Duration::from_millis(self.timing.lease_ms * 3 / 2)).await;
-        self.pause_at(1, "after_read").await?;
-        // A's DEL deletes the lock B's paused buyer holds; another takes it.
-        self.release_a("before_release").await?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        self.release_at(1, "after_read").await?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 11 (Redis failover): replication held back, A holds a lock only the
-    /// primary has, the primary is killed and Sentinel promotes the replica; A is let
-    /// go once B's buyers sold through the new primary.
-    async fn inject_redis_failover(&mut self, load: &Load, product: i64) -> anyhow::Result<Window> {
-        self.hold_back_replication()?;
-        // A request of A holds a lock only the primary has: taken after the
-        // blackhole (checked on the replica; else let it go and catch the next).
-        self.pause_a_holding_a_lock_not_on("the replica", async || {
-            self.replica_has_a_lock(product).await
-        })
-        .await?;
-        let sold = self.ledger_rows(product).await?;
-        let fault = self.fail_over(load)?;
-        // B's buyers follow the failover and lock what A still believes it
-        // holds: once they sold (their clients found the new primary, however
-        // long a busy machine made that), A goes on.
-        self.until_sold_after(product, sold, Duration::from_secs(20))
-            .await?;
-        tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
-        self.release_a("after_read").await?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 12 (RedLock clock jump): A holds a bare majority (nodes 1-3, its links
-    /// to 4 and 5 cut), and the clock of node 3 jumps forward [`CLOCK_JUMP_MS`].
-    async fn inject_redlock_clock_jump(&self, load: &Load, product: i64) -> anyhow::Result<Window> {
-        // A reaches nodes 1-3 only: its locks are exactly a majority.
-        for proxy in &self.proxies.proxies(&testbed::redis::KIND)[3..] {
-            proxy.set(ProxyMode::Blackhole);
-        }
-        self.pause_a_holding_a_lock_not_on("nodes 4 and 5", async || {
-            self.a_lock_on_nodes_4_and_5(product).await
-        })
-        .await?;
-        let node = &self.stack.redis()[JUMPING_NODE];
-        tokio::task::block_in_place(|| node.set_clock_offset(CLOCK_JUMP_MS))?;
-        let fault = load.now();
-        // B's buyers take nodes 3, 4 and 5: a second majority.
-        tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
-        self.release_a("after_read").await?;
-        let healed = load.now();
-        let node = &self.stack.redis()[JUMPING_NODE];
-        tokio::task::block_in_place(|| node.set_clock_offset(0))?;
-        for proxy in &self.proxies.proxies(&testbed::redis::KIND)[3..] {
-            proxy.set(ProxyMode::Pass);
-        }
-        Ok(Window::new(fault, healed))
-    }
-
-    /// Scenario 13 (replica lag, reads from the replica or from the primary): the read
-    /// replica's SQL thread stopped for 3x the lease.
-    async fn inject_replica_lag(&self, load: &Load) -> anyhow::Result<Window> {
-        let replica = self.replica.as_ref().context("no replica")?;
-        tokio::task::block_in_place(|| replica.pause())?;
-        let fault = load.now();
-        tokio::time::sleep(Duration::from_millis(3 * self.timing.lease_ms)).await;
-        let healed = load.now();
-        let replica = self.replica.as_ref().context("no replica")?;
-        tokio::task::block_in_place(|| replica.resume())?;
-        Ok(Window::new(fault, healed))
-    }
-
-    /// Scenario 11 with WAIT (Redis failover, a lock granted only once a replica has
-    /// it): replication held back, the primary killed after a lease, and the old
-    /// primary rejoined as the new one's replica.
-    async fn inject_redis_failover_wait(&mut self, load: &Load) -> anyhow::Result<Window> {
-        // Unavailable from here: no replica can acknowledge a lock.
-        self.hold_back_replication()?;
-        let fault = load.now();
-        tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
-        self.fail_over(load)?;
-        // The new primary has no replica: no lock until the old one rejoins
-        // (restarted now; Sentinel makes it a replica on its next look).
-        let healed = load.now();
-        let ha = self.ha.as_mut().context("no Redis HA")?;
-        tokio::task::block_in_place(|| ha.rejoin_old_primary(Duration::from_secs(30)))?;
-        Ok(Window::new(fault, healed))
-    }
-
-    /// Scenario 15 (Redis Cluster failover, with or without WAIT): the link of the
-    /// master serving the cell's keys to its replica is blackholed, the master killed
-    /// and its replica promoted; then the old master rejoins as its replica.
-    ///
-    /// What A holds when the master dies depends on the cell: a strategy that records
-    /// later, its persister held before its COMMIT; with WAIT, nothing (no lock is
-    /// granted); otherwise a lock only the master has.
-    async fn inject_redis_cluster_failover(
-        &mut self,
-        spec: &CellSpec,
-        load: &Load,
-        product: i64,
-    ) -> anyhow::Result<Window> {
-        let (master, key) = self.cluster_master(spec, product)?;
-        let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
-        cluster
-            .replication(master)
-            .context("no replication link")?
-            .set(ProxyMode::Blackhole);
-        let wait = spec.scenario == Scenario::RedisClusterFailoverWait;
-        let records_later = spec.has(Trait::RecordsLater);
-        let fault = if records_later {
-            // Sales on the master alone, none recorded: what its death takes.
-            // A's persister held before its COMMIT holds the product's row
-            // lock: B's waits behind it.
-            self.pause_at(0, "before_commit").await?;
-            let fault = load.now();
-            tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
-            self.cluster_fail_over(master, load)?;
-            self.release_at(0, "before_commit").await?;
-            fault
-        } else if wait {
-            // No lock granted from here: no replica can acknowledge one.
-            let fault = load.now();
-            tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
-            self.cluster_fail_over(master, load)?;
-            fault
-        } else {
-            // A request of A holds a lock only the master has.
-            self.pause_a_holding_a_lock_not_on("the replica", async || {
-                self.cluster_replica_has_a_lock(master, &key).await
-            })
-            .await?;
-            let sold = self.ledger_rows(product).await?;
-            let fault = self.cluster_fail_over(master, load)?;
-            // B's buyers lock what A still believes it holds: once they sold
-            // (their clients found the new master), A goes on.
-            self.until_sold_after(product, sold, Duration::from_secs(20))
-                .await?;
-            tokio::time::sleep(Duration::from_millis(self.timing.lease_ms)).await;
-            self.release_a("after_read").await?;
-            fault
-        };
-        let healed = load.now();
-        // The old master back, as its successor's replica (WAIT needs one).
-        self.cluster_rejoin(master)?;
-        Ok(Window::new(fault, healed))
-    }
-
-    /// Scenario 15 (Redis Cluster reshard): the slot of the cell's key moved to another
-    /// master under load.
-    async fn inject_redis_cluster_reshard(
-        &self,
-        spec: &CellSpec,
-        load: &Load,
-        product: i64,
-    ) -> anyhow::Result<Window> {
-        let (master, key) = self.cluster_master(spec, product)?;
-        let cluster = self.cluster.as_ref().context("no Redis Cluster")?;
-        let slot = cluster.slot_of(&key)?;
-        let to = cluster
-            .topology()?
-            .into_iter()
-            .find(|n| n.port != master && n.master_id.is_none() && !n.failing)
-            .context("no other master")?
-            .port;
-        let fault = load.now();
-        let moved = tokio::task::block_in_place(|| {
-            cluster.move_slot(slot, to, 10, Duration::from_millis(20))
-        })?;
-        eprintln!(
-            "chaos:   slot {slot} moved from port {master} to {to}: {moved} keys in {:.0} ms",
-            (load.now() - fault).as_secs_f64() * 1000.0
-        );
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Scenario 10, atomic SQL without the `quantity >= ?` guard: no fault injected;
-    /// the window is the moment the product sold out.
-    async fn inject_mistake_no_guard(&self, load: &Load, product: i64) -> anyhow::Result<Window> {
-        // The guard's mistake shows only once the product sold out: the load
-        // goes on until it has (a slow machine sells the stock later), then
-        // meets the CHECK constraint for the rest of the cell.
-        let sold_out = async {
-            loop {
-                let left: i64 =
-                    sqlx::query_scalar("SELECT quantity FROM stock WHERE product_id = ?")
-                        .bind(product)
-                        .fetch_one(&self.db)
-                        .await?;
-                if left <= 0 {
-                    return anyhow::Ok(());
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        };
-        let bound = Duration::from_secs(60);
-        tokio::time::timeout(bound, sold_out)
-            .await
-            .with_context(|| format!("the product did not sell out within {bound:?}"))??;
-        let now = load.now();
-        Ok(Window::new(now, now))
-    }
-
-    /// Scenario 8 (ambiguous commit): A's request paused before its COMMIT is let go,
-    /// and MariaDB is killed at once, then restarted.
-    async fn inject_ambiguous_commit(&mut self, load: &Load) -> anyhow::Result<Window> {
-        self.pause_a_at("before_commit").await?;
-        self.release_a("before_commit").await?;
-        let db = self
-            .stack
-            .get_mut::<testbed::MariaDb>()
-            .context("no MariaDB")?;
-        db.process().kill();
-        let fault = load.now();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        db.restart()?;
-        Ok(Window::new(fault, load.now()))
-    }
-
-    /// Blackholes the replica's link to the primary: what the primary acknowledges from
-    /// now on stays on the primary.
-    fn hold_back_replication(&self) -> anyhow::Result<()> {
-        let ha = self.ha.as_ref().context("no Redis HA")?;
-        ha.replication.set(ProxyMode::Blackhole);
-        Ok(())
-    }
-
-    /// Kills the primary and waits for Sentinel to promote the replica; returns when
-    /// the primary died, in load time.
-    fn fail_over(&mut self, load: &Load) -> anyhow::Result<Duration> {
-        let ha = self.ha.as_mut().context("no Redis HA")?;
-        ha.primary.process().kill();
-        let fault = load.now();
-        // A blocking wait: the load's tasks move to the other worker meanwhile.
-        let promoted =
-            tokio::task::block_in_place(|| ha.wait_for_failover(Duration::from_secs(20)))?;
-        eprintln!(
-            "chaos:   Sentinel promoted the replica (port {promoted}) {:.0} ms after the kill",
-            (load.now() - fault).as_secs_f64() * 1000.0
-        );
-        Ok(fault)
-    }
-
     /// Retries every request whose outcome the client does not know, with the same
     /// request_id and body, until the service gives a definite answer. Returns (how
     /// many were retried, how many turned out to have committed).
@@ -1131,7 +596,7 @@ impl Lab {
 }
 
 /// One Redis command with one key, on a fresh connection.
-async fn redis_command<T: redis::FromRedisValue>(
+pub(in crate::chaos) async fn redis_command<T: redis::FromRedisValue>(
     url: &str,
     command: &str,
     key: &str,

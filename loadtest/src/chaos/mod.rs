@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use stock_wire::Trait;
 use testbed::proxy::ProxyMode;
-use testbed::{Persistence, Stack, StackConfig};
+use testbed::{Stack, StackConfig};
 
 const ADMIN_TOKEN: &str = "chaos-admin-token";
 /// Units per product: far more than a cell sells, so lost updates (not sell-outs)
@@ -56,10 +56,12 @@ const CLOCK_JUMP_MS: i64 = 30_000;
 /// How long a mistake's holder is held where the mistake bites.
 const MISTAKE_HOLD: Duration = Duration::from_millis(300);
 
+mod faults;
 mod html;
 mod judge;
 mod lab;
 mod load;
+pub mod page;
 mod scenarios;
 
 use judge::*;
@@ -316,84 +318,29 @@ impl ChaosReport {
     /// The claim of the write-ups a cell speaks to, if any: its text, its source, and
     /// whether the cell failed (or held) the way the claim says.
     fn claim_of(&self, c: &Cell) -> Option<(&'static str, &'static str, bool)> {
-        use crate::claims::source;
-        let claim = match c.scenario {
-            Scenario::MistakeLockInsideTransaction => (
-                "A lock taken inside the transaction reads a stale snapshot: lost updates",
-                source::OVERSELL,
-                c.lost_updates > 0,
-            ),
-            Scenario::MistakeReleaseBeforeCommit => (
-                "A lock released before COMMIT lets the next holder read old stock: lost updates",
-                source::OVERSELL,
-                c.lost_updates > 0,
-            ),
-            Scenario::MistakeSetnxThenExpire => (
-                "SETNX then EXPIRE: a holder that dies between them leaves a lock that never expires",
-                source::LOCKS,
-                c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
-            ),
-            Scenario::MistakeGetThenDel => (
-                "Unlock by GET then DEL deletes another holder's lock",
-                source::LOCKS,
-                c.lost_updates > 0,
-            ),
-            Scenario::MistakePersistentNode => (
-                "A ZooKeeper lock on a PERSISTENT node deadlocks when its holder dies",
-                source::ZOOKEEPER,
-                c.verdict == CellVerdict::Unavailable && c.recovery_ms.is_none(),
-            ),
-            Scenario::MistakeNoGuard => (
-                "The database is the final guard: without the UPDATE's guard its CHECK constraint still stops overselling",
-                source::MYSQL_LOCKS,
-                c.beyond_stock == 0 && c.lost_updates == 0 && c.sold_out > 0,
-            ),
-            Scenario::RedisFailover if c.fencing == Some(false) => (
-                "A Redis lock is lost when the primary fails over to a replica that had not received it",
-                source::INTERVIEW,
-                c.lost_updates > 0,
-            ),
-            Scenario::RedisFailover => (
-                "Fencing makes a lock lost in a failover safe",
-                source::MYSQL_LOCKS,
-                c.verdict == CellVerdict::Refused,
-            ),
-            Scenario::RedlockClockJump if c.fencing == Some(false) => (
-                "RedLock fails when a node's clock jumps: two clients hold the lock",
-                source::MYSQL_LOCKS,
-                c.lost_updates > 0,
-            ),
-            Scenario::RedlockClockJump => (
-                "A check made by the resource stops the second RedLock holder",
-                source::MYSQL_LOCKS,
-                c.verdict == CellVerdict::Refused,
-            ),
-            Scenario::ReplicaLag if self.strategies.has(&c.strategy, Trait::CompareAndSet) => {
-                let control = self.cells.iter().find(|o| {
-                    o.scenario == Scenario::ReplicaLagPrimaryReads && o.strategy == c.strategy
-                });
-                (
-                    "Optimistic locking is unreliable behind read/write splitting (replication lag)",
-                    source::OVERSELL,
-                    c.lost_updates == 0
-                        && control.is_none_or(|o| {
-                            c.busy > o.busy || c.attempts_per_sale > o.attempts_per_sale
-                        }),
-                )
+        match c.scenario {
+            Scenario::MistakeLockInsideTransaction => {
+                faults::mistake_lock_scope::claim_mistake_lock_inside_transaction(c)
             }
-            Scenario::ReplicaLag if c.fencing == Some(true) => (
-                "A lock is only as good as the read under it: reading from a lagging replica loses updates even under a fenced lock",
-                source::OVERSELL,
-                c.lost_updates > 0,
-            ),
-            Scenario::RedisFailoverWait => (
-                "Waiting for a replica to acknowledge the lock (WAIT) prevents the second holder, at the cost of availability",
-                source::MYSQL_LOCKS,
-                c.lost_updates == 0 && c.beyond_stock == 0 && c.verdict == CellVerdict::Unavailable,
-            ),
-            _ => return None,
-        };
-        Some(claim)
+            Scenario::MistakeReleaseBeforeCommit => {
+                faults::mistake_lock_scope::claim_mistake_release_before_commit(c)
+            }
+            Scenario::MistakeSetnxThenExpire => {
+                faults::mistake_holder_killed::claim_mistake_setnx_then_expire(c)
+            }
+            Scenario::MistakeGetThenDel => {
+                faults::mistake_get_then_del::claim_mistake_get_then_del(c)
+            }
+            Scenario::MistakePersistentNode => {
+                faults::mistake_holder_killed::claim_mistake_persistent_node(c)
+            }
+            Scenario::MistakeNoGuard => faults::mistake_no_guard::claim_mistake_no_guard(c),
+            Scenario::RedisFailover => faults::redis_failover::claim_redis_failover(c),
+            Scenario::RedlockClockJump => faults::redlock_clock_jump::claim_redlock_clock_jump(c),
+            Scenario::ReplicaLag => faults::replica_lag::claim_replica_lag(self, c),
+            Scenario::RedisFailoverWait => faults::redis_failover::claim_redis_failover_wait(c),
+            _ => None,
+        }
     }
 }
 

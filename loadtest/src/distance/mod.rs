@@ -15,6 +15,8 @@
 //! - [`html`]: sales/s and p99 against RTT (one line per strategy), the round-trip
 //!   table, the claim.
 
+pub mod page;
+
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
 use crate::plan::{BUCKETS, Plan};

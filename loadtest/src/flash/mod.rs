@@ -20,6 +20,8 @@
 //!
 //! Verdicts come from the ledger, as everywhere; the claims from this run's numbers.
 
+pub mod page;
+
 use crate::catalogue::{Card, Catalogue};
 use crate::claims::{all, claim, figure, load_of, source};
 use crate::engine::Fired;

@@ -2,9 +2,9 @@
 //! [`FlashPart`]): what limits each strategy, the sell-out, the split stock by number
 //! of buckets.
 
-use super::rows::{SALES_LEGEND, section, verdict, window_text};
-use super::{Facts, Pages, banner, linked, num, table};
 use crate::flash::{FlashPart, Limits};
+use crate::markdown::rows::{SALES_LEGEND, section, verdict, window_text};
+use crate::markdown::{Facts, Pages, banner, linked, num, table};
 use crate::report::Row;
 use crate::section::Section;
 use std::fmt::Write as _;

@@ -1,10 +1,11 @@
 //! The RTT sweep (`book/data/distance.json`): per product layout, sales/s as every
 //! server moves farther away; each strategy's round trips; the claim it checks.
 
-use super::rows::{SALES_LEGEND, section, verdict};
-use super::sweep::{measured_here_or_marked, slug};
-use super::{Pages, SweepParts, banner, linked, num, table};
+use crate::markdown::rows::{SALES_LEGEND, section, verdict};
+use crate::markdown::{Pages, banner, linked, num, table};
 use crate::report::{Row, Written};
+use crate::sweep::SweepParts;
+use crate::sweep::page::{measured_here_or_marked, slug};
 use crate::sweep::{ms, section as sweep_section};
 use std::fmt::Write as _;
 
@@ -133,54 +134,4 @@ fn round_trips_page(distance: &Written<SweepParts>, near: f64, far: f64, pages: 
         );
     }
     pages.insert("distance/round-trips.md".to_string(), page);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::rows::tests::{report, row};
-    use super::super::{Data, figures};
-    use std::collections::BTreeMap;
-
-    /// The RTT sweep's pages: sales/s per round-trip time with the far/near ratio, the
-    /// round trips by kind of server, the claim under them, the run's own date.
-    #[test]
-    fn distance_pages_show_rates_ratios_and_round_trips() {
-        let cell = |section: &str, sold: f64| {
-            let mut r = row(section, "atomic-sql", sold);
-            r["latency_ms"]["p99"] = serde_json::json!(9.0);
-            r
-        };
-        let mut distance = report(vec![
-            cell("sweep: 1 product, RTT 0 ms", 1000.0),
-            cell("sweep: 1 product, RTT 2 ms", 130.0),
-            cell("sweep: 1 product", 1800.0),
-        ]);
-        distance["sweep"] = serde_json::json!({"rtts_ms": [0.0, 2.0], "concurrencies": [64],
-            "products": [1], "cell_seconds": 2.5, "requests_rule": "", "seconds": 9.0,
-            "round_trips": [{"strategy": "atomic-sql", "sale": {"database": 7.0},
-                "refusal": {"database": 8.0, "redis": 0.1},
-                "sequential_sale": 6.4, "sequential_refusal": 6.3}]});
-        distance["claims"] = serde_json::json!([{"claim": "C", "source": "S", "section": "",
-            "load": "", "verdict": "inconclusive", "evidence": "E"}]);
-        let data = Data::from_json(&BTreeMap::from([("distance", distance)])).unwrap();
-        let pages = figures(&data);
-        let rates = &pages["distance/1-product.md"];
-        assert!(rates.contains("measured 2026-11-25"), "{rates}");
-        assert!(rates.contains("no proxy †"), "{rates}");
-        assert!(
-            rates.contains(
-                "| [`atomic-sql`](atomic-sql.md) | 1800 | 1000 | 130 | 0.13× | 9.0 | safe |"
-            ),
-            "{rates}"
-        );
-        let trips = &pages["distance/round-trips.md"];
-        assert!(
-            trips.contains("| database 7 | 6.4 | database 8, redis 0.1 | 6.3 |"),
-            "{trips}"
-        );
-        assert!(
-            trips.contains("**Claim**: C → **inconclusive**. E"),
-            "{trips}"
-        );
-    }
 }

@@ -1,5 +1,10 @@
 //! The HTML report: one self-contained file (inline SVG charts drawn with `plotters`,
 //! inline CSS, no script, no CDN) that opens offline.
+//!
+//! Its first screen is [`glance`] (the verdict, each strategy on one line, the sales
+//! per second as bars, the claims); the sections' tables and charts follow.
+
+mod glance;
 
 use crate::report::{Columns, Report, Row};
 use crate::section::Section;
@@ -225,7 +230,7 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
             html,
             "<tr><td><a href=\"#s-{name}\">{name}</a></td><td>{}</td><td>{rate}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td>\
-             <td><small>{}</small></td>{}<td class=\"{class}\">{}</td></tr>",
+             {}{}<td class=\"{class}\">{}</td></tr>",
             r.concurrency,
             r.latency_ms.p50,
             r.latency_ms.p90,
@@ -239,7 +244,7 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
             r.attempts_per_success,
             r.verdict.lost_updates,
             r.verdict.beyond_stock,
-            escape(&r.cpu_text()),
+            cpu_cell(r),
             history_cell(r.history.as_ref()),
             escape(r.verdict_text()),
             name = escape(&r.strategy),
@@ -255,6 +260,19 @@ pub fn table(rows: &[&Row], columns: Columns) -> String {
         })
     );
     html
+}
+
+/// CPU time per sale: the processes' total, the split by process folded under it (a
+/// row stays one line high).
+fn cpu_cell(r: &Row) -> String {
+    let total: f64 = r.cpu_us_per_sale.values().sum();
+    if total < 0.5 {
+        return "<td></td>".to_string();
+    }
+    format!(
+        "<td><details><summary>{total:.0} µs</summary><small>{}</small></details></td>",
+        escape(&r.cpu_text())
+    )
 }
 
 /// The checker's verdict on a history (a row's, a cell's), its anomalies, linked to
@@ -332,6 +350,7 @@ const BASELINE: &str = "The reference's transaction (the conditional UPDATE) dri
 /// Renders the whole report.
 pub fn render(report: &Report) -> String {
     let mut html = head(report);
+    html.push_str(&glance::glance(report));
     html.push_str(&result_sections(report));
     for part in &report.parts {
         html.push_str(&part.html);
@@ -364,7 +383,7 @@ fn head(report: &Report) -> String {
          table.grid{{font-size:12px}}table.grid td,table.grid th{{text-align:left;vertical-align:top;padding:3px 4px}}table.grid td:first-child{{min-width:170px}}.v{{display:block;padding:2px 5px;margin:2px 0;border-radius:3px;font-size:12px}}\
          .safe{{background:#cdebd7}}.refused{{background:#d3e2f7}}.unavailable{{background:#fbe3b5}}.erased,.missing{{background:#f5c2c2;font-weight:bold}}\
          .surprise{{outline:3px solid #b02020}}table.why td{{text-align:left;vertical-align:top}}.lesson{{border-left:4px solid #2e8b57;padding:0.5em 1em;background:#f4faf6}}\
-         code{{background:#f3f3f3;padding:0 3px}}</style></head><body>\
+         code{{background:#f3f3f3;padding:0 3px}}summary{{white-space:nowrap}}</style></head><body>\
          <h1>{title}</h1>\
          <p>{what} ({tool}); {cores} cores. Verdicts are read from the database after the requests \
          stopped: <b>lost</b> = ledger − (stock − left), sales the stock row never saw; <b>beyond stock</b> = units sold past the stock. \

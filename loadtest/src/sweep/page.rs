@@ -1,8 +1,9 @@
 //! The sweep (`book/data/sweep.json`): sales per second by requests in flight, one
 //! page per product layout.
 
-use super::rows::{SALES_LEGEND, verdict};
-use super::{Pages, SweepParts, banner, linked, num, table};
+use super::SweepParts;
+use crate::markdown::rows::{SALES_LEGEND, verdict};
+use crate::markdown::{Pages, banner, linked, num, table};
 use crate::report::{Row, Written};
 use crate::section::Section;
 use std::fmt::Write as _;

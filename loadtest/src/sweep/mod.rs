@@ -18,6 +18,8 @@
 //! from that run's report (`--reuse FILE`) instead of measured again; the cell says
 //! where it was measured ([`reuse`]).
 
+pub mod page;
+
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
 use crate::plan::Plan;
@@ -101,6 +103,13 @@ impl SweepInfo {
             .flat_map(|&p| rtts.iter().map(move |&rtt| section(p, rtt)))
             .collect()
     }
+}
+
+/// What `loadtest sweep` adds to its report's rows, as the book reads it back: the
+/// sweep's shape (at a distance, its round trips).
+#[derive(Debug, Clone, Deserialize)]
+pub struct SweepParts {
+    pub sweep: SweepInfo,
 }
 
 /// What to sweep.

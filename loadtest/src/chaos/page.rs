@@ -2,8 +2,8 @@
 //! summary, one page per scenario with its cells, and the cell rows and reasons the
 //! strategy pages reuse.
 
-use super::{Facts, Pages, banner, linked, num, table};
 use crate::chaos::{Cell, ChaosReport};
+use crate::markdown::{Facts, Pages, banner, linked, num, table};
 use std::fmt::Write as _;
 
 const SOURCE: &str = "book/data/chaos.json";

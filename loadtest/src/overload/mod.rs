@@ -22,6 +22,8 @@
 //! accepted ≤ 3× the p99 at capacity, `/health` < 50 ms, nothing oversold, no
 //! acknowledged sale missing.
 
+pub mod page;
+
 use crate::html::{escape, html_rows};
 use crate::plan::Plan;
 use crate::report::{Part, Row, print_rows};

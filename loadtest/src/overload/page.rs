@@ -2,8 +2,8 @@
 //! [`OverloadPart`]): the open loop at a multiple of each strategy's capacity, the
 //! sell-out past it, and the flood of a client that never backs off.
 
-use super::{Pages, banner, linked, num, table};
 use crate::flood::FloodRow;
+use crate::markdown::{Pages, banner, linked, num, table};
 use crate::overload::{OverloadPart, SellOutRow};
 use std::fmt::Write as _;
 

@@ -1,0 +1,160 @@
+//! The report's first screen: what a reader wants at a glance, before any table.
+//!
+//! The run's verdict in one sentence (and what was unexpected, if anything), each
+//! strategy's figure in every section on one line, the sales per second as bars, and
+//! the classic claims with their verdicts. The detailed tables follow it.
+
+use super::{bar_chart, escape};
+use crate::report::{Report, Row};
+use crate::section::Section;
+use std::fmt::Write;
+
+/// The first screen of `report`.
+pub fn glance(report: &Report) -> String {
+    let sections = glance_sections(report);
+    let mut html = String::from("<h2>At a glance</h2>");
+    html.push_str(&verdict(report));
+    html.push_str(&strategy_lines(report, &sections));
+    if let Some(rows) = sections
+        .iter()
+        .map(|s| rows_of(report, s))
+        .find(|rows| rates(rows))
+    {
+        html.push_str(&bar_chart(
+            &format!("Sales per second ({}, steady window)", rows[0].section),
+            "sales/s",
+            &rows,
+            |r| r.sales.per_second,
+        ));
+    }
+    html.push_str(&claim_lines(report));
+    html
+}
+
+/// The run's verdict: every row and part as expected, or which were not.
+fn verdict(report: &Report) -> String {
+    if report.all_as_expected() {
+        return "<p class=\"lesson\"><b>Every strategy behaved as expected</b>: the safe ones \
+                never oversold and answered as one correct stock counter would; the controls \
+                oversold where they were expected to (checked from the ledger and every answer's \
+                history).</p>"
+            .to_string();
+    }
+    let unexpected: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| !r.as_expected)
+        .map(|r| format!("{} ({}): {}", r.strategy, r.section, r.verdict_text()))
+        .chain(
+            report
+                .parts
+                .iter()
+                .filter(|p| !p.as_expected)
+                .map(|p| format!("the {} part", p.key)),
+        )
+        .collect();
+    format!(
+        "<p class=\"bad\"><b>Unexpected</b>: {}.</p>",
+        escape(&unexpected.join("; "))
+    )
+}
+
+/// The sections the first screen shows a column for: those the results' own tables
+/// show (no part draws them), in the order their first row came, each with more
+/// than one strategy.
+fn glance_sections(report: &Report) -> Vec<Section> {
+    let mut sections: Vec<Section> = Vec::new();
+    for r in &report.results {
+        let owned = report.parts.iter().any(|p| p.sections.contains(&r.section));
+        if !owned && !sections.contains(&r.section) && rows_of(report, &r.section).len() > 1 {
+            sections.push(r.section.clone());
+        }
+    }
+    sections
+}
+
+/// Whether a section's figure is its sales per second: its stock never ran out.
+/// Else what the ledger says is its figure.
+fn rates(rows: &[&Row]) -> bool {
+    rows.iter().all(|r| r.stock_never_limited())
+}
+
+/// The rows of `section`.
+fn rows_of<'a>(report: &'a Report, section: &Section) -> Vec<&'a Row> {
+    report
+        .results
+        .iter()
+        .filter(|r| &r.section == section)
+        .collect()
+}
+
+/// One line per strategy, one column per section: sales per second in a section
+/// whose stock never ran out, else the verdict; green when nothing was oversold, red
+/// when it was.
+fn strategy_lines(report: &Report, sections: &[Section]) -> String {
+    if sections.is_empty() {
+        return String::new();
+    }
+    let mut strategies: Vec<&str> = Vec::new();
+    for r in &report.results {
+        if sections.contains(&r.section) && !strategies.contains(&r.strategy.as_str()) {
+            strategies.push(&r.strategy);
+        }
+    }
+    let mut html = String::from("<table><tr><th>strategy</th>");
+    for section in sections {
+        let _ = write!(html, "<th>{}</th>", escape(&section.to_string()));
+    }
+    html.push_str("</tr>");
+    for strategy in strategies {
+        let _ = write!(
+            html,
+            "<tr><td><a href=\"#s-{name}\">{name}</a></td>",
+            name = escape(strategy)
+        );
+        for section in sections {
+            let rows = rows_of(report, section);
+            let row = rows.iter().find(|r| r.strategy == strategy);
+            html.push_str(&match row {
+                None => "<td></td>".to_string(),
+                Some(r) => glance_cell(r, rates(&rows)),
+            });
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str(
+        "</table><p><small>sales/s in a section whose stock never ran out (its spread in \
+         brackets), else what the ledger says; green: nothing oversold, red: oversold. The tables \
+         below have every figure.</small></p>",
+    );
+    html
+}
+
+/// A row's cell on the first screen: its sales per second (`rate`) or its verdict.
+fn glance_cell(r: &Row, rate: bool) -> String {
+    let class = if r.verdict.is_clean() { "ok" } else { "bad" };
+    let text = if rate {
+        format!("{} sales/s", r.sales.text())
+    } else {
+        r.verdict_text().to_string()
+    };
+    format!("<td class=\"{class}\">{}</td>", escape(&text))
+}
+
+/// The classic claims, each with its verdict (the evidence is in their section).
+fn claim_lines(report: &Report) -> String {
+    if report.claims.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<table><tr><th>claim</th><th>verdict</th></tr>");
+    for c in &report.claims {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td class=\"{v}\">{v}</td></tr>",
+            escape(&c.claim),
+            v = c.verdict
+        );
+    }
+    html.push_str("</table>");
+    html
+}
