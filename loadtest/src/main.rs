@@ -23,18 +23,27 @@ enum Command {
     Run(RunArgs),
     /// Start everything, run each strategy on one hot product, print the comparison.
     Demo(DemoArgs),
-    /// Start private servers and two instances, inject faults under load (frozen and
-    /// killed holders, restarted Redis, paused RedLock nodes, a killed ZooKeeper
-    /// leader, a partition, an ambiguous commit) and judge every cell from the ledger.
+    /// Inject faults under load and judge every cell from the ledger.
+    ///
+    /// Starts private servers and two instances, then freezes and kills lock holders,
+    /// restarts Redis, pauses RedLock nodes, kills a ZooKeeper or etcd leader,
+    /// partitions, fails over, and makes a commit's answer ambiguous.
     Chaos(ChaosArgs),
-    /// Start everything, run every strategy at concurrency 1, 4, 16, 64, 256 on one
-    /// hot product and on 100 products; throughput and p99 as lines in the report.
+    /// Run every strategy across concurrencies and product layouts, drawn as lines.
+    ///
+    /// Starts everything, then runs every strategy at concurrency 1, 4, 16, 64 and 256
+    /// on one hot product and on 100 products; throughput and p99 are drawn as lines
+    /// in the report.
     Sweep(SweepArgs),
-    /// Render the book's generated pages (its figures from book/data, its reference
-    /// from the code) and the README's strategy map; `--check` compares instead.
+    /// Render the book's generated pages and the README's strategy map.
+    ///
+    /// The figures come from book/data, the reference from the code. With `--check`
+    /// it compares instead of writing.
     Book(BookArgs),
-    /// Judge recorded histories (JSON lines) against the model of a stock counter:
-    /// linearizable, or which products no order of the operations explains.
+    /// Judge recorded histories against the model of a stock counter.
+    ///
+    /// Each history (JSON lines) is linearizable, or the answer names which products
+    /// no order of the operations explains.
     Check(CheckArgs),
 }
 

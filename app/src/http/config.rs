@@ -24,11 +24,14 @@ pub struct Settings {
     #[arg(long, env = "DB_ACQUIRE_TIMEOUT_MS", default_value_t = 10_000)]
     pub db_acquire_timeout_ms: u64,
 
-    /// A read replica of the database (`mysql://...`). When set, the plain reads a
-    /// strategy makes outside a transaction go there, as read/write splitting would
-    /// send them: a compare-and-set's read of the version, a read under a lock (each
-    /// strategy's file says which reads it makes outside a transaction). Writes, reads inside a
-    /// transaction and the refusal's read stay on the primary. Never waited on at start.
+    /// A read replica of the database (`mysql://...`).
+    ///
+    /// When set, a strategy's plain reads outside a transaction go to the replica, as
+    /// read/write splitting would send them: a compare-and-set's read of the version,
+    /// a read under a lock. Each strategy's file says which such reads it makes.
+    ///
+    /// Writes, reads inside a transaction and the read a refusal makes stay on the
+    /// primary. The replica is never waited on at start.
     #[arg(long, env = "READ_REPLICA_URL")]
     pub read_replica_url: Option<String>,
 
@@ -40,20 +43,27 @@ pub struct Settings {
     #[arg(long, env = "WORKERS")]
     pub workers: Option<usize>,
 
-    /// Admission limit: at most this many deductions in flight on this instance; past
-    /// it a deduction waits in line up to its reject hold (a second unless
-    /// --reject-hold-ms says otherwise) for a place, and is answered 429 `overloaded` if
-    /// none frees; --reject-hold-ms 0 answers at once. 0 (the default): no limit; a
-    /// flood then queues (latency grows, goodput holds). With --adaptive-limit,
-    /// the adaptive limit's ceiling. To choose one: the smallest count at which the
-    /// strategy reaches its capacity (`loadtest sweep`), with room for latency to vary,
-    /// or --adaptive-limit.
+    /// Admission limit: the most deductions in flight on this instance.
+    ///
+    /// Past the limit, a deduction waits in line for a place, up to its reject hold (a
+    /// second unless --reject-hold-ms says otherwise). If no place frees, it is
+    /// answered 429 `overloaded`. With --reject-hold-ms 0 it is answered at once.
+    ///
+    /// 0 (the default) means no limit: a flood then queues, so latency grows while
+    /// goodput holds. With --adaptive-limit, this is the adaptive limit's ceiling.
+    ///
+    /// To choose a value, take the smallest count at which the strategy reaches its
+    /// capacity (`loadtest sweep`) and leave room for latency to vary. Or use
+    /// --adaptive-limit.
     #[arg(long, env = "MAX_IN_FLIGHT", default_value_t = 0)]
     pub max_in_flight: usize,
 
-    /// Adapt the admission limit to latency (Netflix concurrency-limits' Gradient2:
-    /// shrink when latency climbs above its long average, grow back when it falls;
-    /// between 20 and --max-in-flight, or 1000).
+    /// Adapt the admission limit to latency.
+    ///
+    /// This is Netflix concurrency-limits' Gradient2: the limit shrinks when latency
+    /// climbs above its long average, and grows back when it falls.
+    ///
+    /// The limit stays between 20 and --max-in-flight (1000 when --max-in-flight is 0).
     #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
     pub adaptive_limit: bool,
 
@@ -75,22 +85,28 @@ pub struct Settings {
     #[arg(long, env = "REJECT_HOLD_MS")]
     pub reject_hold_ms: Option<u64>,
 
-    /// The sold-out fast path: a product a strategy found with nothing left is refused
-    /// here without running the strategy for this long after (then the strategy looks
-    /// again); a restock answers only after it, so no instance refuses a restocked
-    /// unit. 0 turns it off.
+    /// The sold-out fast path: how long a sold-out product is refused up front, in
+    /// milliseconds.
+    ///
+    /// Once a strategy finds a product with nothing left, deductions of it are refused
+    /// here for this long without running the strategy. Then the strategy looks again.
+    ///
+    /// A restock is answered only after this long, so no instance refuses a restocked
+    /// unit. 0 turns the fast path off.
     #[arg(long, env = "SOLD_OUT_CACHE_MS", default_value_t = 100)]
     pub sold_out_cache_ms: u64,
 
-    /// InnoDB lock wait timeout for the service's connections, in seconds: how long a
-    /// `SELECT ... FOR UPDATE` or UPDATE waits for a row lock before error 1205
-    /// (MariaDB's default is 50 s; tests use 2 s).
+    /// InnoDB lock wait timeout for the service's connections, in seconds.
+    ///
+    /// This is how long a `SELECT ... FOR UPDATE` or UPDATE waits for a row lock
+    /// before error 1205. MariaDB's default is 50 s; tests use 2 s.
     #[arg(long, env = "LOCK_WAIT_TIMEOUT_SECS", default_value_t = 5)]
     pub lock_wait_timeout_secs: u32,
 
-    /// Hold every deduction this many milliseconds between its read and its write (a
-    /// slow business step). Not a test hook: works without --enable-test-hooks; the
-    /// demo uses it to make the controls fail visibly.
+    /// Hold every deduction this many milliseconds between its read and its write.
+    ///
+    /// This stands for a slow business step. It is not a test hook: it works without
+    /// --enable-test-hooks. The demo uses it to make the controls fail visibly.
     #[arg(long, env = "HOLD_MS", default_value_t = 0)]
     pub hold_ms: u64,
 
@@ -99,11 +115,15 @@ pub struct Settings {
     #[arg(long, env = "ENABLE_TEST_HOOKS")]
     pub enable_test_hooks: bool,
 
-    /// With the test hooks on: append every distributed lock's hold to this file, one
-    /// JSON line per event (`acquired` after the acquire returned, `released` before
-    /// the release is sent, `lost` when a renewal finds the lock gone), with the key,
-    /// the holder, the token and the time on CLOCK_MONOTONIC in microseconds: the
-    /// load tester lays two holders of one key side by side. Ignored without the hooks.
+    /// With the test hooks on, append every distributed lock's hold to this file.
+    ///
+    /// Each event is one JSON line: `acquired` after the acquire returned, `released`
+    /// before the release is sent, `lost` when a renewal finds the lock gone. A line
+    /// holds the key, the holder, the token and the time on CLOCK_MONOTONIC in
+    /// microseconds.
+    ///
+    /// The load tester uses it to lay two holders of one key side by side. Ignored
+    /// without the test hooks.
     #[arg(long, env = "LOCK_LOG")]
     pub lock_log: Option<std::path::PathBuf>,
 

@@ -18,18 +18,23 @@ pub struct Shared {
     #[arg(long, env = "REDIS_URLS", value_delimiter = ',')]
     pub redis_urls: Vec<String>,
 
-    /// Redis Sentinels, comma-separated host:port. When set, the single-Redis
-    /// strategies use the primary they name for `--redis-master-name` (instead of the
-    /// first of `REDIS_URLS`) and follow a failover without a restart. RedLock keeps
-    /// using `REDIS_URLS`: its nodes are independent on purpose.
+    /// Redis Sentinels, comma-separated host:port.
+    ///
+    /// When set, the single-Redis strategies use the primary the Sentinels name for
+    /// `--redis-master-name`, instead of the first of `REDIS_URLS`. They follow a
+    /// failover without a restart.
+    ///
+    /// RedLock keeps using `REDIS_URLS`: its nodes are independent on purpose.
     #[arg(long, env = "REDIS_SENTINELS", value_delimiter = ',')]
     pub redis_sentinels: Vec<String>,
 
-    /// A Redis Cluster's nodes (any of them will do), comma-separated
-    /// `redis://host:port/`. When set, `redis-lock` and `redis-stock` run on the cluster
-    /// instead of the single Redis (each keeps what one script touches in one slot with
-    /// hash tags). RedLock keeps `REDIS_URLS`. Reported by /ready; never waited on at
-    /// start.
+    /// A Redis Cluster's nodes, comma-separated `redis://host:port/` (any of them will do).
+    ///
+    /// When set, `redis-lock` and `redis-stock` run on the cluster instead of the
+    /// single Redis. Each uses hash tags to keep what one script touches in one slot.
+    /// RedLock keeps `REDIS_URLS`.
+    ///
+    /// Reported by /ready; never waited on at start.
     #[arg(long, env = "REDIS_CLUSTER_URLS", value_delimiter = ',')]
     pub redis_cluster_urls: Vec<String>,
 
@@ -38,16 +43,22 @@ pub struct Shared {
     #[arg(long, env, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub redis_stock_partitions: u32,
 
-    /// On a Redis Cluster: how many counters (shards, in partitions spread over the
-    /// masters) `redis-stock` splits each product's stock into. It must divide
-    /// `--redis-stock-partitions`, and every instance must use the same.
+    /// On a Redis Cluster: how many counters `redis-stock` splits each product's stock
+    /// into.
+    ///
+    /// These counters are shards, in partitions spread over the masters. The count
+    /// must divide `--redis-stock-partitions`, and every instance must use the same.
     #[arg(long, env, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub redis_stock_shards: u32,
 
     /// On a Redis Cluster: how many replicas must have a `redis-stock` sale before the
-    /// buyer hears of it (`WAIT` on the shard's master after the sale script; 0: never
-    /// wait). Fewer within `--redis-stock-replica-timeout-ms`: 503 `outcome_unknown`
-    /// (the sale may be lost in a failover; a retry with its request id finds out).
+    /// buyer hears of it.
+    ///
+    /// After the sale script, `redis-stock` runs `WAIT` on the shard's master; 0 never
+    /// waits. If fewer replicas have the sale within `--redis-stock-replica-timeout-ms`,
+    /// the answer is 503 `outcome_unknown`.
+    ///
+    /// Such a sale may be lost in a failover; a retry with its request id finds out.
     #[arg(long, env, default_value_t = 0)]
     pub redis_stock_min_replicas: u32,
 
@@ -59,10 +70,13 @@ pub struct Shared {
     #[arg(long, env = "REDIS_MASTER_NAME", default_value = "mymaster")]
     pub redis_master_name: String,
 
-    /// `redis-lock` grants a lock only once this many replicas acknowledged it (`WAIT`
-    /// after the lock script; 0: never wait). The mitigation for a failover that loses
-    /// the lock; it costs a round trip per acquisition, and with fewer replicas
-    /// reachable no lock is granted (503 backend_unavailable).
+    /// `redis-lock` grants a lock only once this many replicas acknowledged it.
+    ///
+    /// It runs `WAIT` after the lock script; 0 never waits. This mitigates a failover
+    /// that loses the lock.
+    ///
+    /// It costs a round trip per acquisition. With fewer replicas reachable, no lock is
+    /// granted (503 backend_unavailable).
     #[arg(long, env, default_value_t = 0)]
     pub redis_lock_min_replicas: u32,
 
@@ -75,9 +89,11 @@ pub struct Shared {
     #[arg(long, env = "ZK_CONNECT")]
     pub zk_connect: Option<String>,
 
-    /// ZooKeeper session timeout, in milliseconds. A holder counts its lock as lost
-    /// after two thirds of it (or the lock lease, when shorter) without reaching the
-    /// ensemble, before the server would expire the session.
+    /// ZooKeeper session timeout, in milliseconds.
+    ///
+    /// A holder that cannot reach the ensemble counts its lock as lost after two thirds
+    /// of this, or after the lock lease when that is shorter. So it gives up before the
+    /// server would expire the session.
     #[arg(long, env = "ZK_SESSION_TIMEOUT_MS", default_value_t = 6_000)]
     pub zk_session_timeout_ms: u64,
 
@@ -100,17 +116,24 @@ pub struct Shared {
     #[arg(long, env = "LOCK_MAX_HOLD_MS", default_value_t = 30_000)]
     pub lock_max_hold_ms: u64,
 
-    /// Chubby's lock-delay, in milliseconds, for the lease-based locks (mysql-lock,
-    /// redis-lock, redlock, etcd-lock; ZooKeeper's session plays that part): a lock
-    /// whose holder vanished without releasing stays blocked for the lease plus this;
-    /// a release frees it at once. Narrows the window of a paused holder's stale
-    /// write; only fencing closes it.
+    /// Chubby's lock-delay for the lease-based locks, in milliseconds.
+    ///
+    /// It applies to mysql-lock, redis-lock, redlock and etcd-lock; for ZooKeeper the
+    /// session plays that part. A lock whose holder vanished without releasing stays
+    /// blocked for the lease plus this. A release frees it at once.
+    ///
+    /// This narrows the window for a paused holder's stale write; only fencing closes
+    /// it.
     #[arg(long, env = "LOCK_DELAY_MS", default_value_t = 0)]
     pub lock_delay_ms: u64,
 
-    /// Fenced writes for the lock strategies (claim the product with the lock's token,
-    /// write only while it is the newest). `--fencing false` trusts the lock alone, as
-    /// the source articles' code does: the experiment that shows why fencing exists.
+    /// Fenced writes for the lock strategies.
+    ///
+    /// A write claims the product with the lock's token, and goes through only while
+    /// that token is the newest.
+    ///
+    /// `--fencing false` trusts the lock alone, as the source articles' code does. It
+    /// is the experiment that shows why fencing exists.
     #[arg(long, env = "FENCING", default_value_t = true, action = clap::ArgAction::Set)]
     pub fencing: bool,
 }

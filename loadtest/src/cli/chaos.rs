@@ -15,8 +15,10 @@ pub struct ChaosArgs {
     /// Only these strategies (comma-separated; default: every one of the matrix).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
-    /// Also the extra cells: the controls without a real lock frozen and the
-    /// unfenced locks killed, more strategies through the ambiguous commit.
+    /// Also run the extra cells.
+    ///
+    /// They freeze the controls without a real lock, kill the unfenced locks' holders,
+    /// and put more strategies through the ambiguous commit.
     #[arg(long)]
     pub all: bool,
     /// Short leases and windows (what the test suite runs).
@@ -28,8 +30,10 @@ pub struct ChaosArgs {
     /// The ZooKeeper session timeout of both instances (at least 1000: 2 x tickTime).
     #[arg(long)]
     pub zk_session_ms: Option<u64>,
-    /// Put every server behind a proxy adding this round-trip time, in ms (instance A's
-    /// fault proxies too); the report's title says so.
+    /// Put every server this far away: a round-trip time in ms.
+    ///
+    /// Every server goes behind a proxy adding it, and instance A's fault proxies too;
+    /// the report's title says so.
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
     /// The stock-app binary (default: next to this one).

@@ -28,12 +28,15 @@ pub struct CheckArgs {
     /// `stock_check::history`, written by any tool).
     #[arg(required = true)]
     pub histories: Vec<PathBuf>,
-    /// How long one independent part of a history may be searched, in seconds; past
-    /// it, that part's verdict is "undecided".
+    /// How long one independent part of a history may be searched, in seconds.
+    ///
+    /// Past it, that part's verdict is "undecided".
     #[arg(long, default_value_t = stock_check::BUDGET.as_secs())]
     pub budget_secs: u64,
-    /// Also draw each history that fails or shows an anomaly: `<file>.html` beside it
-    /// (a self-contained page: lanes of clients and lock holders, the proof outlined).
+    /// Also draw each history that fails or shows an anomaly, as `<file>.html` beside it.
+    ///
+    /// The page is self-contained: lanes of clients and lock holders, the proof
+    /// outlined.
     #[arg(long)]
     pub pages: bool,
 }

@@ -22,24 +22,27 @@ pub struct LoadArgs {
     /// Units in stock at the start of each strategy's run (per product).
     #[arg(long, default_value_t = 100)]
     pub stock: i64,
-    /// Buckets a product is split into when a strategy that sells from split rows
-    /// sells it (the others always get one row).
+    /// Buckets a product is split into for a strategy that sells from split rows.
+    ///
+    /// The other strategies always get one row.
     #[arg(long, default_value_t = loadtest::plan::BUCKETS)]
     pub buckets: u16,
     /// Deduction requests per strategy (at most, with --seconds).
     #[arg(long, default_value_t = 1000)]
     pub requests: usize,
-    /// Send for this long per strategy, in seconds, instead of a number of requests:
-    /// a timed run, whose sales per second are taken over its steady window
-    /// (`loadtest demo` times its throughput sections so, each of its rounds 0.5 s
-    /// by default, 2.5 s with --full).
+    /// Send for this long per strategy, in seconds, instead of a number of requests.
+    ///
+    /// A timed run's sales per second are taken over its steady window. `loadtest
+    /// demo` times its throughput sections so: each of its rounds 0.5 s by default,
+    /// 2.5 s with --full.
     #[arg(long)]
     pub seconds: Option<f64>,
     /// Requests in flight at once (closed loop), spread round-robin over the instances.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
-    /// Open loop instead: start this many requests per second (at most `concurrency`
-    /// in flight).
+    /// An open loop instead: start this many requests per second.
+    ///
+    /// At most --concurrency are in flight.
     #[arg(long)]
     pub rate: Option<f64>,
     /// Products per strategy (1 = one hot row).
@@ -57,24 +60,30 @@ pub struct LoadArgs {
     /// Only these strategies (comma-separated; default: every one the service lists).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
-    /// A 429 (past the instances' admission limit) is sent again after its
-    /// Retry-After (jittered 0.5-1.5x), up to this many times.
+    /// How many times a 429 is sent again.
+    ///
+    /// A 429 comes from past the instances' admission limit; it is sent again after
+    /// its Retry-After, jittered 0.5-1.5x.
     #[arg(long, default_value_t = 3)]
     pub retries: u32,
-    /// Read each product's stock (`GET /stock`) every this many milliseconds during
-    /// the load: the reads go into the history the checker judges.
+    /// Read each product's stock every this many ms during the load.
+    ///
+    /// The reads (`GET /stock`) go into the history the checker judges.
     #[arg(long)]
     pub read_every_ms: Option<u64>,
-    /// Restock every product during the load, once this many deductions were
-    /// answered, to --restock-to units (a new epoch; into the history too); the
+    /// Restock every product during the load, once this many deductions were answered.
+    ///
+    /// Each product gets --restock-to units: a new epoch, in the history too. The
     /// deductions not yet sent by then wait for its answer.
     #[arg(long, requires = "restock_to")]
     pub restock_after: Option<u64>,
     /// The units of the restock during the load (with --restock-after).
     #[arg(long, requires = "restock_after")]
     pub restock_to: Option<i64>,
-    /// Neither build, check nor write the runs' histories (what recording costs is
-    /// measured with and without it; the verdicts then come from the ledger alone).
+    /// Neither build, check nor write the runs' histories.
+    ///
+    /// The verdicts then come from the ledger alone. What recording costs is measured
+    /// with and without it.
     #[arg(long)]
     pub no_history: bool,
     /// Write the JSON report here.

@@ -23,23 +23,29 @@ pub struct SweepArgs {
     /// The concurrencies (comma-separated; default 1,4,16,64,256, or 64 with --rtt-ms).
     #[arg(long, value_delimiter = ',')]
     pub concurrency: Vec<usize>,
-    /// Put every server behind a proxy and sweep these round-trip times, in ms
-    /// (comma-separated, e.g. 0,0.5,2; 0 = through the proxy, nothing added): one pass
-    /// each, then each strategy's round trips per request counted at concurrency 1.
+    /// Sweep these round-trip times to every server, in ms (comma-separated).
+    ///
+    /// Every server goes behind a proxy; 0 is through the proxy with nothing added
+    /// (e.g. `0,0.5,2`). One pass each, then each strategy's round trips per request
+    /// counted at concurrency 1.
     #[arg(long, value_delimiter = ',', value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Vec<f64>,
     /// The product layouts: how many products the load is spread over (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = loadtest::sweep::PRODUCTS)]
     pub products: Vec<usize>,
-    /// How long each cell sends, in seconds (its figure is the sales per second of
-    /// the steady window inside it).
+    /// How long each cell sends, in seconds.
+    ///
+    /// Its figure is the sales per second of the steady window inside it.
     #[arg(long, default_value_t = loadtest::plan::THROUGHPUT_SECONDS)]
     pub seconds: f64,
-    /// Take the cells other reports already measured (the same strategy, products,
-    /// concurrency, time and distance, 2 instances, a closed loop: e.g.
-    /// `reports/demo.json`'s throughput section, flash sale and its section at 2 ms)
-    /// instead of measuring them again: one setup, one figure. With --rtt-ms, their
-    /// loopback cells at the same concurrency are shown beside the proxied ones.
+    /// Take the cells these reports already measured instead of measuring them again.
+    ///
+    /// One setup, one figure: a cell is taken when the report ran the same strategy,
+    /// products, concurrency, time and distance on 2 instances in a closed loop (e.g.
+    /// `reports/demo.json`'s throughput section, flash sale and far section). With
+    /// --rtt-ms, their loopback cells at the same concurrency are shown beside the
+    /// proxied ones.
+    ///
     /// Repeat it, or separate files with commas.
     #[arg(long, value_delimiter = ',')]
     pub reuse: Vec<PathBuf>,

@@ -45,9 +45,10 @@ struct StackArgs {
     /// The database created in MariaDB.
     #[arg(long, default_value = "stocklocks")]
     database: String,
-    /// Every server behind a proxy adding this round-trip time, in milliseconds (e.g.
-    /// 0.5 inside a data centre, 2 across zones); the exported addresses are the
-    /// proxies'. Without it, clients reach the servers directly.
+    /// Put every server behind a proxy that adds this round-trip time, in milliseconds.
+    ///
+    /// For example 0.5 inside a data centre, 2 across zones. The exported addresses
+    /// are the proxies'. Without it, clients reach the servers directly.
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     rtt_ms: Option<f64>,
     /// With --rtt-ms: each hop's delay varies by up to this much (uniform), in ms.

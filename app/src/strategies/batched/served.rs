@@ -45,8 +45,10 @@ impl Served for Batched {}
 #[group(skip)]
 pub struct Flags {
     /// How long a product's batch task waits for more buyers before it takes its
-    /// queue, in microseconds. 0: it takes what is there at once (under load a batch
-    /// is then whatever arrived while the previous one ran).
+    /// queue, in microseconds.
+    ///
+    /// 0: it takes what is there at once. Under load, a batch is then whatever arrived
+    /// while the previous one ran.
     #[arg(long, env, default_value_t = BatchSettings::default().window.as_micros() as u64)]
     pub batch_window_us: u64,
 

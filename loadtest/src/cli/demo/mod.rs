@@ -47,79 +47,101 @@ use throughput::Throughput;
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
-    /// The hold between read and write (`stock-app --hold-ms`) of the second section,
-    /// which makes the controls without a real lock fail visibly.
+    /// The held section's pause between read and write, in ms.
+    ///
+    /// Its two instances run with `stock-app --hold-ms`: a slow business step that
+    /// makes the controls without a real lock fail visibly.
     #[arg(long, default_value_t = 5)]
     pub hold_ms: u64,
     /// The stock-app binary (default: next to this one).
     #[arg(long)]
     pub app_bin: Option<PathBuf>,
-    /// Skip the flash-sale section (one hot product at high concurrency, a sell-out,
-    /// the split stock by number of buckets).
+    /// Skip the flash-sale section.
+    ///
+    /// That section runs one hot product at high concurrency, a sell-out, and the
+    /// split stock by number of buckets.
     #[arg(long)]
     pub no_flash_sale: bool,
-    /// Flash sale: requests in flight at once, over both instances (each strategy sends
-    /// for --seconds; the sell-out has its own count: 20,000 buyers).
+    /// Flash sale: requests in flight at once, over both instances.
+    ///
+    /// Each strategy sends for --seconds; the sell-out has its own count of buyers.
     #[arg(long, default_value_t = 256)]
     pub flash_concurrency: usize,
-    /// Flash sale: open loop instead, starting this many requests per second (at most
-    /// --flash-concurrency in flight).
+    /// Flash sale: an open loop instead, starting this many requests per second.
+    ///
+    /// At most --flash-concurrency are in flight.
     #[arg(long)]
     pub flash_rate: Option<f64>,
-    /// Serve a live page of the run on this address (loopback by default:
-    /// 127.0.0.1:8090 when given without one): every strategy's stock, sales, lost
-    /// updates and units beyond stock as they happen, then the report. It stays up
-    /// after the run until Ctrl-C.
+    /// Serve a live page of the run on this address.
+    ///
+    /// Given without an address: 127.0.0.1:8090 (loopback). The page shows every
+    /// strategy's stock, sales, lost updates and units beyond stock as they happen,
+    /// then links the report. It stays up after the run until Ctrl-C.
     #[arg(long, num_args = 0..=1, default_missing_value = "127.0.0.1:8090", value_name = "ADDR")]
     pub serve: Option<String>,
-    /// Run the whole demo with every server behind a proxy adding this round-trip
-    /// time, in ms (e.g. 0.5 inside a data centre, 2 across zones).
+    /// Run the whole demo with every server this far away: a round-trip time in ms.
+    ///
+    /// Each server sits behind a proxy adding it: 0.5 is inside a data centre, 2
+    /// across zones.
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Option<f64>,
-    /// Every section, the two slow ones too, and rounds of full length: as
-    /// `--far-rtt-ms 2 --overload-factor 5 --seconds 2.5`, and the flash sale's locks
-    /// measured in every round too; the book's reference run uses it.
+    /// Every section, the two slow ones too, in rounds of full length.
+    ///
+    /// The same as `--far-rtt-ms 2 --overload-factor 5 --seconds 2.5`, with the flash
+    /// sale's locks measured in every round too. The book's reference run uses it.
     #[arg(long)]
     pub full: bool,
-    /// The throughput section again at this round-trip time to every server (two more
-    /// instances behind proxies), beside the loopback figures; 0 skips it [default: 0,
-    /// 2 with --full].
+    /// The far section's round-trip time to every server, in ms; 0 skips it.
+    ///
+    /// The far section runs the throughput section again on two more instances behind
+    /// proxies, beside the loopback figures [default: 0, 2 with --full].
     #[arg(long, value_parser = testbed::Latency::parse_ms)]
     pub far_rtt_ms: Option<f64>,
-    /// Past capacity: an open loop at this multiple of each strategy's measured
-    /// capacity, with and without an admission limit; 0 skips the section [default: 0,
-    /// 5 with --full].
+    /// The overload section's load, as a multiple of capacity; 0 skips it.
+    ///
+    /// That section runs an open loop at this multiple of each strategy's measured
+    /// capacity, with and without an admission limit [default: 0, 5 with --full].
     #[arg(long)]
     pub overload_factor: Option<f64>,
-    /// Measure each throughput setup (the throughput, one-instance, contention,
-    /// flash-sale and buckets sections) in this many rounds: every strategy once per
-    /// round, every other round in reverse order, the rounds pooled. Without --full
-    /// the flash sale's locks, which no claim compares, run one round. Each round
-    /// gives a lead (one figure's rate over the other's): a claim is confirmed or
-    /// refuted only when every round's lead points the same way, the lead is more than
-    /// the margin, and either every round's lead is or the lead is larger than it
-    /// moved between rounds; else it is inconclusive. With 1 round the windows'
-    /// quartiles stand in, and a close race can flip from one run to the next.
+    /// Measure each throughput setup in this many rounds.
+    ///
+    /// The setups are the throughput, one-instance, contention, flash-sale and
+    /// buckets sections. Each round runs every strategy once, every other round in
+    /// reverse order, and the rounds are pooled. Without --full the flash sale's
+    /// locks, which no claim compares, run one round.
+    ///
+    /// Each round gives a lead: one figure's rate over the other's. A claim is
+    /// confirmed or refuted only when every round's lead points the same way and is
+    /// more than the margin, and the rounds agree (each lead is, or the lead is larger
+    /// than it moved between rounds); else it is inconclusive.
+    ///
+    /// With 1 round the windows' quartiles stand in, and a close race can flip from
+    /// one run to the next.
     #[arg(long, default_value_t = ROUNDS, value_parser = clap::value_parser!(u32).range(1..=10))]
     pub rounds: u32,
     /// How long each overload run offers its load, in seconds.
     #[arg(long, default_value_t = 4.0)]
     pub overload_seconds: f64,
-    /// The strategies loaded past capacity (default: the reference, the conditional
-    /// UPDATE, and the strategy that batches sales: a database one and a hot-product
-    /// one, as the service's catalogue names them).
+    /// The strategies the overload section loads past capacity.
+    ///
+    /// By default the reference (the conditional UPDATE) and the strategy that
+    /// batches sales: a database one and a hot-product one, as the service's
+    /// catalogue names them.
     #[arg(long, value_delimiter = ',')]
     pub overload_strategies: Vec<String>,
-    /// The fixed admission limit of the limited instances in that section, per
-    /// instance.
+    /// The overload section's fixed admission limit, per instance.
     #[arg(long, default_value_t = 32)]
     pub overload_max_in_flight: usize,
-    /// The reject hold (`stock-app --reject-hold-ms`) of that section's held
-    /// settings, beside the same limits without one.
+    /// The overload section's reject hold, in ms.
+    ///
+    /// Its held settings run with `stock-app --reject-hold-ms`, beside the same limits
+    /// without one.
     #[arg(long, default_value_t = 1000)]
     pub overload_reject_hold_ms: u64,
-    /// That section's flood: `wrk` (closed loop, never backing off) with this many
-    /// connections on each setting, the reference strategy; 0 skips it.
+    /// The flood's connections on each setting; 0 skips the flood.
+    ///
+    /// In the overload section, `wrk` (a closed loop that never backs off) floods the
+    /// reference strategy with this many connections.
     #[arg(long, default_value_t = loadtest::flood::DEFAULT_CONNECTIONS)]
     pub flood_connections: usize,
     #[command(flatten)]
