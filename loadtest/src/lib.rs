@@ -29,6 +29,8 @@
 //! - [`html`]: the self-contained HTML page: its first screen, tables and SVG charts.
 //! - [`markdown`]: what the book's generated pages are made of (tables, the banner,
 //!   the facts, what every page says of a row).
+//!
+//! **Running a strategy.**
 //! - [`lab`]: `stock-app` instances as child processes (start, respawn).
 //! - [`baseline`]: the reference (conditional UPDATE) transaction over sqlx, no HTTP:
 //!   the service's overhead.
@@ -41,8 +43,9 @@
 //! - [`runner`]: one strategy's run, start to verdict ([`runner::Runner`]), and runs
 //!   measured in rounds.
 //!
-//! **The sections**, each a folder with what it measures (`mod.rs`), its part of the
-//! HTML report and its book page (`page.rs`):
+//! **The sections**: what each measures, its table and its part of the HTML report
+//! (`mod.rs`), and its book page (`page.rs`), in a folder of its own (the flood, one
+//! file, has its page in the overload section's):
 //! - [`sweep`]: every strategy across concurrency 1-256, one hot product vs 100
 //!   (`loadtest sweep`), drawn as lines.
 //! - [`flash`]: the flash sale (one hot product at high concurrency, a sell-out,

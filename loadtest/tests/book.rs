@@ -1030,7 +1030,7 @@ fn every_figure_of_a_generated_page_moves_with_the_data() {
     assert!(cells > 500, "only {cells} table cells compared");
     assert!(
         constant.is_empty(),
-        "figures that did not move with the data (typed into loadtest/src/book/, or a constant of the run that belongs in the data):\n{}",
+        "figures that did not move with the data (typed into a page's code, loadtest/src/book/ or a section's page.rs, or a constant of the run that belongs in the data):\n{}",
         constant.join("\n")
     );
 }

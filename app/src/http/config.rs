@@ -63,7 +63,8 @@ pub struct Settings {
     /// This is Netflix concurrency-limits' Gradient2: the limit shrinks when latency
     /// climbs above its long average, and grows back when it falls.
     ///
-    /// The limit stays between 20 and --max-in-flight (1000 when --max-in-flight is 0).
+    /// The limit stays between 20 (or --max-in-flight, when lower) and --max-in-flight
+    /// (1000 when --max-in-flight is 0).
     #[arg(long, env = "ADAPTIVE_LIMIT", default_value_t = false)]
     pub adaptive_limit: bool,
 

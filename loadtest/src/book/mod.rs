@@ -14,17 +14,17 @@
 //! the sections' parts), so a field renamed on one side fails to load, not to show.
 //!
 //! # Layout
-//! - this file: the data ([`Data`]), the markdown every page is made of ([`table`],
-//!   [`banner`], [`num`]), the inline facts, and the two drivers: [`figures`] (the
-//!   data pages) and [`reference`] (the pages from the code).
-//! - [`rows`]: what every data page says of a report's rows: the verdict, the rate
-//!   with its spread, the load's shape, the common load table.
-//! - the data pages, one file per data file or section: [`run`] (machine.json),
-//!   [`demo`] (the demo's load sections), [`flash`] (its flash sale), [`overload`] (its
-//!   past-capacity runs and the flood), [`chaos`] (the fault grid), [`sweep`] and
-//!   [`distance`], [`bench`] (the lock library's benchmark), [`checking`] (the
-//!   histories' verdicts and a real example of each anomaly), [`strategies`] (the
-//!   matrix and one page per strategy, from the demo and the grid together).
+//! - this file: the data ([`Data`]) and the two drivers: [`figures`] (the data
+//!   pages) and [`reference`] (the pages from the code). The markdown every page is
+//!   made of is [`crate::markdown`], below the sections.
+//! - the sections' pages, each in its section's folder: `flash::page` (the demo's
+//!   flash sale), `overload::page` (its past-capacity runs and the flood),
+//!   `chaos::page` (the fault grid), `sweep::page` and `distance::page`.
+//! - the pages gathered here: [`run`] (machine.json), [`demo`] (the demo's own
+//!   sections: throughput, one instance, held, far, contention, the claims),
+//!   [`bench`] (the lock library's benchmark), [`checking`] (the histories' verdicts
+//!   and a real example of each anomaly), [`strategies`] (the matrix and one page per
+//!   strategy, from the demo and the grid together).
 //! - the reference pages: [`reference`] (`--help`, `GET /strategies`, `/metrics`),
 //!   [`api`] (the HTTP API from the OpenAPI document), [`prometheus`] (the scrape's
 //!   families), [`readme`] (the README's strategy map).
@@ -199,11 +199,7 @@ mod tests {
     /// The same data renders the same pages, and a changed figure changes its page.
     #[test]
     fn figures_follow_the_data() {
-        let demo = crate::markdown::rows::tests::report(vec![crate::markdown::rows::tests::row(
-            "throughput",
-            "s",
-            1234.4,
-        )]);
+        let demo = report(vec![row("throughput", "s", 1234.4)]);
         let data = |demo: &serde_json::Value| {
             Data::from_json(&BTreeMap::from([("demo", demo.clone())])).unwrap()
         };
@@ -224,7 +220,7 @@ mod tests {
     /// A report of another schema version is refused, naming its file.
     #[test]
     fn another_schema_version_is_refused() {
-        let mut demo = crate::markdown::rows::tests::report(Vec::new());
+        let mut demo = report(Vec::new());
         demo["version"] = serde_json::json!(1);
         let error = Data::from_json(&BTreeMap::from([("demo", demo)])).unwrap_err();
         assert!(

@@ -1,4 +1,6 @@
-//! The lab: private servers, two instances, and the faults made on them.
+//! The lab: private servers, two instances, a cell's run, and what the faults share
+//! (pausing and releasing a request, proxies, hooks). Each fault's own injection is
+//! in `faults/`.
 
 use super::*;
 use stock_wire::Trait;

@@ -60,7 +60,7 @@ pub struct LoadArgs {
     /// Only these strategies (comma-separated; default: every one the service lists).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
-    /// How many times a 429 is sent again.
+    /// How many times a 429 is sent again, at most.
     ///
     /// A 429 comes from past the instances' admission limit; it is sent again after
     /// its Retry-After, jittered 0.5-1.5x.

@@ -25,9 +25,9 @@ pub struct SweepArgs {
     pub concurrency: Vec<usize>,
     /// Sweep these round-trip times to every server, in ms (comma-separated).
     ///
-    /// Every server goes behind a proxy; 0 is through the proxy with nothing added
-    /// (e.g. `0,0.5,2`). One pass each, then each strategy's round trips per request
-    /// counted at concurrency 1.
+    /// For example `0,0.5,2`. Every server goes behind a proxy; 0 is through the
+    /// proxy with nothing added. One pass each, then each strategy's round trips per
+    /// request counted at concurrency 1.
     #[arg(long, value_delimiter = ',', value_parser = testbed::Latency::parse_ms)]
     pub rtt_ms: Vec<f64>,
     /// The product layouts: how many products the load is spread over (comma-separated).

@@ -32,12 +32,18 @@ pub fn glance(report: &Report) -> String {
 }
 
 /// The run's verdict: every row and part as expected, or which were not.
+///
+/// "As expected" is each row's and part's own expectation (a safe strategy in the
+/// demo, a control that must oversell, a fault cell's declared verdicts), so the
+/// sentence holds for every kind of report.
 fn verdict(report: &Report) -> String {
+    if report.results.is_empty() && report.parts.is_empty() {
+        return "<p>This run measured nothing.</p>".to_string();
+    }
     if report.all_as_expected() {
-        return "<p class=\"lesson\"><b>Every strategy behaved as expected</b>: the safe ones \
-                never oversold and answered as one correct stock counter would; the controls \
-                oversold where they were expected to (checked from the ledger and every answer's \
-                history).</p>"
+        return "<p class=\"lesson\"><b>Everything behaved as expected</b>: every strategy \
+                gave the verdict expected of it in each setup, as the ledger says (and the \
+                checker, where the run recorded its answers' histories).</p>"
             .to_string();
     }
     let unexpected: Vec<String> = report
@@ -61,7 +67,7 @@ fn verdict(report: &Report) -> String {
 
 /// The sections the first screen shows a column for: those the results' own tables
 /// show (no part draws them), in the order their first row came, each with more
-/// than one strategy.
+/// than one row.
 fn glance_sections(report: &Report) -> Vec<Section> {
     let mut sections: Vec<Section> = Vec::new();
     for r in &report.results {
@@ -124,8 +130,8 @@ fn strategy_lines(report: &Report, sections: &[Section]) -> String {
     }
     html.push_str(
         "</table><p><small>sales/s in a section whose stock never ran out (its spread in \
-         brackets), else what the ledger says; green: nothing oversold, red: oversold. The tables \
-         below have every figure.</small></p>",
+         brackets), else what the ledger says; green: nothing oversold or missing, red: oversold \
+         or acknowledged sales missing. The tables below have every figure.</small></p>",
     );
     html
 }
@@ -157,4 +163,39 @@ fn claim_lines(report: &Report) -> String {
     }
     html.push_str("</table>");
     html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Fired;
+    use crate::plan::Plan;
+    use serde_json::json;
+
+    /// A row of `strategy` in `section`: a timed run of 2 instances, nothing sold.
+    fn row(section: Section, strategy: &str) -> Row {
+        let fired = Fired::from_answers(Vec::new(), std::time::Duration::from_secs(2), 64);
+        let plan = Plan::throughput(section, strategy, vec![1], 64, 2.5);
+        Row::new(&plan, 2, &fired, Default::default())
+    }
+
+    /// A row not as expected is named on the first screen, every name escaped.
+    #[test]
+    fn the_first_screen_names_what_was_unexpected() {
+        let mut odd = row(Section::Throughput, "<i>odd</i>");
+        odd.as_expected = false;
+        let report = Report::new(json!({}), vec![row(Section::Throughput, "plain"), odd]);
+        let html = glance(&report);
+        assert!(html.contains("<b>Unexpected</b>: &lt;i&gt;odd&lt;/i&gt; (throughput)"));
+        assert!(!html.contains("<i>odd</i>"));
+        assert!(!html.contains("Everything behaved as expected"));
+    }
+
+    /// A report with no rows and no parts claims nothing about strategies.
+    #[test]
+    fn an_empty_report_claims_nothing() {
+        let html = glance(&Report::new(json!({}), Vec::new()));
+        assert!(html.contains("This run measured nothing."));
+        assert!(!html.contains("as expected"));
+    }
 }

@@ -1,7 +1,7 @@
 //! The HTML report: one self-contained file (inline SVG charts drawn with `plotters`,
 //! inline CSS, no script, no CDN) that opens offline.
 //!
-//! Its first screen is [`glance`] (the verdict, each strategy on one line, the sales
+//! Its first screen is `glance` (the verdict, each strategy on one line, the sales
 //! per second as bars, the claims); the sections' tables and charts follow.
 
 mod glance;

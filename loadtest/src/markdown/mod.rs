@@ -63,6 +63,7 @@ pub fn linked(name: &str) -> String {
 pub struct Facts(BTreeMap<String, String>);
 
 impl Facts {
+    /// Sets the fact `name` (a later value replaces an earlier one).
     pub fn add(&mut self, name: &str, value: String) {
         self.0.insert(name.to_string(), value);
     }

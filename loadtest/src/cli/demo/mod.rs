@@ -64,7 +64,8 @@ pub struct DemoArgs {
     pub no_flash_sale: bool,
     /// Flash sale: requests in flight at once, over both instances.
     ///
-    /// Each strategy sends for --seconds; the sell-out has its own count of buyers.
+    /// Each strategy sends for --seconds; the sell-out has its own count: 20,000
+    /// buyers.
     #[arg(long, default_value_t = 256)]
     pub flash_concurrency: usize,
     /// Flash sale: an open loop instead, starting this many requests per second.
@@ -111,9 +112,10 @@ pub struct DemoArgs {
     /// locks, which no claim compares, run one round.
     ///
     /// Each round gives a lead: one figure's rate over the other's. A claim is
-    /// confirmed or refuted only when every round's lead points the same way and is
-    /// more than the margin, and the rounds agree (each lead is, or the lead is larger
-    /// than it moved between rounds); else it is inconclusive.
+    /// confirmed or refuted only when every round's lead points the same way, the
+    /// lead is more than the margin, and the rounds agree on its size: every round's
+    /// lead is more than the margin, or the lead is larger than it moved between
+    /// rounds. Else it is inconclusive.
     ///
     /// With 1 round the windows' quartiles stand in, and a close race can flip from
     /// one run to the next.
@@ -129,7 +131,8 @@ pub struct DemoArgs {
     /// catalogue names them.
     #[arg(long, value_delimiter = ',')]
     pub overload_strategies: Vec<String>,
-    /// The overload section's fixed admission limit, per instance.
+    /// The fixed admission limit of the overload section's limited instances, per
+    /// instance.
     #[arg(long, default_value_t = 32)]
     pub overload_max_in_flight: usize,
     /// The overload section's reject hold, in ms.
