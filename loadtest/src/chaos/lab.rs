@@ -393,6 +393,18 @@ impl Lab {
         // Quiet now (the unknown outcomes retried, the persisters drained): the
         // history ends with a read of what is left, from B.
         let last = crate::engine::final_reads(&self.client, b, &[product], clock_start_us).await;
+        // A request its client gave up on (the fault cut its answer off) may still sell
+        // on the server after the first drain, and its sale reach the final read. The
+        // ledger settles such unknown outcomes, so it is read once that sale is
+        // recorded too: a read never shows a sale the ledger has not caught up with.
+        if let Err(e) =
+            crate::engine::drained(&self.client, b, &[product], crate::plan::DRAIN_TIMEOUT).await
+        {
+            eprintln!(
+                "chaos: {} not drained after the final read: {e}",
+                spec.strategy
+            );
+        }
         let recorded = crate::history::recorded(&self.db, &load_prefix).await?;
         let answers: Vec<_> = samples.iter().map(|s| s.answer(product)).collect();
         let mut records = crate::history::of_answers(
