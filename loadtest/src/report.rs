@@ -350,9 +350,27 @@ impl Report {
         }
     }
 
+    /// The sections of the results no part draws itself, in the order their first
+    /// row came: those the results' own tables show.
+    pub fn own_sections(&self) -> Vec<&Section> {
+        let mut sections: Vec<&Section> = Vec::new();
+        for r in &self.results {
+            let drawn = self.parts.iter().any(|p| p.sections.contains(&r.section));
+            if !drawn && !sections.contains(&&r.section) {
+                sections.push(&r.section);
+            }
+        }
+        sections
+    }
+
     pub fn all_as_expected(&self) -> bool {
         self.results.iter().all(|r| r.as_expected) && self.parts.iter().all(|p| p.as_expected)
     }
+}
+
+/// The rows of `section`, in their order.
+pub fn section<'a>(rows: &'a [Row], section: &Section) -> Vec<&'a Row> {
+    rows.iter().filter(|r| &r.section == section).collect()
 }
 
 /// `1 hot product, 64 in flight` (or `100 products, 64 in flight`): a row's load, as

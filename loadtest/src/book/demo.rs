@@ -4,9 +4,10 @@
 
 use super::DemoParts;
 use crate::markdown::rows::{
-    LEGEND, SALES_LEGEND, THROUGHPUT_LEGEND, load_shape, load_table, section, verdict, window_text,
+    LEGEND, SALES_LEGEND, THROUGHPUT_LEGEND, load_shape, load_table, verdict, window_text,
 };
 use crate::markdown::{Facts, Pages, banner, linked, num, table};
+use crate::report::section;
 use crate::report::{Row, Written};
 use crate::section::Section;
 use std::fmt::Write as _;

@@ -1,8 +1,9 @@
 //! The RTT sweep (`book/data/distance.json`): per product layout, sales/s as every
 //! server moves farther away; each strategy's round trips; the claim it checks.
 
-use crate::markdown::rows::{SALES_LEGEND, section, verdict};
+use crate::markdown::rows::{SALES_LEGEND, verdict};
 use crate::markdown::{Pages, banner, linked, num, table};
+use crate::report::section;
 use crate::report::{Row, Written};
 use crate::sweep::SweepParts;
 use crate::sweep::page::{measured_here_or_marked, slug};

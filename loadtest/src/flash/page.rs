@@ -3,9 +3,10 @@
 //! of buckets.
 
 use crate::flash::{FlashPart, Limits};
-use crate::markdown::rows::{SALES_LEGEND, section, verdict, window_text};
+use crate::markdown::rows::{SALES_LEGEND, verdict, window_text};
 use crate::markdown::{Facts, Pages, banner, linked, num, table};
 use crate::report::Row;
+use crate::report::section;
 use crate::section::Section;
 use std::fmt::Write as _;
 

@@ -5,25 +5,21 @@
 //! the classic claims with their verdicts. The detailed tables follow it.
 
 use super::{bar_chart, escape};
-use crate::report::{Report, Row};
+use crate::report::{Report, Row, section};
 use crate::section::Section;
 use std::fmt::Write;
 
 /// The first screen of `report`.
 pub fn glance(report: &Report) -> String {
-    let sections = glance_sections(report);
+    let columns = columns(report);
     let mut html = String::from("<h2>At a glance</h2>");
     html.push_str(&verdict(report));
-    html.push_str(&strategy_lines(report, &sections));
-    if let Some(rows) = sections
-        .iter()
-        .map(|s| rows_of(report, s))
-        .find(|rows| rates(rows))
-    {
+    html.push_str(&strategy_lines(report, &columns));
+    if let Some(column) = columns.iter().find(|c| c.rates) {
         html.push_str(&bar_chart(
-            &format!("Sales per second ({}, steady window)", rows[0].section),
+            &format!("Sales per second ({}, steady window)", column.section),
             "sales/s",
-            &rows,
+            &column.rows,
             |r| r.sales.per_second,
         ));
     }
@@ -65,51 +61,51 @@ fn verdict(report: &Report) -> String {
     )
 }
 
-/// The sections the first screen shows a column for: those the results' own tables
-/// show (no part draws them), in the order their first row came, each with more
-/// than one row.
-fn glance_sections(report: &Report) -> Vec<Section> {
-    let mut sections: Vec<Section> = Vec::new();
-    for r in &report.results {
-        let owned = report.parts.iter().any(|p| p.sections.contains(&r.section));
-        if !owned && !sections.contains(&r.section) && rows_of(report, &r.section).len() > 1 {
-            sections.push(r.section.clone());
-        }
-    }
-    sections
+/// One column of the first screen: a section and its rows.
+struct Column<'a> {
+    section: &'a Section,
+    rows: Vec<&'a Row>,
+    /// Whether the section's figure is its sales per second (its stock never ran
+    /// out); else what the ledger says is its figure.
+    rates: bool,
 }
 
-/// Whether a section's figure is its sales per second: its stock never ran out.
-/// Else what the ledger says is its figure.
-fn rates(rows: &[&Row]) -> bool {
-    rows.iter().all(|r| r.stock_never_limited())
-}
-
-/// The rows of `section`.
-fn rows_of<'a>(report: &'a Report, section: &Section) -> Vec<&'a Row> {
+/// The first screen's columns: the sections the results' own tables show
+/// ([`Report::own_sections`]), each with more than one row.
+fn columns(report: &Report) -> Vec<Column<'_>> {
     report
-        .results
-        .iter()
-        .filter(|r| &r.section == section)
+        .own_sections()
+        .into_iter()
+        .map(|s| {
+            let rows = section(&report.results, s);
+            let rates = rows.iter().all(|r| r.stock_never_limited());
+            Column {
+                section: s,
+                rows,
+                rates,
+            }
+        })
+        .filter(|c| c.rows.len() > 1)
         .collect()
 }
 
 /// One line per strategy, one column per section: sales per second in a section
 /// whose stock never ran out, else the verdict; green when nothing was oversold, red
 /// when it was.
-fn strategy_lines(report: &Report, sections: &[Section]) -> String {
-    if sections.is_empty() {
+fn strategy_lines(report: &Report, columns: &[Column]) -> String {
+    if columns.is_empty() {
         return String::new();
     }
     let mut strategies: Vec<&str> = Vec::new();
     for r in &report.results {
-        if sections.contains(&r.section) && !strategies.contains(&r.strategy.as_str()) {
+        let shown = columns.iter().any(|c| c.section == &r.section);
+        if shown && !strategies.contains(&r.strategy.as_str()) {
             strategies.push(&r.strategy);
         }
     }
     let mut html = String::from("<table><tr><th>strategy</th>");
-    for section in sections {
-        let _ = write!(html, "<th>{}</th>", escape(&section.to_string()));
+    for column in columns {
+        let _ = write!(html, "<th>{}</th>", escape(&column.section.to_string()));
     }
     html.push_str("</tr>");
     for strategy in strategies {
@@ -118,12 +114,11 @@ fn strategy_lines(report: &Report, sections: &[Section]) -> String {
             "<tr><td><a href=\"#s-{name}\">{name}</a></td>",
             name = escape(strategy)
         );
-        for section in sections {
-            let rows = rows_of(report, section);
-            let row = rows.iter().find(|r| r.strategy == strategy);
+        for column in columns {
+            let row = column.rows.iter().find(|r| r.strategy == strategy);
             html.push_str(&match row {
                 None => "<td></td>".to_string(),
-                Some(r) => glance_cell(r, rates(&rows)),
+                Some(r) => glance_cell(r, column.rates),
             });
         }
         html.push_str("</tr>");

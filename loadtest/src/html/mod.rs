@@ -407,24 +407,8 @@ fn head(report: &Report) -> String {
 /// their first row came: each a table, and charts where they tell something.
 fn result_sections(report: &Report) -> String {
     let mut html = String::new();
-    let mut sections: Vec<&Section> = Vec::new();
-    for r in &report.results {
-        if !sections.contains(&&r.section) {
-            sections.push(&r.section);
-        }
-    }
-    sections.retain(|s| {
-        !report
-            .parts
-            .iter()
-            .any(|p| p.sections.iter().any(|own| own == *s))
-    });
-    for section in sections {
-        let rows: Vec<&Row> = report
-            .results
-            .iter()
-            .filter(|r| &r.section == section)
-            .collect();
+    for section in report.own_sections() {
+        let rows = crate::report::section(&report.results, section);
         html.push_str(&result_section(report, section, &rows));
     }
     html

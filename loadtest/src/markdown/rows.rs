@@ -4,7 +4,6 @@
 
 use super::{linked, num, table};
 use crate::report::{Expect, Row};
-use crate::section::Section;
 
 /// What a throughput table's figure counts, under it.
 pub const SALES_LEGEND: &str = "sales/s = deductions answered 200 (one unit each) per second over the run's steady window (after the first wave's answers, until the last request was sent); q1–q3 = its spread, the interquartile range over ten slices of the window (of every round's window together, where the setup was measured in rounds, strategy after strategy, round after round).";
@@ -12,11 +11,6 @@ pub const SALES_LEGEND: &str = "sales/s = deductions answered 200 (one unit each
 pub const THROUGHPUT_LEGEND: &str = "sold = the ledger's sum; lost = sales the stock row never saw (ledger − (stock − left)); beyond = sold past the stock; tries = transactions per sale.";
 
 pub const LEGEND: &str = "sold = the ledger's sum; lost = sales the stock row never saw (ledger − (stock − left)); beyond = sold past the stock; tries = transactions per sale; sold out (by the fast path) = 409 answers, and of them those the sold-out fast path gave without running the strategy.";
-
-/// The report's rows of one section.
-pub fn section<'a>(rows: &'a [Row], section: &Section) -> Vec<&'a Row> {
-    rows.iter().filter(|r| &r.section == section).collect()
-}
 
 /// Whether the ledger says a row's run lost updates or sold beyond its stock.
 pub fn oversold(row: &Row) -> bool {

@@ -2,8 +2,8 @@
 //! two more instances behind a second set of proxies.
 
 use super::stage::{DemoSection, Stage};
-use super::throughput::section;
 use crate::cli::{first_product, plan};
+use loadtest::report::section;
 use loadtest::report::{Expect, Row};
 use loadtest::section::Section;
 use std::collections::BTreeMap;

@@ -2,10 +2,10 @@
 //! number of buckets, and what limits each strategy there.
 
 use super::stage::{DemoSection, Stage};
-use super::throughput::section;
 use crate::cli::first_product;
 use loadtest::catalogue::Catalogue;
 use loadtest::flash::{FlashOptions, FlashSale};
+use loadtest::report::section;
 use loadtest::report::{Columns, Report, Row, print_table};
 use loadtest::section::Section;
 use stock_wire::Trait;
@@ -99,10 +99,7 @@ impl DemoSection for Flash {
 /// What limits each strategy in the flash sale: its sales beside the reference's, the
 /// statements and transactions per sale, the CPU per process.
 fn print_limits(stage: &Stage, sale: &FlashSale) {
-    let reference = stage
-        .catalogue
-        .first_with(Trait::ConditionalUpdate)
-        .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
+    let reference = stage.reference();
     for l in &sale.limits {
         let cpu: Vec<String> = l
             .cpu_percent

@@ -2,9 +2,9 @@
 //! read and its write, with stock that runs out.
 
 use super::stage::{DemoSection, Stage};
-use super::throughput::section;
 use crate::cli::{first_product, plan};
 use loadtest::lab::Instance;
+use loadtest::report::section;
 use loadtest::report::{Columns, Expect, InstanceInfo, Report, Row, print_table};
 use loadtest::section::Section;
 

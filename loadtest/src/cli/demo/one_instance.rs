@@ -2,9 +2,9 @@
 //! that ranks it against the database's locks is judged here.
 
 use super::stage::{DemoSection, Stage};
-use super::throughput::section;
 use crate::cli::{first_product, plan};
 use loadtest::plan::Plan;
+use loadtest::report::section;
 use loadtest::report::{Columns, Expect, Row, print_table};
 use loadtest::section::Section;
 use stock_wire::Trait;

@@ -282,6 +282,14 @@ impl Stage {
             .filter(|name| self.wanted(name))
     }
 
+    /// The reference strategy's name, the conditional UPDATE, as the tables and
+    /// progress lines call it.
+    pub fn reference(&self) -> String {
+        self.catalogue
+            .first_with(Trait::ConditionalUpdate)
+            .map_or("the conditional UPDATE".to_string(), |c| c.name.clone())
+    }
+
     /// A throughput run: `plan` timed for the demo's seconds, stock never the limit,
     /// one warm-up round.
     pub fn timed(&self, plan: loadtest::plan::Plan) -> loadtest::plan::Plan {

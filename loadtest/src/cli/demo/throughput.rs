@@ -4,7 +4,7 @@
 use super::stage::{DemoSection, Stage};
 use crate::cli::{ADMIN_TOKEN, LoadArgs, first_product, plan};
 use loadtest::plan::Plan;
-use loadtest::report::{Columns, Expect, Row, print_table};
+use loadtest::report::{Columns, Expect, Row, print_table, section};
 use loadtest::section::Section;
 use sqlx::mysql::MySqlPoolOptions;
 use stock_wire::Trait;
@@ -28,10 +28,7 @@ impl DemoSection for Throughput {
     /// (the conditional UPDATE) over sqlx, no HTTP, same concurrency, same time, as
     /// many connections as the two instances.
     async fn run(&mut self, stage: &Stage, _before: &[Row]) -> anyhow::Result<Vec<Row>> {
-        let reference = stage
-            .catalogue
-            .first_with(Trait::ConditionalUpdate)
-            .map_or("the conditional UPDATE".to_string(), |c| c.name.clone());
+        let reference = stage.reference();
         let plans = plans(stage);
         let baseline = usize::from(stage.wanted("baseline"));
         let runner = stage.runner_on(&stage.plain);
@@ -104,11 +101,6 @@ impl DemoSection for Throughput {
             );
         }
     }
-}
-
-/// The rows of `section`.
-pub fn section<'a>(rows: &'a [Row], section: &Section) -> Vec<&'a Row> {
-    rows.iter().filter(|r| &r.section == section).collect()
 }
 
 /// Every seller's plan, and the compare-and-set's at 4 in flight right after its own.
