@@ -254,7 +254,8 @@ impl Primary for Cluster {
 }
 
 /// A cluster connection that sends every command to one master (a pipeline goes
-/// where its keys say: the persister sends none).
+/// where its keys say: the persister's one, joining the reconciling flag, has only
+/// the flag's key, which lives on that master).
 struct Pinned(ClusterConnection, RoutingInfo);
 
 impl ConnectionLike for Pinned {

@@ -42,10 +42,13 @@
 //!    before acknowledging, or a retry came after its request key expired) fails the INSERT; the
 //!    batch rolls back, those entries are acknowledged (a late duplicate's units go back to the
 //!    counter), the rest go again.
-//! 5. **Reconcile** after a Redis restart or a failover (a new `run_id`): raise the
-//!    `reconciling` flag (sales answer 503), drain the stream, lower every counter to `database
-//!    quantity − pending` ([`redis_stock_reconcile.lua`](lua/redis_stock_reconcile.lua)), drop
-//!    the flag.
+//! 5. **Reconcile** after a Redis restart or a failover (a new `run_id`): join the
+//!    `reconciling` flag (a set of the persisters reconciling; while it exists, sales answer
+//!    503), drain the stream, lower every counter to `database quantity − pending`
+//!    ([`redis_stock_reconcile.lua`](lua/redis_stock_reconcile.lua)), leave the flag. Every
+//!    instance's persister reconciles at once, and sales wait for the last: a sale recorded
+//!    but not yet acknowledged while one still reads would count twice and lower the
+//!    counter.
 //!
 //! # What it guarantees, and what it can lose
 //! - **Never oversold in the database**: it changes only by recorded sales, and

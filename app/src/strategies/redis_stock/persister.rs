@@ -241,8 +241,22 @@ impl Persister {
 
     /// Step 5 (the drain claims every entry, however recently read).
     async fn reconcile(&self, conn: &mut Conn) -> anyhow::Result<()> {
+        // The flag is the set of persisters reconciling, each by its own name: every
+        // instance's persister sees the same new `run_id` and reconciles at once, and
+        // sales must wait for the last of them. A flag the first to finish dropped
+        // would let a sale through while another still reads `quantity` and `pending`:
+        // recorded but not yet acknowledged, that sale counts in both, and the counter
+        // comes out lower by its units. It lives a minute past the last to raise it
+        // (a persister dying midway leaves its name behind that long).
         let flag = self.settings.reconciling();
-        let _: () = conn.set_ex(&flag, 1, 60).await?;
+        let _: () = redis::pipe()
+            .atomic()
+            .sadd(&flag, &self.consumer)
+            .ignore()
+            .expire(&flag, 60)
+            .ignore()
+            .query_async(conn)
+            .await?;
         self.ensure_group(conn).await?;
         loop {
             let sales = self.next_batch(conn, Some(Duration::ZERO)).await?;
@@ -276,7 +290,7 @@ impl Persister {
                 }
             }
         }
-        let _: i64 = conn.del(&flag).await?;
+        let _: i64 = conn.srem(&flag, &self.consumer).await?;
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  the request's key (its fingerprint and sale, once sold)
 -- KEYS[2]  the sales stream
--- KEYS[3]  the "reconciling after a Redis restart" flag
+-- KEYS[3]  the "reconciling after a Redis restart" flag (the set of persisters reconciling)
 -- KEYS[4..] one counter hash per item, in product order: {stock, pending, epoch}
 -- ARGV[1]  request id
 -- ARGV[2]  fingerprint (of the request's body: a reused id with another body is refused)
