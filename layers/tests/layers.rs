@@ -60,10 +60,11 @@ const TREES: &[Tree] = &[
         layers: &[],
     },
     // Sending and recording, and the sections' names; the rates read from a record;
-    // the report's rows; the
-    // renderers and the servers' lab; the sections (sweep, flash sale, flood, chaos,
-    // the live page); what composes sections (distance on the sweep, overload with the
-    // flood); the book's pages from all of them.
+    // the report's rows; the renderers and the servers' lab; the live page; one
+    // strategy's run; the demo's stage and what a section is (`Chapter`); the sections
+    // (sweep, flash sale, flood, chaos, the demo's own); what composes sections
+    // (distance on the sweep, overload with the flood); the HTML page and the book's
+    // pages from all of them.
     Tree {
         root: "loadtest/src/lib.rs",
         layers: &[
@@ -73,9 +74,19 @@ const TREES: &[Tree] = &[
             &["html", "markdown", "lab", "baseline", "claims", "plan"],
             &["live"],
             &["runner"],
-            &["sweep", "flash", "flood", "chaos"],
+            &["demo", "chapter"],
+            &[
+                "sweep",
+                "flash",
+                "flood",
+                "chaos",
+                "throughput",
+                "one_instance",
+                "held",
+                "far",
+            ],
             &["distance", "overload"],
-            &["book"],
+            &["page", "book"],
         ],
     },
     // The history checker: the format; what the ledger says each attempt did; the

@@ -532,6 +532,25 @@ pub fn slug(section: &str) -> String {
     slug.trim_end_matches('-').to_string()
 }
 
+/// The folder a command's histories go to, emptied: next to its JSON report
+/// (`reports/demo.json` -> `reports/demo.history/`).
+pub fn folder(json: Option<&Path>, name: &str) -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context as _;
+    let json_path = match json {
+        Some(path) => path.to_path_buf(),
+        None => Path::new("reports").join(format!("{name}.json")),
+    };
+    let dir = json_path.with_extension("history");
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("emptying {}", dir.display()))?
+        }
+        _ => {}
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

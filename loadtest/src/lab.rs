@@ -3,6 +3,7 @@
 //! processes to SIGSTOP and kill -9.
 
 use anyhow::{Context, bail};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use testbed::process::{ServerProcess, free_port};
@@ -190,4 +191,39 @@ pub fn http_client(max_idle: usize) -> reqwest::Result<reqwest::Client> {
         .pool_max_idle_per_host(max_idle)
         .pool_idle_timeout(CLIENT_IDLE)
         .build()
+}
+
+/// The admin token every instance a subcommand starts accepts.
+pub const ADMIN_TOKEN: &str = "demo-admin-token";
+
+/// Starts `stock-app` as `name` on the servers of `env`, with `--hold-ms hold_ms`.
+pub async fn start_instance(
+    client: &reqwest::Client,
+    app_bin: &Path,
+    env: &BTreeMap<&str, String>,
+    name: &str,
+    hold_ms: u64,
+) -> anyhow::Result<Instance> {
+    start_instance_with(
+        client,
+        app_bin,
+        env,
+        name,
+        &["--hold-ms", &hold_ms.to_string()],
+    )
+    .await
+}
+
+/// [`start_instance`] with flags of its own (`--max-in-flight 32`, ...).
+pub async fn start_instance_with(
+    client: &reqwest::Client,
+    app_bin: &Path,
+    env: &BTreeMap<&str, String>,
+    name: &str,
+    flags: &[&str],
+) -> anyhow::Result<Instance> {
+    let mut args: Vec<String> = vec!["--admin-token".into(), ADMIN_TOKEN.into()];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    let servers: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
+    Instance::start(client, app_bin, name, &servers, &args).await
 }

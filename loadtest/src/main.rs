@@ -3,7 +3,9 @@
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 use cli::book::BookArgs;
-use cli::{chaos::ChaosArgs, check::CheckArgs, demo::DemoArgs, run::RunArgs, sweep::SweepArgs};
+use cli::{chaos::ChaosArgs, check::CheckArgs, run::RunArgs};
+use loadtest::demo::DemoArgs;
+use loadtest::sweep::run::SweepArgs;
 
 mod cli;
 

@@ -2,6 +2,7 @@
 
 use crate::report::{self, Expect};
 use crate::section::Section;
+use std::path::PathBuf;
 
 /// The longest a run waits for the persisters of a strategy that records its sales
 /// later before its verdict.
@@ -108,4 +109,122 @@ impl Plan {
             ..self.clone()
         }
     }
+}
+
+/// The options of a load, as every subcommand that runs one takes them.
+#[derive(clap::Args, Clone)]
+pub struct LoadArgs {
+    /// Units in stock at the start of each strategy's run (per product).
+    #[arg(long, default_value_t = 100)]
+    pub stock: i64,
+    /// Buckets a product is split into for a strategy that sells from split rows.
+    ///
+    /// The other strategies always get one row.
+    #[arg(long, default_value_t = crate::plan::BUCKETS)]
+    pub buckets: u16,
+    /// Deduction requests per strategy (at most, with --seconds).
+    #[arg(long, default_value_t = 1000)]
+    pub requests: usize,
+    /// Send for this long per strategy, in seconds, instead of a number of requests.
+    ///
+    /// A timed run's sales per second are taken over its steady window. `loadtest
+    /// demo` times its throughput sections so: each of its rounds 0.5 s by default,
+    /// 2.5 s with --full.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Requests in flight at once (closed loop), spread round-robin over the instances.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// An open loop instead: start this many requests per second.
+    ///
+    /// At most --concurrency are in flight.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Products per strategy (1 = one hot row).
+    #[arg(long, default_value_t = 1)]
+    pub products: usize,
+    /// Units per item.
+    #[arg(long, default_value_t = 1)]
+    pub quantity: i64,
+    /// Share of requests that order two products at once (0.0-1.0; needs products ≥ 2).
+    #[arg(long, default_value_t = 0.0)]
+    pub multi_item_share: f64,
+    /// Warm-up requests per strategy on a product of their own, not counted.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: usize,
+    /// Only these strategies (comma-separated; default: every one the service lists).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// How many times a 429 is sent again, at most.
+    ///
+    /// A 429 comes from past the instances' admission limit; it is sent again after
+    /// its Retry-After, jittered 0.5-1.5x.
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
+    /// Read each product's stock every this many ms during the load.
+    ///
+    /// The reads (`GET /stock`) go into the history the checker judges.
+    #[arg(long)]
+    pub read_every_ms: Option<u64>,
+    /// Restock every product during the load, once this many deductions were answered.
+    ///
+    /// Each product gets --restock-to units: a new epoch, in the history too. The
+    /// deductions not yet sent by then wait for its answer.
+    #[arg(long, requires = "restock_to")]
+    pub restock_after: Option<u64>,
+    /// The units of the restock during the load (with --restock-after).
+    #[arg(long, requires = "restock_after")]
+    pub restock_to: Option<i64>,
+    /// Neither build, check nor write the runs' histories.
+    ///
+    /// The verdicts then come from the ledger alone. What recording costs is measured
+    /// with and without it.
+    #[arg(long)]
+    pub no_history: bool,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// `strategy`'s plan in `section` for the load `load`, on products from `first_product`.
+pub fn plan(
+    section: Section,
+    strategy: &str,
+    first_product: i64,
+    load: &LoadArgs,
+    expect: Expect,
+) -> Plan {
+    Plan {
+        section,
+        strategy: strategy.into(),
+        products: (0..load.products.max(1) as i64)
+            .map(|i| first_product + i)
+            .collect(),
+        stock: load.stock,
+        buckets: load.buckets,
+        requests: match load.seconds {
+            Some(_) => crate::plan::NEVER_SOLD_OUT as usize,
+            None => load.requests,
+        },
+        duration: load.seconds.map(std::time::Duration::from_secs_f64),
+        concurrency: load.concurrency,
+        rate: load.rate,
+        quantity: load.quantity,
+        multi_item_share: load.multi_item_share,
+        request_hold_ms: None,
+        server_hold_ms: 0,
+        warmup: load.warmup,
+        retries: load.retries,
+        read_every: load.read_every_ms.map(std::time::Duration::from_millis),
+        restock_during: load.restock_after.zip(load.restock_to),
+        expect,
+    }
+}
+
+/// A product id range of its own for each run, so runs never share stock.
+pub fn first_product(section: usize, index: usize) -> i64 {
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64 % 1_000_000);
+    base * 1_000 + (section as i64) * 100 + index as i64 * 10 + 1
 }

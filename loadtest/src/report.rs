@@ -294,17 +294,14 @@ pub struct Claim {
     pub evidence: String,
 }
 
-/// A part of the report one subcommand adds. The report stores `json` under `key`
-/// and puts `html` into the page after the rows' sections; nothing more.
+/// A part of the report one subcommand adds. The report stores `json` under `key`;
+/// the page draws it from there ([`crate::chapter::Chapter::html`]), as the book does.
 #[derive(Debug, Clone)]
 pub struct Part {
     pub key: &'static str,
     pub json: serde_json::Value,
-    pub html: String,
     /// The page's title and subtitle when this part is what the run is about.
     pub title: Option<(&'static str, &'static str)>,
-    /// Row sections the part's HTML shows itself (the page skips them).
-    pub sections: Vec<Section>,
     /// Strategies it mentions beyond the rows' (explained at the end of the page).
     pub strategies: Vec<String>,
     /// Whether everything in it came out as expected.
@@ -348,19 +345,6 @@ impl Report {
             strategies: Default::default(),
             parts: Vec::new(),
         }
-    }
-
-    /// The sections of the results no part draws itself, in the order their first
-    /// row came: those the results' own tables show.
-    pub fn own_sections(&self) -> Vec<&Section> {
-        let mut sections: Vec<&Section> = Vec::new();
-        for r in &self.results {
-            let drawn = self.parts.iter().any(|p| p.sections.contains(&r.section));
-            if !drawn && !sections.contains(&&r.section) {
-                sections.push(&r.section);
-            }
-        }
-        sections
     }
 
     pub fn all_as_expected(&self) -> bool {

@@ -209,7 +209,7 @@ async fn fence_without_a_lock_is_safe_and_refuses() {
     };
     report.parts.push(faults.part());
     support::assert_matches_schema(&report, "chaos report");
-    assert!(loadtest::html::render(&report).contains("Faults: who stays safe"));
+    assert!(loadtest::page::render(&report).contains("Faults: who stays safe"));
 }
 
 /// Scenario 4: the Redis of `redis-lock` restarted empty while a holder is paused.

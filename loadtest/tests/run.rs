@@ -167,7 +167,7 @@ async fn the_checker_finds_what_the_database_says() {
     report.claims = loadtest::claims::check(&report.results, &runner.strategies().await.unwrap());
     support::assert_matches_schema(&report, "report");
     // And the HTML renders every row and claim.
-    let html = loadtest::html::render(&report);
+    let html = loadtest::page::render(&report);
     // Its first screen comes before every table of a section, and names what was
     // unexpected; the tables follow with every row.
     let glance = html.find("<h2>At a glance</h2>").expect("a first screen");
@@ -253,12 +253,8 @@ async fn a_small_sweep_fills_every_cell_and_draws_lines() {
         round_trips: Vec::new(),
     };
     report.strategies = runner.strategies().await.unwrap();
-    report.parts.push(loadtest::distance::part(
-        &info,
-        &report.results,
-        &report.strategies,
-    ));
-    let html = loadtest::html::render(&report);
+    report.parts.push(info.part());
+    let html = loadtest::page::render(&report);
     assert!(html.contains("Scaling sweep"));
     // Each strategy is drawn in the colour the service gave it, and no two alike.
     let colours: Vec<&str> = ["atomic-sql", "optimistic"]
@@ -366,7 +362,7 @@ async fn a_small_flash_sale_sells_out_exactly_and_reports_its_limits() {
     report.claims = claims;
     report.parts.push(sale.part());
     support::assert_matches_schema(&report, "report");
-    let html = loadtest::html::render(&report);
+    let html = loadtest::page::render(&report);
     assert!(html.contains("Flash sale: one hot product") && html.contains("Sell-out"));
     assert!(html.contains("Batching beats row locking on a hot product"));
 
@@ -559,12 +555,8 @@ async fn a_sweep_at_a_distance_counts_round_trips() {
     report
         .claims
         .extend(loadtest::distance::claim(&info, &report.results));
-    report.parts.push(loadtest::distance::part(
-        &info,
-        &report.results,
-        &report.strategies,
-    ));
-    let html = loadtest::html::render(&report);
+    report.parts.push(info.part());
+    let html = loadtest::page::render(&report);
     assert!(html.contains("At a distance: round-trip time"));
     assert!(html.contains("Round trips per request"));
     assert!(html.contains("round-trip time to every server"));

@@ -15,17 +15,19 @@
 //!
 //! # Layout
 //! - this file: the data ([`Data`]) and the two drivers: [`figures`] (the data
-//!   pages) and [`reference`] (the pages from the code). The markdown every page is
+//!   pages) and [`reference()`] (the pages from the code). The markdown every page is
 //!   made of is [`crate::markdown`], below the sections.
-//! - the sections' pages, each in its section's folder: `flash::page` (the demo's
-//!   flash sale), `overload::page` (its past-capacity runs and the flood),
-//!   `chaos::page` (the fault grid), `sweep::page` and `distance::page`.
-//! - the pages gathered here: [`run`] (machine.json), [`demo`] (the demo's own
-//!   sections: throughput, one instance, held, far, contention, the claims),
-//!   [`bench`] (the lock library's benchmark), [`checking`] (the histories' verdicts
+//! - the sections' pages, each its chapter's ([`crate::chapter::Chapter::pages`]),
+//!   in its section's folder: `throughput/page.rs` (the table, where the time goes,
+//!   the compare-and-set under contention), `one_instance.rs`, `held.rs`,
+//!   `far/page.rs`, `flash::page` (the demo's flash sale), `overload::page` (its
+//!   past-capacity runs and the flood), `chaos::page` (the fault grid),
+//!   `sweep::page` and `distance::page`.
+//! - the pages gathered here: [`run`] (machine.json), [`demo`] (the demo's claims),
+//!   [`mod@bench`] (the lock library's benchmark), [`checking`] (the histories' verdicts
 //!   and a real example of each anomaly), [`strategies`] (the matrix and one page per
 //!   strategy, from the demo and the grid together).
-//! - the reference pages: [`reference`] (`--help`, `GET /strategies`, `/metrics`),
+//! - the reference pages: [`reference()`] (`--help`, `GET /strategies`, `/metrics`),
 //!   [`api`] (the HTTP API from the OpenAPI document), [`prometheus`] (the scrape's
 //!   families), [`readme`] (the README's strategy map).
 
@@ -42,9 +44,17 @@ pub mod strategies;
 pub use readme::{MAP_BEGIN, MAP_END, readme_map, splice};
 pub use reference::{Live, reference};
 
+use crate::chapter::{Chapter, Read};
+use crate::distance::run::AtDistance;
+use crate::far::Far;
+use crate::flash::run::Flash;
+use crate::held::Held;
 use crate::markdown::{Facts, Pages};
+use crate::one_instance::OneInstance;
+use crate::overload::run::Overload;
 use crate::report::{SCHEMA_VERSION, Written};
 use crate::sweep::SweepParts;
+use crate::throughput::Throughput;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -161,23 +171,28 @@ pub fn figures(data: &Data) -> Pages {
         facts.add("run-date", machine.date.clone());
     }
     if let Some(demo) = &data.demo {
-        demo::pages(demo, &mut pages, &mut facts);
-        if let Some(flash) = &demo.parts.flash_sale {
-            crate::flash::page::pages(flash, &demo.results, &mut pages, &mut facts);
-        }
-        if let Some(overload) = &demo.parts.overload {
-            crate::overload::page::pages(overload, &mut pages);
-        }
-        demo::claims_page(demo, &mut pages);
+        let strategies = demo.strategies.names().count();
+        facts.add("strategy-count", strategies.to_string());
+        let (pages, facts) = (&mut pages, &mut facts);
+        chapter::<Throughput, _>(demo, None, pages, facts);
+        chapter::<OneInstance, _>(demo, None, pages, facts);
+        chapter::<Held, _>(demo, None, pages, facts);
+        chapter::<Far, _>(demo, None, pages, facts);
+        chapter::<Flash, _>(demo, demo.parts.flash_sale.as_ref(), pages, facts);
+        chapter::<Overload, _>(demo, demo.parts.overload.as_ref(), pages, facts);
+        demo::claims_page(demo, pages);
     }
     if let Some(chaos) = &data.chaos {
-        crate::chaos::page::pages(&chaos.parts.faults, &mut pages, &mut facts);
+        let grid = Some(&chaos.parts.faults);
+        chapter::<crate::chaos::run::Grid, _>(chaos, grid, &mut pages, &mut facts);
     }
     if let Some(sweep) = &data.sweep {
-        crate::sweep::page::pages(sweep, &mut pages);
+        let info = Some(&sweep.parts.sweep);
+        chapter::<crate::sweep::run::Scaling, _>(sweep, info, &mut pages, &mut facts);
     }
     if let Some(distance) = &data.distance {
-        crate::distance::page::pages(distance, &mut pages);
+        let info = Some(&distance.parts.sweep);
+        chapter::<AtDistance, _>(distance, info, &mut pages, &mut facts);
     }
     if let Some(bench) = &data.bench {
         bench::pages(bench, &mut pages, &mut facts);
@@ -189,6 +204,23 @@ pub fn figures(data: &Data) -> Pages {
     }
     pages.insert("facts.md".to_string(), facts.render());
     pages
+}
+
+/// One chapter's pages, from a report the book read and the chapter's part of it.
+fn chapter<C: Chapter, P>(
+    written: &Written<P>,
+    part: Option<&C::Part>,
+    pages: &mut Pages,
+    facts: &mut Facts,
+) {
+    let report = Read {
+        results: &written.results,
+        strategies: &written.strategies,
+        claims: &written.claims,
+        generated_at: written.generated_at,
+        part,
+    };
+    C::pages(&report, pages, facts);
 }
 
 #[cfg(test)]

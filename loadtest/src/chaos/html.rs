@@ -1,6 +1,7 @@
 //! The fault grid's part of the HTML report.
 
 use super::*;
+use crate::catalogue::Catalogue;
 use crate::html::escape;
 use std::fmt::Write;
 
@@ -45,9 +46,9 @@ fn legend() -> String {
 }
 
 /// The "Faults" section: the grid, the lesson, and one sentence per cell.
-pub(super) fn faults_section(f: &ChaosReport) -> String {
+pub(super) fn faults_section(f: &ChaosReport, strategies: &Catalogue) -> String {
     let mut html = faults_intro(f);
-    html.push_str(&grid(f));
+    html.push_str(&grid(f, strategies));
     html.push_str(FENCING_LESSON);
     for s in &f.scenarios {
         html.push_str(&scenario_table(f, s));
@@ -87,10 +88,9 @@ fn faults_intro(f: &ChaosReport) -> String {
 
 /// The grid: one row per scenario, one column per strategy that ran a cell, each cell
 /// its verdict's colour and label (its sentence on hover).
-fn grid(f: &ChaosReport) -> String {
+fn grid(f: &ChaosReport, strategies: &Catalogue) -> String {
     let mut html = String::new();
-    let columns: Vec<&str> = f
-        .strategies
+    let columns: Vec<&str> = strategies
         .names()
         .filter(|s| f.cells.iter().any(|c| c.strategy == *s))
         .collect();

@@ -62,6 +62,7 @@ mod judge;
 mod lab;
 mod load;
 pub mod page;
+pub mod run;
 mod scenarios;
 
 use judge::*;
@@ -232,6 +233,9 @@ impl Cell {
     }
 }
 
+/// The key the chaos grid's part is stored under in the JSON report.
+pub const KEY: &str = "faults";
+
 /// The chaos part of the report, under `faults`: written by [`ChaosReport::part`],
 /// read back by the book.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -257,20 +261,25 @@ pub struct ScenarioInfo {
 }
 
 impl ChaosReport {
-    /// The grid's part of the report: under `faults`, with its HTML section.
+    /// The grid's part of the report, under [`KEY`] (drawn by [`ChaosReport::html`]).
     pub fn part(&self) -> crate::report::Part {
         crate::report::Part {
-            key: "faults",
+            key: KEY,
             json: serde_json::to_value(self).expect("plain data"),
-            html: html::faults_section(self),
             title: Some((
                 "stock-locks: faults and fencing",
                 "One run of <code>loadtest chaos</code>",
             )),
-            sections: Vec::new(),
             strategies: self.cells.iter().map(|c| c.strategy.clone()).collect(),
             as_expected: self.all_as_expected(),
         }
+    }
+
+    /// The grid's part of the HTML report: the grid, the fencing lesson, a table per
+    /// scenario. `strategies` gives the columns' order (the report keeps the
+    /// catalogue once, as its `strategies`).
+    pub fn html(&self, strategies: &crate::catalogue::Catalogue) -> String {
+        html::faults_section(self, strategies)
     }
 
     pub fn all_as_expected(&self) -> bool {

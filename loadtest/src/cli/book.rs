@@ -178,7 +178,7 @@ async fn live(args: &BookArgs) -> anyhow::Result<Live> {
     let env: BTreeMap<_, _> = stack.env().into_iter().collect();
     let client = loadtest::lab::http_client(4)?;
     let instance =
-        super::start_instance_with(&client, &app_bin, &env, "stock-app-book", &[]).await?;
+        loadtest::lab::start_instance_with(&client, &app_bin, &env, "stock-app-book", &[]).await?;
     let get = |path: &str| {
         let url = format!("{}{path}", instance.base);
         let client = client.clone();
@@ -191,8 +191,15 @@ async fn live(args: &BookArgs) -> anyhow::Result<Live> {
     let strategies = Catalogue::fetch(&client, &instance.base).await?;
     for (i, name) in strategies.names().enumerate() {
         let product = 900_000 + i as i64;
-        loadtest::engine::restock(&client, &instance.base, super::ADMIN_TOKEN, product, 10, 0)
-            .await?;
+        loadtest::engine::restock(
+            &client,
+            &instance.base,
+            loadtest::lab::ADMIN_TOKEN,
+            product,
+            10,
+            0,
+        )
+        .await?;
         let answer = client
             .post(format!("{}/deduct/{name}", instance.base))
             .json(&serde_json::json!({

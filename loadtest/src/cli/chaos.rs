@@ -2,6 +2,8 @@
 
 use super::write_reports;
 use anyhow::bail;
+use loadtest::chaos::run::Grid;
+use loadtest::chapter::Chapter;
 use loadtest::report::Report;
 use serde_json::json;
 use std::path::PathBuf;
@@ -75,17 +77,18 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
     }
     timing.rtt_ms = args.rtt_ms;
     let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
-    let histories = super::histories(args.json.as_deref(), "chaos")?;
-    let faults = loadtest::chaos::run(
-        app_bin,
+    let histories = loadtest::history::folder(args.json.as_deref(), "chaos")?;
+    let mut grid = Grid::new(
         timing,
-        &scenarios,
-        &args.strategies,
+        scenarios,
+        args.strategies.clone(),
         args.all,
+        app_bin,
         Some(histories),
-    )
-    .await?;
-    loadtest::chaos::print_table(&faults);
+    );
+    eprintln!("chaos: {} ...", grid.title(&()));
+    grid.run(&(), &[]).await?;
+    grid.print(&(), &[]);
     let mut report = Report::new(
         json!({
             "command": "chaos", "scenarios": args.scenarios, "strategies": args.strategies,
@@ -93,12 +96,11 @@ pub async fn chaos(args: ChaosArgs) -> anyhow::Result<()> {
         }),
         Vec::new(),
     );
-    report.claims = faults.claims();
+    grid.report(&mut report);
     for claim in &report.claims {
         println!("claim: {} -> {}", claim.claim, claim.verdict);
     }
-    report.parts.push(faults.part());
-    report.strategies = faults.strategies.clone();
+    let faults = grid.measured().expect("the grid ran");
     let html_path = write_reports(&report, args.json.as_deref(), "chaos")?;
     println!("report: {}", html_path.display());
     let unexpected: Vec<String> = faults

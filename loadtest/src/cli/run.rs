@@ -1,7 +1,8 @@
 //! `loadtest run`: load running services, strategy by strategy, verified from the database.
 
-use super::{LoadArgs, first_product, parameters, plan, write_json};
+use super::{parameters, write_json};
 use anyhow::bail;
+use loadtest::plan::{LoadArgs, first_product, plan};
 use loadtest::report::{Columns, Expect, Report, Row, print_table};
 use loadtest::runner::Runner;
 use loadtest::section::Section;
@@ -33,7 +34,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .await?;
     let client = loadtest::lab::http_client(args.load.concurrency)?;
     let runner = Runner {
-        histories: Some(super::histories(args.load.json.as_deref(), "run")?),
+        histories: Some(loadtest::history::folder(args.load.json.as_deref(), "run")?),
         ..Runner::new(client, db, args.urls.clone(), &args.admin_token)
     };
     let mut rows = Vec::new();

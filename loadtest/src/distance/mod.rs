@@ -16,11 +16,12 @@
 //!   table, the claim.
 
 pub mod page;
+pub mod run;
 
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
 use crate::plan::{BUCKETS, Plan};
-use crate::report::{Claim, ClaimVerdict, Expect, Part, Row, by_kind};
+use crate::report::{Claim, ClaimVerdict, Expect, Row, by_kind};
 use crate::runner::Runner;
 use crate::section::Section;
 use crate::sweep::{RoundTripCount, SweepInfo, cell, ms, sales_per_second, section, strategies};
@@ -148,19 +149,6 @@ pub fn spearman(xs: &[f64], ys: &[f64]) -> f64 {
     } else {
         cov / (var_x * var_y).sqrt()
     }
-}
-
-/// The sweep's part of the report ([`SweepInfo::part`]) and, when it ran at several
-/// RTTs, the distance's section after it: the charts against RTT, the round trips, the
-/// claim.
-pub fn part(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> Part {
-    let mut part = info.part(rows, catalogue);
-    if !info.rtts_ms.is_empty() {
-        let claim = claim(info, rows);
-        part.html
-            .push_str(&html(info, rows, catalogue, claim.as_ref()));
-    }
-    part
 }
 
 /// "At production delays, strategies rank by round trips per sale": at the largest

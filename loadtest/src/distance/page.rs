@@ -1,11 +1,11 @@
 //! The RTT sweep (`book/data/distance.json`): per product layout, sales/s as every
 //! server moves farther away; each strategy's round trips; the claim it checks.
 
+use crate::chapter::Read;
 use crate::markdown::rows::{SALES_LEGEND, verdict};
 use crate::markdown::{Pages, banner, linked, num, table};
-use crate::report::section;
-use crate::report::{Row, Written};
-use crate::sweep::SweepParts;
+use crate::report::{Row, section};
+use crate::sweep::SweepInfo;
 use crate::sweep::page::{measured_here_or_marked, slug};
 use crate::sweep::{ms, section as sweep_section};
 use std::fmt::Write as _;
@@ -13,8 +13,10 @@ use std::fmt::Write as _;
 const SOURCE: &str = "book/data/distance.json";
 
 /// One page per product layout, and the round trips with the claim.
-pub fn pages(distance: &Written<SweepParts>, pages: &mut Pages) {
-    let info = &distance.parts.sweep;
+pub fn pages(distance: &Read<'_, SweepInfo>, pages: &mut Pages) {
+    let Some(info) = distance.part else {
+        return;
+    };
     let rtts = &info.rtts_ms;
     let (Some(&near), Some(&far)) = (rtts.first(), rtts.last()) else {
         return;
@@ -33,12 +35,12 @@ pub fn pages(distance: &Written<SweepParts>, pages: &mut Pages) {
         // Each pass's rows, nearest first.
         let passes: Vec<Vec<&Row>> = rtts
             .iter()
-            .map(|&rtt| section(&distance.results, &sweep_section(products, Some(rtt))))
+            .map(|&rtt| section(distance.results, &sweep_section(products, Some(rtt))))
             .collect();
         let (first, last) = (&passes[0], &passes[passes.len() - 1]);
         // The same load with no proxy at all, when the run took it from another
         // report (one setup, one figure): what the proxies themselves cost.
-        let loopback = section(&distance.results, &sweep_section(products, None));
+        let loopback = section(distance.results, &sweep_section(products, None));
         let mut headers: Vec<String> = vec!["strategy".into()];
         if !loopback.is_empty() {
             headers.push(">no proxy †".into());
@@ -91,8 +93,11 @@ pub fn pages(distance: &Written<SweepParts>, pages: &mut Pages) {
 }
 
 /// Round trips counted per request, and waited for one after the other.
-fn round_trips_page(distance: &Written<SweepParts>, near: f64, far: f64, pages: &mut Pages) {
-    let counts = &distance.parts.sweep.round_trips;
+fn round_trips_page(distance: &Read<'_, SweepInfo>, near: f64, far: f64, pages: &mut Pages) {
+    let Some(info) = distance.part else {
+        return;
+    };
+    let counts = &info.round_trips;
     if counts.is_empty() {
         return;
     }
@@ -127,7 +132,7 @@ fn round_trips_page(distance: &Written<SweepParts>, near: f64, far: f64, pages: 
         ],
         &body,
     ));
-    for c in &distance.claims {
+    for c in distance.claims {
         let _ = writeln!(
             page,
             "\n**Claim**: {} → **{}**. {}",

@@ -20,12 +20,13 @@
 //!
 //! Verdicts come from the ledger, as everywhere; the claims from this run's numbers.
 
+mod html;
 pub mod page;
+pub mod run;
 
 use crate::catalogue::{Card, Catalogue};
 use crate::claims::{all, claim, figure, load_of, source};
 use crate::engine::Fired;
-use crate::html::{bar_chart, escape};
 use crate::plan::{BUCKETS, Plan};
 use crate::rate::{SalesRate, compare};
 use crate::report::{Claim, Part, Row};
@@ -34,9 +35,11 @@ use crate::section::Section;
 use serde::{Deserialize, Serialize};
 use sqlx::MySqlPool;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::time::Instant;
 use stock_wire::{Family, Trait};
+
+/// The key the flash sale's part is stored under in the JSON report.
+pub const KEY: &str = "flash_sale";
 
 /// The strategies the sell-out runs: the hot-product family, and the reference (the
 /// conditional UPDATE) they are measured against.
@@ -650,10 +653,10 @@ impl FlashSale {
         self.rows.iter().all(|r| r.as_expected) && self.sell_outs.iter().all(|s| s.exact)
     }
 
-    /// The report's part: JSON under `flash_sale`, and its HTML.
+    /// The report's part, under [`KEY`] (drawn by `flash::html` from it).
     pub fn part(&self) -> Part {
         Part {
-            key: "flash_sale",
+            key: KEY,
             json: serde_json::to_value(FlashPart {
                 seconds: self.options.seconds,
                 concurrency: self.options.concurrency,
@@ -672,184 +675,9 @@ impl FlashSale {
                     .collect(),
             })
             .expect("plain data"),
-            html: self.html(),
             title: None,
-            sections: vec![Section::FlashSale, Section::SellOut, Section::Buckets],
             strategies: Vec::new(),
             as_expected: self.as_expected(),
         }
-    }
-
-    fn html(&self) -> String {
-        let mut html = self.throughput_html();
-        html.push_str(&self.sell_out_html());
-        if !self.buckets.is_empty() {
-            html.push_str(&self.buckets_html());
-        }
-        let _ = write!(
-            html,
-            "<p>{}</p>",
-            crate::html::escape(&crate::rate::rule_text())
-        );
-        html
-    }
-
-    /// The strategies of a trait, named as the service names them.
-    fn named_html(&self, t: Trait) -> String {
-        let names: Vec<String> = self
-            .catalogue
-            .with(t)
-            .iter()
-            .map(|c| format!("<code>{}</code>", escape(&c.name)))
-            .collect();
-        if names.is_empty() {
-            "none".to_string()
-        } else {
-            names.join(", ")
-        }
-    }
-
-    /// The throughput run in HTML: what it measures, its table of limits per
-    /// strategy, its sales chart and where the time went.
-    fn throughput_html(&self) -> String {
-        let o = &self.options;
-        let reference = self
-            .catalogue
-            .first_with(Trait::ConditionalUpdate)
-            .map_or("the reference".to_string(), |c| escape(&c.name));
-        let mut html = format!(
-            "<h2>Flash sale: one hot product</h2><p>Every strategy safe across instances on one product whose stock is \
-             never the limit: {} s of requests at {} over 2 instances ({}, a control that refuses every \
-             overtaken request, is left out). <b>Sales/s</b> counts the 200 answers over the run's steady window \
-             (after the first wave's answers, until the last request was sent), with its spread: the \
-             interquartile range over ten slices of the window. Every other strategy passes one row lock (or one lock key) per sale; {} carries many sales per transaction, {} spreads them \
-             over {BUCKETS} rows, {} sells from a Redis counter and records the sales afterwards \
-             (<b>pending at the end</b>: sales answered but not yet in the database when the last buyer was answered). <b>Statements per sale</b> is MariaDB's own count (<code>Questions</code>) over the run; \
-             <b>CPU</b> is percent of one core per process: where the machine's time went.</p>",
-            o.seconds,
-            o.rate
-                .map_or(format!("concurrency {}", o.concurrency), |r| format!(
-                    "{r:.0} requests/s (open loop, at most {} in flight)",
-                    o.concurrency
-                )),
-            self.named_html(Trait::RefusesOvertaken),
-            self.named_html(Trait::Batches),
-            self.named_html(Trait::SplitsStock),
-            self.named_html(Trait::RecordsLater),
-        );
-        let rows: Vec<&Row> = self
-            .rows
-            .iter()
-            .filter(|r| r.section == Section::FlashSale)
-            .collect();
-        let _ = write!(
-            html,
-            "<table><tr><th>strategy</th><th>sales/s (q1-q3)</th><th>× {reference} (range)</th><th>p50 ms</th><th>p99 ms</th><th>not sold (refused, busy, errors)</th>\
-             <th>statements/sale</th><th>sales/transaction</th><th>pending at the end (recorded after)</th><th>CPU % (one core = 100)</th><th>verdict</th></tr>",
-        );
-        for (row, limits) in rows.iter().zip(&self.limits) {
-            let refused: u64 = row
-                .responses
-                .iter()
-                .filter(|(k, _)| *k != "200")
-                .map(|(_, n)| n)
-                .sum();
-            let cpu: Vec<String> = limits
-                .cpu_percent
-                .iter()
-                .filter(|(_, p)| **p >= 1.0)
-                .map(|(name, p)| format!("{} {p:.0}", escape(name)))
-                .collect();
-            let class = if row.verdict.is_clean() { "ok" } else { "bad" };
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{refused}</td><td>{:.2}</td><td>{:.1}</td>\
-                 <td>{}</td><td>{}</td><td class=\"{class}\">{}</td></tr>",
-                escape(&row.strategy),
-                limits.sales.text(),
-                limits.ratio().map_or("".into(), |r| r.text()),
-                row.latency_ms.p50,
-                row.latency_ms.p99,
-                limits.statements_per_sale,
-                limits.sales_per_transaction,
-                if limits.pending_at_end > 0 {
-                    format!("{} ({:.0} ms)", limits.pending_at_end, limits.drain_ms)
-                } else {
-                    String::new()
-                },
-                cpu.join(", "),
-                escape(row.verdict_text()),
-            );
-        }
-        html.push_str("</table>");
-        html.push_str(&bar_chart(
-            "Flash sale: sales per second, one hot product",
-            "sales/s",
-            &rows,
-            |r| r.sales.per_second,
-        ));
-        html.push_str(&crate::html::time_split(&rows));
-        html
-    }
-
-    /// The sell-outs in HTML: what they must show, and their table.
-    fn sell_out_html(&self) -> String {
-        let o = &self.options;
-        let mut html = String::new();
-        let _ = write!(
-            html,
-            "<h3>Sell-out: stock {}, {} buyers{}</h3><p>Exactly the stock must be sold, everyone else told 409, nobody \
-             twice (the ledger decides); <b>history</b>: whether one order of every answer (and of the reads of what \
-             was left) explains them all, as a single stock counter would have given them. <b>Overtaken</b>: per instance, buyers refused although a buyer who sent \
-             later to the same instance got a unit (first come, first served would make it 0). Refusals are the subject \
-             here: <b>by fast path</b> counts those the sold-out fast path gave without running the strategy, \
-             <b>answers/s</b> all answers over the whole run.</p>\
-             <table><tr><th>strategy</th><th>sold</th><th>409</th><th>by fast path</th><th>other</th><th>overtaken (per instance)</th><th>answers/s</th><th>p99 ms</th><th>exact</th><th>history</th></tr>",
-            o.sell_out_stock,
-            o.sell_out_buyers,
-            match o.sell_out_restock {
-                0 => String::new(),
-                units => format!(
-                    "; restocked to {units} once half the buyers were answered, the buyers in flight overlapping it, the rest sent after it"
-                ),
-            }
-        );
-        let sell_rows = self.rows.iter().filter(|r| r.section == Section::SellOut);
-        for (s, row) in self.sell_outs.iter().zip(sell_rows) {
-            let overtaken: Vec<String> = s.overtaken.iter().map(u64::to_string).collect();
-            let class = if s.exact { "ok" } else { "bad" };
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td class=\"{class}\">{}</td>{}</tr>",
-                escape(&s.strategy),
-                s.sold,
-                s.refused,
-                s.refused_by_fast_path,
-                s.other,
-                overtaken.join(" / "),
-                s.answers_per_second,
-                row.latency_ms.p99,
-                if s.exact { "exact" } else { "NOT EXACT" },
-                crate::html::history_cell(row.history.as_ref()),
-            );
-        }
-        html.push_str("</table>");
-        html
-    }
-
-    /// The splitting strategy's sales per second by number of buckets, in HTML.
-    fn buckets_html(&self) -> String {
-        let mut html = String::new();
-        let _ = write!(
-            html,
-            "<h3>{} by number of buckets</h3><p>The same load; the product split into K rows at restock.</p>\
-             <table><tr><th>buckets</th><th>sales/s (q1-q3)</th></tr>",
-            self.named_html(Trait::SplitsStock),
-        );
-        for (k, r) in &self.buckets {
-            let _ = write!(html, "<tr><td>{k}</td><td>{}</td></tr>", r.text());
-        }
-        html.push_str("</table>");
-        html
     }
 }

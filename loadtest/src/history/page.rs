@@ -29,7 +29,7 @@ fn escape(s: &str) -> String {
 }
 
 /// The page for `records` and their `anomalies`, with the longest order the search
-/// finds for each part ([`super::ordered`]).
+/// finds for each part (`history::ordered`).
 pub fn draw(title: &str, records: &[Record], anomalies: &[Anomaly]) -> String {
     render(title, records, anomalies, &super::ordered(records))
 }

@@ -9,9 +9,10 @@ use crate::report::{Report, Row, section};
 use crate::section::Section;
 use std::fmt::Write;
 
-/// The first screen of `report`.
-pub fn glance(report: &Report) -> String {
-    let columns = columns(report);
+/// The first screen of `report`, a column for each of `tabled` (the sections shown
+/// as tables of rows, in the order their first row came) with more than one row.
+pub fn glance(report: &Report, tabled: &[&Section]) -> String {
+    let columns = columns(report, tabled);
     let mut html = String::from("<h2>At a glance</h2>");
     html.push_str(&verdict(report));
     html.push_str(&strategy_lines(report, &columns));
@@ -70,13 +71,11 @@ struct Column<'a> {
     rates: bool,
 }
 
-/// The first screen's columns: the sections the results' own tables show
-/// ([`Report::own_sections`]), each with more than one row.
-fn columns(report: &Report) -> Vec<Column<'_>> {
-    report
-        .own_sections()
-        .into_iter()
-        .map(|s| {
+/// The first screen's columns: the sections of `tabled` with more than one row.
+fn columns<'a>(report: &'a Report, tabled: &[&'a Section]) -> Vec<Column<'a>> {
+    tabled
+        .iter()
+        .map(|&s| {
             let rows = section(&report.results, s);
             let rates = rows.iter().all(|r| r.stock_never_limited());
             Column {
@@ -180,7 +179,7 @@ mod tests {
         let mut odd = row(Section::Throughput, "<i>odd</i>");
         odd.as_expected = false;
         let report = Report::new(json!({}), vec![row(Section::Throughput, "plain"), odd]);
-        let html = glance(&report);
+        let html = glance(&report, &[&Section::Throughput]);
         assert!(html.contains("<b>Unexpected</b>: &lt;i&gt;odd&lt;/i&gt; (throughput)"));
         assert!(!html.contains("<i>odd</i>"));
         assert!(!html.contains("Everything behaved as expected"));
@@ -189,7 +188,7 @@ mod tests {
     /// A report with no rows and no parts claims nothing about strategies.
     #[test]
     fn an_empty_report_claims_nothing() {
-        let html = glance(&Report::new(json!({}), Vec::new()));
+        let html = glance(&Report::new(json!({}), Vec::new()), &[]);
         assert!(html.contains("This run measured nothing."));
         assert!(!html.contains("as expected"));
     }

@@ -1,13 +1,14 @@
-//! The HTML report: one self-contained file (inline SVG charts drawn with `plotters`,
-//! inline CSS, no script, no CDN) that opens offline.
-//!
-//! Its first screen is `glance` (the verdict, each strategy on one line, the sales
-//! per second as bars, the claims); the sections' tables and charts follow.
+//! What the HTML report is drawn with: tables of rows, charts as inline SVG (drawn
+//! with `plotters`), escaping; and its first screen, [`glance()`] (the verdict, each
+//! strategy on one line, the sales per second as bars, the claims). Each section draws
+//! its own part with these ([`crate::chapter::Chapter::html`]); [`crate::page`] puts
+//! the page together.
 
 mod glance;
 
-use crate::report::{Columns, Report, Row};
-use crate::section::Section;
+pub use glance::glance;
+
+use crate::report::{Columns, Row};
 use crate::timing::TimeSplit;
 use plotters::prelude::*;
 use std::fmt::Write;
@@ -207,6 +208,23 @@ pub fn time_split(rows: &[&Row]) -> String {
     html
 }
 
+/// A section of timed rows: its heading `title`, its table, the sales per second and
+/// p99 as bars, and where the time went.
+pub fn throughput_section(title: &str, rows: &[&Row]) -> String {
+    let mut html = format!("<h2>{title}</h2>{}", table(rows, Columns::Throughput));
+    html.push_str(&bar_chart(
+        "Sales per second (steady window)",
+        "sales/s",
+        rows,
+        |r| r.sales.per_second,
+    ));
+    html.push_str(&bar_chart("Latency p99 (milliseconds)", "ms", rows, |r| {
+        r.latency_ms.p99
+    }));
+    html.push_str(&time_split(rows));
+    html
+}
+
 /// A section's rows as a table: sales/s with its spread where stock never limits
 /// ([`Columns::Throughput`]), what was refused and by whom where it runs out.
 pub fn table(rows: &[&Row], columns: Columns) -> String {
@@ -301,265 +319,6 @@ pub fn history_cell(history: Option<&crate::history::Judged>) -> String {
         ),
         None => format!("<td class=\"{class}\">{text}</td>"),
     }
-}
-
-/// The throughput section at a distance beside the loopback one: each strategy's
-/// sales/s and p99 on both, the ratio, and the round trips per request the proxies counted.
-pub fn distance_table(near: &[&Row], far: &[&Row]) -> String {
-    let Some(rtt) = far.first().and_then(|r| r.rtt_ms) else {
-        return String::new();
-    };
-    let mut html = format!(
-        "<h2>Throughput at {rtt} ms from every server</h2><p>The throughput section again on two \
-         more instances whose every server (MariaDB, Redis, ZooKeeper, etcd) sits behind a \
-         proxy adding a {rtt} ms round trip, as across availability zones (the same time, \
-         stock and concurrency; the loopback column is the throughput section's figure). On \
-         loopback a round trip costs next to nothing and a strategy's cost is its CPU; here it \
-         is the round trips it waits for, counted by the proxies.</p><table><tr><th>strategy</th>\
-         <th>sales/s (loopback)</th><th>p99 ms</th><th>sales/s at {rtt} ms</th><th>p99 ms</th><th>ratio</th>\
-         <th>round trips per request</th><th>verdict</th></tr>",
-    );
-    for f in far {
-        let n = near.iter().find(|n| n.strategy == f.strategy);
-        let class = if f.verdict.is_clean() { "ok" } else { "bad" };
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td>\
-             <td class=\"{class}\">{}</td></tr>",
-            escape(&f.strategy),
-            n.map_or(String::new(), |n| n.sales.text()),
-            n.map_or(String::new(), |n| format!("{:.1}", n.latency_ms.p99)),
-            f.sales.text(),
-            f.latency_ms.p99,
-            n.map_or(String::new(), |n| format!(
-                "{:.2}",
-                f.sales.per_second / n.sales.per_second.max(1e-9)
-            )),
-            escape(&crate::report::by_kind(&f.round_trips_per_request())),
-            escape(f.verdict_text()),
-        );
-    }
-    html.push_str("</table>");
-    html
-}
-
-/// What the baseline row is: it is `loadtest`'s own measurement, not a strategy of the
-/// service (their paragraphs come with the report: [`crate::catalogue`]).
-const BASELINE: &str = "The reference's transaction (the conditional UPDATE) driven directly over sqlx, no HTTP: the gap to the reference is the service's own overhead.";
-
-/// Renders the whole report.
-pub fn render(report: &Report) -> String {
-    let mut html = head(report);
-    html.push_str(&glance::glance(report));
-    html.push_str(&result_sections(report));
-    for part in &report.parts {
-        html.push_str(&part.html);
-    }
-    html.push_str(&claims_section(report));
-    html.push_str(&instances_section(report));
-    html.push_str(&strategies_section(report));
-    let _ = write!(
-        html,
-        "<h2>Parameters</h2><pre>{}</pre></body></html>",
-        escape(&serde_json::to_string_pretty(&report.parameters).unwrap_or_default())
-    );
-    html
-}
-
-/// The page's head and style, its title, what the verdicts mean, and the servers.
-fn head(report: &Report) -> String {
-    let mut html = String::new();
-    let (title, what) = report.parts.iter().find_map(|p| p.title).unwrap_or((
-        "stock-locks: every strategy side by side",
-        "One run of <code>./scripts/demo</code>",
-    ));
-    let _ = write!(
-        html,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title><style>\
-         body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}}\
-         table{{border-collapse:collapse;margin:1em 0;font-size:14px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}\
-         td:first-child,th:first-child,td:last-child,th:last-child{{text-align:left}}.ok{{background:#d9f2e3}}.bad{{background:#f8d4d4}}\
-         .confirmed{{color:#1d7a3f;font-weight:bold}}.refuted{{color:#b02020;font-weight:bold}}.inconclusive{{color:#8a6d00;font-weight:bold}}\
-         table.grid{{font-size:12px}}table.grid td,table.grid th{{text-align:left;vertical-align:top;padding:3px 4px}}table.grid td:first-child{{min-width:170px}}.v{{display:block;padding:2px 5px;margin:2px 0;border-radius:3px;font-size:12px}}\
-         .safe{{background:#cdebd7}}.refused{{background:#d3e2f7}}.unavailable{{background:#fbe3b5}}.erased,.missing{{background:#f5c2c2;font-weight:bold}}\
-         .surprise{{outline:3px solid #b02020}}table.why td{{text-align:left;vertical-align:top}}.lesson{{border-left:4px solid #2e8b57;padding:0.5em 1em;background:#f4faf6}}\
-         code{{background:#f3f3f3;padding:0 3px}}summary{{white-space:nowrap}}</style></head><body>\
-         <h1>{title}</h1>\
-         <p>{what} ({tool}); {cores} cores. Verdicts are read from the database after the requests \
-         stopped: <b>lost</b> = ledger − (stock − left), sales the stock row never saw; <b>beyond stock</b> = units sold past the stock. \
-         Green: neither happened. Red: stock was oversold.</p>",
-        tool = escape(&report.tool),
-        cores = report.machine.cores,
-    );
-    if !report.machine.servers.is_empty() {
-        let servers: Vec<String> = report
-            .machine
-            .servers
-            .iter()
-            .map(|(k, v)| format!("{} {}", escape(k), escape(v)))
-            .collect();
-        let _ = write!(html, "<p>Servers: {}.</p>", servers.join(", "));
-    }
-    html
-}
-
-/// The sections of the results no part of the report draws itself, in the order
-/// their first row came: each a table, and charts where they tell something.
-fn result_sections(report: &Report) -> String {
-    let mut html = String::new();
-    for section in report.own_sections() {
-        let rows = crate::report::section(&report.results, section);
-        html.push_str(&result_section(report, section, &rows));
-    }
-    html
-}
-
-/// One section of the results: its heading, its table of `rows`, and its charts.
-fn result_section(report: &Report, section: &Section, rows: &[&Row]) -> String {
-    let mut html = String::new();
-    match section {
-        Section::Throughput | Section::OneInstance => {
-            let _ = write!(
-                html,
-                "<h2>{}</h2>{}",
-                if section == &Section::Throughput {
-                    "Throughput: sales per second on one hot product, stock never the limit"
-                } else {
-                    "One instance: the in-process lock where it works"
-                },
-                table(rows, Columns::Throughput)
-            );
-            html.push_str(&bar_chart(
-                "Sales per second (steady window)",
-                "sales/s",
-                rows,
-                |r| r.sales.per_second,
-            ));
-            html.push_str(&bar_chart("Latency p99 (milliseconds)", "ms", rows, |r| {
-                r.latency_ms.p99
-            }));
-            html.push_str(&time_split(rows));
-        }
-        Section::Held => {
-            let _ = write!(
-                html,
-                "<h2>What breaks: every deduction held {} ms between read and write</h2>\
-                 <p>The same strategies on instances started with <code>--hold-ms</code>: a slow business step. The \
-                 controls are expected to oversell here; every other strategy must stay green.</p>{}",
-                rows[0].hold_ms,
-                table(rows, Columns::Verdicts)
-            );
-            html.push_str(&time_split(rows));
-        }
-        Section::Contention => {
-            let _ = write!(
-                html,
-                "<h2>Optimistic CAS under contention</h2><p>The same product at 4 in flight \
-                 (here) and at 64 (the throughput section): transactions per sale (tries/sale) grow with \
-                 the number of buyers.</p>{}",
-                table(rows, Columns::Throughput)
-            );
-        }
-        Section::Far { .. } => {
-            let near: Vec<&Row> = report
-                .results
-                .iter()
-                .filter(|r| r.section == Section::Throughput)
-                .collect();
-            html.push_str(&distance_table(&near, rows));
-        }
-        other => {
-            let columns = if rows.iter().all(|r| r.stock_never_limited()) {
-                Columns::Throughput
-            } else {
-                Columns::Verdicts
-            };
-            let _ = write!(
-                html,
-                "<h2>Results ({})</h2>{}",
-                escape(&other.to_string()),
-                table(rows, columns)
-            );
-            html.push_str(&time_split(rows));
-        }
-    }
-    html
-}
-
-/// The classic claims this run checked, and the rule they were judged by (none: no
-/// section).
-fn claims_section(report: &Report) -> String {
-    let mut html = String::new();
-    if !report.claims.is_empty() {
-        html.push_str("<h2>The classic claims, checked by this run</h2><table><tr><th>claim</th><th>source</th><th>judged on</th><th>verdict</th><th>evidence</th></tr>");
-        for c in &report.claims {
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{}: {}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
-                escape(&c.claim),
-                escape(&c.source),
-                escape(&c.section),
-                escape(&c.load),
-                escape(&c.evidence),
-                v = c.verdict
-            );
-        }
-        let _ = write!(html, "</table><p>{}</p>", escape(&crate::rate::rule_text()));
-    }
-    html
-}
-
-/// Each service instance's peak memory (none: no section).
-fn instances_section(report: &Report) -> String {
-    let mut html = String::new();
-    if !report.instances.is_empty() {
-        html.push_str(
-            "<h2>Service instances</h2><table><tr><th>instance</th><th>peak RSS (MiB)</th></tr>",
-        );
-        for i in &report.instances {
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{:.1}</td></tr>",
-                escape(&i.name),
-                i.peak_rss_kib as f64 / 1024.0
-            );
-        }
-        html.push_str("</table>");
-    }
-    html
-}
-
-/// What each strategy of the report is, and when to use it, in the order they first
-/// appear.
-fn strategies_section(report: &Report) -> String {
-    let mut html = String::from("<h2>The strategies</h2>");
-    let mut seen: Vec<String> = Vec::new();
-    let names = report
-        .results
-        .iter()
-        .map(|r| &r.strategy)
-        .chain(report.parts.iter().flat_map(|p| &p.strategies));
-    for name in names {
-        if seen.contains(name) {
-            continue;
-        }
-        seen.push(name.clone());
-        let (when, explanation) = match report.strategies.get(name) {
-            Some(card) => (card.when_to_use.as_str(), card.explanation.as_str()),
-            None if name == "baseline" => ("", BASELINE),
-            None => ("", ""),
-        };
-        let _ = write!(
-            html,
-            "<h3 id=\"s-{name}\">{name}</h3><p>{}</p>",
-            escape(explanation),
-            name = escape(name)
-        );
-        if !when.is_empty() {
-            let _ = write!(html, "<p><i>Use it when:</i> {}</p>", escape(when));
-        }
-    }
-    html
 }
 
 /// A line chart over categories on the x axis, described by `x_desc` and labelled

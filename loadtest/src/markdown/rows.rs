@@ -2,8 +2,9 @@
 //! rate with its spread, the load's shape, and the load table the demo's sections
 //! share.
 
-use super::{linked, num, table};
+use super::{banner, linked, num, table};
 use crate::report::{Expect, Row};
+use std::fmt::Write as _;
 
 /// What a throughput table's figure counts, under it.
 pub const SALES_LEGEND: &str = "sales/s = deductions answered 200 (one unit each) per second over the run's steady window (after the first wave's answers, until the last request was sent); q1–q3 = its spread, the interquartile range over ten slices of the window (of every round's window together, where the setup was measured in rounds, strategy after strategy, round after round).";
@@ -128,6 +129,89 @@ pub fn load_shape(rows: &[&Row]) -> String {
             row.requests, row.concurrency, row.verdict.initial,
         )
     }
+}
+
+/// A section's page of rows from `source`: the load's shape, `title` and the rows'
+/// hold, then the load table ([`load_table`]) and its legend.
+pub fn section_page(
+    source: &str,
+    rows: &[&Row],
+    strategies: &[String],
+    title: &str,
+    throughput: bool,
+) -> String {
+    let hold = rows.first().map_or(0, |r| r.hold_ms);
+    let mut page = banner(source);
+    let _ = writeln!(
+        page,
+        "*{}; {title}{}.*\n",
+        load_shape(rows),
+        if hold > 0 {
+            format!(": {hold} ms")
+        } else {
+            String::new()
+        }
+    );
+    page.push_str(&load_table(rows, strategies, throughput));
+    if throughput {
+        let _ = writeln!(page, "\n{SALES_LEGEND} {THROUGHPUT_LEGEND}");
+    } else {
+        let _ = writeln!(page, "\n{LEGEND}");
+    }
+    page
+}
+
+/// Where the time goes in `title` (a section), from `source`: the service's phases
+/// per deduction, from /metrics; `None` when no row has them.
+pub fn time_split_page(source: &str, rows: &[&Row], title: &str) -> Option<String> {
+    let split: Vec<(&Row, &crate::timing::TimeSplit)> = rows
+        .iter()
+        .filter_map(|r| Some((*r, r.time_split.as_ref()?)))
+        .collect();
+    if split.is_empty() {
+        return None;
+    }
+    let mut page = banner(source);
+    let _ = writeln!(
+        page,
+        "*Mean milliseconds per deduction in {title}; the transaction includes the wait for a pooled connection.*\n"
+    );
+    let body: Vec<Vec<String>> = split
+        .iter()
+        .map(|(r, t)| {
+            let total: f64 = [
+                t.lock_ms,
+                t.transaction_ms,
+                t.release_ms,
+                t.rest_ms,
+                t.outside_ms,
+            ]
+            .iter()
+            .sum();
+            vec![
+                linked(&r.strategy),
+                num(t.lock_ms),
+                num(t.pool_wait_ms),
+                num(t.transaction_ms - t.pool_wait_ms),
+                num(t.release_ms),
+                num(t.rest_ms + t.outside_ms),
+                num(total),
+            ]
+        })
+        .collect();
+    page.push_str(&table(
+        &[
+            "strategy",
+            ">lock wait",
+            ">pool wait",
+            ">rest of the transaction",
+            ">release",
+            ">handler rest + outside",
+            ">total",
+        ],
+        &body,
+    ));
+    Some(page)
 }
 
 #[cfg(test)]

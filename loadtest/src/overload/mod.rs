@@ -23,6 +23,7 @@
 //! acknowledged sale missing.
 
 pub mod page;
+pub mod run;
 
 use crate::html::{escape, html_rows};
 use crate::plan::Plan;
@@ -340,6 +341,9 @@ impl OverloadRow {
     }
 }
 
+/// The key the overload part is stored under in the JSON report.
+pub const KEY: &str = "overload";
+
 /// The line under the table: what it counts.
 pub const COUNTS: &str = "capacity = the best no-limit sales/s measured (closed loop at the concurrency named, or the no-limit open loop when it sold faster); reached = requests started per second (ceiling: the service held the open loop's in-flight ceiling unanswered, so the loop waited); goodput = sales/s over the steady window (from the first answer until the last request was started: the queue's drain left out), its spread the interquartile range over ten slices; x cap p99 = the accepted p99 over the closed loop's p99 at capacity";
 
@@ -356,15 +360,17 @@ pub fn print_table(results: &[OverloadRow], factor: f64) {
     );
 }
 
-/// The overload part of the report: the table, with the goal per row. Its rows'
-/// sections (`overload: ...`) are shown here, not as tables of their own.
-pub fn part(
-    results: &[OverloadRow],
-    sell_outs: &[SellOutRow],
-    floods: &[crate::flood::FloodRow],
-    factor: f64,
-    seconds: f64,
-) -> Part {
+/// The overload part of the HTML report: the table, with the goal per row, the
+/// sell-out with the fast path on and off, and the flood. Its rows' sections
+/// (`overload: ...`) are shown here, not as tables of their own.
+pub fn html(part: &OverloadPart) -> String {
+    let OverloadPart {
+        factor,
+        seconds,
+        rows: results,
+        sell_out: sell_outs,
+        flood: floods,
+    } = part;
     let mut html = format!(
         "<h2>Past capacity: {factor}× the capacity, open loop</h2><p>Each strategy's capacity \
          is the best it sold without a limit (closed loop on one hot product, stock never the \
@@ -390,12 +396,24 @@ pub fn part(
         html.push_str(&sell_out_html(sell_outs));
     }
     html.push_str(&crate::flood::html(floods));
+    html
+}
+
+/// The overload part of the report: what it measured, under [`KEY`] (drawn by
+/// [`html`]).
+pub fn part(
+    results: &[OverloadRow],
+    sell_outs: &[SellOutRow],
+    floods: &[crate::flood::FloodRow],
+    factor: f64,
+    seconds: f64,
+) -> Part {
     let oversold = results
         .iter()
         .any(|r| r.oversold || r.missing_acknowledged > 0);
     let oversold = oversold || floods.iter().any(|r| !r.clean());
     Part {
-        key: "overload",
+        key: KEY,
         json: serde_json::to_value(OverloadPart {
             factor,
             seconds,
@@ -404,16 +422,7 @@ pub fn part(
             flood: floods.to_vec(),
         })
         .expect("plain data"),
-        html,
         title: None,
-        sections: std::iter::once(Section::OverloadCapacity)
-            .chain(results.iter().map(|r| Section::Overload {
-                mode: r.mode.clone(),
-            }))
-            .chain(sell_outs.iter().map(|r| Section::OverloadSellOut {
-                mode: r.mode.clone(),
-            }))
-            .collect(),
         strategies: Vec::new(),
         as_expected: !oversold && sell_outs.iter().all(|r| r.exact),
     }
@@ -650,20 +659,18 @@ mod tests {
             beyond_stock: 0,
         };
         let part = part(&[row], &[sell_out], &[flood], 5.0, 4.0);
-        assert_eq!(part.html.matches("<table>").count(), 3);
+        // Drawn from what the report stores, as the page and the book read it.
+        let html = html(&serde_json::from_value(part.json.clone()).expect("it reads back"));
+        assert_eq!(html.matches("<table>").count(), 3);
         assert_eq!(
-            part.html.matches("<th>").count(),
+            html.matches("<th>").count(),
             COLUMNS.len() + SELL_OUT_COLUMNS.len() + crate::flood::COLUMNS.len()
         );
-        assert!(part.html.contains("--reject-hold-ms 1000"));
+        assert!(html.contains("--reject-hold-ms 1000"));
         assert_eq!(part.json["flood"][0]["connections"], 2000);
-        assert!(
-            part.html.contains("<td class=\"ok\">met</td>"),
-            "{}",
-            part.html
-        );
-        assert!(part.html.contains("<td class=\"bad\">NOT EXACT</td>"));
-        assert!(part.html.contains("mariadb 80 µs"));
+        assert!(html.contains("<td class=\"ok\">met</td>"), "{html}");
+        assert!(html.contains("<td class=\"bad\">NOT EXACT</td>"));
+        assert!(html.contains("mariadb 80 µs"));
         assert!(
             !part.as_expected,
             "a sell-out that is not exact is unexpected"

@@ -19,6 +19,7 @@
 //! where it was measured ([`reuse`]).
 
 pub mod page;
+pub mod run;
 
 use crate::catalogue::Catalogue;
 use crate::html::{escape, line_chart};
@@ -104,6 +105,9 @@ impl SweepInfo {
             .collect()
     }
 }
+
+/// The key the sweep's part is stored under in the JSON report.
+pub const KEY: &str = "sweep";
 
 /// What `loadtest sweep` adds to its report's rows, as the book reads it back: the
 /// sweep's shape (at a distance, its round trips).
@@ -342,30 +346,16 @@ pub fn print_tables(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) {
 }
 
 impl SweepInfo {
-    /// The sweep's part of the report: its shape under `sweep`, its charts; callers
-    /// take [`crate::distance::part`], which adds the distance's section.
-    pub(crate) fn part(&self, rows: &[Row], catalogue: &Catalogue) -> Part {
+    /// The sweep's part of the report: its shape under [`KEY`] (drawn by [`html`], and
+    /// at several RTTs by [`crate::distance::html`] after it).
+    pub fn part(&self) -> Part {
         Part {
-            key: "sweep",
+            key: KEY,
             json: serde_json::to_value(self).expect("plain data"),
-            // At several RTTs, `crate::distance::part` adds the distance's section.
-            html: html(self, rows, catalogue),
             title: Some((
                 "stock-locks: how cost grows with load",
                 "One run of <code>loadtest sweep</code>",
             )),
-            // At a distance, the loopback cells taken from another run (`--reuse`)
-            // are shown by the distance tables, not as sections of their own.
-            sections: self
-                .sections()
-                .into_iter()
-                .chain(
-                    self.products
-                        .iter()
-                        .filter(|_| !self.rtts_ms.is_empty())
-                        .map(|&p| section(p, None)),
-                )
-                .collect(),
             strategies: Vec::new(),
             as_expected: true,
         }
@@ -393,7 +383,7 @@ pub fn legend(strategies: &[&str], catalogue: &Catalogue) -> String {
 
 /// `loadtest sweep`: per layout, a table and two line charts (throughput, p99), then
 /// a compare-and-set's transactions per sale on both layouts.
-fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
+pub fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
     let mut html = String::new();
     let _ = write!(
         html,

@@ -1,10 +1,11 @@
 //! The sweep (`book/data/sweep.json`): sales per second by requests in flight, one
 //! page per product layout.
 
-use super::SweepParts;
+use super::SweepInfo;
+use crate::chapter::Read;
 use crate::markdown::rows::{SALES_LEGEND, verdict};
 use crate::markdown::{Pages, banner, linked, num, table};
-use crate::report::{Row, Written};
+use crate::report::Row;
 use crate::section::Section;
 use std::fmt::Write as _;
 
@@ -32,8 +33,8 @@ pub fn measured_here_or_marked(row: &Row) -> String {
 }
 
 /// One page per layout (`sweep: 1 product`, `sweep: 100 products`).
-pub fn pages(sweep: &Written<SweepParts>, pages: &mut Pages) {
-    let results = &sweep.results;
+pub fn pages(sweep: &Read<'_, SweepInfo>, pages: &mut Pages) {
+    let results = sweep.results;
     let mut sections: Vec<&Section> = Vec::new();
     for r in results {
         if matches!(r.section, Section::Sweep { .. }) && !sections.contains(&&r.section) {

@@ -1,13 +1,15 @@
 //! The flash sale: one hot product at high concurrency, a sell-out, the split stock by
 //! number of buckets, and what limits each strategy there.
 
-use super::stage::{DemoSection, Stage};
-use crate::cli::first_product;
-use loadtest::catalogue::Catalogue;
-use loadtest::flash::{FlashOptions, FlashSale};
-use loadtest::report::section;
-use loadtest::report::{Columns, Report, Row, print_table};
-use loadtest::section::Section;
+use crate::catalogue::Catalogue;
+use crate::chapter::{Chapter, Read};
+use crate::demo::Stage;
+use crate::flash::{FlashOptions, FlashPart, FlashSale};
+use crate::markdown::rows::time_split_page;
+use crate::markdown::{Facts, Pages};
+use crate::plan::first_product;
+use crate::report::{Columns, Report, Row, print_table, section};
+use crate::section::Section;
 use stock_wire::Trait;
 
 /// The flash-sale section; its measurements beyond rows once it ran.
@@ -16,7 +18,11 @@ pub struct Flash {
     sale: Option<FlashSale>,
 }
 
-impl DemoSection for Flash {
+impl Chapter for Flash {
+    type Stage = Stage;
+    type Part = FlashPart;
+    const KEY: Option<&'static str> = Some(super::KEY);
+
     fn title(&self, _stage: &Stage) -> String {
         "the flash sale: one hot product at high concurrency, a sell-out, buckets".into()
     }
@@ -54,7 +60,7 @@ impl DemoSection for Flash {
             rate: args.flash_rate,
             ..FlashOptions::default()
         };
-        let sale = loadtest::flash::run(&runner, &chosen, options, &processes, |n| {
+        let sale = crate::flash::run(&runner, &chosen, options, &processes, |n| {
             first_product(4, n)
         })
         .await?;
@@ -92,6 +98,30 @@ impl DemoSection for Flash {
         if let Some(sale) = &self.sale {
             report.claims.extend(sale.claims());
             report.parts.push(sale.part());
+        }
+    }
+
+    fn draws(section: &Section) -> bool {
+        matches!(
+            section,
+            Section::FlashSale | Section::SellOut | Section::Buckets
+        )
+    }
+
+    fn html(report: &Read<'_, FlashPart>) -> String {
+        report.part.map_or(String::new(), |part| {
+            super::html::html(part, report.results, report.strategies)
+        })
+    }
+
+    /// Its pages (the throughput table, the sell-out), and where the time goes.
+    fn pages(report: &Read<'_, FlashPart>, pages: &mut Pages, facts: &mut Facts) {
+        if let Some(part) = report.part {
+            super::page::pages(part, report.results, pages, facts);
+        }
+        let rows = report.section(&Section::FlashSale);
+        if let Some(page) = time_split_page(crate::demo::SOURCE, &rows, "the flash sale") {
+            pages.insert(format!("demo/time-split-{}.md", Section::FlashSale), page);
         }
     }
 }

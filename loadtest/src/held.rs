@@ -1,12 +1,14 @@
 //! What breaks: every strategy on two instances that hold each deduction between its
 //! read and its write, with stock that runs out.
 
-use super::stage::{DemoSection, Stage};
-use crate::cli::{first_product, plan};
-use loadtest::lab::Instance;
-use loadtest::report::section;
-use loadtest::report::{Columns, Expect, InstanceInfo, Report, Row, print_table};
-use loadtest::section::Section;
+use crate::chapter::{Chapter, Read};
+use crate::demo::Stage;
+use crate::lab::Instance;
+use crate::markdown::rows::section_page;
+use crate::markdown::{Facts, Pages};
+use crate::plan::{first_product, plan};
+use crate::report::{Columns, Expect, InstanceInfo, Report, Row, print_table, section};
+use crate::section::Section;
 
 /// The held section, with its two instances started with `--hold-ms`.
 pub struct Held {
@@ -30,7 +32,10 @@ impl Held {
     }
 }
 
-impl DemoSection for Held {
+impl Chapter for Held {
+    type Stage = Stage;
+    type Part = ();
+
     fn title(&self, _stage: &Stage) -> String {
         "what breaks: every deduction held between read and write, stock that runs out".into()
     }
@@ -104,5 +109,38 @@ impl DemoSection for Held {
 
     fn report(&self, report: &mut Report) {
         report.instances.extend(self.info.iter().cloned());
+    }
+
+    fn draws(section: &Section) -> bool {
+        section == &Section::Held
+    }
+
+    fn html(report: &Read<'_, ()>) -> String {
+        let rows = report.section(&Section::Held);
+        let Some(first) = rows.first() else {
+            return String::new();
+        };
+        let mut html = format!(
+            "<h2>What breaks: every deduction held {} ms between read and write</h2>\
+             <p>The same strategies on instances started with <code>--hold-ms</code>: a slow business step. The \
+             controls are expected to oversell here; every other strategy must stay green.</p>{}",
+            first.hold_ms,
+            crate::html::table(&rows, Columns::Verdicts)
+        );
+        html.push_str(&crate::html::time_split(&rows));
+        html
+    }
+
+    fn pages(report: &Read<'_, ()>, pages: &mut Pages, _facts: &mut Facts) {
+        let rows = report.section(&Section::Held);
+        if rows.is_empty() {
+            return;
+        }
+        let strategies: Vec<String> = report.strategies.names().map(str::to_string).collect();
+        let title = "every deduction held between read and write (`--hold-ms`)";
+        pages.insert(
+            "demo/held.md".to_string(),
+            section_page(crate::demo::SOURCE, &rows, &strategies, title, false),
+        );
     }
 }

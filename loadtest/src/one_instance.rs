@@ -1,18 +1,22 @@
 //! The one-instance section: an in-process lock works on one instance only; the claim
 //! that ranks it against the database's locks is judged here.
 
-use super::stage::{DemoSection, Stage};
-use crate::cli::{first_product, plan};
-use loadtest::plan::Plan;
-use loadtest::report::section;
-use loadtest::report::{Columns, Expect, Row, print_table};
-use loadtest::section::Section;
+use crate::chapter::{Chapter, Read};
+use crate::demo::Stage;
+use crate::markdown::rows::section_page;
+use crate::markdown::{Facts, Pages};
+use crate::plan::{Plan, first_product, plan};
+use crate::report::{Columns, Expect, Row, print_table, section};
+use crate::section::Section;
 use stock_wire::Trait;
 
 /// The in-process lock beside the database's locks, on the first plain instance.
 pub struct OneInstance;
 
-impl DemoSection for OneInstance {
+impl Chapter for OneInstance {
+    type Stage = Stage;
+    type Part = ();
+
     fn title(&self, _stage: &Stage) -> String {
         "one instance: the in-process lock where it works, beside the database's locks".into()
     }
@@ -56,6 +60,30 @@ impl DemoSection for OneInstance {
             ),
             &section(rows, &Section::OneInstance),
             Columns::Throughput,
+        );
+    }
+
+    fn draws(section: &Section) -> bool {
+        section == &Section::OneInstance
+    }
+
+    fn html(report: &Read<'_, ()>) -> String {
+        let rows = report.section(&Section::OneInstance);
+        if rows.is_empty() {
+            return String::new();
+        }
+        crate::html::throughput_section("One instance: the in-process lock where it works", &rows)
+    }
+
+    fn pages(report: &Read<'_, ()>, pages: &mut Pages, _facts: &mut Facts) {
+        let rows = report.section(&Section::OneInstance);
+        if rows.is_empty() {
+            return;
+        }
+        let strategies: Vec<String> = report.strategies.names().map(str::to_string).collect();
+        pages.insert(
+            "demo/one-instance.md".to_string(),
+            section_page(crate::demo::SOURCE, &rows, &strategies, "on loopback", true),
         );
     }
 }

@@ -3,15 +3,17 @@
 //! open loop at a multiple of each one's capacity; the sell-out with the sold-out fast
 //! path on and off; and the flood of a client that never backs off.
 
-use super::stage::{DemoSection, Stage};
-use crate::cli::{first_product, plan};
+use crate::chapter::{Chapter, Read};
+use crate::demo::Stage;
+use crate::flood::{FloodRow, Target};
+use crate::lab::Instance;
+use crate::markdown::{Facts, Pages};
+use crate::overload::{Mode, OverloadPart, OverloadRow, SellOutRow};
+use crate::plan::{first_product, plan};
+use crate::report::{Expect, InstanceInfo, Report, Row};
+use crate::runner::Runner;
+use crate::section::Section;
 use anyhow::bail;
-use loadtest::flood::{FloodRow, Target};
-use loadtest::lab::Instance;
-use loadtest::overload::{Mode, OverloadRow, SellOutRow};
-use loadtest::report::{Expect, InstanceInfo, Report, Row};
-use loadtest::runner::Runner;
-use loadtest::section::Section;
 use stock_wire::Trait;
 
 /// The overload section: what it measured beyond rows, and the instances it started.
@@ -218,7 +220,7 @@ impl Overload {
                     && matches!(r.section, Section::Throughput | Section::FlashSale)
             })
             .collect();
-        let capacity = match loadtest::overload::capacity(&measured) {
+        let capacity = match crate::overload::capacity(&measured) {
             Some(capacity) => capacity,
             None => {
                 let plan = stage.timed(plan(
@@ -229,7 +231,7 @@ impl Overload {
                     Expect::Safe,
                 ));
                 let row = runners.plain.run(&plan).await?;
-                let capacity = loadtest::overload::capacity(&[&row]).expect("one row");
+                let capacity = crate::overload::capacity(&[&row]).expect("one row");
                 rows.push(row);
                 capacity
             }
@@ -241,7 +243,7 @@ impl Overload {
             self.seconds,
             modes.len()
         ));
-        let (results, overload_rows) = loadtest::overload::run(
+        let (results, overload_rows) = crate::overload::run(
             strategy,
             capacity,
             &modes,
@@ -256,7 +258,7 @@ impl Overload {
         if index == 0 {
             let offered = results.first().map_or(1000.0, |r| r.offered_per_second);
             let fast = format!("{}, fast path on", settings.limited.name);
-            let (sold_out, sell_out_rows) = loadtest::overload::sell_out(
+            let (sold_out, sell_out_rows) = crate::overload::sell_out(
                 strategy,
                 &[
                     (&runners.limited, &fast),
@@ -280,7 +282,11 @@ impl Overload {
     }
 }
 
-impl DemoSection for Overload {
+impl Chapter for Overload {
+    type Stage = Stage;
+    type Part = OverloadPart;
+    const KEY: Option<&'static str> = Some(super::KEY);
+
     fn title(&self, _stage: &Stage) -> String {
         format!("past capacity: {}x each strategy's capacity", self.factor)
     }
@@ -306,7 +312,7 @@ impl DemoSection for Overload {
                 "{strategy} flooded: wrk at {} connections on each setting ...",
                 stage.args.flood_connections
             ));
-            self.floods = loadtest::flood::run(
+            self.floods = crate::flood::run(
                 &strategy,
                 capacity,
                 &runners.targets(&settings),
@@ -321,13 +327,13 @@ impl DemoSection for Overload {
     }
 
     fn print(&self, _stage: &Stage, _rows: &[Row]) {
-        loadtest::overload::print_table(&self.results, self.factor);
-        loadtest::overload::print_sell_out(&self.sell_outs);
-        loadtest::flood::print_table(&self.floods);
+        crate::overload::print_table(&self.results, self.factor);
+        crate::overload::print_sell_out(&self.sell_outs);
+        crate::flood::print_table(&self.floods);
     }
 
     fn report(&self, report: &mut Report) {
-        report.parts.push(loadtest::overload::part(
+        report.parts.push(crate::overload::part(
             &self.results,
             &self.sell_outs,
             &self.floods,
@@ -335,5 +341,22 @@ impl DemoSection for Overload {
             self.seconds,
         ));
         report.instances.extend(self.info.iter().cloned());
+    }
+
+    fn draws(section: &Section) -> bool {
+        matches!(
+            section,
+            Section::OverloadCapacity | Section::Overload { .. } | Section::OverloadSellOut { .. }
+        )
+    }
+
+    fn html(report: &Read<'_, OverloadPart>) -> String {
+        report.part.map_or(String::new(), super::html)
+    }
+
+    fn pages(report: &Read<'_, OverloadPart>, pages: &mut Pages, _facts: &mut Facts) {
+        if let Some(part) = report.part {
+            super::page::pages(part, pages);
+        }
     }
 }

@@ -1,12 +1,19 @@
 //! The far section: the throughput section again with every server farther away, on
 //! two more instances behind a second set of proxies.
+//!
+//! Run, printed and drawn here; its book page is `page.rs`.
 
-use super::stage::{DemoSection, Stage};
-use crate::cli::{first_product, plan};
-use loadtest::report::section;
-use loadtest::report::{Expect, Row};
-use loadtest::section::Section;
+mod page;
+
+use crate::chapter::{Chapter, Read};
+use crate::demo::Stage;
+use crate::html::escape;
+use crate::markdown::{Facts, Pages};
+use crate::plan::{first_product, plan};
+use crate::report::{Expect, Row, section};
+use crate::section::Section;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 /// The sellers at `rtt_ms` from every server, one round each: no claim is judged on
 /// it.
@@ -24,18 +31,21 @@ impl Far {
     }
 }
 
-impl DemoSection for Far {
+impl Chapter for Far {
+    type Stage = Stage;
+    type Part = ();
+
     fn title(&self, _stage: &Stage) -> String {
         format!("throughput at {} ms from every server", self.rtt_ms)
     }
 
     async fn run(&mut self, stage: &Stage, _before: &[Row]) -> anyhow::Result<Vec<Row>> {
-        let distance = stage.stack.distance(super::round_trip(self.rtt_ms))?;
+        let distance = stage.stack.distance(crate::demo::round_trip(self.rtt_ms))?;
         let far_env: BTreeMap<_, _> = distance.env().into_iter().collect();
         let far = stage
             .start_pair(&far_env, "far", &["--hold-ms", "0"])
             .await?;
-        let runner = loadtest::runner::Runner {
+        let runner = crate::runner::Runner {
             network: Some((self.rtt_ms, distance.round_trips())),
             ..stage.runner_on(&far)
         };
@@ -88,19 +98,78 @@ impl DemoSection for Far {
             println!(
                 "{:<12} {:>9} {:>9} {:>11} {:>11.1} {:>7}  {}",
                 f.strategy,
-                n.map_or("-".into(), |n| loadtest::rate::round(n.sales.per_second)),
+                n.map_or("-".into(), |n| crate::rate::round(n.sales.per_second)),
                 n.map_or("-".into(), |n| format!("{:.1}", n.latency_ms.p99)),
-                loadtest::rate::round(f.sales.per_second),
+                crate::rate::round(f.sales.per_second),
                 f.latency_ms.p99,
                 n.map_or("-".into(), |n| format!(
                     "{:.2}",
                     f.sales.per_second / n.sales.per_second.max(1e-9)
                 )),
-                loadtest::report::by_kind(&f.round_trips_per_request())
+                crate::report::by_kind(&f.round_trips_per_request())
             );
         }
         println!(
             "sales/s as in the throughput section (steady window); ratio = far / loopback; round trips counted by the proxies per request, sales and refusals alike"
         );
     }
+
+    fn draws(section: &Section) -> bool {
+        matches!(section, Section::Far { .. })
+    }
+
+    /// Beside the throughput section's figures, which it reads there.
+    fn html(report: &Read<'_, ()>) -> String {
+        let near = report.section(&Section::Throughput);
+        let far: Vec<&Row> = report
+            .results
+            .iter()
+            .filter(|r| Self::draws(&r.section))
+            .collect();
+        html_table(&near, &far)
+    }
+
+    fn pages(report: &Read<'_, ()>, pages: &mut Pages, _facts: &mut Facts) {
+        page::pages(report, pages);
+    }
+}
+
+/// The throughput section at a distance beside the loopback one: each strategy's
+/// sales/s and p99 on both, the ratio, and the round trips per request the proxies counted.
+fn html_table(near: &[&Row], far: &[&Row]) -> String {
+    let Some(rtt) = far.first().and_then(|r| r.rtt_ms) else {
+        return String::new();
+    };
+    let mut html = format!(
+        "<h2>Throughput at {rtt} ms from every server</h2><p>The throughput section again on two \
+         more instances whose every server (MariaDB, Redis, ZooKeeper, etcd) sits behind a \
+         proxy adding a {rtt} ms round trip, as across availability zones (the same time, \
+         stock and concurrency; the loopback column is the throughput section's figure). On \
+         loopback a round trip costs next to nothing and a strategy's cost is its CPU; here it \
+         is the round trips it waits for, counted by the proxies.</p><table><tr><th>strategy</th>\
+         <th>sales/s (loopback)</th><th>p99 ms</th><th>sales/s at {rtt} ms</th><th>p99 ms</th><th>ratio</th>\
+         <th>round trips per request</th><th>verdict</th></tr>",
+    );
+    for f in far {
+        let n = near.iter().find(|n| n.strategy == f.strategy);
+        let class = if f.verdict.is_clean() { "ok" } else { "bad" };
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td>\
+             <td class=\"{class}\">{}</td></tr>",
+            escape(&f.strategy),
+            n.map_or(String::new(), |n| n.sales.text()),
+            n.map_or(String::new(), |n| format!("{:.1}", n.latency_ms.p99)),
+            f.sales.text(),
+            f.latency_ms.p99,
+            n.map_or(String::new(), |n| format!(
+                "{:.2}",
+                f.sales.per_second / n.sales.per_second.max(1e-9)
+            )),
+            escape(&crate::report::by_kind(&f.round_trips_per_request())),
+            escape(f.verdict_text()),
+        );
+    }
+    html.push_str("</table>");
+    html
 }

@@ -1,13 +1,14 @@
 //! The stage every section of the demo plays on: the servers, the two plain instances,
-//! the catalogue, the live page; and [`DemoSection`], what a section is.
+//! the catalogue, the live page.
 
 use super::DemoArgs;
-use crate::cli::{ADMIN_TOKEN, start_instance};
-use loadtest::catalogue::Catalogue;
-use loadtest::lab::Instance;
-use loadtest::live::Live;
-use loadtest::report::{InstanceInfo, Report, Row};
-use loadtest::runner::Runner;
+use crate::catalogue::Catalogue;
+use crate::chapter::Chapter;
+use crate::lab::Instance;
+use crate::lab::{ADMIN_TOKEN, start_instance};
+use crate::live::Live;
+use crate::report::{InstanceInfo, Row};
+use crate::runner::Runner;
 use sqlx::MySqlPool;
 use sqlx::mysql::MySqlPoolOptions;
 use std::cell::Cell;
@@ -16,32 +17,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 use stock_wire::Trait;
 use testbed::{Stack, StackConfig};
-
-/// One section of the demo: a setup it measures, its tables and its part of the
-/// report.
-///
-/// The demo runs its sections in order on one [`Stage`]; each is announced with its
-/// number, adds its rows to the run's, and prints its tables once every section has
-/// run. A section that needs instances of its own starts them itself and lists them
-/// in the report when it is done.
-pub trait DemoSection {
-    /// What the section's announcement says it measures.
-    fn title(&self, stage: &Stage) -> String;
-
-    /// Runs the section: its rows. `before` holds the rows of the sections that ran
-    /// earlier (one setup, one figure: a section that needs a figure measured already
-    /// reads it there).
-    async fn run(&mut self, stage: &Stage, before: &[Row]) -> anyhow::Result<Vec<Row>>;
-
-    /// Prints the section's tables from the run's rows.
-    fn print(&self, stage: &Stage, rows: &[Row]);
-
-    /// Adds what the section has beyond rows to the report: claims, parts, the
-    /// instances it started.
-    fn report(&self, report: &mut Report) {
-        let _ = report;
-    }
-}
 
 /// What every section shares: the demo's options, the servers, two plain instances
 /// as they would run behind a load balancer, the strategies they serve, and the
@@ -124,8 +99,8 @@ impl Stage {
             ..StackConfig::default()
         })?;
         let env: BTreeMap<_, _> = stack.env().into_iter().collect();
-        let app_bin = loadtest::lab::app_bin(args.app_bin.as_deref())?;
-        let client = loadtest::lab::http_client(args.load.concurrency.max(args.flash_concurrency))?;
+        let app_bin = crate::lab::app_bin(args.app_bin.as_deref())?;
+        let client = crate::lab::http_client(args.load.concurrency.max(args.flash_concurrency))?;
         let mut plain = Vec::new();
         for i in 1..=2 {
             plain
@@ -139,9 +114,9 @@ impl Stage {
             .get("REDIS_URLS")
             .and_then(|urls| urls.split(',').next())
             .map(str::to_string);
-        let histories = crate::cli::histories(args.load.json.as_deref(), "demo")?;
+        let histories = crate::history::folder(args.load.json.as_deref(), "demo")?;
         let seconds = args.load.seconds.unwrap_or(if args.full {
-            loadtest::plan::THROUGHPUT_SECONDS
+            crate::plan::THROUGHPUT_SECONDS
         } else {
             super::QUICK_SECONDS
         });
@@ -193,7 +168,7 @@ impl Stage {
     /// Announces `section`, runs it and adds its rows to `rows`.
     pub async fn run(
         &self,
-        section: &mut impl DemoSection,
+        section: &mut impl Chapter<Stage = Stage>,
         rows: &mut Vec<Row>,
     ) -> anyhow::Result<()> {
         self.announce(&section.title(self));
@@ -204,7 +179,7 @@ impl Stage {
 
     /// "round 2/4: " before a run's line when there are rounds.
     pub fn round_text(&self, round: u32) -> String {
-        loadtest::runner::round_text(round, self.args.rounds)
+        crate::runner::round_text(round, self.args.rounds)
     }
 
     /// A runner on `instances`, with the live page, the network's counters, the
@@ -219,7 +194,7 @@ impl Stage {
             histories_checked: !self.args.load.no_history,
             live: self.live.clone(),
             network,
-            processes: loadtest::lab::processes(instances, &self.server_pids),
+            processes: crate::lab::processes(instances, &self.server_pids),
             redis_url: self.first_redis.clone(),
             ..Runner::new(
                 self.client.clone(),
@@ -241,7 +216,7 @@ impl Stage {
         let mut pair = Vec::new();
         for i in 1..=2 {
             pair.push(
-                crate::cli::start_instance_with(
+                crate::lab::start_instance_with(
                     &self.client,
                     &self.app_bin,
                     env,
@@ -292,7 +267,7 @@ impl Stage {
 
     /// A throughput run: `plan` timed for the demo's seconds, stock never the limit,
     /// one warm-up round.
-    pub fn timed(&self, plan: loadtest::plan::Plan) -> loadtest::plan::Plan {
+    pub fn timed(&self, plan: crate::plan::Plan) -> crate::plan::Plan {
         plan.timed(self.seconds)
     }
 
@@ -332,7 +307,7 @@ fn say_to(live: Option<&Live>, text: &str) {
 /// flood's connections, shared over two instances (a file each, on both ends), would
 /// not fit in it.
 fn ensure_open_files(args: &DemoArgs, overload_factor: f64) -> anyhow::Result<()> {
-    let open_files = loadtest::lab::raise_open_files();
+    let open_files = crate::lab::raise_open_files();
     if overload_factor > 0.0 && args.flood_connections > 0 {
         let needed = args.flood_connections.div_ceil(2) as u64 + 100;
         anyhow::ensure!(

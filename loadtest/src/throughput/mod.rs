@@ -1,22 +1,33 @@
 //! The throughput section: sales per second on one hot product, every seller side by
 //! side, the compare-and-set at little contention, and the baseline without HTTP.
+//!
+//! Run, printed and drawn here; its book pages (the table, where the time goes, the
+//! compare-and-set under contention) are `page.rs`.
 
-use super::stage::{DemoSection, Stage};
-use crate::cli::{ADMIN_TOKEN, LoadArgs, first_product, plan};
-use loadtest::plan::Plan;
-use loadtest::report::{Columns, Expect, Row, print_table, section};
-use loadtest::section::Section;
+mod page;
+
+use crate::chapter::{Chapter, Read};
+use crate::demo::Stage;
+use crate::lab::ADMIN_TOKEN;
+use crate::markdown::{Facts, Pages};
+use crate::plan::{LoadArgs, Plan, first_product, plan};
+use crate::report::{Columns, Expect, Row, print_table, section};
+use crate::section::Section;
 use sqlx::mysql::MySqlPoolOptions;
+use std::fmt::Write as _;
 use stock_wire::Trait;
 
 /// The throughput section (and the contention claim's row measured beside it).
 pub struct Throughput;
 
-impl DemoSection for Throughput {
+impl Chapter for Throughput {
+    type Stage = Stage;
+    type Part = ();
+
     fn title(&self, stage: &Stage) -> String {
         format!(
             "throughput: sales per second on one hot product, {} of {} s each, stock never the limit",
-            loadtest::runner::rounds_text(stage.args.rounds),
+            crate::runner::rounds_text(stage.args.rounds),
             stage.seconds
         )
     }
@@ -33,7 +44,7 @@ impl DemoSection for Throughput {
         let baseline = usize::from(stage.wanted("baseline"));
         let runner = stage.runner_on(&stage.plain);
         let load = &stage.args.load;
-        let runs = loadtest::runner::in_rounds(
+        let runs = crate::runner::in_rounds(
             plans.len() + baseline,
             stage.args.rounds,
             async |round, k| {
@@ -72,7 +83,7 @@ impl DemoSection for Throughput {
         // section, as the live page shows them.
         let (mut rows, contention): (Vec<Row>, Vec<Row>) = runs
             .into_iter()
-            .filter_map(loadtest::runner::pooled_row)
+            .filter_map(crate::runner::pooled_row)
             .map(|(_, row)| row)
             .partition(|row| row.section == Section::Throughput);
         rows.extend(contention);
@@ -100,6 +111,36 @@ impl DemoSection for Throughput {
                 Columns::Throughput,
             );
         }
+    }
+
+    fn draws(section: &Section) -> bool {
+        matches!(section, Section::Throughput | Section::Contention)
+    }
+
+    fn html(report: &Read<'_, ()>) -> String {
+        let mut html = String::new();
+        let rows = report.section(&Section::Throughput);
+        if !rows.is_empty() {
+            html.push_str(&crate::html::throughput_section(
+                "Throughput: sales per second on one hot product, stock never the limit",
+                &rows,
+            ));
+        }
+        let contention = report.section(&Section::Contention);
+        if !contention.is_empty() {
+            let _ = write!(
+                html,
+                "<h2>Optimistic CAS under contention</h2><p>The same product at 4 in flight \
+                 (here) and at 64 (the throughput section): transactions per sale (tries/sale) grow with \
+                 the number of buyers.</p>{}",
+                crate::html::table(&contention, Columns::Throughput)
+            );
+        }
+        html
+    }
+
+    fn pages(report: &Read<'_, ()>, pages: &mut Pages, facts: &mut Facts) {
+        page::pages(report, pages, facts);
     }
 }
 
@@ -144,14 +185,14 @@ pub async fn baseline_run(
     database_url: &str,
     load: &LoadArgs,
     seconds: f64,
-) -> anyhow::Result<(Row, loadtest::engine::Fired)> {
+) -> anyhow::Result<(Row, crate::engine::Fired)> {
     let product = first_product(3, 1);
-    loadtest::engine::restock(
+    crate::engine::restock(
         client,
         base,
         ADMIN_TOKEN,
         product,
-        loadtest::plan::NEVER_SOLD_OUT,
+        crate::plan::NEVER_SOLD_OUT,
         0,
     )
     .await?;
@@ -164,7 +205,7 @@ pub async fn baseline_run(
         .connect(database_url)
         .await?;
     let id = uuid::Uuid::new_v4().simple().to_string();
-    let fired = loadtest::baseline::fire(
+    let fired = crate::baseline::fire(
         &db,
         product,
         std::time::Duration::from_secs_f64(seconds),
@@ -172,10 +213,10 @@ pub async fn baseline_run(
         &format!("base-{id}"),
     )
     .await;
-    let verdict = loadtest::verify::verify(&db, &[product], &fired.acknowledged, 0).await?;
+    let verdict = crate::verify::verify(&db, &[product], &fired.acknowledged, 0).await?;
     db.close().await;
     let mut plan = plan(Section::Throughput, "baseline", product, load, Expect::Safe);
     plan.products = vec![product];
-    plan.stock = loadtest::plan::NEVER_SOLD_OUT;
+    plan.stock = crate::plan::NEVER_SOLD_OUT;
     Ok((Row::new(&plan, 0, &fired, verdict), fired))
 }
