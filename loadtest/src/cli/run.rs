@@ -35,6 +35,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = loadtest::lab::http_client(args.load.concurrency)?;
     let runner = Runner {
         histories: Some(loadtest::history::folder(args.load.json.as_deref(), "run")?),
+        histories_checked: !args.load.no_history,
         ..Runner::new(client, db, args.urls.clone(), &args.admin_token)
     };
     let mut rows = Vec::new();

@@ -1,8 +1,8 @@
 //! Production distance: the sweep with the servers behind the testbed's proxies at
 //! several round-trip times (`loadtest sweep --rtt-ms 0,0.5,2`).
 //!
-//! On loopback a round trip to MariaDB, Redis, ZooKeeper or etcd costs about 50 µs and
-//! a strategy's cost is mostly CPU; at 0.5 ms (one data centre) or 2 ms (across zones)
+//! On loopback a round trip to MariaDB, Redis, ZooKeeper or etcd costs tens of
+//! microseconds and a strategy's cost is mostly CPU; at 0.5 ms (one data centre) or 2 ms (across zones)
 //! it is mostly its round trips. This module measures both sides of that:
 //! - [`measure_round_trips`]: each strategy's round trips per request on the success
 //!   path and on a refusal (2 asked of 1 left, so that the strategy itself refuses),

@@ -9,8 +9,8 @@
 //! its steady window ([`crate::rate`]: the first wave and the drain left out). Stock is
 //! never the limit, so no answer is "sold out": a request either deducts or is refused
 //! by the strategy itself (`busy`, `lock_lost`). That is why the charts show **sales
-//! per second** (200 answers) next to p99: the fence alone answers 2000 requests per
-//! second on a hot row and sells almost nothing.
+//! per second** (200 answers) next to p99: the fence alone answers thousands of
+//! requests per second on a hot row and sells almost nothing.
 //!
 //! # One setup, one figure
 //! A cell whose setup another run already measured (the demo's throughput section
