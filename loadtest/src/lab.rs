@@ -18,6 +18,20 @@ pub struct Instance {
     pub lock_log: Option<PathBuf>,
 }
 
+/// A stopped instance's files go with it (its log, its lock log), unless a test is
+/// failing: then they are what tells why.
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let _ = std::fs::remove_file(self.process.log_path());
+        if let Some(path) = &self.lock_log {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 impl Instance {
     /// Its name and peak resident memory so far, for the report.
     pub fn info(&self) -> crate::report::InstanceInfo {

@@ -13,15 +13,17 @@ use std::time::{Duration, Instant};
 use testbed::ServerProcess;
 use testbed::process::{find_binary, free_port};
 
-/// chromedriver on a free port, once it answers (its log in `dir`).
+/// chromedriver on a free port, once it answers (its log in `dir`, and the browser's
+/// own temporary files: `TMPDIR`, so they go with `dir`).
 async fn chromedriver(dir: &Path) -> (ServerProcess, String) {
     let binary = find_binary("chromedriver", "chromium-driver")
         .expect("chromedriver: ./scripts/install-deps installs chromium-driver");
     let port = free_port().unwrap();
-    let driver = ServerProcess::spawn(
+    let driver = ServerProcess::spawn_with_env(
         "chromedriver",
         &binary,
         &[format!("--port={port}")],
+        &[("TMPDIR".to_string(), dir.display().to_string())],
         dir.join("chromedriver.log"),
     )
     .expect("start chromedriver");

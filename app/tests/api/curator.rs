@@ -11,14 +11,20 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use stock_app::Settings;
 
 /// Compiles `tests/interop/CuratorLock.java` into a fresh directory; returns the
+/// directory (removed when it drops: keep it while the program runs) and the
 /// classpath to run it with.
-fn build() -> String {
-    let out = std::env::temp_dir().join(format!("curator-lock-{}", uuid::Uuid::new_v4().simple()));
+fn build() -> (tempfile::TempDir, String) {
+    let out = tempfile::Builder::new()
+        .prefix("curator-lock-")
+        .tempdir()
+        .expect("a temporary directory");
     let source = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/interop/CuratorLock.java"
     );
-    testbed::curator::compile(std::path::Path::new(source), &out).expect("compile CuratorLock.java")
+    let classpath = testbed::curator::compile(std::path::Path::new(source), out.path())
+        .expect("compile CuratorLock.java");
+    (out, classpath)
 }
 
 struct Java {
@@ -77,7 +83,7 @@ async fn app_with_short_lock_wait() -> (crate::helpers::TestApp, String) {
 /// lock wait out and answers 503 busy, selling nothing; once Curator releases, it sells.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_curator_holder_excludes_the_service() {
-    let classpath = build();
+    let (_classes, classpath) = build();
     let (app, lock_path) = app_with_short_lock_wait().await;
     app.stock(1, 5).await;
 
@@ -105,7 +111,7 @@ async fn a_curator_holder_excludes_the_service() {
 /// `acquire(1 s)` times out; once the request finishes, Curator gets the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_excludes_a_curator_client() {
-    let classpath = build();
+    let (_classes, classpath) = build();
     let (app, lock_path) = app_with_short_lock_wait().await;
     app.stock(1, 5).await;
 
