@@ -241,3 +241,8 @@ pub async fn start_instance_with(
     let servers: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
     Instance::start(client, app_bin, name, &servers, &args).await
 }
+
+/// A latency of `rtt_ms` round trip (what a proxy in front of a server adds).
+pub fn round_trip(rtt_ms: f64) -> testbed::Latency {
+    testbed::Latency::round_trip(Duration::from_secs_f64(rtt_ms / 1000.0))
+}

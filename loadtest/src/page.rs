@@ -14,6 +14,7 @@ use crate::chapter::{Chapter, Read};
 use crate::html::{escape, glance, table, time_split};
 use crate::report::{Columns, Report};
 use crate::section::Section;
+use serde::Deserialize as _;
 use std::fmt::Write;
 
 /// Renders the whole report.
@@ -83,7 +84,7 @@ fn chapters(report: &Report) -> String {
 fn chapter<C: Chapter>(report: &Report) -> String {
     let part = C::KEY
         .and_then(|key| report.parts.iter().find(|p| p.key == key))
-        .map(|p| serde_json::from_value::<C::Part>(p.json.clone()));
+        .map(|p| C::Part::deserialize(&p.json));
     let part = match part.transpose() {
         Ok(part) => part,
         Err(e) => {
@@ -106,10 +107,14 @@ fn chapter<C: Chapter>(report: &Report) -> String {
 /// The sections of the results shown as tables of rows, in the order their first
 /// row came: every one but those a chapter with a part draws in a layout of its own.
 fn tabled(report: &Report) -> Vec<&Section> {
+    sections(report, |s| !WITH_PARTS.iter().any(|d| (d.draws)(s)))
+}
+
+/// The sections of the results that `keep` keeps, in the order their first row came.
+fn sections(report: &Report, keep: impl Fn(&Section) -> bool) -> Vec<&Section> {
     let mut sections: Vec<&Section> = Vec::new();
     for r in &report.results {
-        let in_a_part = WITH_PARTS.iter().any(|d| (d.draws)(&r.section));
-        if !in_a_part && !sections.contains(&&r.section) {
+        if keep(&r.section) && !sections.contains(&&r.section) {
             sections.push(&r.section);
         }
     }
@@ -128,7 +133,7 @@ fn drawn(section: &Section) -> bool {
 /// each a plain table, with where the time went.
 fn undrawn(report: &Report) -> String {
     let mut html = String::new();
-    for section in tabled(report).into_iter().filter(|s| !drawn(s)) {
+    for section in sections(report, |s| !drawn(s)) {
         let rows = crate::report::section(&report.results, section);
         let columns = if rows.iter().all(|r| r.stock_never_limited()) {
             Columns::Throughput

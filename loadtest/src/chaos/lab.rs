@@ -390,21 +390,9 @@ impl Lab {
         );
         // Every answer against a stock counter, unknown outcomes settled by the ledger
         // (the retries after the run are the ledger's witnesses, not operations).
-        // Quiet now (the unknown outcomes retried, the persisters drained): the
-        // history ends with a read of what is left, from B.
+        // Quiet now (the load stopped, the unknown outcomes retried, the persisters
+        // drained): the history ends with a read of what is left, from B.
         let last = crate::engine::final_reads(&self.client, b, &[product], clock_start_us).await;
-        // A request its client gave up on (the fault cut its answer off) may still sell
-        // on the server after the first drain, and its sale reach the final read. The
-        // ledger settles such unknown outcomes, so it is read once that sale is
-        // recorded too: a read never shows a sale the ledger has not caught up with.
-        if let Err(e) =
-            crate::engine::drained(&self.client, b, &[product], crate::plan::DRAIN_TIMEOUT).await
-        {
-            eprintln!(
-                "chaos: {} not drained after the final read: {e}",
-                spec.strategy
-            );
-        }
         let recorded = crate::history::recorded(&self.db, &load_prefix).await?;
         let answers: Vec<_> = samples.iter().map(|s| s.answer(product)).collect();
         let mut records = crate::history::of_answers(
@@ -421,10 +409,9 @@ impl Lab {
             .filter_map(|i| i.lock_log.clone())
             .collect();
         records.extend(crate::history::holds(&logs, &load_prefix));
-        let fencing = match spec.fencing {
-            Some(true) => ".fenced",
-            Some(false) => ".unfenced",
-            None => "",
+        let fencing = match super::fencing_label(spec.fencing) {
+            "" => String::new(),
+            label => format!(".{label}"),
         };
         let file = format!("{}.{}{fencing}.jsonl", spec.scenario.id(), spec.strategy);
         let mut judged =

@@ -118,9 +118,7 @@ impl Timing {
 
     /// The latency [`Timing::rtt_ms`] puts between the instances and the servers.
     pub fn network(&self) -> Option<testbed::Latency> {
-        self.rtt_ms.map(|rtt| {
-            testbed::Latency::round_trip(std::time::Duration::from_secs_f64(rtt / 1000.0))
-        })
+        self.rtt_ms.map(crate::lab::round_trip)
     }
 
     /// Chubby's lock-delay of the lock-delay scenarios: 2x the lease.

@@ -77,11 +77,10 @@ pub const HEADERS: &[&str] = &[
 ];
 
 /// How a cell is told apart in the list of reasons under its table.
-fn fencing_label(c: &Cell) -> &'static str {
-    match c.fencing {
-        Some(true) => ", fenced",
-        Some(false) => ", unfenced",
-        None => "",
+fn fencing_label(c: &Cell) -> String {
+    match super::fencing_label(c.fencing) {
+        "" => String::new(),
+        label => format!(", {label}"),
     }
 }
 

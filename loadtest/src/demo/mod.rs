@@ -140,8 +140,3 @@ pub const ROUNDS: u32 = 4;
 /// one full-length run did: each run also waits for its last answers, its final read
 /// and its check, and the quick demo keeps its few minutes.
 pub const QUICK_SECONDS: f64 = 0.5;
-
-/// A latency of `rtt_ms` round trip.
-pub fn round_trip(rtt_ms: f64) -> testbed::Latency {
-    testbed::Latency::round_trip(std::time::Duration::from_secs_f64(rtt_ms / 1000.0))
-}

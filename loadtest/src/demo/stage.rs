@@ -95,7 +95,7 @@ impl Stage {
             ),
         );
         let stack = Stack::start(&StackConfig {
-            network: args.rtt_ms.map(super::round_trip),
+            network: args.rtt_ms.map(crate::lab::round_trip),
             ..StackConfig::default()
         })?;
         let env: BTreeMap<_, _> = stack.env().into_iter().collect();

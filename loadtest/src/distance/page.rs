@@ -4,9 +4,9 @@
 use crate::chapter::Read;
 use crate::markdown::rows::{SALES_LEGEND, verdict};
 use crate::markdown::{Pages, banner, linked, num, table};
-use crate::report::{Row, section};
-use crate::sweep::SweepInfo;
+use crate::report::{Claim, Row, section};
 use crate::sweep::page::{measured_here_or_marked, slug};
+use crate::sweep::{RoundTripCount, SweepInfo};
 use crate::sweep::{ms, section as sweep_section};
 use std::fmt::Write as _;
 
@@ -89,15 +89,17 @@ pub fn pages(distance: &Read<'_, SweepInfo>, pages: &mut Pages) {
         let layout = sweep_section(products, None);
         pages.insert(format!("distance/{}.md", slug(&layout)), page);
     }
-    round_trips_page(distance, near, far, pages);
+    round_trips_page(&info.round_trips, distance.claims, near, far, pages);
 }
 
 /// Round trips counted per request, and waited for one after the other.
-fn round_trips_page(distance: &Read<'_, SweepInfo>, near: f64, far: f64, pages: &mut Pages) {
-    let Some(info) = distance.part else {
-        return;
-    };
-    let counts = &info.round_trips;
+fn round_trips_page(
+    counts: &[RoundTripCount],
+    claims: &[Claim],
+    near: f64,
+    far: f64,
+    pages: &mut Pages,
+) {
     if counts.is_empty() {
         return;
     }
@@ -132,7 +134,7 @@ fn round_trips_page(distance: &Read<'_, SweepInfo>, near: f64, far: f64, pages: 
         ],
         &body,
     ));
-    for c in distance.claims {
+    for c in claims {
         let _ = writeln!(
             page,
             "\n**Claim**: {} → **{}**. {}",

@@ -40,7 +40,7 @@ impl Chapter for Far {
     }
 
     async fn run(&mut self, stage: &Stage, _before: &[Row]) -> anyhow::Result<Vec<Row>> {
-        let distance = stage.stack.distance(crate::demo::round_trip(self.rtt_ms))?;
+        let distance = stage.stack.distance(crate::lab::round_trip(self.rtt_ms))?;
         let far_env: BTreeMap<_, _> = distance.env().into_iter().collect();
         let far = stage
             .start_pair(&far_env, "far", &["--hold-ms", "0"])

@@ -10,7 +10,7 @@ use crate::report::section;
 use crate::section::Section;
 use std::fmt::Write as _;
 
-const SOURCE: &str = "book/data/demo.json";
+use crate::demo::SOURCE;
 
 /// The flash sale's three pages; `results` are the demo's rows.
 pub fn pages(flash: &FlashPart, results: &[Row], pages: &mut Pages, facts: &mut Facts) {

@@ -7,7 +7,7 @@ use crate::markdown::{Pages, banner, linked, num, table};
 use crate::overload::{OverloadPart, SellOutRow};
 use std::fmt::Write as _;
 
-const SOURCE: &str = "book/data/demo.json";
+use crate::demo::SOURCE;
 
 /// The overload page, and the flood's when it ran.
 pub fn pages(overload: &OverloadPart, pages: &mut Pages) {

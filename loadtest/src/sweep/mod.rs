@@ -60,17 +60,6 @@ pub struct RoundTripCount {
     pub sequential_refusal: f64,
 }
 
-impl RoundTripCount {
-    /// Turns per sale over every kind of server.
-    pub fn total_sale(&self) -> f64 {
-        self.sale.values().sum()
-    }
-
-    pub fn total_refusal(&self) -> f64 {
-        self.refusal.values().sum()
-    }
-}
-
 /// The sweep's shape, stored in the report (`Report.sweep`) next to its rows.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepInfo {

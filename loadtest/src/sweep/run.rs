@@ -16,7 +16,7 @@ use sqlx::MySqlPool;
 use sqlx::mysql::MySqlPoolOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use testbed::{Distance, Latency, Stack, StackConfig};
 
 #[derive(clap::Args)]
@@ -310,10 +310,7 @@ pub fn reused_loopback_rows(sweep: &Sweep) -> Vec<Row> {
 /// without proxies).
 pub fn set_rtt(network: Option<&Distance>, rtt: f64) {
     if let Some(network) = network {
-        network.set_latency(
-            None,
-            Latency::round_trip(Duration::from_secs_f64(rtt / 1000.0)),
-        );
+        network.set_latency(None, crate::lab::round_trip(rtt));
     }
 }
 

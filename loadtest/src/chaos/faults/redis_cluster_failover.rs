@@ -109,7 +109,7 @@ impl Lab {
         })?;
         eprintln!(
             "chaos:   the cluster promoted the replica (port {promoted}) {:.0} ms after the kill",
-            (load.now() - fault).as_secs_f64() * 1000.0
+            crate::chaos::judge::ms(load.now() - fault)
         );
         Ok(fault)
     }

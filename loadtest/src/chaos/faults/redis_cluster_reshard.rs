@@ -32,7 +32,7 @@ impl Lab {
         })?;
         eprintln!(
             "chaos:   slot {slot} moved from port {master} to {to}: {moved} keys in {:.0} ms",
-            (load.now() - fault).as_secs_f64() * 1000.0
+            crate::chaos::judge::ms(load.now() - fault)
         );
         Ok(Window::new(fault, load.now()))
     }

@@ -81,7 +81,7 @@ impl Lab {
             tokio::task::block_in_place(|| ha.wait_for_failover(Duration::from_secs(20)))?;
         eprintln!(
             "chaos:   Sentinel promoted the replica (port {promoted}) {:.0} ms after the kill",
-            (load.now() - fault).as_secs_f64() * 1000.0
+            crate::chaos::judge::ms(load.now() - fault)
         );
         Ok(fault)
     }
