@@ -44,7 +44,7 @@ const TREES: &[Tree] = &[
     },
     // Processes and proxies; a kind of server (what each server's file declares); one
     // server each; what combines servers (a replica, a Sentinel group); the stack that
-    // starts them all.
+    // starts them all; what the stack says of its servers (their durability).
     Tree {
         root: "testbed/src/lib.rs",
         layers: &[
@@ -53,6 +53,7 @@ const TREES: &[Tree] = &[
             &["mariadb", "redis", "zookeeper", "etcd", "curator"],
             &["replication", "sentinel", "redis_cluster"],
             &["stack"],
+            &["durability"],
         ],
     },
     Tree {
@@ -71,7 +72,9 @@ const TREES: &[Tree] = &[
             &["engine", "verify", "timing", "catalogue", "cost", "section"],
             &["rate", "history"],
             &["report"],
-            &["html", "markdown", "lab", "baseline", "claims", "plan"],
+            &[
+                "html", "markdown", "lab", "baseline", "claims", "plan", "setup",
+            ],
             &["live"],
             &["runner"],
             &["demo", "chapter"],
@@ -84,6 +87,7 @@ const TREES: &[Tree] = &[
                 "one_instance",
                 "held",
                 "far",
+                "durability",
             ],
             &["distance", "overload"],
             &["page", "book"],

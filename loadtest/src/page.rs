@@ -48,8 +48,9 @@ const fn drawer<C: Chapter>() -> Drawer {
 }
 
 /// The demo's chapters of rows alone, in the order it runs them.
-const OF_ROWS: [Drawer; 4] = [
+const OF_ROWS: [Drawer; 5] = [
     drawer::<crate::throughput::Throughput>(),
+    drawer::<crate::durability::Durability>(),
     drawer::<crate::one_instance::OneInstance>(),
     drawer::<crate::held::Held>(),
     drawer::<crate::far::Far>(),
@@ -184,6 +185,15 @@ fn head(report: &Report) -> String {
             .map(|(k, v)| format!("{} {}", escape(k), escape(v)))
             .collect();
         let _ = write!(html, "<p>Servers: {}.</p>", servers.join(", "));
+    }
+    if !report.machine.durability.is_empty() {
+        let kept: Vec<String> = report
+            .machine
+            .durability
+            .iter()
+            .map(|(k, v)| format!("{} {}", escape(k), escape(v)))
+            .collect();
+        let _ = write!(html, "<p>Durability: {}.</p>", kept.join("; "));
     }
     html
 }

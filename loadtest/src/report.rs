@@ -221,6 +221,10 @@ impl Row {
 pub struct Report {
     pub version: u32,
     pub tool: String,
+    /// The run this report is part of, when it is one of several measured together
+    /// (the book's reference run: `scripts/book-data` names it in [`RUN_VARIABLE`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     /// Unix seconds when the run ended.
     pub generated_at: u64,
     pub machine: Machine,
@@ -245,6 +249,12 @@ pub struct Report {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Written<P> {
     pub version: u32,
+    /// The run it is part of ([`Report::run`]).
+    #[serde(default)]
+    pub run: Option<String>,
+    /// Where it ran: the cores and each server's durability.
+    #[serde(default)]
+    pub machine: Machine,
     /// Unix seconds when the run ended.
     pub generated_at: u64,
     pub results: Vec<Row>,
@@ -312,11 +322,20 @@ fn parts_json<S: Serializer>(parts: &[Part], serializer: S) -> Result<S::Ok, S::
     serializer.collect_map(parts.iter().map(|p| (p.key, &p.json)))
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The environment variable naming the run a report is part of ([`Report::run`]).
+pub const RUN_VARIABLE: &str = "STOCK_LOCKS_RUN";
+
+/// Where a run ran: the machine's cores and the servers as they were set.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Machine {
     pub cores: usize,
     /// Server name → version (`mariadb`, `redis`, `zookeeper`), when known.
     pub servers: BTreeMap<String, String>,
+    /// Server name → what it keeps of an acknowledged write and when it fsyncs
+    /// ([`crate::setup`]), as the testbed says it when the run ended.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub durability: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -331,12 +350,14 @@ impl Report {
         Report {
             version: SCHEMA_VERSION,
             tool: format!("loadtest {}", env!("CARGO_PKG_VERSION")),
+            run: std::env::var(RUN_VARIABLE).ok().filter(|r| !r.is_empty()),
             generated_at: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             machine: Machine {
                 cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 servers: BTreeMap::new(),
+                durability: BTreeMap::new(),
             },
             parameters,
             results,

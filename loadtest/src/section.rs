@@ -29,6 +29,10 @@ pub enum Section {
     /// `loadtest demo --far-rtt-ms`: the throughput section at this round-trip time
     /// to every server.
     Far { rtt_ms: f64 },
+    /// `loadtest demo --durability-cost`: the throughput section again with MariaDB
+    /// writing its redo log at COMMIT and fsyncing it once a second, not at every
+    /// COMMIT.
+    NoFsync,
     /// `loadtest demo`: the flash sale, one hot product at high concurrency.
     FlashSale,
     /// `loadtest demo`: the flash sale's sell-out.
@@ -73,6 +77,7 @@ impl fmt::Display for Section {
             Section::Contention => f.write_str("contention"),
             Section::Held => f.write_str("held"),
             Section::Far { rtt_ms } => write!(f, "throughput, RTT {} ms", ms(*rtt_ms)),
+            Section::NoFsync => f.write_str("throughput, no fsync at COMMIT"),
             Section::FlashSale => f.write_str("flash-sale"),
             Section::SellOut => f.write_str("sell-out"),
             Section::Buckets => f.write_str("buckets"),
@@ -121,6 +126,7 @@ impl FromStr for Section {
             "one instance" => Section::OneInstance,
             "contention" => Section::Contention,
             "held" => Section::Held,
+            "throughput, no fsync at COMMIT" => Section::NoFsync,
             "flash-sale" => Section::FlashSale,
             "sell-out" => Section::SellOut,
             "buckets" => Section::Buckets,
@@ -190,6 +196,7 @@ mod tests {
             Section::Held,
             Section::Far { rtt_ms: 2.0 },
             Section::Far { rtt_ms: 0.5 },
+            Section::NoFsync,
             Section::FlashSale,
             Section::SellOut,
             Section::Buckets,

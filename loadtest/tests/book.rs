@@ -520,11 +520,6 @@ fn included_comments(chapter: &Path) -> Vec<(String, String)> {
 const SETTINGS: &[(&str, &str, &str)] = &[
     ("faults.md", "30 s", "the clock jump the scenario makes"),
     (
-        "introduction.md",
-        "30 s",
-        "the clock jump the scenario makes",
-    ),
-    (
         "measuring.md",
         "2.5 s",
         "a throughput run's length in the reference run (--seconds)",

@@ -1012,6 +1012,7 @@ fn main() {
             &steady,
             &notes,
             (contended_window, steady_window),
+            &stack.durability(),
         ),
     )
     .is_ok()
@@ -1167,6 +1168,7 @@ fn summary_json(
     steady: &BTreeMap<Row, Vec<Steady>>,
     notes: &[String],
     (window, steady_window): (Duration, Duration),
+    durability: &BTreeMap<String, String>,
 ) -> String {
     let uncontended: Vec<serde_json::Value> = medians
         .iter()
@@ -1213,6 +1215,13 @@ fn summary_json(
         })
         .collect();
     let json = serde_json::json!({
+        // The run it is part of (the book's reference run names it), and the setup its
+        // comparisons ran on.
+        "run": std::env::var("STOCK_LOCKS_RUN").ok().filter(|r| !r.is_empty()),
+        "machine": {
+            "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+            "durability": durability,
+        },
         "uncontended": uncontended,
         "contended_seconds": window.as_secs_f64(),
         "contended": contended,

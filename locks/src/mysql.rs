@@ -44,10 +44,14 @@
 //! (capped by the holder's remaining lease). There is no notification in a table.
 //!
 //! # Why these details
-//! - READ COMMITTED for attempts: an `UPDATE` that meets a row locked by another
-//!   statement (a release in flight) reads its last committed version and, when that
-//!   does not match, moves on instead of waiting for the lock (InnoDB's semi-consistent
-//!   read). Waiters never queue on the row behind the holder's release.
+//! - READ COMMITTED for attempts: each attempt is one autocommit statement, and at
+//!   READ COMMITTED the `UPDATE` of a key with no row yet locks no gap (at REPEATABLE
+//!   READ it would lock the gap around the key for the statement, and an `INSERT` of a
+//!   neighbouring key would wait). An attempt that meets the row locked by another
+//!   statement (a release in flight) waits for it at either level: InnoDB's
+//!   semi-consistent read, which lets an `UPDATE` at READ COMMITTED pass over a locked
+//!   row whose committed version does not match, is not used for a search on the
+//!   primary key, and `WHERE lock_key = ?` is one. The wait is one short statement's.
 //! - Two pools: attempts run on one pool, renewals and releases on another. Under
 //!   contention, waiters fill their pool with attempts; a holder's renewal must never
 //!   queue behind them, or the waiters would make the holder lose the lock they are

@@ -59,6 +59,7 @@
 //! ```
 
 pub mod curator;
+pub mod durability;
 pub mod etcd;
 pub mod kind;
 pub mod mariadb;

@@ -50,9 +50,10 @@ pub enum Trait {
     RecordsLater,
     /// A lease that ends when its holder stops renewing it.
     LeaseLock,
-    /// The lock server keeps leases in whole seconds, rounded up (etcd): a lock
-    /// outlives the lease asked for by up to a second (the holder still counts on
-    /// the lease it asked for).
+    /// The lock server keeps leases in whole seconds, rounded up, and no shorter than
+    /// its minimum TTL (etcd: one and a half election timeouts, 2 s with its default
+    /// settings): a lock outlives the lease asked for (the holder still counts on the
+    /// lease it asked for, so it gives up first).
     LeaseInWholeSeconds,
     /// A lock that lasts as long as its holder's session.
     SessionLock,

@@ -26,10 +26,11 @@
 //! # What it costs
 //! Every request that is overtaken (a newer ticket claimed the product between its
 //! claim and its write) is refused, although stock is left. Under contention on one
-//! product most requests are refused. This is the lesson of the chaos runner: with
-//! fencing on, a lock strategy is exactly this plus a lock, and **the lock's job is
-//! efficiency** (it queues requests so few are refused), while the fence does the
-//! safety. Compare the `503 lock_lost` counts of this strategy and `redis-lock` in the
+//! product nearly every request is overtaken, and with enough in flight none sells:
+//! a livelock, safe and useless. This is the lesson of the chaos runner: with
+//! fencing on, a lock strategy is exactly this plus a lock; the fence does the
+//! safety, and **the lock's job is efficiency**, which on a hot product means
+//! progress at all (it queues requests, so each writes before the next claims). Compare the `503 lock_lost` counts of this strategy and `redis-lock` in the
 //! report. Even twins are refused: the same request sent to two instances at once
 //! deducts once, but the twin whose ticket its own twin overtook answers `lock_lost`
 //! rather than the stored response (a retry with the same request_id gets that).

@@ -22,7 +22,8 @@
 //!
 //! The claim and the guarded write together are a compare-and-set on the product's
 //! fence row: safe with no lock at all (`fence-only` shows it). With fencing on, the
-//! lock's job is efficiency (few refused requests), not safety.
+//! lock's job is efficiency, not safety: it lines the requests up, so that on a hot
+//! product they are not all overtaken and refused.
 //!
 //! # What each backend's token is
 //! Tokens of different backends are never compared (`stock_fence` has a row per

@@ -118,9 +118,10 @@ pub struct Shared {
 
     /// Chubby's lock-delay for the lease-based locks, in milliseconds.
     ///
-    /// It applies to mysql-lock, redis-lock, redlock and etcd-lock; for ZooKeeper the
-    /// session plays that part. A lock whose holder vanished without releasing stays
-    /// blocked for the lease plus this. A release frees it at once.
+    /// It applies to mysql-lock, redis-lock, redlock and etcd-lock. ZooKeeper has none:
+    /// its session is the lease, and when the session expires the holder's node is
+    /// deleted and the next waiter goes at once. A lock whose holder vanished without
+    /// releasing stays blocked for the lease plus this. A release frees it at once.
     ///
     /// This narrows the window for a paused holder's stale write; only fencing closes
     /// it.

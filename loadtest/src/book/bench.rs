@@ -15,6 +15,12 @@ const SOURCE: &str = "book/data/bench.json";
 /// could share), so this is the book's typed view of it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Bench {
+    /// The run it is part of (`STOCK_LOCKS_RUN` when the benchmark ran).
+    #[serde(default)]
+    pub run: Option<String>,
+    /// The cores and each server's durability when it ran.
+    #[serde(default)]
+    pub machine: crate::report::Machine,
     pub uncontended: Vec<Uncontended>,
     /// How long the contended runs ran, seconds.
     pub contended_seconds: f64,

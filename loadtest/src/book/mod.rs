@@ -35,11 +35,13 @@ pub mod api;
 pub mod bench;
 pub mod checking;
 pub mod demo;
+pub mod one_run;
 pub mod prometheus;
 pub mod readme;
 pub mod reference;
 pub mod run;
 pub mod strategies;
+pub mod words;
 
 pub use readme::{MAP_BEGIN, MAP_END, readme_map, splice};
 pub use reference::{Live, reference};
@@ -56,7 +58,7 @@ use crate::report::{SCHEMA_VERSION, Written};
 use crate::sweep::SweepParts;
 use crate::throughput::Throughput;
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// What the demo adds to its rows: the flash sale and the past-capacity runs.
@@ -175,12 +177,15 @@ pub fn figures(data: &Data) -> Pages {
         facts.add("strategy-count", strategies.to_string());
         let (pages, facts) = (&mut pages, &mut facts);
         chapter::<Throughput, _>(demo, None, pages, facts);
+        chapter::<crate::durability::Durability, _>(demo, None, pages, facts);
         chapter::<OneInstance, _>(demo, None, pages, facts);
         chapter::<Held, _>(demo, None, pages, facts);
         chapter::<Far, _>(demo, None, pages, facts);
         chapter::<Flash, _>(demo, demo.parts.flash_sale.as_ref(), pages, facts);
         chapter::<Overload, _>(demo, demo.parts.overload.as_ref(), pages, facts);
+        let before: BTreeSet<String> = pages.keys().cloned().collect();
         demo::claims_page(demo, pages);
+        with_setup(pages, &before, &demo.machine);
     }
     if let Some(chaos) = &data.chaos {
         let grid = Some(&chaos.parts.faults);
@@ -195,12 +200,19 @@ pub fn figures(data: &Data) -> Pages {
         chapter::<AtDistance, _>(distance, info, &mut pages, &mut facts);
     }
     if let Some(bench) = &data.bench {
+        let before: BTreeSet<String> = pages.keys().cloned().collect();
         bench::pages(bench, &mut pages, &mut facts);
+        with_setup(&mut pages, &before, &bench.machine);
     }
     checking::pages(data, &mut pages);
     strategies::pages(data, &mut pages);
+    // The matrix compares the demo's figures: its setup.
+    let before: BTreeSet<String> = pages.keys().cloned().collect();
     if let Some(matrix) = strategies::matrix_page(data) {
         pages.insert("matrix.md".to_string(), matrix);
+    }
+    if let Some(demo) = &data.demo {
+        with_setup(&mut pages, &before, &demo.machine);
     }
     pages.insert("facts.md".to_string(), facts.render());
     pages
@@ -220,7 +232,23 @@ fn chapter<C: Chapter, P>(
         generated_at: written.generated_at,
         part,
     };
+    let before: BTreeSet<String> = pages.keys().cloned().collect();
     C::pages(&report, pages, facts);
+    with_setup(pages, &before, &written.machine);
+}
+
+/// Opens every page added since `before` with the setup its run stated, under the
+/// page's banner: every comparison says what it ran on.
+fn with_setup(pages: &mut Pages, before: &BTreeSet<String>, machine: &crate::report::Machine) {
+    let Some(setup) = crate::setup::line(machine) else {
+        return;
+    };
+    for (path, page) in pages.iter_mut() {
+        if !before.contains(path) {
+            let at = page.find('\n').map_or(0, |n| n + 1);
+            page.insert_str(at, &format!("{setup}\n\n"));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 /// no Rust type writes it), so this is the book's typed view of it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Machine {
+    /// The run every data file names ([`super::one_run`]); absent from data older
+    /// than that rule.
+    #[serde(default)]
+    pub run: Option<String>,
     /// `YYYY-MM-DD`.
     pub date: String,
     /// The short hash measured.
@@ -27,10 +31,10 @@ pub fn page(m: &Machine) -> String {
     let servers: Vec<String> = m.servers.iter().map(|(k, v)| format!("{k} {v}")).collect();
     format!(
         "{}Every measured figure in this book comes from one reference run: **{}**, commit \
-         `{}`, on {} cores ({}), {} GiB, {}, kernel {}; rustc {}; {}. `./scripts/book-data` \
-         re-measures it; a part re-measured alone on the same machine \
-         (`./scripts/book-data distance`) says its own date under its table. Your machine \
-         will give other numbers, the same shapes.\n",
+         `{}`, on {} cores ({}), {} GiB, {}, kernel {}; rustc {}; {}. Every data file names \
+         the run it came from (`{}`), and the test suite fails when one names another. \
+         `./scripts/book-data` re-measures the whole run. Your machine will give other \
+         numbers, the same shapes.\n",
         banner("book/data/machine.json"),
         m.date,
         m.commit,
@@ -41,5 +45,6 @@ pub fn page(m: &Machine) -> String {
         m.kernel,
         m.rustc,
         servers.join(", "),
+        m.run.as_deref().unwrap_or("no run named"),
     )
 }

@@ -3,7 +3,7 @@
 
 use super::Data;
 use crate::catalogue::Catalogue;
-use crate::chaos::page::{HEADERS, cell_row, reasons};
+use crate::chaos::page::{HEADERS, cell_row, section_link};
 use crate::chaos::{Cell, CellVerdict, ScenarioInfo};
 use crate::markdown::rows::{oversold, timed, verdict};
 use crate::markdown::{Pages, banner, linked, num, table, yes_no};
@@ -39,7 +39,7 @@ pub fn matrix_page(data: &Data) -> Option<String> {
             .iter()
             .find(|s| s.id == id)
             .map_or(id, |s| s.title.as_str());
-        format!("[{title}](faults.md#{id})")
+        format!("[{title}]({})", section_link(c.scenario))
     };
     let mut body: Vec<Vec<String>> = Vec::new();
     let mut broke = String::from("\n");
@@ -144,6 +144,18 @@ fn load(r: &Row) -> String {
     }
 }
 
+/// The sell-out's load, its restock included.
+fn sell_out_load(r: &Row, s: &crate::flash::SellOut) -> String {
+    format!(
+        "{} × {} in flight over {}, stock {}{}",
+        r.requests,
+        r.concurrency,
+        r.instances,
+        s.stock,
+        s.restock_text()
+    )
+}
+
 /// One page per strategy: its rows in every section of the demo and its chaos cells.
 pub fn pages(data: &Data, pages: &mut Pages) {
     let Some(demo) = &data.demo else { return };
@@ -156,20 +168,28 @@ pub fn pages(data: &Data, pages: &mut Pages) {
             .filter(|r| r.strategy == *name)
             .collect();
         let mut page = banner(SOURCE);
+        // The sell-out's row counts its last stock epoch; the whole run (its stock,
+        // the restock, every unit sold) is the flash sale's.
+        let sell_out = demo
+            .parts
+            .flash_sale
+            .as_ref()
+            .and_then(|f| f.sell_out.iter().find(|s| s.strategy == *name));
         if !mine.is_empty() {
             let body: Vec<Vec<String>> = mine
                 .iter()
                 .map(|r| {
+                    let whole = sell_out.filter(|_| r.section == Section::SellOut);
                     vec![
                         r.section.to_string(),
-                        load(r),
+                        whole.map_or_else(|| load(r), |s| sell_out_load(r, s)),
                         if timed(r) {
                             r.sales.text()
                         } else {
                             String::new()
                         },
                         num(r.latency_ms.p99),
-                        r.verdict.sold.to_string(),
+                        whole.map_or(r.verdict.sold, |s| s.sold).to_string(),
                         r.verdict.lost_updates.to_string(),
                         r.verdict.beyond_stock.to_string(),
                         verdict(r),
@@ -206,15 +226,17 @@ pub fn pages(data: &Data, pages: &mut Pages) {
                 .iter()
                 .map(|(title, c)| {
                     let mut row = cell_row(c, false);
-                    row[0] = format!("[{title}](faults.md#{})", c.scenario.id());
+                    row[0] = format!("[{title}]({})", section_link(c.scenario));
                     row
                 })
                 .collect();
             let mut headers = HEADERS.to_vec();
             headers[0] = "fault";
-            let _ = writeln!(page, "\nUnder faults (`loadtest chaos`):\n");
+            let _ = writeln!(
+                page,
+                "\nUnder faults (`loadtest chaos`; each fault's page says why its cells came out so):\n"
+            );
             page.push_str(&table(&headers, &body));
-            page.push_str(&reasons(&mine));
         }
         pages.insert(format!("strategies/{name}.md"), page);
     }

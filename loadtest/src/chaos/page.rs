@@ -5,8 +5,52 @@
 use crate::chaos::{Cell, ChaosReport};
 use crate::markdown::{Facts, Pages, banner, linked, num, table};
 use std::fmt::Write as _;
+use stock_wire::chaos::Scenario;
 
 const SOURCE: &str = "book/data/chaos.json";
+
+/// The book chapter that shows `scenario`'s cells: the faults that decide which lock
+/// to trust in "Faults and fencing" (a paused holder, the fence alone, RedLock's
+/// nodes and clock, a leader killed, a failover, replication lag); the rest of the
+/// grid in "More faults".
+pub fn chapter(scenario: Scenario) -> &'static str {
+    match scenario {
+        Scenario::HolderKilled
+        | Scenario::RedisRestart
+        | Scenario::LockPartition
+        | Scenario::AmbiguousCommit
+        | Scenario::RedisFailoverWait
+        | Scenario::LockDelayShortPause
+        | Scenario::LockDelayLongPause
+        | Scenario::RedisKilledEverySec
+        | Scenario::RedisKilledAlways
+        | Scenario::RedisKilledNoPersistence
+        | Scenario::MistakeLockInsideTransaction
+        | Scenario::MistakeReleaseBeforeCommit
+        | Scenario::MistakeSetnxThenExpire
+        | Scenario::MistakeGetThenDel
+        | Scenario::MistakePersistentNode
+        | Scenario::MistakeNoGuard
+        | Scenario::RedisClusterFailover
+        | Scenario::RedisClusterFailoverWait
+        | Scenario::RedisClusterReshard => "faults-more.md",
+        Scenario::PausePastLease
+        | Scenario::FenceAlone
+        | Scenario::RedlockMinorityPaused
+        | Scenario::RedlockMajorityPaused
+        | Scenario::ZkLeaderKilled
+        | Scenario::EtcdLeaderKilled
+        | Scenario::RedisFailover
+        | Scenario::RedlockClockJump
+        | Scenario::ReplicaLag
+        | Scenario::ReplicaLagPrimaryReads => "faults.md",
+    }
+}
+
+/// `scenario`'s section in its chapter: `faults.md#holder-killed`.
+pub fn section_link(scenario: Scenario) -> String {
+    format!("{}#{}", chapter(scenario), scenario.id())
+}
 
 /// The summary and one page per scenario.
 pub fn pages(faults: &ChaosReport, pages: &mut Pages, facts: &mut Facts) {
@@ -37,9 +81,13 @@ pub fn pages(faults: &ChaosReport, pages: &mut Pages, facts: &mut Facts) {
     let body: Vec<Vec<String>> = scenarios
         .iter()
         .map(|(s, mine)| {
+            let title = match mine.first() {
+                Some(c) => format!("[{}]({})", s.title, section_link(c.scenario)),
+                None => s.title.clone(),
+            };
             vec![
                 s.number.to_string(),
-                s.title.clone(),
+                title,
                 mine.len().to_string(),
                 mine.iter().filter(|c| c.as_expected).count().to_string(),
             ]

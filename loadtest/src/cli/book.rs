@@ -24,14 +24,42 @@ pub struct BookArgs {
     /// data and the code give.
     #[arg(long)]
     pub check: bool,
+    /// Print how long the book is to read instead: words per part and per chapter
+    /// of SUMMARY.md, the generated pages they include counted, code left out.
+    #[arg(long)]
+    pub words: bool,
     /// The stock-app binary (default: next to this one).
     #[arg(long)]
     pub app_bin: Option<PathBuf>,
 }
 
+/// `loadtest book --words`: each part's words, then each chapter's.
+fn print_words(src: &Path) -> anyhow::Result<()> {
+    let counted = book::words::count(src)?;
+    let mut parts: Vec<(&str, usize)> = Vec::new();
+    for c in &counted {
+        match parts.last_mut() {
+            Some((part, words)) if *part == c.part => *words += c.words,
+            _ => parts.push((&c.part, c.words)),
+        }
+    }
+    for (part, words) in &parts {
+        println!("{words:>7}  {part}");
+    }
+    println!();
+    for c in &counted {
+        println!("{:>7}  {} ({})", c.words, c.file, c.part);
+    }
+    Ok(())
+}
+
 /// `loadtest book`.
 pub async fn book(args: BookArgs) -> anyhow::Result<()> {
+    if args.words {
+        return print_words(args.out.parent().unwrap_or(Path::new(".")));
+    }
     let data = Data::load(&args.data)?;
+    let not_one_run = book::one_run::problems(&data);
     let mut pages = book::figures(&data);
     let live = live(&args).await?;
     pages.extend(book::reference(&live));
@@ -85,6 +113,7 @@ pub async fn book(args: BookArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|m| format!("{m}: a strategy the service serves has no chapter")),
         );
+        differ.extend(not_one_run.iter().map(|p| format!("not one run: {p}")));
         if !differ.is_empty() {
             bail!(
                 "the book's generated pages under {} are not what the data gives:\n  {}\n\
@@ -108,6 +137,9 @@ pub async fn book(args: BookArgs) -> anyhow::Result<()> {
         std::fs::write(&path, page)?;
     }
     std::fs::write(&args.readme, new_readme)?;
+    for p in &not_one_run {
+        eprintln!("book: not one run: {p} (`loadtest book --check` fails until it is)");
+    }
     for m in &missing {
         eprintln!("book: {m} is missing: every strategy has a chapter (CONTRIBUTING.md)");
     }

@@ -14,13 +14,15 @@
 //! # Sections
 //! Each section is a [`Chapter`] in a folder of the library's, run on one [`Stage`]
 //! (the servers, two plain instances, the catalogue, the live page), in this order:
-//! throughput, one instance, held, far, the flash sale, past capacity
+//! throughput, what durability costs, one instance, held, far, the flash sale, past
+//! capacity
 //! ([`loadtest::demo`] says what each measures).
 
 use super::{parameters, server_versions, write_reports};
 use anyhow::bail;
 use loadtest::chapter::Chapter;
 use loadtest::demo::{DemoArgs, Stage};
+use loadtest::durability::Durability;
 use loadtest::far::Far;
 use loadtest::flash::run::Flash;
 use loadtest::held::Held;
@@ -44,16 +46,21 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let mut far = (stage.far_rtt_ms > 0.0).then_some(Far {
         rtt_ms: stage.far_rtt_ms,
     });
+    let mut durability = (stage.args.full || stage.args.durability_cost).then_some(Durability);
     let mut flash = (!stage.args.no_flash_sale).then(Flash::default);
     let mut overload = Overload::new(&stage);
     stage.expect_sections(
-        3 + usize::from(far.is_some())
+        3 + usize::from(durability.is_some())
+            + usize::from(far.is_some())
             + usize::from(flash.is_some())
             + usize::from(overload.is_some()),
     );
 
     let mut rows: Vec<Row> = Vec::new();
     stage.run(&mut Throughput, &mut rows).await?;
+    if let Some(durability) = &mut durability {
+        stage.run(durability, &mut rows).await?;
+    }
     stage.run(&mut OneInstance, &mut rows).await?;
     stage.run(&mut held, &mut rows).await?;
     if let Some(far) = &mut far {
@@ -66,9 +73,13 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         stage.run(overload, &mut rows).await?;
     }
     let servers = server_versions(&stage.db, &stage.env).await;
+    let kept = stage.stack.durability();
     stage.db.close().await;
 
     Throughput.print(&stage, &rows);
+    if let Some(durability) = &durability {
+        durability.print(&stage, &rows);
+    }
     OneInstance.print(&stage, &rows);
     held.print(&stage, &rows);
     if let Some(far) = &far {
@@ -86,6 +97,9 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     report.strategies = stage.catalogue.clone();
     report.instances = stage.plain_info();
     Throughput.report(&mut report);
+    if let Some(durability) = &durability {
+        durability.report(&mut report);
+    }
     OneInstance.report(&mut report);
     held.report(&mut report);
     if let Some(far) = &far {
@@ -98,6 +112,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         overload.report(&mut report);
     }
     report.machine.servers = servers;
+    report.machine.durability = kept;
     let (args, live) = stage.stop();
     finish(&report, &args, live).await
 }

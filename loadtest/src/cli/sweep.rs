@@ -64,6 +64,7 @@ async fn run(
     chapter.print(lab, &rows);
     let mut report = Report::new(parameters, rows);
     report.machine.servers = servers;
+    report.machine.durability = lab.stack.durability();
     report.instances = lab.instances.iter().map(Instance::info).collect();
     report.strategies = lab.catalogue.clone();
     chapter.report(&mut report);

@@ -7,6 +7,8 @@
 //! [`throughput`](crate::throughput) (every seller on one hot product, the
 //! compare-and-set at little contention, the baseline without HTTP),
 //! [`one_instance`](crate::one_instance) (the in-process lock where it works),
+//! [`durability`](crate::durability) (the throughput section without an fsync at
+//! every COMMIT, with `--durability-cost`),
 //! [`held`](crate::held) (what breaks, every deduction held between read and write),
 //! [`far`](crate::far) (the throughput section at `--far-rtt-ms` from every server),
 //! [`flash`](crate::flash) (the flash sale, its sell-out and buckets) and
@@ -70,6 +72,14 @@ pub struct DemoArgs {
     /// sale's locks measured in every round too. The book's reference run uses it.
     #[arg(long)]
     pub full: bool,
+    /// Measure what durability costs: the throughput section again with MariaDB
+    /// fsyncing its redo log once a second instead of at every COMMIT.
+    ///
+    /// The servers are durable alike otherwise: MariaDB fsyncs at every COMMIT as
+    /// ZooKeeper and etcd fsync their logs before they answer [default: on with
+    /// --full].
+    #[arg(long)]
+    pub durability_cost: bool,
     /// The far section's round-trip time to every server, in ms; 0 skips it.
     ///
     /// The far section runs the throughput section again on two more instances behind

@@ -77,7 +77,7 @@ pub fn pages(sweep: &Read<'_, SweepInfo>, pages: &mut Pages) {
         let mut page = banner(SOURCE);
         let _ = writeln!(
             page,
-            "*Sales per second by requests in flight ({}, over 2 instances, stock never the limit; ⚠ = oversold; † = measured by another run of the same setup (the demo's), not measured twice).*\n",
+            "*Sales per second by requests in flight ({}, over 2 instances, stock never the limit; ⚠ = oversold; † = the demo's figure for the same setup, taken from its run (`--reuse`), not measured twice).*\n",
             section.to_string().trim_start_matches("sweep: "),
         );
         let headers: Vec<&str> = headers.iter().map(String::as_str).collect();

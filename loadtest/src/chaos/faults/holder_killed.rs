@@ -51,6 +51,10 @@ pub(in crate::chaos) fn why_holder_killed(c: &Cell, timing: &Timing) -> String {
             "A dead holder never writes, so nothing can be lost; B's buyers waited {blocked} for the lock to come back ({}).",
             if c.has(Trait::SessionLock) {
                 format!("the session timeout, {session} ms")
+            } else if c.has(Trait::LeaseInWholeSeconds) {
+                format!(
+                    "the lease: {lease} ms asked, which the server keeps in whole seconds and no shorter than its minimum TTL"
+                )
             } else if c.has(Trait::LeaseLock) {
                 format!("the lease, {lease} ms")
             } else {
