@@ -43,14 +43,19 @@ fn print_words(src: &Path) -> anyhow::Result<()> {
             _ => parts.push((&c.part, c.words)),
         }
     }
+    let mut text = String::new();
     for (part, words) in &parts {
-        println!("{words:>7}  {part}");
+        text.push_str(&format!("{words:>7}  {part}\n"));
     }
-    println!();
+    text.push('\n');
     for c in &counted {
-        println!("{:>7}  {} ({})", c.words, c.file, c.part);
+        text.push_str(&format!("{:>7}  {} ({})\n", c.words, c.file, c.part));
     }
-    Ok(())
+    // Read through `| head`, the reader may close the pipe early: that is no error.
+    match std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 /// `loadtest book`.
