@@ -177,25 +177,21 @@ fn head(report: &Report) -> String {
         tool = escape(&report.tool),
         cores = report.machine.cores,
     );
-    if !report.machine.servers.is_empty() {
-        let servers: Vec<String> = report
-            .machine
-            .servers
-            .iter()
-            .map(|(k, v)| format!("{} {}", escape(k), escape(v)))
-            .collect();
-        let _ = write!(html, "<p>Servers: {}.</p>", servers.join(", "));
-    }
-    if !report.machine.durability.is_empty() {
-        let kept: Vec<String> = report
-            .machine
-            .durability
-            .iter()
-            .map(|(k, v)| format!("{} {}", escape(k), escape(v)))
-            .collect();
-        let _ = write!(html, "<p>Durability: {}.</p>", kept.join("; "));
-    }
+    html.push_str(&listed("Servers", &report.machine.servers, ", "));
+    html.push_str(&listed("Durability", &report.machine.durability, "; "));
     html
+}
+
+/// `<p>Title: name value, name value.</p>`, or nothing for an empty map.
+fn listed(title: &str, map: &std::collections::BTreeMap<String, String>, sep: &str) -> String {
+    if map.is_empty() {
+        return String::new();
+    }
+    let items: Vec<String> = map
+        .iter()
+        .map(|(k, v)| format!("{} {}", escape(k), escape(v)))
+        .collect();
+    format!("<p>{title}: {}.</p>", items.join(sep))
 }
 
 /// The classic claims this run checked, and the rule they were judged by (none: no

@@ -140,15 +140,7 @@ fn includes(text: &str) -> Vec<(String, Option<String>)> {
 /// Markdown links `[text](target)` in `text`, outside code blocks.
 fn links(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut in_code = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        if in_code {
-            continue;
-        }
+    for (_, line) in loadtest::markdown::outside_code(text) {
         for part in line.split("](").skip(1) {
             if let Some(target) = part.split(')').next() {
                 out.push(target.to_string());
@@ -461,15 +453,7 @@ fn prose(text: &str) -> Vec<(usize, String)> {
     let target = regex::Regex::new(r"\]\([^)]*\)").unwrap();
     let comment = regex::Regex::new(r"<!--.*?-->").unwrap();
     let mut out = Vec::new();
-    let mut in_code = false;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        if in_code {
-            continue;
-        }
+    for (i, line) in loadtest::markdown::outside_code(text) {
         let line = code.replace_all(line, "``");
         let line = include.replace_all(&line, "INCLUDED");
         let line = target.replace_all(&line, "]()");

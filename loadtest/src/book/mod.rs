@@ -183,9 +183,7 @@ pub fn figures(data: &Data) -> Pages {
         chapter::<Far, _>(demo, None, pages, facts);
         chapter::<Flash, _>(demo, demo.parts.flash_sale.as_ref(), pages, facts);
         chapter::<Overload, _>(demo, demo.parts.overload.as_ref(), pages, facts);
-        let before: BTreeSet<String> = pages.keys().cloned().collect();
-        demo::claims_page(demo, pages);
-        with_setup(pages, &before, &demo.machine);
+        with_setup(pages, &demo.machine, |pages| demo::claims_page(demo, pages));
     }
     if let Some(chaos) = &data.chaos {
         let grid = Some(&chaos.parts.faults);
@@ -200,19 +198,17 @@ pub fn figures(data: &Data) -> Pages {
         chapter::<AtDistance, _>(distance, info, &mut pages, &mut facts);
     }
     if let Some(bench) = &data.bench {
-        let before: BTreeSet<String> = pages.keys().cloned().collect();
-        bench::pages(bench, &mut pages, &mut facts);
-        with_setup(&mut pages, &before, &bench.machine);
+        with_setup(&mut pages, &bench.machine, |pages| {
+            bench::pages(bench, pages, &mut facts)
+        });
     }
     checking::pages(data, &mut pages);
     strategies::pages(data, &mut pages);
     // The matrix compares the demo's figures: its setup.
-    let before: BTreeSet<String> = pages.keys().cloned().collect();
-    if let Some(matrix) = strategies::matrix_page(data) {
-        pages.insert("matrix.md".to_string(), matrix);
-    }
-    if let Some(demo) = &data.demo {
-        with_setup(&mut pages, &before, &demo.machine);
+    if let (Some(matrix), Some(demo)) = (strategies::matrix_page(data), &data.demo) {
+        with_setup(&mut pages, &demo.machine, |pages| {
+            pages.insert("matrix.md".to_string(), matrix);
+        });
     }
     pages.insert("facts.md".to_string(), facts.render());
     pages
@@ -232,14 +228,16 @@ fn chapter<C: Chapter, P>(
         generated_at: written.generated_at,
         part,
     };
-    let before: BTreeSet<String> = pages.keys().cloned().collect();
-    C::pages(&report, pages, facts);
-    with_setup(pages, &before, &written.machine);
+    with_setup(pages, &written.machine, |pages| {
+        C::pages(&report, pages, facts)
+    });
 }
 
-/// Opens every page added since `before` with the setup its run stated, under the
-/// page's banner: every comparison says what it ran on.
-fn with_setup(pages: &mut Pages, before: &BTreeSet<String>, machine: &crate::report::Machine) {
+/// Adds pages with `add`, and opens every page it added with the setup its run
+/// stated, under the page's banner: every comparison says what it ran on.
+fn with_setup(pages: &mut Pages, machine: &crate::report::Machine, add: impl FnOnce(&mut Pages)) {
+    let before: BTreeSet<String> = pages.keys().cloned().collect();
+    add(pages);
     let Some(setup) = crate::setup::line(machine) else {
         return;
     };

@@ -103,22 +103,14 @@ fn anchored(page: &str, anchor: Option<&str>) -> String {
 /// left out, table rules and punctuation not counted.
 fn words(markdown: &str) -> usize {
     let text = without_comments(markdown);
-    let mut count = 0;
-    let mut in_code = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        if in_code {
-            continue;
-        }
-        count += drop_link_targets(line)
-            .split_whitespace()
-            .filter(|w| w.chars().any(char::is_alphanumeric))
-            .count();
-    }
-    count
+    crate::markdown::outside_code(&text)
+        .map(|(_, line)| {
+            drop_link_targets(line)
+                .split_whitespace()
+                .filter(|w| w.chars().any(char::is_alphanumeric))
+                .count()
+        })
+        .sum()
 }
 
 /// `text` without its HTML comments (`<!-- ... -->`, over lines too).

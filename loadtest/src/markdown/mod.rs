@@ -18,6 +18,19 @@ pub fn banner(source: &str) -> String {
     )
 }
 
+/// The lines of markdown `text` outside its fenced code blocks (and not the fences),
+/// each with its index from 0: the prose and tables a reader reads.
+pub fn outside_code(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut in_code = false;
+    text.lines().enumerate().filter(move |(_, line)| {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            return false;
+        }
+        !in_code
+    })
+}
+
 /// A markdown table; a header starting with `>` is a right-aligned (numeric) column.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::from("|");
