@@ -74,13 +74,14 @@ impl RedisHa {
         };
         // Ready when every Sentinel knows the replica and the two other Sentinels (it
         // can then vote in, and win, a failover).
-        wait_until(READY_TIMEOUT, "the Sentinels to find each other", || {
+        let met = wait_until(READY_TIMEOUT, "the Sentinels to find each other", || {
             ha.sentinels.iter().all(|s| {
                 let master = sentinel_command(s.port, &["SENTINEL", "MASTER", MASTER_NAME]);
                 field(&master, "num-slaves") == Some("1")
                     && field(&master, "num-other-sentinels") == Some("2")
             })
-        })?;
+        });
+        met.map_err(|error| ha.with_sentinel_logs(error))?;
         Ok(ha)
     }
 
@@ -102,14 +103,33 @@ impl RedisHa {
     pub fn wait_for_failover(&self, timeout: Duration) -> Result<u16> {
         let old = self.primary.port();
         let mut new = None;
-        wait_until(timeout, "Sentinel to promote the replica", || {
+        let waited = wait_until(timeout, "Sentinel to promote the replica", || {
             let ports: Vec<Option<u16>> =
                 self.sentinels.iter().map(Sentinel::primary_port).collect();
             let agreed = ports[0].filter(|p| *p != old && ports.iter().all(|q| *q == Some(*p)));
             new = agreed.filter(|p| info(*p, "replication").contains("role:master"));
             new.is_some()
-        })?;
+        });
+        waited.map_err(|error| self.with_sentinel_logs(error))?;
         Ok(new.expect("set when the wait succeeded"))
+    }
+
+    /// Adds each Sentinel's last log lines to a failed wait: its events (`+sdown`,
+    /// `+odown`, `+vote-for-leader`, `-failover-abort-*`) say where a failover stopped.
+    fn with_sentinel_logs(&self, error: Error) -> Error {
+        let Error::Command { what, mut output } = error else {
+            return error;
+        };
+        for sentinel in &self.sentinels {
+            let name = sentinel.process.name();
+            let master = sentinel_command(sentinel.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+            output.push_str(&format!(
+                "\n--- {name} (port {}): {master:?}\n{}",
+                sentinel.port,
+                sentinel.process.log_tail(30)
+            ));
+        }
+        Error::Command { what, output }
     }
 
     /// After a failover: restarts the old primary (it comes back empty, as a primary)
