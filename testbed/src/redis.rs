@@ -143,9 +143,11 @@ impl Redis {
                 });
             }
         }
+        // Redis takes the last of a repeated flag, so that is the one rewritten (and the
+        // one `persistence_text` reads).
         let mut args: Vec<String> = self.process.args().to_vec();
         for (flag, value) in [("--appendonly", appendonly), ("--appendfsync", fsync)] {
-            match args.iter().position(|a| a == flag) {
+            match args.iter().rposition(|a| a == flag) {
                 Some(i) => args[i + 1] = value.to_string(),
                 None => args.extend([flag.to_string(), value.to_string()]),
             }

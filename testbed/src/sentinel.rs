@@ -10,15 +10,31 @@
 //!
 //! Sentinels run as `redis-server <conf> --sentinel` (the `redis-server` package; no
 //! `redis-sentinel` needed) with `down-after-milliseconds 500`: a dead primary is
-//! replaced in about 1-2 s. `failover-timeout` is 60 s, which also keeps Sentinel from
-//! "fixing" the replica's address (it points at the proxy, not at the primary) within
-//! a test's lifetime.
+//! replaced in about 1-2 s. Two of Sentinel's safety delays are shortened, because a
+//! busy test machine trips them and either one outlasts a test's wait:
+//!
+//! - **TILT.** A Sentinel whose timer ran more than 2 s late (a process not scheduled,
+//!   or stuck in the fsync of its config file) distrusts what it measured and acts on
+//!   nothing for 30 s. Here it waits [`TILT_PERIOD_MS`]: two rounds of pings (every
+//!   500 ms), the fresh measurements TILT waits for. It must be short for a second
+//!   reason: a Sentinel promotes no replica whose link to the primary has been down
+//!   longer than ten times `down-after-milliseconds` (5 s here) plus the time since
+//!   the Sentinel itself saw the primary down. A primary that died during the stall
+//!   and is seen down only after a 30 s TILT leaves a replica down "too long"
+//!   forever, and no failover ever comes.
+//! - **A failed attempt.** Sentinels that split their votes, or a leader that finds
+//!   no replica to promote, try again only after twice `failover-timeout`. That
+//!   setting is 60 s while the primary lives, because it also delays Sentinel
+//!   "fixing" the replica's address (it points at the proxy, not at the primary):
+//!   within 60 s the fix never comes. [`RedisHa::kill_primary`] kills the primary and
+//!   shortens it to [`FAILOVER_TIMEOUT_AFTER_KILL_MS`]: a Sentinel fixes no replica
+//!   while the primary is down, and a failed attempt is retried within seconds.
 //!
 //! ```no_run
 //! let mut ha = testbed::RedisHa::start("ha").unwrap();
 //! ha.replication.set(testbed::proxy::ProxyMode::Blackhole);
 //! // ... write to the primary (ha.primary.url()) ...
-//! ha.primary.process().kill();
+//! ha.kill_primary().unwrap();
 //! let new_primary = ha.wait_for_failover(std::time::Duration::from_secs(10)).unwrap();
 //! assert_eq!(new_primary, ha.replica.port());
 //! ```
@@ -33,6 +49,13 @@ use std::time::Duration;
 
 /// The name Sentinel monitors the primary under.
 pub const MASTER_NAME: &str = "stock-locks";
+
+/// How long a Sentinel in TILT waits before it acts again (Sentinel's default: 30 s).
+pub const TILT_PERIOD_MS: u64 = 1_000;
+
+/// `failover-timeout` once the primary is killed: a failed attempt is retried after
+/// twice this (while the primary lives it is 60 s).
+pub const FAILOVER_TIMEOUT_AFTER_KILL_MS: u64 = 3_000;
 
 /// A primary, a replica behind a proxy, and three Sentinels; dropping it stops all.
 pub struct RedisHa {
@@ -93,9 +116,25 @@ impl RedisHa {
             .collect()
     }
 
+    /// The three Sentinels' processes (to pause them, or read their logs).
+    pub fn sentinel_processes(&self) -> impl Iterator<Item = &ServerProcess> {
+        self.sentinels.iter().map(|s| &s.process)
+    }
+
     /// The primary's port as the first Sentinel that answers names it.
     pub fn current_primary_port(&self) -> Option<u16> {
         self.sentinels.iter().find_map(Sentinel::primary_port)
+    }
+
+    /// Kills the primary (SIGKILL) and shortens every Sentinel's `failover-timeout`, so
+    /// a failed failover attempt is retried within seconds (see the module's text).
+    pub fn kill_primary(&mut self) -> Result<()> {
+        self.primary.process().kill();
+        let timeout = FAILOVER_TIMEOUT_AFTER_KILL_MS.to_string();
+        for sentinel in &self.sentinels {
+            sentinel.set(&["SET", MASTER_NAME, "failover-timeout", &timeout])?;
+        }
+        Ok(())
     }
 
     /// Waits until every Sentinel names another primary than the one started with,
@@ -176,10 +215,26 @@ impl Sentinel {
             process.wait_ready(port, READY_TIMEOUT, || ping(port))?;
             Ok((process, port))
         })?;
-        Ok(Sentinel {
+        let sentinel = Sentinel {
             process,
             port,
             _dir: dir,
+        };
+        sentinel.set(&["DEBUG", "tilt-period", &TILT_PERIOD_MS.to_string()])?;
+        Ok(sentinel)
+    }
+
+    /// Sends `SENTINEL <args>`, a command answered `+OK`.
+    fn set(&self, args: &[&str]) -> Result<()> {
+        let mut command = vec!["SENTINEL"];
+        command.extend_from_slice(args);
+        let answer = tcp_exchange(self.port, &resp(&command), b"\r\n").unwrap_or_default();
+        if answer.starts_with(b"+OK") {
+            return Ok(());
+        }
+        Err(Error::Command {
+            what: format!("{}: {}", self.process.name(), command.join(" ")),
+            output: String::from_utf8_lossy(&answer).into_owned(),
         })
     }
 }
@@ -193,11 +248,7 @@ impl Drop for Sentinel {
 /// A Sentinel command's answer, flattened to its bulk strings (`SENTINEL MASTER`
 /// answers field, value, field, value, ...).
 fn sentinel_command(port: u16, args: &[&str]) -> Vec<String> {
-    let mut request = format!("*{}\r\n", args.len());
-    for arg in args {
-        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-    }
-    let answer = tcp_exchange(port, request.as_bytes(), b"\r\n")
+    let answer = tcp_exchange(port, &resp(args), b"\r\n")
         .map(|a| String::from_utf8_lossy(&a).into_owned())
         .unwrap_or_default();
     // Every bulk string is "$<len>" then the value on the next line.
@@ -207,6 +258,15 @@ fn sentinel_command(port: u16, args: &[&str]) -> Vec<String> {
         .filter(|w| w[0].starts_with('$') && w[0] != "$-1")
         .map(|w| w[1].to_string())
         .collect()
+}
+
+/// A command in Redis' protocol: an array of bulk strings.
+fn resp(args: &[&str]) -> Vec<u8> {
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    request.into_bytes()
 }
 
 /// The value after `name` in a field, value, ... list.

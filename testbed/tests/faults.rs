@@ -207,7 +207,7 @@ fn sentinel_failover_loses_what_replication_held_back() {
         "nobody acknowledged the write made during the blackhole"
     );
 
-    ha.primary.process().kill();
+    ha.kill_primary().unwrap();
     let started = Instant::now();
     let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
     println!("failover in {:?}", started.elapsed());
@@ -227,6 +227,74 @@ fn sentinel_failover_loses_what_replication_held_back() {
         Some("+OK"),
         "the new primary takes writes"
     );
+}
+
+/// A busy machine stalls every Sentinel past its TILT trigger (a timer 2 s late), and
+/// the primary dies as they come back: each Sentinel is in TILT, acts again after the
+/// testbed's short TILT period, and the failover comes within the bound. (With
+/// Sentinel's default period, 30 s, none would come: by then the replica's link has
+/// been down too long for any Sentinel to promote it.)
+#[test]
+fn sentinels_stalled_into_tilt_still_fail_over() {
+    let mut ha = testbed::RedisHa::start("ha-tilt").unwrap();
+    let replica = ha.replica.port();
+    // The stall is the fault: it has to outlast the 2 s trigger.
+    let stall = Duration::from_millis(2_500);
+    for sentinel in ha.sentinel_processes() {
+        sentinel.pause().unwrap();
+    }
+    std::thread::sleep(stall);
+    for sentinel in ha.sentinel_processes() {
+        sentinel.resume().unwrap();
+    }
+    ha.kill_primary().unwrap();
+    let started = Instant::now();
+    let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
+    println!("failover in {:?}", started.elapsed());
+    assert_eq!(promoted, replica);
+    for sentinel in ha.sentinel_processes() {
+        let log = sentinel.log_tail(200);
+        assert!(log.contains("+tilt"), "{}: {log}", sentinel.name());
+    }
+}
+
+/// A failover attempt that fails is tried again within seconds: with the replica
+/// frozen, the elected Sentinel finds no replica to promote and gives up; once the
+/// replica is back, the next attempt promotes it. (Sentinel waits twice
+/// `failover-timeout` between attempts: 120 s at the 60 s the primary lives with,
+/// 6 s after [`testbed::RedisHa::kill_primary`] shortened it.)
+#[test]
+fn a_failed_failover_attempt_is_retried() {
+    let mut ha = testbed::RedisHa::start("ha-retry").unwrap();
+    let replica = ha.replica.port();
+    ha.replica.process_ref().pause().unwrap();
+    let logs_say = |ha: &testbed::RedisHa, event: &str| {
+        ha.sentinel_processes()
+            .filter(|s| s.log_tail(500).contains(event))
+            .count()
+    };
+    wait_for("every Sentinel to call the replica down", || {
+        logs_say(&ha, "+sdown slave") == 3
+    });
+    ha.kill_primary().unwrap();
+    wait_for("a Sentinel to give up for want of a replica", || {
+        logs_say(&ha, "-failover-abort-no-good-slave") > 0
+    });
+    ha.replica.process_ref().resume().unwrap();
+    let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
+    assert_eq!(promoted, replica);
+}
+
+/// Polls `done` until it holds; panics naming `what` after a minute.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "waiting for {what}: not within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// A Redis whose wall clock the test moves: jumped 30 s forward, a key with 10 s left

@@ -291,7 +291,7 @@ pub fn sold_percent(row: &Row) -> f64 {
 pub fn print_tables(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) {
     for section in info.sections() {
         println!(
-            "\n{section}: sales/s (p99 ms) by concurrency; * = under 99% of answers were sales; † = measured by another run of the same setup (--reuse)"
+            "\n{section}: sales/s (p99 ms) by concurrency; * = under 99% of answers were sales; † = the demo's figure for the same setup, taken from its report (--reuse), not measured twice"
         );
         let mut header = format!("{:<12}", "strategy");
         for c in &info.concurrencies {
@@ -380,8 +380,8 @@ pub fn html(info: &SweepInfo, rows: &[Row], catalogue: &Catalogue) -> String {
          spread over 2 instances), first on one hot product, then spread over more. \
          Stock never runs out, so an answer that is not a sale is the strategy refusing \
          (<code>busy</code>, <code>lock_lost</code>): the charts count sales per second over \
-         each cell's steady window (the table gives its spread, q1–q3; † = measured by another \
-         run of the same setup), p99 is over all answers. \
+         each cell's steady window (the table gives its spread, q1–q3; † = the demo's figure \
+         for the same setup, taken from its report, not measured twice), p99 is over all answers. \
          {} ({:.0} s in all). Read the lines for their shape: a strategy that serializes on \
          one row or one lock stops gaining throughput early and pays for more buyers in \
          p99 (queueing); spreading the load over many products lets the row- and \
