@@ -15,8 +15,8 @@
 //!
 //! - **TILT.** A Sentinel whose timer ran more than 2 s late (a process not scheduled,
 //!   or stuck in the fsync of its config file) distrusts what it measured and acts on
-//!   nothing for 30 s. Here it waits [`TILT_PERIOD_MS`]: two rounds of pings (every
-//!   500 ms), the fresh measurements TILT waits for. It must be short for a second
+//!   nothing for 30 s. Here it waits [`TILT_PERIOD_MS`], time for two rounds of pings
+//!   (every 500 ms) to bring fresh measurements. It must be short for a second
 //!   reason: a Sentinel promotes no replica whose link to the primary has been down
 //!   longer than ten times `down-after-milliseconds` (5 s here) plus the time since
 //!   the Sentinel itself saw the primary down. A primary that died during the stall
@@ -24,17 +24,18 @@
 //!   forever, and no failover ever comes.
 //! - **A failed attempt.** Sentinels that split their votes, or a leader that finds
 //!   no replica to promote, try again only after twice `failover-timeout`. That
-//!   setting is 60 s while the primary lives, because it also delays Sentinel
-//!   "fixing" the replica's address (it points at the proxy, not at the primary):
-//!   within 60 s the fix never comes. [`RedisHa::kill_primary`] kills the primary and
-//!   shortens it to [`FAILOVER_TIMEOUT_AFTER_KILL_MS`]: a Sentinel fixes no replica
-//!   while the primary is down, and a failed attempt is retried within seconds.
+//!   setting is [`FAILOVER_TIMEOUT_MS`] while the primary lives, because it also
+//!   delays Sentinel "fixing" the replica's address (it points at the proxy, not at
+//!   the primary): within that time the fix never comes. [`RedisHa::wait_for_failover`]
+//!   shortens it to [`FAILOVER_TIMEOUT_AFTER_KILL_MS`] on each Sentinel once that
+//!   Sentinel has seen the primary down (from then on it fixes no replica), so a
+//!   failed attempt is retried within seconds.
 //!
 //! ```no_run
 //! let mut ha = testbed::RedisHa::start("ha").unwrap();
 //! ha.replication.set(testbed::proxy::ProxyMode::Blackhole);
 //! // ... write to the primary (ha.primary.url()) ...
-//! ha.kill_primary().unwrap();
+//! ha.primary.process().kill();
 //! let new_primary = ha.wait_for_failover(std::time::Duration::from_secs(10)).unwrap();
 //! assert_eq!(new_primary, ha.replica.port());
 //! ```
@@ -45,7 +46,7 @@ use crate::process::{
 use crate::proxy::Proxy;
 use crate::redis::{info, ping};
 use crate::{Error, READY_TIMEOUT, Redis, Result};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The name Sentinel monitors the primary under.
 pub const MASTER_NAME: &str = "stock-locks";
@@ -53,8 +54,11 @@ pub const MASTER_NAME: &str = "stock-locks";
 /// How long a Sentinel in TILT waits before it acts again (Sentinel's default: 30 s).
 pub const TILT_PERIOD_MS: u64 = 1_000;
 
-/// `failover-timeout` once the primary is killed: a failed attempt is retried after
-/// twice this (while the primary lives it is 60 s).
+/// `failover-timeout` while the primary lives.
+pub const FAILOVER_TIMEOUT_MS: u64 = 60_000;
+
+/// `failover-timeout` once a Sentinel has seen the primary down: a failed attempt is
+/// retried after twice this.
 pub const FAILOVER_TIMEOUT_AFTER_KILL_MS: u64 = 3_000;
 
 /// A primary, a replica behind a proxy, and three Sentinels; dropping it stops all.
@@ -126,23 +130,23 @@ impl RedisHa {
         self.sentinels.iter().find_map(Sentinel::primary_port)
     }
 
-    /// Kills the primary (SIGKILL) and shortens every Sentinel's `failover-timeout`, so
-    /// a failed failover attempt is retried within seconds (see the module's text).
-    pub fn kill_primary(&mut self) -> Result<()> {
-        self.primary.process().kill();
-        let timeout = FAILOVER_TIMEOUT_AFTER_KILL_MS.to_string();
-        for sentinel in &self.sentinels {
-            sentinel.set(&["SET", MASTER_NAME, "failover-timeout", &timeout])?;
-        }
-        Ok(())
-    }
-
-    /// Waits until every Sentinel names another primary than the one started with,
-    /// and that server answers as a primary; returns its port.
+    /// After the primary was killed: waits until every Sentinel names another primary
+    /// than the one started with, and that server answers as a primary; returns its
+    /// port.
+    ///
+    /// It first shortens each Sentinel's `failover-timeout`, once that Sentinel has
+    /// seen the primary down, so that an attempt that fails is retried within seconds
+    /// (see the module's text).
     pub fn wait_for_failover(&self, timeout: Duration) -> Result<u16> {
+        let deadline = Instant::now() + timeout;
         let old = self.primary.port();
+        for sentinel in &self.sentinels {
+            let shortened = sentinel.retry_failed_attempts_soon(old, deadline);
+            shortened.map_err(|error| self.with_sentinel_logs(error))?;
+        }
         let mut new = None;
-        let waited = wait_until(timeout, "Sentinel to promote the replica", || {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let waited = wait_until(left, "Sentinel to promote the replica", || {
             let ports: Vec<Option<u16>> =
                 self.sentinels.iter().map(Sentinel::primary_port).collect();
             let agreed = ports[0].filter(|p| *p != old && ports.iter().all(|q| *q == Some(*p)));
@@ -153,8 +157,10 @@ impl RedisHa {
         Ok(new.expect("set when the wait succeeded"))
     }
 
-    /// Adds each Sentinel's last log lines to a failed wait: its events (`+sdown`,
-    /// `+odown`, `+vote-for-leader`, `-failover-abort-*`) say where a failover stopped.
+    /// Adds what each Sentinel says of the primary (`SENTINEL MASTER`: its flags, when
+    /// it last answered) and its last log lines to a failed wait: the events (`+tilt`,
+    /// `+sdown`, `+odown`, `+vote-for-leader`, `-failover-abort-*`) say where a
+    /// failover stopped.
     fn with_sentinel_logs(&self, error: Error) -> Error {
         let Error::Command { what, mut output } = error else {
             return error;
@@ -177,10 +183,11 @@ impl RedisHa {
     pub fn rejoin_old_primary(&mut self, timeout: Duration) -> Result<()> {
         self.primary.restart()?;
         let port = self.primary.port();
-        wait_until(timeout, "the old primary to rejoin as a replica", || {
+        let rejoined = wait_until(timeout, "the old primary to rejoin as a replica", || {
             let replication = info(port, "replication");
             replication.contains("role:slave") && replication.contains("master_link_status:up")
-        })
+        });
+        rejoined.map_err(|error| self.with_sentinel_logs(error))
     }
 }
 
@@ -203,7 +210,7 @@ impl Sentinel {
                 "port {port}\nbind 127.0.0.1\ndir {dir}\n\
                  sentinel monitor {MASTER_NAME} 127.0.0.1 {primary_port} 2\n\
                  sentinel down-after-milliseconds {MASTER_NAME} 500\n\
-                 sentinel failover-timeout {MASTER_NAME} 60000\n\
+                 sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n\
                  sentinel parallel-syncs {MASTER_NAME} 1\n",
                 dir = dir.path().display()
             );
@@ -220,20 +227,47 @@ impl Sentinel {
             port,
             _dir: dir,
         };
-        sentinel.set(&["DEBUG", "tilt-period", &TILT_PERIOD_MS.to_string()])?;
+        let tilt_period = TILT_PERIOD_MS.to_string();
+        sentinel.command_ok(
+            &["SENTINEL", "DEBUG", "tilt-period", &tilt_period],
+            READY_TIMEOUT,
+        )?;
         Ok(sentinel)
     }
 
-    /// Sends `SENTINEL <args>`, a command answered `+OK`.
-    fn set(&self, args: &[&str]) -> Result<()> {
-        let mut command = vec!["SENTINEL"];
-        command.extend_from_slice(args);
-        let answer = tcp_exchange(self.port, &resp(&command), b"\r\n").unwrap_or_default();
+    /// Once this Sentinel has seen the primary (`old`) down, or already names another
+    /// one, shortens its `failover-timeout` to [`FAILOVER_TIMEOUT_AFTER_KILL_MS`].
+    fn retry_failed_attempts_soon(&self, old: u16, deadline: Instant) -> Result<()> {
+        let name = self.process.name();
+        let left = || deadline.saturating_duration_since(Instant::now());
+        wait_until(left(), &format!("{name} to see the primary down"), || {
+            let master = sentinel_command(self.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+            let down = field(&master, "flags").is_some_and(|f| f.split(',').any(|f| f == "s_down"));
+            let moved_on = field(&master, "port").is_some_and(|p| p != old.to_string());
+            down || moved_on
+        })?;
+        let timeout = FAILOVER_TIMEOUT_AFTER_KILL_MS.to_string();
+        self.command_ok(
+            &["SENTINEL", "SET", MASTER_NAME, "failover-timeout", &timeout],
+            left(),
+        )
+    }
+
+    /// Sends a command answered `+OK` (`args` start with `SENTINEL`), again while the
+    /// Sentinel gives no answer (it fsyncs its config file before it answers a change,
+    /// which a busy disk makes slow), for at most `within`.
+    fn command_ok(&self, args: &[&str], within: Duration) -> Result<()> {
+        let what = format!("{}: {}", self.process.name(), args.join(" "));
+        let mut answer = Vec::new();
+        wait_until(within, &format!("an answer to {what}"), || {
+            answer = tcp_exchange(self.port, &resp(args), b"\r\n").unwrap_or_default();
+            !answer.is_empty()
+        })?;
         if answer.starts_with(b"+OK") {
             return Ok(());
         }
         Err(Error::Command {
-            what: format!("{}: {}", self.process.name(), command.join(" ")),
+            what,
             output: String::from_utf8_lossy(&answer).into_owned(),
         })
     }

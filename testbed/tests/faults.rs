@@ -207,7 +207,7 @@ fn sentinel_failover_loses_what_replication_held_back() {
         "nobody acknowledged the write made during the blackhole"
     );
 
-    ha.kill_primary().unwrap();
+    ha.primary.process().kill();
     let started = Instant::now();
     let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
     println!("failover in {:?}", started.elapsed());
@@ -247,7 +247,7 @@ fn sentinels_stalled_into_tilt_still_fail_over() {
     for sentinel in ha.sentinel_processes() {
         sentinel.resume().unwrap();
     }
-    ha.kill_primary().unwrap();
+    ha.primary.process().kill();
     let started = Instant::now();
     let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
     println!("failover in {:?}", started.elapsed());
@@ -262,7 +262,7 @@ fn sentinels_stalled_into_tilt_still_fail_over() {
 /// frozen, the elected Sentinel finds no replica to promote and gives up; once the
 /// replica is back, the next attempt promotes it. (Sentinel waits twice
 /// `failover-timeout` between attempts: 120 s at the 60 s the primary lives with,
-/// 6 s after [`testbed::RedisHa::kill_primary`] shortened it.)
+/// 6 s once [`testbed::RedisHa::wait_for_failover`] has shortened it.)
 #[test]
 fn a_failed_failover_attempt_is_retried() {
     let mut ha = testbed::RedisHa::start("ha-retry").unwrap();
@@ -276,7 +276,7 @@ fn a_failed_failover_attempt_is_retried() {
     wait_for("every Sentinel to call the replica down", || {
         logs_say(&ha, "+sdown slave") == 3
     });
-    ha.kill_primary().unwrap();
+    ha.primary.process().kill();
     wait_for("a Sentinel to give up for want of a replica", || {
         logs_say(&ha, "-failover-abort-no-good-slave") > 0
     });

@@ -244,7 +244,7 @@ async fn redis_failover_lets_a_second_holder_in() {
     let fenced = send(json!({"product_id": 2, "request_id": "a-2", "fencing": true}));
     app.wait_paused("after_read", 2).await;
 
-    ha.kill_primary().unwrap();
+    ha.primary.process().kill();
     let started = std::time::Instant::now();
     let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
     println!("failover to {promoted} in {:?}", started.elapsed());
@@ -409,7 +409,7 @@ async fn redis_failover_redis_stock_follows() {
     }
     wait_for_ledger(&app, 1, 3).await;
 
-    ha.kill_primary().unwrap();
+    ha.primary.process().kill();
     ha.wait_for_failover(Duration::from_secs(20)).unwrap();
     let (status, body) = deduct_through_failover(
         &app,

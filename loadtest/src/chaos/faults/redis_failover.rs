@@ -74,7 +74,7 @@ impl Lab {
     /// the primary died, in load time.
     fn fail_over(&mut self, load: &Load) -> anyhow::Result<Duration> {
         let ha = self.ha.as_mut().context("no Redis HA")?;
-        ha.kill_primary()?;
+        ha.primary.process().kill();
         let fault = load.now();
         // A blocking wait: the load's tasks move to the other worker meanwhile.
         let promoted =
