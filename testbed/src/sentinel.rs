@@ -24,12 +24,16 @@
 //!   forever, and no failover ever comes.
 //! - **A failed attempt.** Sentinels that split their votes, or a leader that finds
 //!   no replica to promote, try again only after twice `failover-timeout`. That
-//!   setting is [`FAILOVER_TIMEOUT_MS`] while the primary lives, because it also
-//!   delays Sentinel "fixing" the replica's address (it points at the proxy, not at
-//!   the primary): within that time the fix never comes. [`RedisHa::wait_for_failover`]
-//!   shortens it to [`FAILOVER_TIMEOUT_AFTER_KILL_MS`] on each Sentinel once that
-//!   Sentinel has seen the primary down (from then on it fixes no replica), so a
-//!   failed attempt is retried within seconds.
+//!   setting starts at [`FAILOVER_TIMEOUT_MS`], because it also delays Sentinel
+//!   "fixing" the replica's address (it points at the proxy, not at the primary):
+//!   the fix comes only once the replica has been known that long, so a test that
+//!   kills the primary within a minute of [`RedisHa::start`] keeps its proxy in the
+//!   path. [`RedisHa::wait_for_failover`] shortens it to
+//!   [`FAILOVER_TIMEOUT_ONCE_DOWN_MS`] on each Sentinel once that Sentinel has seen
+//!   the primary down (from then on it fixes no replica), so a failed attempt is
+//!   retried within seconds. The same setting bounds the election and the promotion
+//!   of one attempt: one that overruns it is simply tried again. It is not put back:
+//!   the replica address it guarded was the dead primary's.
 //!
 //! ```no_run
 //! let mut ha = testbed::RedisHa::start("ha").unwrap();
@@ -54,12 +58,12 @@ pub const MASTER_NAME: &str = "stock-locks";
 /// How long a Sentinel in TILT waits before it acts again (Sentinel's default: 30 s).
 pub const TILT_PERIOD_MS: u64 = 1_000;
 
-/// `failover-timeout` while the primary lives.
+/// `failover-timeout` until a Sentinel has seen the primary down.
 pub const FAILOVER_TIMEOUT_MS: u64 = 60_000;
 
 /// `failover-timeout` once a Sentinel has seen the primary down: a failed attempt is
 /// retried after twice this.
-pub const FAILOVER_TIMEOUT_AFTER_KILL_MS: u64 = 3_000;
+pub const FAILOVER_TIMEOUT_ONCE_DOWN_MS: u64 = 3_000;
 
 /// A primary, a replica behind a proxy, and three Sentinels; dropping it stops all.
 pub struct RedisHa {
@@ -236,20 +240,25 @@ impl Sentinel {
     }
 
     /// Once this Sentinel has seen the primary (`old`) down, or already names another
-    /// one, shortens its `failover-timeout` to [`FAILOVER_TIMEOUT_AFTER_KILL_MS`].
+    /// one, shortens its `failover-timeout` to [`FAILOVER_TIMEOUT_ONCE_DOWN_MS`].
     fn retry_failed_attempts_soon(&self, old: u16, deadline: Instant) -> Result<()> {
         let name = self.process.name();
-        let left = || deadline.saturating_duration_since(Instant::now());
-        wait_until(left(), &format!("{name} to see the primary down"), || {
-            let master = sentinel_command(self.port, &["SENTINEL", "MASTER", MASTER_NAME]);
-            let down = field(&master, "flags").is_some_and(|f| f.split(',').any(|f| f == "s_down"));
-            let moved_on = field(&master, "port").is_some_and(|p| p != old.to_string());
-            down || moved_on
-        })?;
-        let timeout = FAILOVER_TIMEOUT_AFTER_KILL_MS.to_string();
+        let time_left = || deadline.saturating_duration_since(Instant::now());
+        wait_until(
+            time_left(),
+            &format!("{name} to see the primary down"),
+            || {
+                let master = sentinel_command(self.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+                let down =
+                    field(&master, "flags").is_some_and(|f| f.split(',').any(|f| f == "s_down"));
+                let moved_on = field(&master, "port").is_some_and(|p| p != old.to_string());
+                down || moved_on
+            },
+        )?;
+        let timeout = FAILOVER_TIMEOUT_ONCE_DOWN_MS.to_string();
         self.command_ok(
             &["SENTINEL", "SET", MASTER_NAME, "failover-timeout", &timeout],
-            left(),
+            time_left(),
         )
     }
 
