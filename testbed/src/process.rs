@@ -32,7 +32,7 @@ pub fn find_binary(name: &str, package: &'static str) -> Result<PathBuf> {
 }
 
 /// Asks the kernel for a free loopback port. Free *now*: the server may still lose it
-/// to another process before it binds, which [`with_port_retry`] handles.
+/// to another process before it binds, which `with_port_retry` (inside the testbed) handles.
 pub fn free_port() -> Result<u16> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(Error::io("probing for a free port"))?;
