@@ -58,11 +58,8 @@ impl Redis {
     /// [`Redis::set_persistence`] last switched it (the last of a repeated flag wins,
     /// as in Redis).
     pub fn persistence_text(&self) -> String {
-        let value = |flag: &str| {
-            let args = self.process_ref().args();
-            let at = args.iter().rposition(|a| a == flag)?;
-            args.get(at + 1).cloned()
-        };
+        let args = self.process_ref().args();
+        let value = |flag: &str| crate::redis::flag_value_at(args, flag).map(|i| args[i].clone());
         let fsync = value("--appendfsync");
         match (value("--appendonly").as_deref(), fsync.as_deref()) {
             (Some("yes"), Some("always")) => redis_text(Persistence::AofAlways),

@@ -415,11 +415,7 @@ pub(crate) fn run_to_end(server: &str, program: &Path, args: &[String]) -> Resul
 }
 
 /// Polls `done` every 20 ms until it answers true; fails after `timeout`, naming `what`.
-pub(crate) fn wait_until(
-    timeout: Duration,
-    what: &str,
-    mut done: impl FnMut() -> bool,
-) -> Result<()> {
+pub fn wait_until(timeout: Duration, what: &str, mut done: impl FnMut() -> bool) -> Result<()> {
     let deadline = Instant::now() + timeout;
     while !done() {
         if Instant::now() > deadline {

@@ -143,12 +143,10 @@ impl Redis {
                 });
             }
         }
-        // Redis takes the last of a repeated flag, so that is the one rewritten (and the
-        // one `persistence_text` reads).
         let mut args: Vec<String> = self.process.args().to_vec();
         for (flag, value) in [("--appendonly", appendonly), ("--appendfsync", fsync)] {
-            match args.iter().rposition(|a| a == flag) {
-                Some(i) => args[i + 1] = value.to_string(),
+            match flag_value_at(&args, flag) {
+                Some(i) => args[i] = value.to_string(),
                 None => args.extend([flag.to_string(), value.to_string()]),
             }
         }
@@ -269,6 +267,13 @@ pub enum Persistence {
     AofEverySec,
     /// An append-only file, fsynced before every reply: nothing acknowledged is lost.
     AofAlways,
+}
+
+/// Where the value of `flag` is on a command line: after its last occurrence, the one
+/// Redis takes (`--appendonly no --appendonly yes` means yes).
+pub(crate) fn flag_value_at(args: &[String], flag: &str) -> Option<usize> {
+    let at = args.iter().rposition(|a| a == flag)? + 1;
+    (at < args.len()).then_some(at)
 }
 
 /// `INFO section` of the server on `port` (empty when it does not answer).

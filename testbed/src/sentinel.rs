@@ -107,7 +107,7 @@ impl RedisHa {
         // can then vote in, and win, a failover).
         let met = wait_until(READY_TIMEOUT, "the Sentinels to find each other", || {
             ha.sentinels.iter().all(|s| {
-                let master = sentinel_command(s.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+                let master = s.master();
                 field(&master, "num-slaves") == Some("1")
                     && field(&master, "num-other-sentinels") == Some("2")
             })
@@ -171,7 +171,7 @@ impl RedisHa {
         };
         for sentinel in &self.sentinels {
             let name = sentinel.process.name();
-            let master = sentinel_command(sentinel.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+            let master = sentinel.master();
             output.push_str(&format!(
                 "\n--- {name} (port {}): {master:?}\n{}",
                 sentinel.port,
@@ -196,6 +196,11 @@ impl RedisHa {
 }
 
 impl Sentinel {
+    /// What this Sentinel knows of the primary (`SENTINEL MASTER`): field, value, ...
+    fn master(&self) -> Vec<String> {
+        sentinel_command(self.port, &["SENTINEL", "MASTER", MASTER_NAME])
+    }
+
     /// The primary's port as this Sentinel names it.
     fn primary_port(&self) -> Option<u16> {
         let answer = sentinel_command(
@@ -248,10 +253,11 @@ impl Sentinel {
             time_left(),
             &format!("{name} to see the primary down"),
             || {
-                let master = sentinel_command(self.port, &["SENTINEL", "MASTER", MASTER_NAME]);
+                let master = self.master();
                 let down =
                     field(&master, "flags").is_some_and(|f| f.split(',').any(|f| f == "s_down"));
-                let moved_on = field(&master, "port").is_some_and(|p| p != old.to_string());
+                let port = field(&master, "port").and_then(|p| p.parse::<u16>().ok());
+                let moved_on = port.is_some_and(|p| p != old);
                 down || moved_on
             },
         )?;

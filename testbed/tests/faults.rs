@@ -4,6 +4,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
+use testbed::process::wait_until;
 use testbed::proxy::{Proxy, ProxyMode};
 use testbed::{MariaDb, Persistence, Redis, ZooKeeper};
 
@@ -273,28 +274,21 @@ fn a_failed_failover_attempt_is_retried() {
             .filter(|s| s.log_tail(500).contains(event))
             .count()
     };
-    wait_for("every Sentinel to call the replica down", || {
+    let minute = Duration::from_secs(60);
+    wait_until(minute, "every Sentinel to call the replica down", || {
         logs_say(&ha, "+sdown slave") == 3
-    });
+    })
+    .unwrap();
     ha.primary.process().kill();
-    wait_for("a Sentinel to give up for want of a replica", || {
-        logs_say(&ha, "-failover-abort-no-good-slave") > 0
-    });
+    wait_until(
+        minute,
+        "a Sentinel to give up for want of a replica",
+        || logs_say(&ha, "-failover-abort-no-good-slave") > 0,
+    )
+    .unwrap();
     ha.replica.process_ref().resume().unwrap();
     let promoted = ha.wait_for_failover(Duration::from_secs(20)).unwrap();
     assert_eq!(promoted, replica);
-}
-
-/// Polls `done` until it holds; panics naming `what` after a minute.
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "waiting for {what}: not within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A Redis whose wall clock the test moves: jumped 30 s forward, a key with 10 s left
